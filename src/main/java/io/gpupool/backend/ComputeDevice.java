@@ -1,0 +1,41 @@
+package io.gpupool.backend;
+
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.DeviceAllocator;
+
+import java.util.Optional;
+
+/** One device: its memory, its streams, its kernels. */
+public interface ComputeDevice {
+
+    /** Index of the device within its backend. */
+    int index();
+
+    /** Human-readable name, e.g. "NVIDIA H200" or "host". */
+    String name();
+
+    /** Total device memory in bytes. */
+    long totalMemory();
+
+    /** Free device memory in bytes as the device reports it now. */
+    long freeMemory();
+
+    /** Chunks of plain device memory for the pool (never managed memory). */
+    ChunkSource chunkSource();
+
+    /**
+     * A native allocator that bypasses the pool, for the baseline modes {@link AllocatorMode#DIRECT}
+     * and {@link AllocatorMode#CUDA_ASYNC}; empty where the device does not offer that mode.
+     */
+    Optional<DeviceAllocator> nativeAllocator(AllocatorMode mode);
+
+    /** Creates a stream; {@code ordinal} is its dense index on this device (selects a local cache). */
+    DeviceStream createStream(int ordinal);
+
+    /** Loads a kernel module (PTX text on CUDA). Host devices throw {@link UnsupportedOperationException}. */
+    KernelModule loadModule(String name, byte[] image);
+
+    /** Makes this device current for the calling thread (CUDA context); a no-op on the host. */
+    void bindToCurrentThread();
+}

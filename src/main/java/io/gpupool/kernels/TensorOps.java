@@ -1,0 +1,52 @@
+package io.gpupool.kernels;
+
+import io.gpupool.backend.DeviceStream;
+
+/**
+ * The operations the models are built from, implemented once per backend (host Java, CUDA PTX).
+ * Every pointer is a device address of row-major FP32 data unless stated otherwise; every call
+ * enqueues on {@code stream} and returns without waiting. A pointer parameter documented as
+ * optional may be 0.
+ */
+public interface TensorOps {
+
+    /** Activation applied in a linear layer's epilogue. GELU is the erf form, as HuggingFace's "gelu". */
+    enum Activation { NONE, GELU, RELU, TANH }
+
+    /** How an encoder's token states become one vector per sequence. */
+    enum Pooling { CLS, MEAN }
+
+    /**
+     * out[b, s, :] = word[ids[b, s]] + position[s] + tokenType[types[b, s]].
+     * {@code inputIds} and {@code tokenTypeIds} are INT32 device arrays of batch × seq;
+     * {@code tokenTypeIds} optional (type 0).
+     */
+    void embeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long wordTable, long positionTable,
+                      long tokenTypeTable, long out, int batch, int seq, int hidden);
+
+    /** y[rows, out] = act(x[rows, in] · weight[out, in]ᵀ + bias[out]); {@code bias} optional. */
+    void linear(DeviceStream stream, long x, long weight, long bias, long y, int rows, int in, int out,
+                Activation activation);
+
+    /** Scratch bytes {@link #attention} needs for these dimensions (may be 0). */
+    long attentionWorkspaceBytes(int batch, int seq, int heads, int headDim);
+
+    /**
+     * Multi-head self-attention. {@code qkv} is [batch·seq, 3·heads·headDim] (query, key, value
+     * blocks side by side, each head-major); {@code attentionMask} is INT32 [batch, seq] with 1 for
+     * real tokens and 0 for padding (optional: all real). Writes context [batch·seq, heads·headDim].
+     */
+    void attention(DeviceStream stream, long qkv, long attentionMask, long workspace, long context, int batch,
+                   int seq, int heads, int headDim);
+
+    /** y = LayerNorm(x + residual) · gamma + beta over the last dimension; {@code residual} optional. */
+    void addLayerNorm(DeviceStream stream, long x, long residual, long gamma, long beta, long y, int rows, int cols,
+                      float eps);
+
+    /** out[b, :] = CLS state or the mask-weighted mean of hidden[b, s, :]; {@code attentionMask} optional. */
+    void pool(DeviceStream stream, long hidden, long attentionMask, long out, int batch, int seq, int cols,
+              Pooling pooling);
+
+    /** Row-wise softmax of x[rows, cols] into y (may alias x). */
+    void softmax(DeviceStream stream, long x, long y, int rows, int cols);
+}

@@ -1,0 +1,29 @@
+package io.gpupool.memory;
+
+/**
+ * What the rest of the server allocates device memory from: the two-level pool, its variants, or a
+ * baseline allocator ({@code direct}, {@code cuda-async}) kept for side-by-side measurement.
+ *
+ * <p>Every block is handed out with a reference count of one and belongs to the stream that asked
+ * for it; {@link DeviceBlock#release()} at zero returns it to this allocator.
+ */
+public interface DeviceAllocator extends AutoCloseable {
+
+    /**
+     * Allocates at least {@code bytes} (256-byte aligned) for work on {@code stream}.
+     *
+     * @throws IllegalArgumentException if {@code bytes} is not positive
+     * @throws OutOfDeviceMemoryException if the memory cannot be provided after recovery
+     */
+    DeviceBlock allocate(long bytes, AllocationStream stream);
+
+    /** Which strategy this allocator implements. */
+    AllocatorMode mode();
+
+    /**
+     * Closes the allocator and returns all memory to its source. Blocks still outstanding are
+     * reported in the exception message (size, stream, allocation site when tracking is on).
+     */
+    @Override
+    void close();
+}

@@ -1,0 +1,39 @@
+package io.gpupool.model;
+
+import java.util.List;
+import java.util.Set;
+
+/**
+ * A model loaded on one device and ready to serve. Implementations are immutable and safe to use
+ * from many requests at once, each with its own {@link ExecutionContext}.
+ */
+public interface InferenceModel extends AutoCloseable {
+
+    String name();
+
+    String version();
+
+    /** Platform string for metadata, e.g. "gpupool_bert" or "gpupool_mlp". */
+    String platform();
+
+    List<TensorSpec> inputs();
+
+    List<TensorSpec> outputs();
+
+    /** Largest batch accepted; requests above it are rejected before any device memory is touched. */
+    int maxBatchSize();
+
+    /** Largest sequence length accepted, or 0 for models without a sequence dimension. */
+    int maxSequenceLength();
+
+    /**
+     * Runs the model. {@code inputs} are already validated against {@link #inputs()} (names, types,
+     * shapes). Returns the outputs named in {@code requestedOutputs}, or all outputs when it is empty.
+     * Synchronises {@code context.stream()} before returning; all device memory taken is released.
+     */
+    List<HostTensor> infer(List<HostTensor> inputs, Set<String> requestedOutputs, ExecutionContext context);
+
+    /** Frees the model's weights on its device. */
+    @Override
+    void close();
+}
