@@ -779,7 +779,8 @@ public final class DevicePool implements DeviceAllocator {
                     .append(Long.toHexString(block.address()));
             if (block.allocationSite() != null) {
                 for (StackTraceElement frame : block.allocationSite().getStackTrace()) {
-                    if (!frame.getClassName().startsWith(DevicePool.class.getName())) {
+                    String owner = frame.getClassName();
+                    if (!owner.equals(DevicePool.class.getName()) && !owner.startsWith(DevicePool.class.getName() + "$")) {
                         text.append("\n      allocated at ").append(frame);
                         break;
                     }
