@@ -83,11 +83,14 @@ public final class BestFitAllocator implements DeviceAllocator {
     private static final class FenceRef {
         final StreamFence fence;
         final int streamOrdinal;
+        /** Order in which fences were attached; on one stream a later fence implies the earlier ones. */
+        final long sequence;
         int refs = 1; // guarded by the allocator lock
 
-        FenceRef(StreamFence fence, int streamOrdinal) {
+        FenceRef(StreamFence fence, int streamOrdinal, long sequence) {
             this.fence = fence;
             this.streamOrdinal = streamOrdinal;
+            this.sequence = sequence;
         }
 
         void release() {
@@ -139,6 +142,7 @@ public final class BestFitAllocator implements DeviceAllocator {
     private final HashMap<Long, Segment> used = new HashMap<>();
     private final List<Chunk> chunks = new ArrayList<>();
     private final Segment probe = new Segment(null, Long.MIN_VALUE, 0);
+    private long fenceSequence;
     private boolean closed;
 
     // statistics: written under the lock, read without it
@@ -307,7 +311,7 @@ public final class BestFitAllocator implements DeviceAllocator {
             segment.site = null;
             if (fence != null) {
                 segment.fences = new ArrayList<>(2);
-                segment.fences.add(new FenceRef(fence, stream.ordinal()));
+                segment.fences.add(new FenceRef(fence, stream.ordinal(), ++fenceSequence));
             }
             Segment prev = segment.prev;
             if (prev != null && prev.free) { // merge into the previous neighbour
@@ -337,7 +341,11 @@ public final class BestFitAllocator implements DeviceAllocator {
         }
     }
 
-    /** Concatenates two fence lists, dropping fences that have already completed. */
+    /**
+     * Concatenates two fence lists, dropping fences that have completed and, per stream, every
+     * fence but the latest (a stream's later fence completes only after its earlier ones), so a
+     * list never holds more fences than there are streams.
+     */
     private static ArrayList<FenceRef> mergeFences(ArrayList<FenceRef> a, ArrayList<FenceRef> b) {
         if (a == null && b == null) {
             return null;
@@ -347,8 +355,21 @@ public final class BestFitAllocator implements DeviceAllocator {
             for (FenceRef ref : list) {
                 if (ref.fence.isComplete()) {
                     ref.release();
-                } else {
+                    continue;
+                }
+                int same = -1;
+                for (int i = 0; i < merged.size() && same < 0; i++) {
+                    if (merged.get(i).streamOrdinal == ref.streamOrdinal) {
+                        same = i;
+                    }
+                }
+                if (same < 0) {
                     merged.add(ref);
+                } else if (merged.get(same).sequence < ref.sequence) {
+                    merged.get(same).release();
+                    merged.set(same, ref);
+                } else {
+                    ref.release();
                 }
             }
         }
@@ -484,12 +505,25 @@ public final class BestFitAllocator implements DeviceAllocator {
                 message.append("\n  ").append(s.requested).append(" bytes at 0x").append(Long.toHexString(s.address))
                         .append(", stream ").append(s.stream == null ? "none" : s.stream.ordinal());
                 if (s.site != null) {
-                    StackTraceElement[] frames = s.site.getStackTrace();
-                    message.append(", allocated at ").append(frames.length > 2 ? frames[2] : "unknown");
+                    message.append(", allocated at ").append(callerOf(s.site));
                 }
             }
             throw new IllegalStateException(message.toString());
         }
+    }
+
+    /** The first frame of {@code site} outside this allocator (and outside decorators that delegate to it). */
+    private static String callerOf(Throwable site) {
+        for (StackTraceElement frame : site.getStackTrace()) {
+            String cls = frame.getClassName();
+            if (!cls.startsWith("io.gpupool.memory.")) {
+                return frame.toString();
+            }
+            if (cls.endsWith("Test")) {
+                return frame.toString();
+            }
+        }
+        return "unknown";
     }
 
     /** Bytes of chunks held from the source. */
