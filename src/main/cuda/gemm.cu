@@ -322,25 +322,236 @@ static __device__ __forceinline__ void gemm_tc(const float* __restrict__ X, cons
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-gemm_tc_bf16_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+gemm_rs_bf16_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
                  float* __restrict__ Y, int M, int N, int K, int act) {
     gemm_tc<true, 128, 128, 2, 4>(X, W, bias, Y, M, N, K, act);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-gemm_tc_bf16_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+gemm_rs_bf16_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
                 float* __restrict__ Y, int M, int N, int K, int act) {
     gemm_tc<true, 64, 64, 2, 2>(X, W, bias, Y, M, N, K, act);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-gemm_tc_tf32_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+gemm_rs_tf32_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
                  float* __restrict__ Y, int M, int N, int K, int act) {
     gemm_tc<false, 128, 128, 2, 4>(X, W, bias, Y, M, N, K, act);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-gemm_tc_tf32_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+gemm_rs_tf32_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
                 float* __restrict__ Y, int M, int N, int K, int act) {
     gemm_tc<false, 64, 64, 2, 2>(X, W, bias, Y, M, N, K, act);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Tensor cores, asynchronous copies (gemm_tc_*): the FP32 operands go from global to shared memory untouched with
+// cp.async, STAGES tiles deep, and are rounded only when a warp loads its fragments.
+//
+//   shared memory, one stage (BK = 16 floats = 64 bytes per row, four 16-byte chunks, no padding):
+//     row r, logical chunk c  ->  byte r*64 + (c ^ swizzle(r))*16
+//   TF32 reads fragments with ldmatrix (8 rows x 16 bytes per phase): swizzle(r) = (r >> 1) & 3 puts the 8 rows
+//   of a phase in 8 distinct 16-byte bank groups. BF16 reads float2 pairs (a half-warp touches 4 rows x 32 bytes):
+//   swizzle(r) = ((r >> 1) & 1) * 2 spreads those 4 rows over the 4 32-byte bank groups.
+//
+//   Pipeline (t = k-tile):  prologue issues tiles 0..STAGES-2; each iteration waits for tile t, syncs the block
+//   (which also frees the stage read in iteration t-1), issues tile t+STAGES-1 into that freed stage, and runs
+//   the tensor cores on tile t. Rows past M/N and columns past K are zero-filled by cp.async's src-size operand.
+//   TF32 feeds the FP32 bit patterns straight to mma (the unit ignores the low 13 mantissa bits: truncation);
+//   BF16 rounds each pair to nearest-even with cvt.rn.bf16x2.
+// ---------------------------------------------------------------------------------------------------------------------
+
+static __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int srcBytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(srcBytes));
+}
+
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+static __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <bool BF16>
+static __device__ __forceinline__ int tc_swizzle(int row) {
+    return BF16 ? ((row >> 1) & 1) << 1 : (row >> 1) & 3;
+}
+
+template <bool BF16, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+static __device__ __forceinline__ void gemm_async(const float* __restrict__ X, const float* __restrict__ W,
+                                                  const float* __restrict__ bias, float* __restrict__ Y,
+                                                  int M, int N, int K, int act) {
+    constexpr int THREADS = WARPS_M * WARPS_N * 32;
+    constexpr int BK = 16;
+    constexpr int ROWS = BM + BN;
+    constexpr int STAGE_BYTES = ROWS * 64;
+    constexpr int LOADS = ROWS * 4 / THREADS;
+    constexpr int WM = BM / WARPS_M;
+    constexpr int WN = BN / WARPS_N;
+    constexpr int MB = WM / 16;
+    constexpr int NB = WN / 8;
+    static_assert(ROWS * 4 % THREADS == 0, "loader shape");
+    static_assert(NB % 2 == 0, "B fragments come in pairs");
+
+    __shared__ __align__(128) unsigned char smem[STAGES * STAGE_BYTES];
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int wm = warp / WARPS_N;
+    const int wn = warp % WARPS_N;
+    const int m0 = blockIdx.y * BM;
+    const int n0 = blockIdx.x * BN;
+    const unsigned smemBase = smem_addr(smem);
+    const int kTiles = (K + BK - 1) / BK;
+
+    auto issue = [&](int tile) {
+        if (tile < kTiles) {
+            const unsigned stage = smemBase + (tile % STAGES) * STAGE_BYTES;
+#pragma unroll
+            for (int i = 0; i < LOADS; ++i) {
+                const int f = tid + i * THREADS;
+                const int r = f >> 2;
+                const int c = f & 3;
+                const int k = tile * BK + c * 4;
+                const bool isX = r < BM;
+                const int gRow = isX ? m0 + r : n0 + (r - BM);
+                const bool in = gRow < (isX ? M : N) && k < K;
+                const float* src = (isX ? X : W) + (in ? (size_t) gRow * K + k : 0);
+                cp_async16(stage + r * 64 + ((c ^ tc_swizzle<BF16>(r)) << 4), src, in ? 16 : 0);
+            }
+        }
+        cp_async_commit();
+    };
+
+    float acc[MB][NB][4];
+#pragma unroll
+    for (int i = 0; i < MB; ++i)
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) issue(s);
+
+    const int g = lane >> 2;
+    const int q = lane & 3;
+
+    for (int t = 0; t < kTiles; ++t) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        issue(t + STAGES - 1);
+        const unsigned stage = smemBase + (t % STAGES) * STAGE_BYTES;
+        if (BF16) {
+            // One k16 step: A pairs at k = 2q, 2q+8 of rows g, g+8; B pairs at k = 2q, 2q+8 of column g.
+            const unsigned char* st = smem + (t % STAGES) * STAGE_BYTES;
+            unsigned a[MB][4];
+            unsigned b[NB][2];
+#pragma unroll
+            for (int i = 0; i < MB; ++i) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = wm * WM + i * 16 + g + h * 8;
+#pragma unroll
+                    for (int kh = 0; kh < 2; ++kh) {
+                        const int c = kh * 2 + (q >> 1);
+                        const float2 v = *reinterpret_cast<const float2*>(
+                            st + r * 64 + ((c ^ tc_swizzle<true>(r)) << 4) + (q & 1) * 8);
+                        a[i][kh * 2 + h] = pack_bf16(v.x, v.y);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < NB; ++j) {
+                const int r = BM + wn * WN + j * 8 + g;
+#pragma unroll
+                for (int kh = 0; kh < 2; ++kh) {
+                    const int c = kh * 2 + (q >> 1);
+                    const float2 v = *reinterpret_cast<const float2*>(
+                        st + r * 64 + ((c ^ tc_swizzle<true>(r)) << 4) + (q & 1) * 8);
+                    b[j][kh] = pack_bf16(v.x, v.y);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MB; ++i)
+#pragma unroll
+                for (int j = 0; j < NB; ++j) mma_step<true>(acc[i][j], a[i], b[j][0], b[j][1]);
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+                unsigned a[MB][4];
+                unsigned b[NB][2];
+#pragma unroll
+                for (int i = 0; i < MB; ++i) {
+                    const int r = wm * WM + i * 16 + (lane & 15);
+                    const int c = ks * 2 + (lane >> 4);
+                    ldmatrix_x4(stage + r * 64 + ((c ^ tc_swizzle<false>(r)) << 4), a[i][0], a[i][1], a[i][2],
+                                a[i][3]);
+                }
+#pragma unroll
+                for (int j = 0; j < NB; j += 2) {
+                    const int r = BM + wn * WN + j * 8 + (lane >> 4) * 8 + (lane & 7);
+                    const int c = ks * 2 + ((lane >> 3) & 1);
+                    ldmatrix_x4(stage + r * 64 + ((c ^ tc_swizzle<false>(r)) << 4), b[j][0], b[j][1], b[j + 1][0],
+                                b[j + 1][1]);
+                }
+#pragma unroll
+                for (int i = 0; i < MB; ++i)
+#pragma unroll
+                    for (int j = 0; j < NB; ++j) mma_step<false>(acc[i][j], a[i], b[j][0], b[j][1]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    const bool pairs = (N & 1) == 0;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+        const int col = n0 + wn * WN + j * 8 + q * 2;
+        const float b0 = (bias != nullptr && col < N) ? __ldg(bias + col) : 0.0f;
+        const float b1 = (bias != nullptr && col + 1 < N) ? __ldg(bias + col + 1) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < MB; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + wm * WM + i * 16 + g + h * 8;
+                if (row >= M) continue;
+                const float v0 = gp_activate(acc[i][j][h * 2] + b0, act);
+                const float v1 = gp_activate(acc[i][j][h * 2 + 1] + b1, act);
+                float* out = Y + (size_t) row * N + col;
+                if (pairs && col + 1 < N) {
+                    *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
+                } else {
+                    if (col < N) out[0] = v0;
+                    if (col + 1 < N) out[1] = v1;
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+gemm_tc_bf16_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                 float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_async<true, 128, 128, 2, 4, 3>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gemm_tc_bf16_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_async<true, 64, 64, 2, 2, 4>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+gemm_tc_tf32_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                 float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_async<false, 128, 128, 2, 4, 3>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gemm_tc_tf32_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_async<false, 64, 64, 2, 2, 4>(X, W, bias, Y, M, N, K, act);
 }
