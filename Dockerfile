@@ -52,16 +52,16 @@ COPY docker/healthcheck.sh /usr/local/bin/gpupool-healthcheck
 # spring.config.additional-location: config/application*.yml of the repository, overriding the jar's.
 # SPRING_PROFILES_ACTIVE: production plus a backend profile (host or cuda); gpupool.backend=auto
 # already picks CUDA when a driver and device are visible.
-# JDK_JAVA_OPTIONS: extra JVM flags for operators (heap, GC); the java launcher reads it.
+# JDK_JAVA_OPTIONS: JVM flags operators may replace (heap, GC); the java launcher reads it.
 ENV SPRING_CONFIG_ADDITIONAL_LOCATION=optional:file:/config/ \
     SPRING_PROFILES_ACTIVE=production \
     GPUPOOL_MODELS_REPOSITORY=/models \
-    MANAGEMENT_PORT=8081
+    MANAGEMENT_PORT=8081 \
+    JDK_JAVA_OPTIONS="-XX:MaxRAMPercentage=75.0"
 USER 10001:10001
 EXPOSE 8080 8081
 VOLUME ["/models"]
 HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
   CMD ["/usr/local/bin/gpupool-healthcheck"]
-ENTRYPOINT ["java", "--enable-native-access=ALL-UNNAMED", "-XX:MaxRAMPercentage=75.0", \
-            "-XX:+ExitOnOutOfMemoryError", "-cp", "/app", \
+ENTRYPOINT ["java", "--enable-native-access=ALL-UNNAMED", "-XX:+ExitOnOutOfMemoryError", "-cp", "/app", \
             "org.springframework.boot.loader.launch.JarLauncher"]

@@ -11,6 +11,8 @@
 set -euo pipefail
 
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/gpupool-dockerd.log}
+# Written only when this script starts the engine, so that the caller can stop exactly that one.
+DOCKERD_PIDFILE=${DOCKERD_PIDFILE:-/var/run/gpupool-dockerd.pid}
 
 if docker info >/dev/null 2>&1; then
   echo "docker engine already running: $(docker info --format '{{.ServerVersion}} ({{.Driver}})')"
@@ -26,7 +28,8 @@ echo "starting dockerd (log: $DOCKERD_LOG)"
 HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
   nohup dockerd --bridge=none --iptables=false --ip6tables=false \
   >"$DOCKERD_LOG" 2>&1 </dev/null &
-echo "dockerd pid $!"
+echo $! >"$DOCKERD_PIDFILE"
+echo "dockerd pid $(cat "$DOCKERD_PIDFILE")"
 
 for _ in $(seq 1 60); do
   if docker info >/dev/null 2>&1; then
