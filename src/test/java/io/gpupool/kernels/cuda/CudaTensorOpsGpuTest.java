@@ -123,8 +123,16 @@ class CudaTensorOpsGpuTest {
 
     @Test
     void attentionMatchesReferenceWithPaddingAndFullyMaskedRows() {
-        CudaTensorOps ops = new CudaTensorOps(device);
-        for (int headDim : new int[] {8, 64, 80}) {
+        checkAttention(new CudaTensorOps(device), new int[] {8, 64, 80}, 1e-5);
+    }
+
+    @Test
+    void bf16AttentionIsCloseToReference() {
+        checkAttention(new CudaTensorOps(device, Precision.BF16), new int[] {64}, 3e-2);
+    }
+
+    private void checkAttention(CudaTensorOps ops, int[] headDims, double tolerance) {
+        for (int headDim : headDims) {
             int batch = 3;
             int seq = 37;
             int heads = 2;
@@ -169,7 +177,7 @@ class CudaTensorOpsGpuTest {
                     }
                 }
             }
-            assertClose("attention headDim " + headDim, got, expected, 1e-5);
+            assertClose("attention headDim " + headDim + " " + ops.precision(), got, expected, tolerance);
         }
     }
 
