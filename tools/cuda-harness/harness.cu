@@ -441,8 +441,7 @@ int main(int argc, char** argv) {
     CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
 
-    loadPtx(argv[1], "gemm", {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64",
-                              "gemm_rs_tf32_128", "gemm_rs_tf32_64", "gemm_rs_bf16_128", "gemm_rs_bf16_64"});
+    loadPtx(argv[1], "gemm", {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64"});
     loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64"});
     loadPtx(argv[1], "ops", {"embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"});
 
@@ -454,12 +453,12 @@ int main(int argc, char** argv) {
     }
     checkGemm("gemm_f32", 131, 301, 257, 1, 1e-5);   // odd K and N: scalar paths
     checkGemm("gemm_f32", 1, 7, 3, 0, 1e-5);
-    for (const char* k : {"gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_rs_tf32_128", "gemm_rs_tf32_64"}) {
+    for (const char* k : {"gemm_tc_tf32_128", "gemm_tc_tf32_64"}) {
         checkGemm(k, 200, 300, 260, 1, 5e-3);
         checkGemm(k, 129, 70, 36, 3, 5e-3);
         checkGemm(k, 1, 2, 4, 0, 5e-3);
     }
-    for (const char* k : {"gemm_tc_bf16_128", "gemm_tc_bf16_64", "gemm_rs_bf16_128", "gemm_rs_bf16_64"}) {
+    for (const char* k : {"gemm_tc_bf16_128", "gemm_tc_bf16_64"}) {
         checkGemm(k, 200, 300, 260, 1, 4e-2);
         checkGemm(k, 129, 70, 36, 2, 4e-2);
         checkGemm(k, 1, 2, 4, 0, 4e-2);
@@ -480,9 +479,8 @@ int main(int argc, char** argv) {
 
     // GEMM throughput.
     const int reps = quick ? 5 : 20;
-    const std::vector<std::string> all = {"gemm_f32",         "gemm_tc_tf32_128", "gemm_tc_tf32_64",
-                                          "gemm_tc_bf16_128", "gemm_tc_bf16_64",  "gemm_rs_tf32_128",
-                                          "gemm_rs_tf32_64",  "gemm_rs_bf16_128", "gemm_rs_bf16_64"};
+    const std::vector<std::string> all = {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128",
+                                          "gemm_tc_bf16_64"};
     for (const auto& k : all) timeGemm("square", k, 4096, 4096, 4096, reps);
     const int ms[] = {128, 512, 1024, 4096, 16384};               // batch·seq for 1/8/32 × 128/512
     const int nk[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};   // QKV, out-proj, FFN up, FFN down

@@ -57,9 +57,11 @@ public final class CudaTensorOps implements TensorOps {
     private static final int ROW_BLOCK = 256;
     /**
      * Fewer 128×128 output tiles than this and a tensor-core product runs with 64×64 tiles instead, so that
-     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200).
+     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200). Measured on
+     * an H200: with 192 large tiles the 64×64 kernel was 2–10% faster, with 576 and more the 128×128 one was
+     * up to 17% faster (tools/cuda-harness/NOTES.md).
      */
-    static final int LARGE_TILE_MIN_BLOCKS = 264;
+    static final int LARGE_TILE_MIN_BLOCKS = 384;
 
     private final ComputeDevice device;
     private final Precision precision;
