@@ -33,7 +33,7 @@
 #define ATT_THREADS 128
 
 template <int DMAX, int KT>
-static __device__ __forceinline__ void attention_tile(const float* __restrict__ qkv, const int* __restrict__ mask,
+__device__ __forceinline__ void attention_tile(const float* __restrict__ qkv, const int* __restrict__ mask,
                                                       float* __restrict__ ctx, int S, int H, int D) {
     constexpr int DP = DMAX + 1;      // padded row (bank spread)
     constexpr int KPL = KT / 4;       // keys per lane per tile

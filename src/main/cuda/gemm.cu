@@ -205,7 +205,7 @@ static __device__ __forceinline__ int tc_swizzle(int row) {
 }
 
 template <bool BF16, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
-static __device__ __forceinline__ void gemm_async(const float* __restrict__ X, const float* __restrict__ W,
+__device__ __forceinline__ void gemm_async(const float* __restrict__ X, const float* __restrict__ W,
                                                   const float* __restrict__ bias, float* __restrict__ Y,
                                                   int M, int N, int K, int act) {
     constexpr int THREADS = WARPS_M * WARPS_N * 32;
