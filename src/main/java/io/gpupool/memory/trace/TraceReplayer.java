@@ -69,6 +69,51 @@ public final class TraceReplayer {
     private TraceReplayer() {
     }
 
+    /**
+     * The smallest simulated device (to within {@code granularityBytes}) on which the whole trace
+     * replays without a refused allocation: a second measure of fragmentation that counts only
+     * memory the allocator cannot do without (under pressure an allocator trims its caches and
+     * retries, so a high peak reserved on an unbounded device may cost nothing on a real one).
+     * Binary search between peak live and {@code maxBytes}; assumes more memory never causes a
+     * refusal. Returns -1 if the trace does not fit even in {@code maxBytes}.
+     */
+    public static long minimumCapacity(Trace trace, Strategy strategy, long maxBytes, long granularityBytes) {
+        if (replay(trace, strategy, maxBytes).failedAllocations() > 0) {
+            return -1;
+        }
+        long fits = maxBytes;
+        long low = Math.max(granularityBytes, peakLive(trace)) - 1; // nothing below peak live can fit
+        while (fits - low > granularityBytes) {
+            long mid = low + (fits - low) / 2;
+            if (replay(trace, strategy, mid).failedAllocations() == 0) {
+                fits = mid;
+            } else {
+                low = mid;
+            }
+        }
+        return fits;
+    }
+
+    /** The largest sum of live requested bytes in the trace (frees of unknown pointers ignored). */
+    public static long peakLive(Trace trace) {
+        HashMap<Long, Long> live = new HashMap<>();
+        long bytes = 0;
+        long peak = 0;
+        for (int i = 0; i < trace.size(); i++) {
+            if (trace.action(i) == Trace.ALLOCATE) {
+                live.put(trace.pointer(i), trace.bytes(i));
+                bytes += trace.bytes(i);
+                peak = Math.max(peak, bytes);
+            } else if (trace.action(i) == Trace.FREE) {
+                Long size = live.remove(trace.pointer(i));
+                if (size != null) {
+                    bytes -= size;
+                }
+            }
+        }
+        return peak;
+    }
+
     /** Replays against a fresh allocator over a simulated device of {@code capacityBytes}. */
     public static Result replay(Trace trace, Strategy strategy, long capacityBytes) {
         return replay(trace, strategy, new SimulatedChunkSource("replay", capacityBytes));
