@@ -4,6 +4,7 @@ import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.metric.AllocatorMetrics;
 
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
@@ -99,6 +100,12 @@ public final class TracingAllocator implements DeviceAllocator {
     @Override
     public AllocatorMode mode() {
         return delegate.mode();
+    }
+
+    /** The wrapped allocator's metrics (tracing adds none of its own). */
+    @Override
+    public AllocatorMetrics metrics() {
+        return delegate.metrics();
     }
 
     public DeviceAllocator delegate() {
