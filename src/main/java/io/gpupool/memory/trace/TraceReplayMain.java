@@ -76,7 +76,13 @@ public final class TraceReplayMain {
         List<TraceReplayer.Result> results = new ArrayList<>();
         List<Long> minimums = new ArrayList<>();
         for (TraceReplayer.Strategy strategy : strategies) {
-            TraceReplayer.Result r = TraceReplayer.replay(trace, strategy, capacity);
+            TraceReplayer.Result r;
+            try {
+                r = TraceReplayer.replay(trace, strategy, capacity);
+            } catch (UnsupportedOperationException e) {
+                System.out.printf(Locale.ROOT, "%-12s skipped: %s%n", strategy.name(), e.getMessage());
+                continue;
+            }
             results.add(r);
             long minimum = minCapacity ? TraceReplayer.minimumCapacity(trace, strategy, capacity, 16L << 20) : -1;
             minimums.add(minimum);
