@@ -33,6 +33,11 @@ public final class CountingAllocator implements DeviceAllocator {
     }
 
     @Override
+    public io.gpupool.memory.metric.AllocatorMetrics metrics() {
+        return new io.gpupool.memory.metric.BasicAllocatorMetrics("counting", AllocatorMode.DIRECT);
+    }
+
+    @Override
     public AllocatorMode mode() {
         return AllocatorMode.DIRECT;
     }
