@@ -22,6 +22,7 @@ import java.util.function.Function;
  *   peak live      = max over time of  sum(requested bytes of live blocks)   (what the program needed)
  *   peak reserved  = max over time of  bytes held from the ChunkSource       (what the device paid)
  *   overhead ratio = peak reserved / peak live                               (1.0 is perfect)
+ *   grows despite free = chunk allocations made while reserved - allocated &gt;= the request
  * </pre>
  * The allocator is built over a {@link StatisticsChunkSource} wrapping a source with no memory
  * behind it ({@link SimulatedChunkSource} by default), so any strategy can be measured the same
@@ -53,7 +54,7 @@ public final class TraceReplayer {
     /** What one replay measured. */
     public record Result(String strategy, int events, long allocations, long frees, long failedAllocations,
                          long unmatchedFrees, long peakLiveBytes, long peakReservedBytes, long chunkAllocations,
-                         long elapsedNanos) {
+                         long growsDespiteFreeBytes, long elapsedNanos) {
 
         /** peak reserved / peak live; NaN when nothing was live. */
         public double overhead() {
@@ -67,6 +68,48 @@ public final class TraceReplayer {
     }
 
     private TraceReplayer() {
+    }
+
+    /**
+     * Counts chunk allocations made while the allocator already held at least the requested bytes
+     * unused (reserved minus allocated, from its metrics): growth caused by fragmentation or by
+     * caching, not by demand. Replay is single-threaded, so plain fields suffice.
+     */
+    private static final class GrowthWitness implements ChunkSource {
+        private final ChunkSource upstream;
+        DeviceAllocator allocator;
+        long request;
+        long growsDespiteFree;
+
+        GrowthWitness(ChunkSource upstream) {
+            this.upstream = upstream;
+        }
+
+        @Override
+        public long allocate(long bytes) {
+            if (allocator != null) {
+                var metrics = allocator.metrics();
+                if (metrics.reservedBytes() - metrics.allocatedBytes() >= request) {
+                    growsDespiteFree++;
+                }
+            }
+            return upstream.allocate(bytes);
+        }
+
+        @Override
+        public void free(long address, long bytes) {
+            upstream.free(address, bytes);
+        }
+
+        @Override
+        public long capacityBytes() {
+            return upstream.capacityBytes();
+        }
+
+        @Override
+        public String name() {
+            return upstream.name();
+        }
     }
 
     /**
@@ -122,7 +165,9 @@ public final class TraceReplayer {
     /** Replays against a fresh allocator built over {@code source}. */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source) {
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
-        DeviceAllocator allocator = strategy.factory().apply(statistics);
+        GrowthWitness witness = new GrowthWitness(statistics);
+        DeviceAllocator allocator = strategy.factory().apply(witness);
+        witness.allocator = allocator;
         HashMap<Integer, AllocationStream> streams = new HashMap<>();
         HashMap<Long, DeviceBlock> live = new HashMap<>();
         long liveBytes = 0;
@@ -147,6 +192,7 @@ public final class TraceReplayer {
                     AllocationStream stream = streams.computeIfAbsent(trace.stream(i),
                             key -> new ReplayStream(streams.size()));
                     DeviceBlock block;
+                    witness.request = bytes;
                     try {
                         block = allocator.allocate(bytes, stream);
                     } catch (OutOfDeviceMemoryException e) {
@@ -178,6 +224,6 @@ public final class TraceReplayer {
             allocator.close();
         }
         return new Result(strategy.name(), n, allocations, frees, failed, unmatched, peakLive,
-                statistics.peakReservedBytes(), statistics.allocations(), elapsed);
+                statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed);
     }
 }
