@@ -1,0 +1,229 @@
+package io.gpupool.memory.trace;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.source.SimulatedChunkSource;
+import io.gpupool.memory.source.StatisticsChunkSource;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Objects;
+import java.util.function.Function;
+
+/**
+ * Replays an allocation {@link Trace} against any {@link DeviceAllocator} and measures how much
+ * memory the allocator had to reserve for it.
+ *
+ * <h2>What is measured</h2>
+ * <pre>
+ *   peak live      = max over time of  sum(requested bytes of live blocks)   (what the program needed)
+ *   peak reserved  = max over time of  bytes held from the ChunkSource       (what the device paid)
+ *   overhead ratio = peak reserved / peak live                               (1.0 is perfect)
+ *   grows despite free = chunk allocations made while reserved - allocated &gt;= the request
+ * </pre>
+ * The allocator is built over a {@link StatisticsChunkSource} wrapping a source with no memory
+ * behind it ({@link SimulatedChunkSource} by default), so any strategy can be measured the same
+ * way, on any machine, and the time taken is the allocator's bookkeeping alone.
+ *
+ * <h2>Steps</h2>
+ * <ol>
+ *   <li>Give each distinct trace stream a dense ordinal (first appearance order); events with no
+ *       stream share one extra stream.</li>
+ *   <li>For each event in order: {@code allocate} asks the allocator for the size on that stream
+ *       and remembers the block under the trace's pointer; {@code free} releases the remembered
+ *       block; {@code allocate failure} is skipped.</li>
+ *   <li>Frees of pointers never allocated in the trace are counted and skipped (a trace may start
+ *       mid-run); a refused allocation is counted and its later free skipped.</li>
+ *   <li>At the end, release what is still live and close the allocator.</li>
+ * </ol>
+ * Replay is single-threaded: the interleaving recorded in the trace is the interleaving replayed.
+ */
+public final class TraceReplayer {
+
+    /** One strategy to replay against: a name for the report and a constructor over a source. */
+    public record Strategy(String name, Function<ChunkSource, DeviceAllocator> factory) {
+        public Strategy {
+            Objects.requireNonNull(name, "name");
+            Objects.requireNonNull(factory, "factory");
+        }
+    }
+
+    /** What one replay measured. */
+    public record Result(String strategy, int events, long allocations, long frees, long failedAllocations,
+                         long unmatchedFrees, long peakLiveBytes, long peakReservedBytes, long chunkAllocations,
+                         long growsDespiteFreeBytes, long elapsedNanos) {
+
+        /** peak reserved / peak live; NaN when nothing was live. */
+        public double overhead() {
+            return peakLiveBytes == 0 ? Double.NaN : (double) peakReservedBytes / peakLiveBytes;
+        }
+
+        /** Average wall time per replayed event, in nanoseconds. */
+        public double nanosPerEvent() {
+            return events == 0 ? 0.0 : (double) elapsedNanos / events;
+        }
+    }
+
+    private TraceReplayer() {
+    }
+
+    /**
+     * Counts chunk allocations made while the allocator already held at least the requested bytes
+     * unused (reserved minus allocated, from its metrics): growth caused by fragmentation or by
+     * caching, not by demand. Replay is single-threaded, so plain fields suffice.
+     */
+    private static final class GrowthWitness implements ChunkSource {
+        private final ChunkSource upstream;
+        DeviceAllocator allocator;
+        long request;
+        long growsDespiteFree;
+
+        GrowthWitness(ChunkSource upstream) {
+            this.upstream = upstream;
+        }
+
+        @Override
+        public long allocate(long bytes) {
+            if (allocator != null) {
+                var metrics = allocator.metrics();
+                if (metrics.reservedBytes() - metrics.allocatedBytes() >= request) {
+                    growsDespiteFree++;
+                }
+            }
+            return upstream.allocate(bytes);
+        }
+
+        @Override
+        public void free(long address, long bytes) {
+            upstream.free(address, bytes);
+        }
+
+        @Override
+        public long capacityBytes() {
+            return upstream.capacityBytes();
+        }
+
+        @Override
+        public String name() {
+            return upstream.name();
+        }
+    }
+
+    /**
+     * The smallest simulated device (to within {@code granularityBytes}) on which the whole trace
+     * replays without a refused allocation: a second measure of fragmentation that counts only
+     * memory the allocator cannot do without (under pressure an allocator trims its caches and
+     * retries, so a high peak reserved on an unbounded device may cost nothing on a real one).
+     * Binary search between peak live and {@code maxBytes}; assumes more memory never causes a
+     * refusal. Returns -1 if the trace does not fit even in {@code maxBytes}.
+     */
+    public static long minimumCapacity(Trace trace, Strategy strategy, long maxBytes, long granularityBytes) {
+        if (replay(trace, strategy, maxBytes).failedAllocations() > 0) {
+            return -1;
+        }
+        long fits = maxBytes;
+        long low = Math.max(granularityBytes, peakLive(trace)) - 1; // nothing below peak live can fit
+        while (fits - low > granularityBytes) {
+            long mid = low + (fits - low) / 2;
+            if (replay(trace, strategy, mid).failedAllocations() == 0) {
+                fits = mid;
+            } else {
+                low = mid;
+            }
+        }
+        return fits;
+    }
+
+    /** The largest sum of live requested bytes in the trace (frees of unknown pointers ignored). */
+    public static long peakLive(Trace trace) {
+        HashMap<Long, Long> live = new HashMap<>();
+        long bytes = 0;
+        long peak = 0;
+        for (int i = 0; i < trace.size(); i++) {
+            if (trace.action(i) == Trace.ALLOCATE) {
+                live.put(trace.pointer(i), trace.bytes(i));
+                bytes += trace.bytes(i);
+                peak = Math.max(peak, bytes);
+            } else if (trace.action(i) == Trace.FREE) {
+                Long size = live.remove(trace.pointer(i));
+                if (size != null) {
+                    bytes -= size;
+                }
+            }
+        }
+        return peak;
+    }
+
+    /** Replays against a fresh allocator over a simulated device of {@code capacityBytes}. */
+    public static Result replay(Trace trace, Strategy strategy, long capacityBytes) {
+        return replay(trace, strategy, new SimulatedChunkSource("replay", capacityBytes));
+    }
+
+    /** Replays against a fresh allocator built over {@code source}. */
+    public static Result replay(Trace trace, Strategy strategy, ChunkSource source) {
+        StatisticsChunkSource statistics = new StatisticsChunkSource(source);
+        GrowthWitness witness = new GrowthWitness(statistics);
+        DeviceAllocator allocator = strategy.factory().apply(witness);
+        witness.allocator = allocator;
+        HashMap<Integer, AllocationStream> streams = new HashMap<>();
+        HashMap<Long, DeviceBlock> live = new HashMap<>();
+        long liveBytes = 0;
+        long peakLive = 0;
+        long allocations = 0;
+        long frees = 0;
+        long failed = 0;
+        long unmatched = 0;
+        int n = trace.size();
+        long start = System.nanoTime();
+        long elapsed;
+        try {
+            for (int i = 0; i < n; i++) {
+                byte action = trace.action(i);
+                if (action == Trace.ALLOCATE) {
+                    long pointer = trace.pointer(i);
+                    long bytes = trace.bytes(i);
+                    if (live.containsKey(pointer)) {
+                        throw new IllegalArgumentException("event " + i + ": pointer 0x" + Long.toHexString(pointer)
+                                + " allocated again before it was freed; the trace is inconsistent");
+                    }
+                    AllocationStream stream = streams.computeIfAbsent(trace.stream(i),
+                            key -> new ReplayStream(streams.size()));
+                    DeviceBlock block;
+                    witness.request = bytes;
+                    try {
+                        block = allocator.allocate(bytes, stream);
+                    } catch (OutOfDeviceMemoryException e) {
+                        failed++;
+                        continue;
+                    }
+                    live.put(pointer, block);
+                    allocations++;
+                    liveBytes += bytes;
+                    if (liveBytes > peakLive) {
+                        peakLive = liveBytes;
+                    }
+                } else if (action == Trace.FREE) {
+                    DeviceBlock block = live.remove(trace.pointer(i));
+                    if (block == null) {
+                        unmatched++;
+                        continue;
+                    }
+                    liveBytes -= block.requestedBytes();
+                    block.release();
+                    frees++;
+                }
+            }
+            elapsed = System.nanoTime() - start;
+        } finally {
+            for (DeviceBlock block : new ArrayList<>(live.values())) {
+                block.release();
+            }
+            allocator.close();
+        }
+        return new Result(strategy.name(), n, allocations, frees, failed, unmatched, peakLive,
+                statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed);
+    }
+}
