@@ -20,7 +20,7 @@ import java.util.Objects;
  * <h2>Kernels and launch shapes</h2>
  * <pre>
  *   op            kernel                         grid                        block
- *   embeddingSum  ops/embedding_sum              (batch·seq)                 256
+ *   embeddingSum  ops/embedding_sum              (batch·seq)                 ≤256
  *   linear        gemm/gemm_f32                  (⌈out/128⌉, ⌈rows/128⌉)     256   precision FP32, or a
  *                                                                                  shape the others reject
  *                 gemm/gemm_tc_{tf32,bf16}_128   (⌈out/128⌉, ⌈rows/128⌉)     256   enough 128² tiles
@@ -33,7 +33,7 @@ import java.util.Objects;
  * </pre>
  *
  * <h2>Precision</h2>
- * Only {@link #linear} depends on it. {@link Precision#FP32} is exact single precision on the CUDA cores and
+ * {@link #linear} depends on it (and {@link #attention}, see below). {@link Precision#FP32} is exact single precision on the CUDA cores and
  * matches a float reference to rounding (the mode the tests compare with transformers at 1e-4).
  * {@link Precision#TF32} and {@link Precision#BF16} run on the tensor cores with FP32 accumulation; inputs and
  * outputs stay FP32 in memory and operands are rounded as they are loaded (TF32 truncates to a 10-bit mantissa,
