@@ -134,6 +134,36 @@ class ModelRepositoryTest {
     }
 
     @Test
+    void aModelThatFailsOnOneDeviceIsUnloadedFromTheOthers() throws IOException {
+        copy("iris-mlp", "iris");
+        TrackingAllocator second = failing(2);
+        try (ModelRepository repository = new ModelRepository(root,
+                List.of(target, new LoadTarget(stream, second, target.ops())))) {
+            ModelStatus status = repository.load().getFirst();
+
+            assertThat(status.state()).isEqualTo(State.FAILED);
+            assertThat(repository.replicas("iris")).isEmpty();
+            assertThat(weights.outstandingBlocks()).as("replica on the first device closed again").isZero();
+            assertThat(second.outstandingBlocks()).isZero();
+        }
+    }
+
+    @Test
+    void everyTargetGetsItsOwnReplica() throws IOException {
+        copy("iris-mlp", "iris");
+        TrackingAllocator second = new TrackingAllocator();
+        try (ModelRepository repository = new ModelRepository(root,
+                List.of(target, new LoadTarget(stream, second, target.ops())))) {
+            repository.load();
+
+            assertThat(repository.replicas("iris")).hasSize(2);
+            assertThat(weights.outstandingBlocks()).isEqualTo(4);
+            assertThat(second.outstandingBlocks()).isEqualTo(4);
+        }
+        assertThat(second.outstandingBlocks()).isZero();
+    }
+
+    @Test
     void loadingAgainPicksUpNewFoldersAndKeepsLoadedModels() throws IOException {
         copy("iris-mlp", "a");
         try (ModelRepository repository = new ModelRepository(root, target)) {

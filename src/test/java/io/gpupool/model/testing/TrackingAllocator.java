@@ -5,6 +5,8 @@ import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.metric.AllocatorMetrics;
+import io.gpupool.memory.metric.BasicAllocatorMetrics;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -17,6 +19,7 @@ import java.util.Map;
  */
 public final class TrackingAllocator implements DeviceAllocator {
 
+    private final BasicAllocatorMetrics metrics = new BasicAllocatorMetrics("tracking", AllocatorMode.DIRECT);
     private final Map<DeviceBlock, Arena> live = new IdentityHashMap<>();
     private final java.util.List<Arena> freed = new java.util.ArrayList<>();
     private long current;
@@ -43,6 +46,7 @@ public final class TrackingAllocator implements DeviceAllocator {
         segment.fill((byte) 0x7f); // garbage, so a kernel that reads before writing is caught
         DeviceBlock block = new DeviceBlock(this::free, segment.address(), size, bytes, stream, 0, null);
         live.put(block, arena);
+        metrics.onAllocate(bytes, size, 0);
         current += size;
         peak = Math.max(peak, current);
         return block;
@@ -54,6 +58,7 @@ public final class TrackingAllocator implements DeviceAllocator {
      */
     private synchronized void free(DeviceBlock block) {
         freed.add(live.remove(block));
+        metrics.onFree(block.requestedBytes(), block.size());
         current -= block.size();
     }
 
@@ -71,6 +76,11 @@ public final class TrackingAllocator implements DeviceAllocator {
 
     public synchronized void resetPeak() {
         peak = current;
+    }
+
+    @Override
+    public AllocatorMetrics metrics() {
+        return metrics;
     }
 
     @Override
