@@ -1,9 +1,9 @@
 package io.gpupool.model;
 
-import io.gpupool.backend.ComputeBackend;
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.kernels.TensorOps;
+import io.gpupool.backend.cuda.CudaBackend;
+import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import org.junit.jupiter.api.Assumptions;
@@ -12,35 +12,32 @@ import org.junit.jupiter.api.Tag;
 import java.util.Optional;
 
 /**
- * The reference outputs on the CUDA kernels. Reached reflectively so this test compiles before
- * {@code backend.cuda.CudaBackend} and {@code kernels.cuda.CudaTensorOps} exist; skipped (not
- * failed) where either class or a device is missing.
+ * The reference outputs on the CUDA kernels (FP32). Weights from the device's DIRECT allocator;
+ * activations from the stream-ordered CUDA_ASYNC allocator where the driver offers it (a request
+ * releases a tensor right after enqueueing its last reader), else DIRECT (cuMemFree waits for the
+ * device). Skipped, not failed, where no driver or device is present.
  */
 @Tag("gpu")
 class GpuReferenceOutputsTest extends ReferenceOutputsContract {
 
     @Override
-    protected Backend openBackend() throws Exception {
-        Class<?> backendClass;
-        Class<?> opsClass;
-        try {
-            backendClass = Class.forName("io.gpupool.backend.cuda.CudaBackend");
-            opsClass = Class.forName("io.gpupool.kernels.cuda.CudaTensorOps");
-        } catch (ClassNotFoundException e) {
-            Assumptions.abort("CUDA backend or kernels not built: " + e.getMessage());
-            throw e;
-        }
-        Optional<?> created = (Optional<?>) backendClass.getMethod("tryCreate").invoke(null);
+    protected Backend openBackend() {
+        Optional<CudaBackend> created = CudaBackend.tryCreate();
         Assumptions.assumeTrue(created.isPresent(), "no CUDA driver or device");
-        ComputeBackend cuda = (ComputeBackend) created.get();
+        CudaBackend cuda = created.get();
         ComputeDevice device = cuda.devices().getFirst();
         device.bindToCurrentThread();
-        TensorOps ops = (TensorOps) opsClass.getConstructor(ComputeDevice.class).newInstance(device);
-        DeviceAllocator direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        CudaTensorOps ops = new CudaTensorOps(device);
+        DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        DeviceAllocator requests = device.nativeAllocator(AllocatorMode.CUDA_ASYNC)
+                .or(() -> device.nativeAllocator(AllocatorMode.DIRECT)).orElseThrow();
         DeviceStream stream = device.createStream(0);
-        return new Backend(stream, direct, direct, ops, () -> {
+        return new Backend(stream, weights, requests, ops, () -> {
             stream.close();
-            direct.close();
+            if (requests != weights) {
+                requests.close();
+            }
+            weights.close();
             cuda.close();
         });
     }
