@@ -178,6 +178,15 @@ class ModelRepositoryTest {
     }
 
     @Test
+    void theShippedExampleModelsLoad() {
+        try (ModelRepository repository = new ModelRepository(Path.of("models"), target)) {
+            assertThat(repository.load()).containsExactly(
+                    new ModelStatus("iris-mlp", "1", State.READY, ""),
+                    new ModelStatus("tiny-bert", "1", State.READY, ""));
+        }
+    }
+
+    @Test
     void unreadableRootFailsLoudly() {
         ModelRepository repository = new ModelRepository(root.resolve("nope"), target);
         assertThatThrownBy(repository::load).hasMessageContaining("nope").hasMessageContaining("cannot be listed");
