@@ -1,5 +1,7 @@
 package io.gpupool.memory;
 
+import io.gpupool.memory.metric.AllocatorMetrics;
+
 /**
  * What the rest of the server allocates device memory from: the two-level pool, its variants, or a
  * baseline allocator ({@code direct}, {@code cuda-async}) kept for side-by-side measurement.
@@ -19,6 +21,12 @@ public interface DeviceAllocator extends AutoCloseable {
 
     /** Which strategy this allocator implements. */
     AllocatorMode mode();
+
+    /**
+     * Read-only statistics, readable at any time without taking an allocation lock. Allocators
+     * without levels can use {@link io.gpupool.memory.metric.BasicAllocatorMetrics}.
+     */
+    AllocatorMetrics metrics();
 
     /**
      * Closes the allocator and returns all memory to its source. Blocks still outstanding are

@@ -1,0 +1,239 @@
+package io.gpupool.actuate;
+
+import java.io.IOException;
+import java.io.StringWriter;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.metric.AllocatorCounters;
+import io.gpupool.memory.metric.ChunkMetric;
+import io.gpupool.memory.metric.FreeOrderMetric;
+import io.gpupool.memory.metric.LatencyDistribution;
+import io.gpupool.memory.metric.PoolMetrics;
+import io.gpupool.memory.metric.SizeClassMetric;
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.actuate.endpoint.annotation.DeleteOperation;
+import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
+import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
+import org.springframework.boot.actuate.endpoint.annotation.Selector;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
+
+/**
+ * {@code /actuator/gpupool}: what every device's memory pool holds, and the controls an operator needs
+ * without a restart. Shaped like Boot's {@code loggers} (POST changes a setting) and {@code caches}
+ * (DELETE empties):
+ *
+ * <pre>
+ *  GET    /actuator/gpupool                    all devices
+ *  GET    /actuator/gpupool/{device}           one device (404 if unknown)
+ *  POST   /actuator/gpupool/{device}           tune: {"coalesceThreshold": 20, "localCacheBytesPerStream": "128MB"}
+ *  DELETE /actuator/gpupool                    trim every pool, answers the bytes released
+ *  DELETE /actuator/gpupool/{device}           trim one pool
+ *  GET    /actuator/gpupool/{device}/layout    buddy map: every chunk's blocks and their state
+ *  GET    /actuator/gpupool/{device}/trace     the recorded allocation trace as CSV
+ *  POST   /actuator/gpupool/{device}/trace     {"recording": true|false} starts or stops recording
+ * </pre>
+ *
+ * The operations here return plain values (null meaning "no such device"); the HTTP statuses and the
+ * 400 answers that name a bad field live in {@link GpuPoolEndpointWebExtension}.
+ */
+@Endpoint(id = "gpupool")
+public class GpuPoolEndpoint {
+
+    static final String LAYOUT = "layout";
+    static final String TRACE = "trace";
+
+    private final ManagedPools pools;
+
+    public GpuPoolEndpoint(ManagedPools pools) {
+        this.pools = pools;
+    }
+
+    @ReadOperation
+    public PoolsDescriptor pools() {
+        Map<String, DeviceDescriptor> devices = new LinkedHashMap<>();
+        for (ManagedPool pool : pools.all()) {
+            devices.put(pool.device(), describe(pool));
+        }
+        return new PoolsDescriptor(devices);
+    }
+
+    @ReadOperation
+    public @Nullable DeviceDescriptor device(@Selector String device) {
+        return pools.find(device).map(GpuPoolEndpoint::describe).orElse(null);
+    }
+
+    /** Reads a section of one device: {@code layout} (JSON) or {@code trace} (CSV text). */
+    @ReadOperation
+    public @Nullable Object section(@Selector String device, @Selector String section) {
+        ManagedPool pool = pools.find(device).orElse(null);
+        if (pool == null) {
+            return null;
+        }
+        return switch (section) {
+            case LAYOUT -> new LayoutDescriptor(pool.device(), pool.configuration().minBlockBytes(), pool.layout());
+            case TRACE -> pool.trace().map(GpuPoolEndpoint::csv).orElse(null);
+            default -> null;
+        };
+    }
+
+    /**
+     * Tunes one pool; field names are those of {@code memory.PoolConfig} (see {@link TuningRequest}),
+     * absent fields stay as they are.
+     *
+     * @return the configuration in force afterwards, or null if there is no such device
+     * @throws TuningException naming the field that does not parse or that the pool rejects
+     */
+    @WriteOperation
+    public @Nullable TunedDescriptor tune(@Selector String device, @Nullable String localCacheBytesPerStream,
+                                          @Nullable String localCacheCountPerClass, @Nullable String localIdleAge,
+                                          @Nullable String coalesceThreshold, @Nullable String releaseThresholdBytes,
+                                          @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
+                                          @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
+                                          @Nullable String capFraction) {
+        ManagedPool pool = pools.find(device).orElse(null);
+        if (pool == null) {
+            return null;
+        }
+        Map<String, @Nullable String> fields = new LinkedHashMap<>();
+        fields.put("localCacheBytesPerStream", localCacheBytesPerStream);
+        fields.put("localCacheCountPerClass", localCacheCountPerClass);
+        fields.put("localIdleAge", localIdleAge);
+        fields.put("coalesceThreshold", coalesceThreshold);
+        fields.put("releaseThresholdBytes", releaseThresholdBytes);
+        fields.put("releaseIdleAge", releaseIdleAge);
+        fields.put("growthStepBytes", growthStepBytes);
+        fields.put("maxGrowthStepBytes", maxGrowthStepBytes);
+        fields.put("capBytes", capBytes);
+        fields.put("capFraction", capFraction);
+        PoolTuning tuning = TuningRequest.parse(fields);
+        try {
+            pool.tune(tuning);
+        }
+        catch (IllegalArgumentException ex) {
+            throw TuningException.fromPool(ex);
+        }
+        return new TunedDescriptor(pool.device(), pool.capBytes(), pool.configuration());
+    }
+
+    /** Starts or stops trace recording; null if there is no such device or it records no trace. */
+    @WriteOperation
+    public @Nullable TraceDescriptor record(@Selector String device, @Selector String section, boolean recording) {
+        if (!TRACE.equals(section)) {
+            return null;
+        }
+        ManagedPool.TraceControl recorder = pools.find(device).flatMap(ManagedPool::trace).orElse(null);
+        if (recorder == null) {
+            return null;
+        }
+        if (recording) {
+            recorder.start();
+        }
+        else {
+            recorder.stop();
+        }
+        return new TraceDescriptor(device, recorder.recording(), recorder.events());
+    }
+
+    @DeleteOperation
+    public TrimDescriptor trim() {
+        Map<String, Long> released = new LinkedHashMap<>();
+        long total = 0;
+        for (ManagedPool pool : pools.all()) {
+            long bytes = pool.trim();
+            released.put(pool.device(), bytes);
+            total += bytes;
+        }
+        return new TrimDescriptor(total, released);
+    }
+
+    @DeleteOperation
+    public @Nullable TrimDescriptor trimDevice(@Selector String device) {
+        return pools.find(device).map(pool -> {
+            long bytes = pool.trim();
+            return new TrimDescriptor(bytes, Map.of(pool.device(), bytes));
+        }).orElse(null);
+    }
+
+    static DeviceDescriptor describe(ManagedPool pool) {
+        PoolMetrics m = pool.metrics();
+        List<ChunkMetric> chunks = m.chunks();
+        GlobalDescriptor global = new GlobalDescriptor(m.reservedBytes(), m.allocatedBytes(), m.requestedBytes(),
+                m.cachedBytes(), m.globalFreeBytes(), m.peakReservedBytes(), m.peakAllocatedBytes(),
+                m.largestFreeBlockBytes(), m.fragmentation(), m.freeBlocks(), chunks.size(), chunks);
+        List<LocalCacheDescriptor> caches = m.streams().stream()
+                .map(c -> new LocalCacheDescriptor(c.ordinal(), c.cachedBytes(), c.cachedBlocks(), c.hits(), c.misses(),
+                        c.hitRatio()))
+                .toList();
+        LatencyDistribution l = m.allocationLatency();
+        LatencyDescriptor latency = new LatencyDescriptor(l.count(), l.percentileNanos(0.5), l.percentileNanos(0.9),
+                l.percentileNanos(0.99), l.percentileNanos(0.999), l.percentileNanos(1.0));
+        TraceDescriptor trace = pool.trace()
+                .map(t -> new TraceDescriptor(pool.device(), t.recording(), t.events()))
+                .orElse(null);
+        return new DeviceDescriptor(pool.device(), m.mode().name(), pool.capacityBytes(), pool.capBytes(), global,
+                m.smallClasses(), caches, m.counters(), latency, pool.configuration(), trace);
+    }
+
+    static String csv(ManagedPool.TraceControl recorder) {
+        StringWriter out = new StringWriter();
+        try {
+            recorder.writeCsv(out);
+        }
+        catch (IOException ex) {
+            throw new UncheckedIOException(ex);
+        }
+        return out.toString();
+    }
+
+    /** All devices, keyed by device selector. */
+    public record PoolsDescriptor(Map<String, DeviceDescriptor> devices) {
+    }
+
+    /**
+     * One device's pool. {@code capBytes} is the cap in force resolved against the device memory;
+     * {@code trace} is null when the pool is not wrapped by the trace recorder.
+     */
+    public record DeviceDescriptor(String device, String mode, long capacityBytes, long capBytes,
+                                   GlobalDescriptor global, List<SizeClassMetric> smallObjects,
+                                   List<LocalCacheDescriptor> localCaches, AllocatorCounters counters,
+                                   LatencyDescriptor latency, PoolConfig configuration,
+                                   @Nullable TraceDescriptor trace) {
+    }
+
+    /**
+     * The global (buddy) level. {@code freeBytes} is what its free lists hold; fragmentation is
+     * 1 - largest free block / free bytes. {@code cachedBytes} is held by the local caches, not here.
+     */
+    public record GlobalDescriptor(long reservedBytes, long allocatedBytes, long requestedBytes, long cachedBytes,
+                                   long freeBytes, long peakReservedBytes, long peakAllocatedBytes,
+                                   long largestFreeBlockBytes, double fragmentation, List<FreeOrderMetric> freeBlocks,
+                                   int chunkCount, List<ChunkMetric> chunks) {
+    }
+
+    /** A stream's local cache; hitRatio = hits / (hits + misses). */
+    public record LocalCacheDescriptor(int stream, long bytes, long blocks, long hits, long misses, double hitRatio) {
+    }
+
+    /** Allocation latency percentiles in nanoseconds (upper bounds of power-of-two buckets). */
+    public record LatencyDescriptor(long samples, long p50Nanos, long p90Nanos, long p99Nanos, long p999Nanos,
+                                    long maxNanos) {
+    }
+
+    public record LayoutDescriptor(String device, long minBlockBytes, List<ManagedPool.ChunkLayout> chunks) {
+    }
+
+    public record TunedDescriptor(String device, long capBytes, PoolConfig configuration) {
+    }
+
+    public record TrimDescriptor(long releasedBytes, Map<String, Long> devices) {
+    }
+
+    public record TraceDescriptor(String device, boolean recording, long events) {
+    }
+}

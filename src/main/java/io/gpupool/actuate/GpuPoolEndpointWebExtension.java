@@ -1,0 +1,105 @@
+package io.gpupool.actuate;
+
+import java.util.Map;
+
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.actuate.endpoint.annotation.DeleteOperation;
+import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
+import org.springframework.boot.actuate.endpoint.annotation.Selector;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
+import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
+import org.springframework.boot.actuate.endpoint.web.annotation.EndpointWebExtension;
+import org.springframework.util.MimeType;
+
+/**
+ * HTTP statuses for {@link GpuPoolEndpoint}, as Boot's {@code CachesEndpointWebExtension} does for
+ * {@code caches}: 404 for an unknown device or section, 400 with a body that names the field, the
+ * value and the allowed range for a tuning that cannot be applied, 409 when trace recording is asked
+ * of a pool that is not wrapped by a trace recorder, and {@code text/csv} for the trace.
+ */
+@EndpointWebExtension(endpoint = GpuPoolEndpoint.class)
+public class GpuPoolEndpointWebExtension {
+
+    static final MimeType TEXT_CSV = MimeType.valueOf("text/csv");
+    static final MimeType JSON = MimeType.valueOf("application/json");
+    static final int STATUS_CONFLICT = 409;
+
+    private final GpuPoolEndpoint delegate;
+    private final ManagedPools pools;
+
+    public GpuPoolEndpointWebExtension(GpuPoolEndpoint delegate, ManagedPools pools) {
+        this.delegate = delegate;
+        this.pools = pools;
+    }
+
+    @ReadOperation
+    public WebEndpointResponse<GpuPoolEndpoint.DeviceDescriptor> device(@Selector String device) {
+        GpuPoolEndpoint.DeviceDescriptor descriptor = delegate.device(device);
+        return descriptor == null ? notFound() : new WebEndpointResponse<>(descriptor);
+    }
+
+    @ReadOperation(produces = {"application/json", "text/csv"})
+    public WebEndpointResponse<Object> section(@Selector String device, @Selector String section) {
+        ManagedPool pool = pools.find(device).orElse(null);
+        if (pool == null) {
+            return notFound();
+        }
+        return switch (section) {
+            case GpuPoolEndpoint.LAYOUT -> new WebEndpointResponse<>(delegate.section(device, section), JSON);
+            case GpuPoolEndpoint.TRACE -> pool.trace().isEmpty() ? traceUnavailable(device)
+                    : new WebEndpointResponse<>(GpuPoolEndpoint.csv(pool.trace().get()), TEXT_CSV);
+            default -> notFound();
+        };
+    }
+
+    @WriteOperation
+    public WebEndpointResponse<Object> tune(@Selector String device, @Nullable String localCacheBytesPerStream,
+                                            @Nullable String localCacheCountPerClass, @Nullable String localIdleAge,
+                                            @Nullable String coalesceThreshold, @Nullable String releaseThresholdBytes,
+                                            @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
+                                            @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
+                                            @Nullable String capFraction) {
+        try {
+            GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, localCacheBytesPerStream,
+                    localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
+                    growthStepBytes, maxGrowthStepBytes, capBytes, capFraction);
+            return tuned == null ? notFound() : new WebEndpointResponse<>(tuned);
+        }
+        catch (TuningException ex) {
+            return new WebEndpointResponse<>(new TuningError(String.valueOf(ex.getMessage()), ex.field(), ex.value(),
+                    ex.allowed()), WebEndpointResponse.STATUS_BAD_REQUEST);
+        }
+    }
+
+    @WriteOperation
+    public WebEndpointResponse<Object> record(@Selector String device, @Selector String section, boolean recording) {
+        ManagedPool pool = pools.find(device).orElse(null);
+        if (pool == null || !GpuPoolEndpoint.TRACE.equals(section)) {
+            return notFound();
+        }
+        if (pool.trace().isEmpty()) {
+            return traceUnavailable(device);
+        }
+        return new WebEndpointResponse<>(delegate.record(device, section, recording));
+    }
+
+    @DeleteOperation
+    public WebEndpointResponse<GpuPoolEndpoint.TrimDescriptor> trimDevice(@Selector String device) {
+        GpuPoolEndpoint.TrimDescriptor trimmed = delegate.trimDevice(device);
+        return trimmed == null ? notFound() : new WebEndpointResponse<>(trimmed);
+    }
+
+    private static <T> WebEndpointResponse<T> notFound() {
+        return new WebEndpointResponse<>(WebEndpointResponse.STATUS_NOT_FOUND);
+    }
+
+    private static WebEndpointResponse<Object> traceUnavailable(String device) {
+        return new WebEndpointResponse<>(Map.of("error", "pool " + device
+                + " records no allocation trace (it is not wrapped by the trace recorder)"), STATUS_CONFLICT);
+    }
+
+    /** The 400 body: {@code error} for people, {@code field}/{@code value}/{@code allowed} for tools. */
+    public record TuningError(String error, @Nullable String field, @Nullable String value,
+                              @Nullable String allowed) {
+    }
+}

@@ -1,0 +1,175 @@
+package io.gpupool.actuate;
+
+import java.util.List;
+import java.util.function.ToDoubleFunction;
+
+import io.gpupool.memory.metric.FreeOrderMetric;
+import io.gpupool.memory.metric.LatencyDistribution;
+import io.gpupool.memory.metric.PoolMetrics;
+import io.micrometer.core.instrument.binder.BaseUnits;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.binder.MeterBinder;
+
+/**
+ * Binds every device's pool to Micrometer: the one place where the core's read-only statistics
+ * ({@code memory.metric.PoolMetrics}) become meters. Each meter reads the pool when it is scraped
+ * (gauges and function counters keep a reference to the pool, nothing is copied in between), so a
+ * runtime tuning shows at the next scrape. Reads never take the pool's allocation lock.
+ *
+ * <p>Names are dot-separated (Prometheus renders {@code gpupool.memory.reserved} with base unit bytes
+ * as {@code gpupool_memory_reserved_bytes}); every meter has a description and, where it has one,
+ * a base unit; tags are {@code device} and, where it applies, {@code level} ({@code global} for the
+ * buddy level, {@code local} for the per-stream caches).
+ *
+ * <h2>Allocation latency</h2>
+ * The core keeps its own lock-free power-of-two histogram (no Micrometer in {@code memory}), so it is
+ * exported as what it is: cumulative bucket counters {@code gpupool.allocation.latency.buckets}
+ * with an {@code le} tag in seconds (Prometheus' {@code histogram_quantile} works on them and they
+ * add up across replicas), the sample count, and one gauge per quantile for quick reading.
+ */
+public class GpuPoolMeterBinder implements MeterBinder {
+
+    /** Quantiles exported as gauges. */
+    static final double[] QUANTILES = {0.5, 0.9, 0.99, 0.999};
+    /** Buckets exported: upper bounds 2^(i+1) ns for i in [FIRST, LAST], i.e. 128 ns .. 134 ms, then +Inf. */
+    static final int FIRST_BUCKET = 6;
+    static final int LAST_BUCKET = 26;
+
+    private final ManagedPools pools;
+
+    public GpuPoolMeterBinder(ManagedPools pools) {
+        this.pools = pools;
+    }
+
+    @Override
+    public void bindTo(MeterRegistry registry) {
+        for (ManagedPool pool : pools.all()) {
+            bind(pool, registry);
+        }
+    }
+
+    private void bind(ManagedPool pool, MeterRegistry registry) {
+        Tags device = Tags.of("device", pool.device());
+        Tags global = device.and("level", "global");
+        Tags local = device.and("level", "local");
+
+        bytes(registry, "gpupool.memory.reserved", "Device memory the pool holds (chunks obtained from the device)",
+                global, pool, p -> p.metrics().reservedBytes());
+        bytes(registry, "gpupool.memory.allocated", "Memory handed out in blocks, after rounding", global, pool,
+                p -> p.metrics().allocatedBytes());
+        bytes(registry, "gpupool.memory.requested", "Memory the callers asked for, before rounding", global, pool,
+                p -> p.metrics().requestedBytes());
+        bytes(registry, "gpupool.memory.cached", "Free memory held in the streams' local caches", local, pool,
+                p -> p.metrics().cachedBytes());
+        bytes(registry, "gpupool.memory.free", "Free memory in the global level's free lists", global, pool,
+                p -> p.metrics().globalFreeBytes());
+        bytes(registry, "gpupool.memory.peak.reserved", "Highest reserved since start or the last peak reset",
+                global, pool, p -> p.metrics().peakReservedBytes());
+        bytes(registry, "gpupool.memory.peak.allocated", "Highest allocated since start or the last peak reset",
+                global, pool, p -> p.metrics().peakAllocatedBytes());
+        bytes(registry, "gpupool.memory.capacity", "Memory of the device behind the pool", device, pool,
+                ManagedPool::capacityBytes);
+        bytes(registry, "gpupool.memory.cap", "Most the pool may reserve from the device (tunable)", global, pool,
+                ManagedPool::capBytes);
+        bytes(registry, "gpupool.free.largest", "Largest free block of the global level", global, pool,
+                p -> p.metrics().largestFreeBlockBytes());
+        bytes(registry, "gpupool.local.cache.cap", "Cap on each stream's local cache (tunable)", local, pool,
+                p -> p.configuration().localCacheBytesPerStream());
+        bytes(registry, "gpupool.growth.step", "Size of the first lazily grown chunk (tunable)", global, pool,
+                p -> p.configuration().growthStepBytes());
+        Gauge.builder("gpupool.fragmentation", pool, p -> p.metrics().fragmentation())
+                .description("1 - largest free block / free memory of the global level (0 = none)")
+                .tags(global).register(registry);
+        Gauge.builder("gpupool.chunks", pool, p -> p.metrics().chunks().size())
+                .description("Chunks the pool holds from the device").tags(global).register(registry);
+        Gauge.builder("gpupool.coalesce.threshold", pool, p -> p.configuration().coalesceThreshold())
+                .description("Free blocks of one order that trigger a deferred merge (tunable)").tags(global)
+                .register(registry);
+        for (FreeOrderMetric order : pool.metrics().freeBlocks()) {
+            int k = order.order();
+            Gauge.builder("gpupool.free.blocks", pool, p -> freeBlocks(p.metrics(), k))
+                    .description("Free blocks of the global level, by block size")
+                    .tags(global.and("block.size", Long.toString(order.blockBytes()))).register(registry);
+        }
+        Gauge.builder("gpupool.local.hit.ratio", pool, p -> localHitRatio(p.metrics()))
+                .description("Share of allocations served by the stream's local cache, since start")
+                .tags(local).register(registry);
+
+        counter(registry, "gpupool.allocations", "Blocks handed out", device, pool,
+                p -> p.metrics().counters().allocations());
+        counter(registry, "gpupool.frees", "Blocks returned", device, pool, p -> p.metrics().counters().frees());
+        counter(registry, "gpupool.hits", "Allocations served at this level without growing", local, pool,
+                p -> p.metrics().counters().localHits());
+        counter(registry, "gpupool.hits", "Allocations served at this level without growing", global, pool,
+                p -> p.metrics().counters().globalHits());
+        counter(registry, "gpupool.grows", "Chunks obtained from the device", global, pool,
+                p -> p.metrics().counters().grows());
+        counter(registry, "gpupool.trims", "Chunks returned to the device and local caches flushed", device, pool,
+                p -> p.metrics().counters().trims());
+        counter(registry, "gpupool.coalesces", "Buddy merges of the global level", global, pool,
+                p -> p.metrics().counters().coalesces());
+        counter(registry, "gpupool.recoveries", "Staged out-of-memory recoveries started", device, pool,
+                p -> p.metrics().counters().recoveries());
+        counter(registry, "gpupool.failures", "Allocations that failed after recovery", device, pool,
+                p -> p.metrics().counters().failures());
+
+        counter(registry, "gpupool.allocation.latency.samples", "Allocation latency samples recorded by the pool",
+                device, pool, p -> p.metrics().allocationLatency().count());
+        for (int i = FIRST_BUCKET; i <= LAST_BUCKET + 1; i++) {
+            int upTo = i;
+            String le = i > LAST_BUCKET ? "+Inf"
+                    : Double.toString(LatencyDistribution.bucketUpperBoundNanos(i) / 1e9);
+            counter(registry, "gpupool.allocation.latency.buckets",
+                    "Allocation latency samples at or below le seconds (cumulative, power-of-two buckets)",
+                    device.and("le", le), pool, p -> cumulative(p.metrics().allocationLatency(), upTo));
+        }
+        for (double q : QUANTILES) {
+            Gauge.builder("gpupool.allocation.latency.quantile", pool,
+                            p -> p.metrics().allocationLatency().percentileNanos(q) / 1e9)
+                    .description("Allocation latency at a quantile (upper bound of its power-of-two bucket)")
+                    .baseUnit("seconds").tags(device.and("quantile", Double.toString(q)))
+                    .register(registry);
+        }
+    }
+
+    private static void bytes(MeterRegistry registry, String name, String description, Tags tags, ManagedPool pool,
+                              ToDoubleFunction<ManagedPool> value) {
+        Gauge.builder(name, pool, value).description(description).baseUnit(BaseUnits.BYTES).tags(tags)
+                .register(registry);
+    }
+
+    private static void counter(MeterRegistry registry, String name, String description, Tags tags,
+                                ManagedPool pool, ToDoubleFunction<ManagedPool> value) {
+        FunctionCounter.builder(name, pool, value).description(description).tags(tags).register(registry);
+    }
+
+    private static double freeBlocks(PoolMetrics metrics, int order) {
+        List<FreeOrderMetric> orders = metrics.freeBlocks();
+        for (FreeOrderMetric o : orders) {
+            if (o.order() == order) {
+                return o.freeBlocks();
+            }
+        }
+        return 0;
+    }
+
+    /** Local hits / allocations since start; 0 before the first allocation. */
+    static double localHitRatio(PoolMetrics metrics) {
+        long allocations = metrics.counters().allocations();
+        return allocations == 0 ? 0.0 : (double) metrics.counters().localHits() / allocations;
+    }
+
+    /** Samples in buckets 0..upTo (all of them when upTo is past the last exported bucket). */
+    static double cumulative(LatencyDistribution latency, int upTo) {
+        long[] counts = latency.bucketCounts();
+        int last = upTo > LAST_BUCKET ? counts.length - 1 : Math.min(upTo, counts.length - 1);
+        long sum = 0;
+        for (int i = 0; i <= last; i++) {
+            sum += counts[i];
+        }
+        return sum;
+    }
+}

@@ -1,0 +1,88 @@
+package io.gpupool.actuate;
+
+import java.io.IOException;
+import java.io.Writer;
+import java.util.List;
+import java.util.Optional;
+
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.metric.PoolMetrics;
+
+/**
+ * One device's pool as operations sees it: what the {@code gpupool} endpoint, the meters, the health
+ * contributors and the dashboard read, and the few things they may change.
+ *
+ * <p>The seam between {@code actuate} and {@code memory}: {@link DevicePoolAdapter} implements it over a
+ * {@code memory.DevicePool} (and the trace decorator when there is one); tests use a fake. Reads go to
+ * {@link PoolMetrics}, whose getters never take the allocation lock, because scrapes, health probes
+ * and the dashboard read while requests allocate.
+ */
+public interface ManagedPool {
+
+    /** The device selector used in URLs and as the {@code device} tag, e.g. {@code cuda:0} or {@code host:0}. */
+    String device();
+
+    /** Memory of the device behind the pool, in bytes (a cap given as a fraction applies to this). */
+    long capacityBytes();
+
+    /** Read-only statistics of the pool. */
+    PoolMetrics metrics();
+
+    /** The configuration in force. */
+    PoolConfig configuration();
+
+    /** The cap on reserved bytes in force, resolved against {@link #capacityBytes()}. */
+    default long capBytes() {
+        return configuration().effectiveCapBytes(capacityBytes());
+    }
+
+    /**
+     * Applies {@code tuning} to the running pool, validated as a whole.
+     *
+     * @return the configuration in force afterwards
+     * @throws IllegalArgumentException naming the field, the value and the allowed range
+     */
+    PoolConfig tune(PoolTuning tuning);
+
+    /** Empties every local cache, coalesces, returns idle chunks. @return bytes given back to the device */
+    long trim();
+
+    /** The block layout of every chunk, for the dashboard's buddy map. */
+    List<ChunkLayout> layout();
+
+    /** Allocation-trace recording, when the pool is wrapped by the trace decorator. */
+    Optional<TraceControl> trace();
+
+    /**
+     * One chunk and its leaf blocks in address order (offsets from the chunk's base). {@code blocks} is
+     * empty when the pool reports only chunk totals; {@code freeBytes} is then all there is.
+     */
+    record ChunkLayout(int chunk, long bytes, long freeBytes, boolean dedicated, List<Block> blocks) {
+    }
+
+    /**
+     * A leaf block of the buddy tree. {@code state} is {@code free} (global free list), {@code allocated}
+     * (handed out), {@code cached} (held by a stream's local cache) or {@code split} (a minimum block
+     * carved into small objects).
+     */
+    record Block(long offset, long bytes, String state) {
+    }
+
+    /** Start/stop recording alloc/free events and write them as CSV. */
+    interface TraceControl {
+        boolean recording();
+
+        /** Events held for download (recorded since the last start). */
+        long events();
+
+        /** Clears the held events and starts recording. */
+        void start();
+
+        /** Stops recording; the events stay available for download. */
+        void stop();
+
+        /** Writes the events since the last start as {@code Thread,Time,Action,Pointer,Size,Stream} CSV. */
+        void writeCsv(Writer out) throws IOException;
+    }
+}

@@ -1,0 +1,195 @@
+package io.gpupool.memory;
+
+import java.time.Duration;
+import java.util.Objects;
+
+/**
+ * The validated, immutable configuration of a {@link DevicePool}.
+ *
+ * <p>Every constructor call checks all fields and rejects a bad value with a message naming the
+ * field, the value and the allowed range, so a running pool never sees an inconsistent
+ * configuration. {@link #defaults()} gives the documented defaults; the {@code with*} methods
+ * and {@link #apply(PoolTuning)} derive validated copies.
+ *
+ * @param mode                     {@link AllocatorMode#TWO_LEVEL} (stream-local caches in front of the
+ *                                 global pool) or {@link AllocatorMode#GLOBAL_ONLY}
+ * @param minBlockBytes            smallest buddy block; a power of two in [2 MiB, 64 MiB]; default 2 MiB.
+ *                                 Requests below it are served by the small-object cache
+ * @param maxBlockBytes            largest buddy block; a power of two in [minBlockBytes, 4 GiB] and at most
+ *                                 2^15 minimum blocks; default 256 MiB. Larger requests get a dedicated chunk
+ * @param growthPolicy             EAGER, LAZY or HYBRID; default LAZY
+ * @param initialBytes             bytes reserved at construction for EAGER / HYBRID (0 for LAZY); at most
+ *                                 the cap; rounded up to a multiple of minBlockBytes. The server passes
+ *                                 e.g. 1.5 x the largest tensor seen in warm-up
+ * @param growthStepBytes          size of the first lazily grown chunk; a multiple of minBlockBytes in
+ *                                 [maxBlockBytes, maxGrowthStepBytes]; default 256 MiB
+ * @param maxGrowthStepBytes       lazy chunk sizes double from growthStepBytes up to this; default 1 GiB
+ * @param capBytes                 most bytes the pool reserves from its source, or 0 to use capFraction
+ * @param capFraction              cap as a fraction of {@link ChunkSource#capacityBytes()} when capBytes is 0;
+ *                                 in (0, 1]; default 0.9
+ * @param localCacheBytesPerStream most bytes one stream's local cache holds; [0, 1 TiB]; 0 disables the
+ *                                 local level in effect; default 256 MiB
+ * @param localCacheCountPerClass  most free blocks one stream caches per size class; [0, 64]; default 16
+ * @param localIdleAge             a local size class unused for longer is flushed to the global level; [0, 1 h];
+ *                                 default 10 s
+ * @param coalesceThreshold        free blocks of one order merge with their buddies once that order holds
+ *                                 more than this many; [1, 1 000 000]; default 10
+ * @param releaseThresholdBytes    reserved bytes the pool keeps even when idle; empty chunks above this are
+ *                                 returned to the source once idle for releaseIdleAge; >= 0; default 0
+ * @param releaseIdleAge           how long a chunk must stay empty before it is returned; [0, 1 day];
+ *                                 default 30 s
+ * @param trackAllocationSites     remember a stack trace per block to report leaks at close; default false
+ */
+public record PoolConfig(
+        AllocatorMode mode,
+        long minBlockBytes,
+        long maxBlockBytes,
+        GrowthPolicy growthPolicy,
+        long initialBytes,
+        long growthStepBytes,
+        long maxGrowthStepBytes,
+        long capBytes,
+        double capFraction,
+        long localCacheBytesPerStream,
+        int localCacheCountPerClass,
+        Duration localIdleAge,
+        int coalesceThreshold,
+        long releaseThresholdBytes,
+        Duration releaseIdleAge,
+        boolean trackAllocationSites) {
+
+    public static final long KIB = 1024L;
+    public static final long MIB = 1024L * KIB;
+    public static final long GIB = 1024L * MIB;
+    /** Every address and size handed out is a multiple of this. */
+    public static final int ALIGNMENT = 256;
+    /** Upper bound of {@link #localCacheCountPerClass()}; local class arrays are sized once with it. */
+    public static final int MAX_LOCAL_COUNT_PER_CLASS = 64;
+    /** Upper bound of maxBlockBytes / minBlockBytes (the packed handle keeps run lengths in 16 bits). */
+    public static final long MAX_BLOCK_RATIO = 1L << 15;
+
+    public PoolConfig {
+        Objects.requireNonNull(mode, "mode must not be null (allowed: TWO_LEVEL, GLOBAL_ONLY)");
+        Objects.requireNonNull(growthPolicy, "growthPolicy must not be null (allowed: EAGER, LAZY, HYBRID)");
+        Objects.requireNonNull(localIdleAge, "localIdleAge must not be null");
+        Objects.requireNonNull(releaseIdleAge, "releaseIdleAge must not be null");
+        if (mode != AllocatorMode.TWO_LEVEL && mode != AllocatorMode.GLOBAL_ONLY) {
+            throw invalid("mode", mode, "TWO_LEVEL or GLOBAL_ONLY (other modes are separate allocators)");
+        }
+        requirePowerOfTwo("minBlockBytes", minBlockBytes, 2 * MIB, 64 * MIB);
+        requirePowerOfTwo("maxBlockBytes", maxBlockBytes, minBlockBytes, 4 * GIB);
+        if (maxBlockBytes / minBlockBytes > MAX_BLOCK_RATIO) {
+            throw invalid("maxBlockBytes", maxBlockBytes,
+                    "at most " + MAX_BLOCK_RATIO + " x minBlockBytes (" + MAX_BLOCK_RATIO * minBlockBytes + ")");
+        }
+        if (growthPolicy == GrowthPolicy.LAZY && initialBytes != 0) {
+            throw invalid("initialBytes", initialBytes, "0 with growthPolicy LAZY (use HYBRID for an initial size)");
+        }
+        requireRange("initialBytes", initialBytes, 0, Long.MAX_VALUE / 2);
+        requireMultiple("growthStepBytes", growthStepBytes, minBlockBytes);
+        requireRange("growthStepBytes", growthStepBytes, maxBlockBytes, maxGrowthStepBytes);
+        requireMultiple("maxGrowthStepBytes", maxGrowthStepBytes, minBlockBytes);
+        requireRange("maxGrowthStepBytes", maxGrowthStepBytes, growthStepBytes, 1L << 44);
+        requireRange("capBytes", capBytes, 0, Long.MAX_VALUE / 2);
+        if (capBytes != 0 && capBytes < minBlockBytes) {
+            throw invalid("capBytes", capBytes, "0 (use capFraction) or at least minBlockBytes (" + minBlockBytes + ")");
+        }
+        if (capBytes != 0 && initialBytes > capBytes) {
+            throw invalid("initialBytes", initialBytes, "[0, capBytes=" + capBytes + "]");
+        }
+        if (!(capFraction > 0.0 && capFraction <= 1.0)) {
+            throw invalid("capFraction", capFraction, "(0, 1]");
+        }
+        requireRange("localCacheBytesPerStream", localCacheBytesPerStream, 0, 1L << 40);
+        requireRange("localCacheCountPerClass", localCacheCountPerClass, 0, MAX_LOCAL_COUNT_PER_CLASS);
+        requireDuration("localIdleAge", localIdleAge, Duration.ofHours(1));
+        requireRange("coalesceThreshold", coalesceThreshold, 1, 1_000_000);
+        requireRange("releaseThresholdBytes", releaseThresholdBytes, 0, Long.MAX_VALUE / 2);
+        requireDuration("releaseIdleAge", releaseIdleAge, Duration.ofDays(1));
+    }
+
+    /** The defaults documented on each field. */
+    public static PoolConfig defaults() {
+        return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.LAZY, 0,
+                256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
+                Duration.ofSeconds(30), false);
+    }
+
+    /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */
+    public long effectiveCapBytes(long sourceCapacityBytes) {
+        long cap = capBytes != 0 ? capBytes : (long) Math.floor(capFraction * (double) sourceCapacityBytes);
+        return cap / minBlockBytes * minBlockBytes;
+    }
+
+    /** Returns a validated copy with the tuning's present values replacing ours. */
+    public PoolConfig apply(PoolTuning tuning) {
+        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes,
+                tuning.growthStepBytes() != null ? tuning.growthStepBytes() : growthStepBytes,
+                tuning.maxGrowthStepBytes() != null ? tuning.maxGrowthStepBytes() : maxGrowthStepBytes,
+                tuning.capBytes() != null ? tuning.capBytes() : capBytes,
+                tuning.capFraction() != null ? tuning.capFraction() : capFraction,
+                tuning.localCacheBytesPerStream() != null ? tuning.localCacheBytesPerStream() : localCacheBytesPerStream,
+                tuning.localCacheCountPerClass() != null ? tuning.localCacheCountPerClass() : localCacheCountPerClass,
+                tuning.localIdleAge() != null ? tuning.localIdleAge() : localIdleAge,
+                tuning.coalesceThreshold() != null ? tuning.coalesceThreshold() : coalesceThreshold,
+                tuning.releaseThresholdBytes() != null ? tuning.releaseThresholdBytes() : releaseThresholdBytes,
+                tuning.releaseIdleAge() != null ? tuning.releaseIdleAge() : releaseIdleAge,
+                trackAllocationSites);
+    }
+
+    public PoolConfig withMode(AllocatorMode newMode) {
+        return new PoolConfig(newMode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
+                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge, trackAllocationSites);
+    }
+
+    /** Sets the growth policy and its initial size (pass 0 with LAZY). */
+    public PoolConfig withGrowth(GrowthPolicy policy, long newInitialBytes) {
+        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, policy, newInitialBytes, growthStepBytes,
+                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge, trackAllocationSites);
+    }
+
+    /** Sets the block range; growth steps are raised to at least the new maximum block. */
+    public PoolConfig withBlocks(long newMinBlockBytes, long newMaxBlockBytes) {
+        long step = Math.max(growthStepBytes, newMaxBlockBytes);
+        return new PoolConfig(mode, newMinBlockBytes, newMaxBlockBytes, growthPolicy, initialBytes, step,
+                Math.max(maxGrowthStepBytes, step), capBytes, capFraction, localCacheBytesPerStream,
+                localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
+                trackAllocationSites);
+    }
+
+    public PoolConfig withTrackAllocationSites(boolean track) {
+        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
+                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge, track);
+    }
+
+    static IllegalArgumentException invalid(String field, Object value, String allowed) {
+        return new IllegalArgumentException("gpupool.memory." + field + " = " + value + " is invalid; allowed: " + allowed);
+    }
+
+    private static void requireRange(String field, long value, long min, long max) {
+        if (value < min || value > max) {
+            throw invalid(field, value, "[" + min + ", " + max + "]");
+        }
+    }
+
+    private static void requireMultiple(String field, long value, long unit) {
+        if (value <= 0 || value % unit != 0) {
+            throw invalid(field, value, "a positive multiple of minBlockBytes (" + unit + ")");
+        }
+    }
+
+    private static void requirePowerOfTwo(String field, long value, long min, long max) {
+        if (value < min || value > max || Long.bitCount(value) != 1) {
+            throw invalid(field, value, "a power of two in [" + min + ", " + max + "]");
+        }
+    }
+
+    private static void requireDuration(String field, Duration value, Duration max) {
+        if (value.isNegative() || value.compareTo(max) > 0) {
+            throw invalid(field, value, "[PT0S, " + max + "]");
+        }
+    }
+}

@@ -1,0 +1,37 @@
+package io.gpupool.memory.metric;
+
+import java.util.List;
+
+/**
+ * Statistics of the two-level pool beyond those of every allocator. Like all metrics, read
+ * without taking the allocation lock; list-valued getters build a fresh list per call.
+ */
+public interface PoolMetrics extends AllocatorMetrics {
+
+    /** Free bytes held in all stream-local caches. */
+    long cachedBytes();
+
+    /** Per-stream local caches, ordered by ordinal. */
+    List<StreamCacheMetric> streams();
+
+    /** Free blocks of the global level, one entry per order. */
+    List<FreeOrderMetric> freeBlocks();
+
+    /** Free bytes in the global level's free lists. */
+    long globalFreeBytes();
+
+    /** The largest free block of the global level in bytes. */
+    long largestFreeBlockBytes();
+
+    /** 1 - largest free block / total global free bytes; 0 when nothing is free. */
+    default double fragmentation() {
+        long free = globalFreeBytes();
+        return free == 0 ? 0.0 : 1.0 - (double) largestFreeBlockBytes() / free;
+    }
+
+    /** The small-object size classes that hold slabs or objects. */
+    List<SizeClassMetric> smallClasses();
+
+    /** All chunks currently obtained from the source. */
+    List<ChunkMetric> chunks();
+}
