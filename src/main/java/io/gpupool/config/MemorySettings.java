@@ -44,7 +44,7 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool) {
                     memory.getReleaseIdleAge(), memory.isTrackAllocationSites());
             return new MemorySettings(memory.getMode(), pool);
         } catch (IllegalArgumentException | NullPointerException e) {
-            throw new IllegalArgumentException(withPropertyNames(String.valueOf(e.getMessage())), e);
+            throw new IllegalArgumentException(withPropertyNames(String.valueOf(e.getMessage())));
         }
     }
 

@@ -5,6 +5,8 @@ import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.metric.AllocatorMetrics;
+import io.gpupool.memory.metric.BasicAllocatorMetrics;
 
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -14,6 +16,7 @@ public final class CountingAllocator implements DeviceAllocator {
     private final long limitBytes;
     private final AtomicLong next = new AtomicLong(0x1000_0000L);
     public final AtomicLong allocatedBytes = new AtomicLong();
+    private final BasicAllocatorMetrics metrics = new BasicAllocatorMetrics("fake", AllocatorMode.DIRECT);
 
     public CountingAllocator(long limitBytes) {
         this.limitBytes = limitBytes;
@@ -30,6 +33,11 @@ public final class CountingAllocator implements DeviceAllocator {
         }
         long address = next.getAndAdd((bytes + 255) / 256 * 256);
         return new DeviceBlock(block -> allocatedBytes.addAndGet(-block.size()), address, bytes, bytes, stream, 0, null);
+    }
+
+    @Override
+    public AllocatorMetrics metrics() {
+        return metrics;
     }
 
     @Override
