@@ -3,6 +3,8 @@ package io.gpupool.backend;
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.metric.AllocatorMetrics;
+import io.gpupool.memory.metric.BasicAllocatorMetrics;
 
 import java.util.concurrent.atomic.LongAdder;
 
@@ -22,6 +24,7 @@ public abstract class PerRequestAllocator implements DeviceAllocator, DeviceBloc
     private final LongAdder outstandingBlocks = new LongAdder();
     private final LongAdder outstandingBytes = new LongAdder();
     private volatile boolean closed;
+    private BasicAllocatorMetrics metrics;
 
     /** Returns the address of {@code size} fresh bytes, or throws OutOfDeviceMemoryException. */
     protected abstract long allocateNative(long size, AllocationStream stream);
@@ -41,7 +44,17 @@ public abstract class PerRequestAllocator implements DeviceAllocator, DeviceBloc
             throw new IllegalStateException(describe() + " is closed");
         }
         long size = (bytes + GRANULE - 1) & -GRANULE;
-        long address = allocateNative(size, stream);
+        long started = System.nanoTime();
+        long address;
+        try {
+            address = allocateNative(size, stream);
+        } catch (RuntimeException e) {
+            metrics().onFailure();
+            throw e;
+        }
+        // Every block is its own device allocation: reserved and allocated move together.
+        metrics().onReserve(size);
+        metrics().onAllocate(bytes, size, System.nanoTime() - started);
         outstandingBlocks.increment();
         outstandingBytes.add(size);
         return new DeviceBlock(this, address, size, bytes, stream, 0L, null);
@@ -52,6 +65,23 @@ public abstract class PerRequestAllocator implements DeviceAllocator, DeviceBloc
         freeNative(block.address(), block.size(), block.stream());
         outstandingBlocks.decrement();
         outstandingBytes.add(-block.size());
+        metrics().onFree(block.requestedBytes(), block.size());
+        metrics().onUnreserve(block.size());
+    }
+
+    @Override
+    public final BasicAllocatorMetrics metrics() {
+        BasicAllocatorMetrics current = metrics;
+        if (current == null) {
+            // Created lazily because describe() and mode() are implemented by the subclass.
+            synchronized (this) {
+                if (metrics == null) {
+                    metrics = new BasicAllocatorMetrics(describe(), mode());
+                }
+                current = metrics;
+            }
+        }
+        return current;
     }
 
     /** Blocks handed out and not yet released. */

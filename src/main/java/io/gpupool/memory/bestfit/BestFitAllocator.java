@@ -7,6 +7,8 @@ import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.StreamFence;
+import io.gpupool.memory.metric.AllocatorMetrics;
+import io.gpupool.memory.metric.BasicAllocatorMetrics;
 
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -155,6 +157,8 @@ public final class BestFitAllocator implements DeviceAllocator {
     private volatile long frees;
     private volatile long grows;
     private volatile long failures;
+    /** The same events for the shared metrics view (lock-free counters, see BasicAllocatorMetrics). */
+    private final BasicAllocatorMetrics metrics;
 
     /** A best-fit allocator growing by {@link #DEFAULT_CHUNK_BYTES}, without allocation-site tracking. */
     public BestFitAllocator(ChunkSource source) {
@@ -173,6 +177,12 @@ public final class BestFitAllocator implements DeviceAllocator {
         }
         this.chunkBytes = chunkBytes;
         this.trackAllocationSites = trackAllocationSites;
+        this.metrics = new BasicAllocatorMetrics(source.name() + " best-fit", AllocatorMode.BEST_FIT);
+    }
+
+    @Override
+    public AllocatorMetrics metrics() {
+        return metrics;
     }
 
     @Override
@@ -187,9 +197,11 @@ public final class BestFitAllocator implements DeviceAllocator {
         long rounded = (bytes + ALIGNMENT - 1) & -ALIGNMENT;
         Throwable site = trackAllocationSites ? new Throwable("allocated here") : null;
         boolean trimmed = false;
+        long started = System.nanoTime();
         while (true) {
             Segment segment = take(rounded, bytes, stream, site);
             if (segment != null) { // a free segment fit (possibly one a concurrent grow added)
+                metrics.onAllocate(bytes, segment.size, System.nanoTime() - started);
                 return new DeviceBlock(owner, segment.address, segment.size, bytes, stream, segment.address, site);
             }
             try {
@@ -281,6 +293,7 @@ public final class BestFitAllocator implements DeviceAllocator {
             reservedBytes += bytes;
             freeBytes += bytes;
             grows++;
+            metrics.onReserve(bytes);
             updateLargestFree();
         } finally {
             lock.unlock();
@@ -306,6 +319,7 @@ public final class BestFitAllocator implements DeviceAllocator {
             allocatedRoundedBytes -= segment.size;
             freeBytes += segment.size;
             frees++;
+            metrics.onFree(segment.requested, segment.size);
             segment.free = true;
             segment.stream = null;
             segment.site = null;
@@ -393,6 +407,7 @@ public final class BestFitAllocator implements DeviceAllocator {
                     chunks.remove(i);
                     reservedBytes -= chunk.bytes;
                     freeBytes -= chunk.bytes;
+                    metrics.onUnreserve(chunk.bytes);
                     released.add(candidate);
                 }
             }
@@ -436,6 +451,7 @@ public final class BestFitAllocator implements DeviceAllocator {
         lock.lock();
         try {
             failures++;
+            metrics.onFailure();
         } finally {
             lock.unlock();
         }

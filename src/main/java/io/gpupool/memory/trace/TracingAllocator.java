@@ -110,4 +110,10 @@ public final class TracingAllocator implements DeviceAllocator {
         recorder.stop();
         delegate.close();
     }
+
+    /** The wrapped allocator's metrics: tracing adds no memory of its own. */
+    @Override
+    public io.gpupool.memory.metric.AllocatorMetrics metrics() {
+        return delegate.metrics();
+    }
 }
