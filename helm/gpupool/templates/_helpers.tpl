@@ -1,0 +1,72 @@
+{{/* Chart name, truncated to the 63 characters a DNS label allows. */}}
+{{- define "gpupool.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-qualified name, used for every object of the chart. */}}
+{{- define "gpupool.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gpupool.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpupool.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpupool.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "gpupool.labels" -}}
+helm.sh/chart: {{ include "gpupool.chart" . }}
+{{ include "gpupool.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "gpupool.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "gpupool.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "gpupool.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "gpupool.secretName" -}}
+{{- default (printf "%s-operator" (include "gpupool.fullname" .)) .Values.operator.existingSecret }}
+{{- end }}
+
+{{- define "gpupool.managementServiceName" -}}
+{{- printf "%s-management" (include "gpupool.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Spring profiles: production, the backend profile, then the operator's extras. */}}
+{{- define "gpupool.profiles" -}}
+{{- $profiles := list "production" (ternary "cuda" "host" .Values.gpu.enabled) }}
+{{- join "," (concat $profiles .Values.extraProfiles) }}
+{{- end }}
+
+{{/* ConfigMap data: files/config/* (synced from the repository's config/) plus config.extraFiles. */}}
+{{- define "gpupool.configData" -}}
+{{- $files := dict }}
+{{- range $path, $_ := .Files.Glob "files/config/*.yml" }}
+{{- $_ := set $files (base $path) ($.Files.Get $path) }}
+{{- end }}
+{{- range $name, $content := .Values.config.extraFiles }}
+{{- $_ := set $files $name $content }}
+{{- end }}
+{{- toYaml $files }}
+{{- end }}

@@ -1,0 +1,557 @@
+// Linear layers: Y[M, N] = act(X[M, K] · W[N, K]ᵀ + bias[N]), all row-major FP32 in device memory.
+//
+// Both operands are K-contiguous ("NT" product), which is how a PyTorch nn.Linear stores its weight.
+//
+//                 K                           K
+//          +-------------+             +-------------+
+//     M    |   X tile    |        N    |   W tile    |    one block computes a BM x BN tile of Y,
+//          | BM x BK ... |             | BN x BK ... |    walking K in steps of BK
+//          +-------------+             +-------------+
+//
+// Three kernels, picked by the caller's precision:
+//   gemm_f32            exact FP32 on the CUDA cores (FFMA). 128x128 tile, BK = 8, 256 threads, 8x8 outputs per
+//                       thread, shared memory stored k-major and double buffered. Matches a CPU FP32 reference to
+//                       rounding, so tests can compare with transformers at 1e-4.
+//   gemm_tc_tf32_*      tensor cores, TF32 inputs (operands rounded to 10-bit mantissa), FP32 accumulation.
+//   gemm_tc_bf16_*      tensor cores, BF16 inputs (operands rounded to 8-bit mantissa), FP32 accumulation.
+//   (*: _128 is a 128x128 tile with 8 warps, _64 a 64x64 tile with 4 warps for small M·N.)
+//
+// Tensor-core kernel, step by step (one block):
+//   1. Each thread loads its share of the next X and W k-tiles from global memory as float4 into registers
+//      (rows past M/N and columns past K read as zero).
+//   2. It rounds them (TF32: cvt.rna; BF16: round-to-nearest-even pairs) and stores them in shared memory, whose
+//      rows are 64 data bytes + 16 pad bytes (80 B), so the eight row addresses of an ldmatrix phase fall in
+//      eight distinct 4-bank groups: no bank conflicts.
+//   3. Two shared buffers alternate: while the tensor cores work on buffer t, the loads of tile t+1 are in flight.
+//   4. A k-tile is 64 bytes per row = two 32-byte k-steps. Per k-step a warp loads its A fragments (16 rows each)
+//      and B fragments (two 8-column blocks each) with ldmatrix.x4 and issues mma.sync:
+//        BF16: m16n8k16 (32 bytes = 16 bf16 of k)     TF32: m16n8k8 (32 bytes = 8 tf32 of k)
+//      The register layout of both is identical in bytes, so one code path serves both.
+//   5. Epilogue: + bias, activation, float2 stores with bounds checks.
+// Preconditions for the tensor-core kernels: K % 4 == 0 and 16-byte aligned X and W (the caller falls back to
+// gemm_f32 otherwise).
+
+#include <cuda_bf16.h>
+#include "common.cuh"
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Exact FP32
+// ---------------------------------------------------------------------------------------------------------------------
+
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 8
+#define SG_PAD 4
+
+static __device__ __forceinline__ void sg_load4(const float* __restrict__ p, int rows, int K, int row, int k,
+                                                float out[4]) {
+    if (row < rows && k + 3 < K && (K & 3) == 0) {
+        float4 v = __ldg(reinterpret_cast<const float4*>(p + (size_t) row * K + k));
+        out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            out[i] = (row < rows && k + i < K) ? __ldg(p + (size_t) row * K + k + i) : 0.0f;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_f32(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+         float* __restrict__ Y, int M, int N, int K, int act) {
+    __shared__ __align__(16) float As[2][SG_BK][SG_BM + SG_PAD];
+    __shared__ __align__(16) float Bs[2][SG_BK][SG_BN + SG_PAD];
+
+    const int tid = threadIdx.x;
+    const int m0 = blockIdx.y * SG_BM;
+    const int n0 = blockIdx.x * SG_BN;
+    const int loadRow = tid >> 1;        // 0..127
+    const int loadK = (tid & 1) * 4;     // 0 or 4
+    const int tx = tid & 15;             // column group
+    const int ty = tid >> 4;             // row group
+
+    float aReg[4], bReg[4];
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    const int kTiles = (K + SG_BK - 1) / SG_BK;
+    sg_load4(X, M, K, m0 + loadRow, loadK, aReg);
+    sg_load4(W, N, K, n0 + loadRow, loadK, bReg);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        As[0][loadK + i][loadRow] = aReg[i];
+        Bs[0][loadK + i][loadRow] = bReg[i];
+    }
+    __syncthreads();
+
+    for (int t = 0; t < kTiles; ++t) {
+        const int cur = t & 1;
+        const bool more = t + 1 < kTiles;
+        if (more) {
+            sg_load4(X, M, K, m0 + loadRow, (t + 1) * SG_BK + loadK, aReg);
+            sg_load4(W, N, K, n0 + loadRow, (t + 1) * SG_BK + loadK, bReg);
+        }
+#pragma unroll
+        for (int kk = 0; kk < SG_BK; ++kk) {
+            float4 a0 = *reinterpret_cast<const float4*>(&As[cur][kk][ty * 4]);
+            float4 a1 = *reinterpret_cast<const float4*>(&As[cur][kk][64 + ty * 4]);
+            float4 b0 = *reinterpret_cast<const float4*>(&Bs[cur][kk][tx * 4]);
+            float4 b1 = *reinterpret_cast<const float4*>(&Bs[cur][kk][64 + tx * 4]);
+            float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        if (more) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                As[cur ^ 1][loadK + i][loadRow] = aReg[i];
+                Bs[cur ^ 1][loadK + i][loadRow] = bReg[i];
+            }
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        if (row >= M) continue;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int col = n0 + half * 64 + tx * 4;
+            float v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int c = col + j;
+                float b = (bias != nullptr && c < N) ? __ldg(bias + c) : 0.0f;
+                v[j] = gp_activate(acc[i][half * 4 + j] + b, act);
+            }
+            float* out = Y + (size_t) row * N + col;
+            if (col + 3 < N && (N & 3) == 0) {
+                *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    if (col + j < N) out[j] = v[j];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Tensor cores (TF32 / BF16 via mma.sync)
+// ---------------------------------------------------------------------------------------------------------------------
+
+#define TC_ROW_BYTES 80   // 64 data bytes + 16 pad bytes per shared-memory row
+
+static __device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+static __device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
+                                                   unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+template <bool BF16>
+static __device__ __forceinline__ void mma_step(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (BF16) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+static __device__ __forceinline__ unsigned to_tf32(float v) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+    return r;
+}
+
+static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+    __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&p);
+}
+
+// BM x BN block tile, WARPS_M x WARPS_N warps; BK = 32 bf16 or 16 tf32 (64 bytes of k per row either way).
+template <bool BF16, int BM, int BN, int WARPS_M, int WARPS_N>
+static __device__ __forceinline__ void gemm_tc(const float* __restrict__ X, const float* __restrict__ W,
+                                               const float* __restrict__ bias, float* __restrict__ Y,
+                                               int M, int N, int K, int act) {
+    constexpr int THREADS = WARPS_M * WARPS_N * 32;
+    constexpr int BK = BF16 ? 32 : 16;                       // k elements per tile
+    constexpr int F4_PER_ROW = BK / 4;                       // float4 loads per row of a tile
+    constexpr int ROWS = BM + BN;                            // X rows then W rows
+    constexpr int LOADS = ROWS * F4_PER_ROW / THREADS;       // float4 per thread per tile
+    constexpr int ROWS_PER_PASS = THREADS / F4_PER_ROW;
+    constexpr int WM = BM / WARPS_M;                         // warp tile rows
+    constexpr int WN = BN / WARPS_N;                         // warp tile cols
+    constexpr int MB = WM / 16;                              // 16-row A fragments per warp
+    constexpr int NB = WN / 8;                               // 8-col B fragments per warp
+    static_assert(ROWS * F4_PER_ROW % THREADS == 0, "loader shape");
+    static_assert(NB % 2 == 0, "B fragments come in pairs");
+
+    __shared__ __align__(128) unsigned char smem[2][ROWS * TC_ROW_BYTES];
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int wm = warp / WARPS_N;
+    const int wn = warp % WARPS_N;
+    const int m0 = blockIdx.y * BM;
+    const int n0 = blockIdx.x * BN;
+
+    float4 stage[LOADS];
+    auto loadTile = [&](int k0) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) {
+            const int r = tid / F4_PER_ROW + i * ROWS_PER_PASS;
+            const int k = k0 + (tid % F4_PER_ROW) * 4;
+            const bool isX = r < BM;
+            const int gRow = isX ? m0 + r : n0 + (r - BM);
+            const int limit = isX ? M : N;
+            const float* base = isX ? X : W;
+            if (gRow < limit && k < K) {
+                stage[i] = __ldg(reinterpret_cast<const float4*>(base + (size_t) gRow * K + k));
+            } else {
+                stage[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+        }
+    };
+    auto storeTile = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) {
+            const int r = tid / F4_PER_ROW + i * ROWS_PER_PASS;
+            const int c = tid % F4_PER_ROW;
+            unsigned char* row = &smem[buf][r * TC_ROW_BYTES];
+            if (BF16) {
+                uint2 v = make_uint2(pack_bf16(stage[i].x, stage[i].y), pack_bf16(stage[i].z, stage[i].w));
+                *reinterpret_cast<uint2*>(row + c * 8) = v;
+            } else {
+                uint4 v = make_uint4(to_tf32(stage[i].x), to_tf32(stage[i].y), to_tf32(stage[i].z),
+                                     to_tf32(stage[i].w));
+                *reinterpret_cast<uint4*>(row + c * 16) = v;
+            }
+        }
+    };
+
+    float acc[MB][NB][4];
+#pragma unroll
+    for (int i = 0; i < MB; ++i)
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+    // Per-lane ldmatrix offsets inside a tile (bytes). A: row lane%16, 16-byte half lane/16.
+    // B pair: column block (lane/16)*8 + lane%8, 16-byte half (lane/8)%2.
+    const int aOff = (wm * WM + (lane & 15)) * TC_ROW_BYTES + (lane >> 4) * 16;
+    const int bOff = (BM + wn * WN + (lane >> 4) * 8 + (lane & 7)) * TC_ROW_BYTES + ((lane >> 3) & 1) * 16;
+
+    const int kTiles = (K + BK - 1) / BK;
+    loadTile(0);
+    storeTile(0);
+    __syncthreads();
+
+    for (int t = 0; t < kTiles; ++t) {
+        const int cur = t & 1;
+        const bool more = t + 1 < kTiles;
+        if (more) loadTile((t + 1) * BK);
+        const unsigned base = smem_addr(&smem[cur][0]);
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+            unsigned a[MB][4];
+            unsigned b[NB][2];
+#pragma unroll
+            for (int i = 0; i < MB; ++i) {
+                ldmatrix_x4(base + aOff + i * 16 * TC_ROW_BYTES + ks * 32, a[i][0], a[i][1], a[i][2], a[i][3]);
+            }
+#pragma unroll
+            for (int j = 0; j < NB; j += 2) {
+                ldmatrix_x4(base + bOff + j * 8 * TC_ROW_BYTES + ks * 32, b[j][0], b[j][1], b[j + 1][0],
+                            b[j + 1][1]);
+            }
+#pragma unroll
+            for (int i = 0; i < MB; ++i)
+#pragma unroll
+                for (int j = 0; j < NB; ++j) mma_step<BF16>(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+        if (more) storeTile(cur ^ 1);
+        __syncthreads();
+    }
+
+    const int g = lane >> 2;
+    const int q = lane & 3;
+    const bool pairs = (N & 1) == 0;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+        const int col = n0 + wn * WN + j * 8 + q * 2;
+        const float b0 = (bias != nullptr && col < N) ? __ldg(bias + col) : 0.0f;
+        const float b1 = (bias != nullptr && col + 1 < N) ? __ldg(bias + col + 1) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < MB; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + wm * WM + i * 16 + g + h * 8;
+                if (row >= M) continue;
+                const float v0 = gp_activate(acc[i][j][h * 2] + b0, act);
+                const float v1 = gp_activate(acc[i][j][h * 2 + 1] + b1, act);
+                float* out = Y + (size_t) row * N + col;
+                if (pairs && col + 1 < N) {
+                    *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
+                } else {
+                    if (col < N) out[0] = v0;
+                    if (col + 1 < N) out[1] = v1;
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_rs_bf16_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                 float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_tc<true, 128, 128, 2, 4>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gemm_rs_bf16_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_tc<true, 64, 64, 2, 2>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_rs_tf32_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                 float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_tc<false, 128, 128, 2, 4>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gemm_rs_tf32_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_tc<false, 64, 64, 2, 2>(X, W, bias, Y, M, N, K, act);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Tensor cores, asynchronous copies (gemm_tc_*): the FP32 operands go from global to shared memory untouched with
+// cp.async, STAGES tiles deep, and are rounded only when a warp loads its fragments.
+//
+//   shared memory, one stage (BK = 16 floats = 64 bytes per row, four 16-byte chunks, no padding):
+//     row r, logical chunk c  ->  byte r*64 + (c ^ swizzle(r))*16
+//   TF32 reads fragments with ldmatrix (8 rows x 16 bytes per phase): swizzle(r) = (r >> 1) & 3 puts the 8 rows
+//   of a phase in 8 distinct 16-byte bank groups. BF16 reads float2 pairs (a half-warp touches 4 rows x 32 bytes):
+//   swizzle(r) = ((r >> 1) & 1) * 2 spreads those 4 rows over the 4 32-byte bank groups.
+//
+//   Pipeline (t = k-tile):  prologue issues tiles 0..STAGES-2; each iteration waits for tile t, syncs the block
+//   (which also frees the stage read in iteration t-1), issues tile t+STAGES-1 into that freed stage, and runs
+//   the tensor cores on tile t. Rows past M/N and columns past K are zero-filled by cp.async's src-size operand.
+//   TF32 feeds the FP32 bit patterns straight to mma (the unit ignores the low 13 mantissa bits: truncation);
+//   BF16 rounds each pair to nearest-even with cvt.rn.bf16x2.
+// ---------------------------------------------------------------------------------------------------------------------
+
+static __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int srcBytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(srcBytes));
+}
+
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+static __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <bool BF16>
+static __device__ __forceinline__ int tc_swizzle(int row) {
+    return BF16 ? ((row >> 1) & 1) << 1 : (row >> 1) & 3;
+}
+
+template <bool BF16, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+static __device__ __forceinline__ void gemm_async(const float* __restrict__ X, const float* __restrict__ W,
+                                                  const float* __restrict__ bias, float* __restrict__ Y,
+                                                  int M, int N, int K, int act) {
+    constexpr int THREADS = WARPS_M * WARPS_N * 32;
+    constexpr int BK = 16;
+    constexpr int ROWS = BM + BN;
+    constexpr int STAGE_BYTES = ROWS * 64;
+    constexpr int LOADS = ROWS * 4 / THREADS;
+    constexpr int WM = BM / WARPS_M;
+    constexpr int WN = BN / WARPS_N;
+    constexpr int MB = WM / 16;
+    constexpr int NB = WN / 8;
+    static_assert(ROWS * 4 % THREADS == 0, "loader shape");
+    static_assert(NB % 2 == 0, "B fragments come in pairs");
+
+    __shared__ __align__(128) unsigned char smem[STAGES * STAGE_BYTES];
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int wm = warp / WARPS_N;
+    const int wn = warp % WARPS_N;
+    const int m0 = blockIdx.y * BM;
+    const int n0 = blockIdx.x * BN;
+    const unsigned smemBase = smem_addr(smem);
+    const int kTiles = (K + BK - 1) / BK;
+
+    auto issue = [&](int tile) {
+        if (tile < kTiles) {
+            const unsigned stage = smemBase + (tile % STAGES) * STAGE_BYTES;
+#pragma unroll
+            for (int i = 0; i < LOADS; ++i) {
+                const int f = tid + i * THREADS;
+                const int r = f >> 2;
+                const int c = f & 3;
+                const int k = tile * BK + c * 4;
+                const bool isX = r < BM;
+                const int gRow = isX ? m0 + r : n0 + (r - BM);
+                const bool in = gRow < (isX ? M : N) && k < K;
+                const float* src = (isX ? X : W) + (in ? (size_t) gRow * K + k : 0);
+                cp_async16(stage + r * 64 + ((c ^ tc_swizzle<BF16>(r)) << 4), src, in ? 16 : 0);
+            }
+        }
+        cp_async_commit();
+    };
+
+    float acc[MB][NB][4];
+#pragma unroll
+    for (int i = 0; i < MB; ++i)
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) issue(s);
+
+    const int g = lane >> 2;
+    const int q = lane & 3;
+
+    for (int t = 0; t < kTiles; ++t) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        issue(t + STAGES - 1);
+        const unsigned stage = smemBase + (t % STAGES) * STAGE_BYTES;
+        if (BF16) {
+            // One k16 step: A pairs at k = 2q, 2q+8 of rows g, g+8; B pairs at k = 2q, 2q+8 of column g.
+            const unsigned char* st = smem + (t % STAGES) * STAGE_BYTES;
+            unsigned a[MB][4];
+            unsigned b[NB][2];
+#pragma unroll
+            for (int i = 0; i < MB; ++i) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = wm * WM + i * 16 + g + h * 8;
+#pragma unroll
+                    for (int kh = 0; kh < 2; ++kh) {
+                        const int c = kh * 2 + (q >> 1);
+                        const float2 v = *reinterpret_cast<const float2*>(
+                            st + r * 64 + ((c ^ tc_swizzle<true>(r)) << 4) + (q & 1) * 8);
+                        a[i][kh * 2 + h] = pack_bf16(v.x, v.y);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < NB; ++j) {
+                const int r = BM + wn * WN + j * 8 + g;
+#pragma unroll
+                for (int kh = 0; kh < 2; ++kh) {
+                    const int c = kh * 2 + (q >> 1);
+                    const float2 v = *reinterpret_cast<const float2*>(
+                        st + r * 64 + ((c ^ tc_swizzle<true>(r)) << 4) + (q & 1) * 8);
+                    b[j][kh] = pack_bf16(v.x, v.y);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MB; ++i)
+#pragma unroll
+                for (int j = 0; j < NB; ++j) mma_step<true>(acc[i][j], a[i], b[j][0], b[j][1]);
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+                unsigned a[MB][4];
+                unsigned b[NB][2];
+#pragma unroll
+                for (int i = 0; i < MB; ++i) {
+                    const int r = wm * WM + i * 16 + (lane & 15);
+                    const int c = ks * 2 + (lane >> 4);
+                    ldmatrix_x4(stage + r * 64 + ((c ^ tc_swizzle<false>(r)) << 4), a[i][0], a[i][1], a[i][2],
+                                a[i][3]);
+                }
+#pragma unroll
+                for (int j = 0; j < NB; j += 2) {
+                    const int r = BM + wn * WN + j * 8 + (lane >> 4) * 8 + (lane & 7);
+                    const int c = ks * 2 + ((lane >> 3) & 1);
+                    ldmatrix_x4(stage + r * 64 + ((c ^ tc_swizzle<false>(r)) << 4), b[j][0], b[j][1], b[j + 1][0],
+                                b[j + 1][1]);
+                }
+#pragma unroll
+                for (int i = 0; i < MB; ++i)
+#pragma unroll
+                    for (int j = 0; j < NB; ++j) mma_step<false>(acc[i][j], a[i], b[j][0], b[j][1]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    const bool pairs = (N & 1) == 0;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+        const int col = n0 + wn * WN + j * 8 + q * 2;
+        const float b0 = (bias != nullptr && col < N) ? __ldg(bias + col) : 0.0f;
+        const float b1 = (bias != nullptr && col + 1 < N) ? __ldg(bias + col + 1) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < MB; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + wm * WM + i * 16 + g + h * 8;
+                if (row >= M) continue;
+                const float v0 = gp_activate(acc[i][j][h * 2] + b0, act);
+                const float v1 = gp_activate(acc[i][j][h * 2 + 1] + b1, act);
+                float* out = Y + (size_t) row * N + col;
+                if (pairs && col + 1 < N) {
+                    *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
+                } else {
+                    if (col < N) out[0] = v0;
+                    if (col + 1 < N) out[1] = v1;
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+gemm_tc_bf16_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                 float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_async<true, 128, 128, 2, 4, 3>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gemm_tc_bf16_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_async<true, 64, 64, 2, 2, 4>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+gemm_tc_tf32_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                 float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_async<false, 128, 128, 2, 4, 3>(X, W, bias, Y, M, N, K, act);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gemm_tc_tf32_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+                float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_async<false, 64, 64, 2, 2, 4>(X, W, bias, Y, M, N, K, act);
+}

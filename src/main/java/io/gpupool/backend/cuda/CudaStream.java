@@ -1,0 +1,270 @@
+package io.gpupool.backend.cuda;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.KernelFunction;
+import io.gpupool.memory.StreamFence;
+import jcuda.NativePointerObject;
+import jcuda.Pointer;
+import jcuda.driver.CUevent;
+import jcuda.driver.CUevent_flags;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstream_flags;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentLinkedQueue;
+
+import static jcuda.driver.JCudaDriver.cuEventCreate;
+import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static jcuda.driver.JCudaDriver.cuEventRecord;
+import static jcuda.driver.JCudaDriver.cuLaunchKernel;
+import static jcuda.driver.JCudaDriver.cuMemcpyDtoDAsync;
+import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
+import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
+import static jcuda.driver.JCudaDriver.cuMemsetD8Async;
+import static jcuda.driver.JCudaDriver.cuStreamCreate;
+import static jcuda.driver.JCudaDriver.cuStreamDestroy;
+import static jcuda.driver.JCudaDriver.cuStreamSynchronize;
+
+/**
+ * A non-blocking CUDA stream (cuStreamCreate with CU_STREAM_NON_BLOCKING) plus a host worker for the
+ * work that must run on the CPU in stream order.
+ *
+ * <h2>Copies go through pinned staging</h2>
+ * Java heap and ordinary native memory are pageable, and the driver cannot copy pageable memory
+ * asynchronously. Host↔device copies are therefore split into pieces of one staging slot each:
+ * <pre>
+ *   host→device, per piece:  acquire slot ─ memcpy host→slot (caller thread) ─ cuMemcpyHtoDAsync
+ *                            ─ record event ─ worker: wait event, release slot
+ *   device→host, per piece:  acquire slot ─ cuMemcpyDtoHAsync ─ record event
+ *                            ─ worker: wait event, memcpy slot→host, release slot
+ * </pre>
+ * Acquiring blocks while all slots of the device's {@link PinnedStagingPool} are in flight, which
+ * bounds pinned memory. The host segment must stay valid until {@link #synchronize()} (device→host).
+ *
+ * <h2>Host tasks</h2>
+ * {@link #enqueueHostTask} runs the task on the worker after all device work enqueued before it;
+ * device work enqueued after it does not wait for it (see {@link CudaStreamWorker}).
+ */
+public final class CudaStream implements DeviceStream {
+
+    private final CudaDevice device;
+    private final int ordinal;
+    private final CUstream stream = new CUstream();
+    private final CudaStreamWorker worker;
+    private final ConcurrentLinkedQueue<CUevent> spareEvents = new ConcurrentLinkedQueue<>();
+    private final CudaStreamWorker.Cleanup recycleEvent = spareEvents::add;
+    private boolean closed;
+
+    CudaStream(CudaDevice device, int ordinal) {
+        this.device = device;
+        this.ordinal = ordinal;
+        device.makeCurrent();
+        Cu.check("cuStreamCreate", cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING),
+                device.label() + " stream " + ordinal);
+        this.worker = new CudaStreamWorker(device, "gpupool-" + device.label() + "-stream-" + ordinal);
+    }
+
+    /** The JCuda stream handle (package use only). */
+    CUstream handle() {
+        return stream;
+    }
+
+    @Override
+    public int ordinal() {
+        return ordinal;
+    }
+
+    @Override
+    public CudaDevice device() {
+        return device;
+    }
+
+    @Override
+    public StreamFence recordFence() {
+        device.makeCurrent();
+        CUevent event = new CUevent();
+        Cu.check("cuEventCreate", cuEventCreate(event, CUevent_flags.CU_EVENT_DISABLE_TIMING));
+        int result = cuEventRecord(event, stream);
+        if (result != 0) {
+            cuEventDestroy(event);
+            Cu.check("cuEventRecord", result, "fence on stream " + ordinal);
+        }
+        return new CudaFence(device, event);
+    }
+
+    @Override
+    public void copyHostToDevice(MemorySegment source, long deviceAddress, long bytes) {
+        checkCopy(source, bytes);
+        device.makeCurrent();
+        PinnedStagingPool staging = device.staging();
+        long slotBytes = staging.slotBytes();
+        for (long offset = 0; offset < bytes; offset += slotBytes) {
+            long piece = Math.min(slotBytes, bytes - offset);
+            long slot = staging.acquire();
+            try {
+                MemorySegment.copy(source, offset, PinnedStagingPool.segment(slot, piece), 0, piece);
+                Cu.check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(Cu.device(deviceAddress + offset), Cu.host(slot),
+                        piece, stream), piece + " bytes to 0x" + Long.toHexString(deviceAddress + offset));
+            } catch (RuntimeException e) {
+                staging.release(slot);
+                throw e;
+            }
+            afterDeviceWork(null, event -> {
+                staging.release(slot);
+                spareEvents.add(event);
+            });
+        }
+    }
+
+    @Override
+    public void copyDeviceToHost(long deviceAddress, MemorySegment destination, long bytes) {
+        checkCopy(destination, bytes);
+        device.makeCurrent();
+        PinnedStagingPool staging = device.staging();
+        long slotBytes = staging.slotBytes();
+        for (long offset = 0; offset < bytes; offset += slotBytes) {
+            long piece = Math.min(slotBytes, bytes - offset);
+            long slot = staging.acquire();
+            try {
+                Cu.check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(Cu.host(slot), Cu.device(deviceAddress + offset),
+                        piece, stream), piece + " bytes from 0x" + Long.toHexString(deviceAddress + offset));
+            } catch (RuntimeException e) {
+                staging.release(slot);
+                throw e;
+            }
+            long at = offset;
+            afterDeviceWork(() -> MemorySegment.copy(PinnedStagingPool.segment(slot, piece), 0, destination, at, piece),
+                    event -> {
+                        staging.release(slot);
+                        spareEvents.add(event);
+                    });
+        }
+    }
+
+    @Override
+    public void copyDeviceToDevice(long sourceAddress, long destinationAddress, long bytes) {
+        checkBytes(bytes);
+        device.makeCurrent();
+        Cu.check("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync(Cu.device(destinationAddress), Cu.device(sourceAddress),
+                bytes, stream), bytes + " bytes");
+    }
+
+    @Override
+    public void fill(long deviceAddress, byte value, long bytes) {
+        checkBytes(bytes);
+        device.makeCurrent();
+        Cu.check("cuMemsetD8Async", cuMemsetD8Async(Cu.device(deviceAddress), value, bytes, stream),
+                bytes + " bytes at 0x" + Long.toHexString(deviceAddress));
+    }
+
+    @Override
+    public void launch(KernelFunction function, int gridX, int gridY, int gridZ, int blockX, int blockY, int blockZ,
+                       int sharedMemoryBytes, Object... arguments) {
+        if (!(function instanceof CudaFunction kernel)) {
+            throw new IllegalArgumentException("not a CUDA kernel: " + function);
+        }
+        if (kernel.device() != device) {
+            throw new IllegalArgumentException("kernel " + kernel.name() + " was loaded on " + kernel.device().label()
+                    + ", not on " + device.label());
+        }
+        NativePointerObject[] parameters = new NativePointerObject[arguments.length];
+        for (int i = 0; i < arguments.length; i++) {
+            parameters[i] = switch (arguments[i]) {
+                case Long value -> Pointer.to(new long[] {value});
+                case Integer value -> Pointer.to(new int[] {value});
+                case Float value -> Pointer.to(new float[] {value});
+                case null -> throw new IllegalArgumentException("argument " + i + " of " + kernel.name() + " is null");
+                default -> throw new IllegalArgumentException("argument " + i + " of " + kernel.name() + " is a "
+                        + arguments[i].getClass().getSimpleName() + "; kernels take Long, Integer or Float");
+            };
+        }
+        device.makeCurrent();
+        Cu.check("cuLaunchKernel", cuLaunchKernel(kernel.handle(), gridX, gridY, gridZ, blockX, blockY, blockZ,
+                sharedMemoryBytes, stream, Pointer.to(parameters), null), kernel.name());
+    }
+
+    @Override
+    public void enqueueHostTask(Runnable task) {
+        Objects.requireNonNull(task, "task");
+        device.makeCurrent();
+        afterDeviceWork(task, recycleEvent);
+    }
+
+    @Override
+    public void synchronize() {
+        device.makeCurrent();
+        int result = cuStreamSynchronize(stream);
+        worker.drain();
+        Throwable hostFailure = worker.takeFailure();
+        Cu.check("cuStreamSynchronize", result, "stream " + ordinal + " on " + device.label());
+        rethrow(hostFailure);
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        device.makeCurrent();
+        int result = cuStreamSynchronize(stream);
+        worker.drain();
+        worker.stop();
+        Throwable hostFailure = worker.takeFailure();
+        for (CUevent event; (event = spareEvents.poll()) != null; ) {
+            cuEventDestroy(event);
+        }
+        Cu.check("cuStreamDestroy", cuStreamDestroy(stream));
+        Cu.check("cuStreamSynchronize", result, "closing stream " + ordinal);
+        rethrow(hostFailure);
+    }
+
+    @Override
+    public String toString() {
+        return device.label() + " stream " + ordinal;
+    }
+
+    /** Records an event now and has the worker run {@code task} and then {@code cleanup} after it. */
+    private void afterDeviceWork(Runnable task, CudaStreamWorker.Cleanup cleanup) {
+        CUevent event = spareEvents.poll();
+        if (event == null) {
+            event = new CUevent();
+            Cu.check("cuEventCreate", cuEventCreate(event, CUevent_flags.CU_EVENT_DISABLE_TIMING));
+        }
+        int result = cuEventRecord(event, stream);
+        if (result != 0) {
+            spareEvents.add(event);
+            Cu.check("cuEventRecord", result, "stream " + ordinal);
+        }
+        worker.submit(event, task, cleanup);
+    }
+
+    private static void rethrow(Throwable failure) {
+        if (failure == null) {
+            return;
+        }
+        if (failure instanceof RuntimeException runtime) {
+            throw runtime;
+        }
+        if (failure instanceof Error error) {
+            throw error;
+        }
+        throw new IllegalStateException("host work on a CUDA stream failed", failure);
+    }
+
+    private static void checkBytes(long bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
+        }
+    }
+
+    private static void checkCopy(MemorySegment host, long bytes) {
+        checkBytes(bytes);
+        Objects.requireNonNull(host, "host segment");
+        if (host.byteSize() < bytes) {
+            throw new IllegalArgumentException("host segment holds " + host.byteSize() + " bytes, copy needs " + bytes);
+        }
+    }
+}

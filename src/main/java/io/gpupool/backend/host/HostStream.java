@@ -1,0 +1,135 @@
+package io.gpupool.backend.host;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.KernelFunction;
+import io.gpupool.memory.StreamFence;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+
+/**
+ * A host "stream": one worker thread with an ordered queue ({@link OrderedWorker}). Copies and fills
+ * are plain memory operations on native addresses, run by the worker in queue order; device
+ * addresses are native addresses of off-heap memory from this backend's chunk source or allocator.
+ *
+ * <p>Kernels do not exist on the host: {@link #launch} throws, and host kernels are run with
+ * {@link #enqueueHostTask}, which gives them the same ordering as device work on a GPU stream.
+ */
+final class HostStream implements DeviceStream {
+
+    private final HostDevice device;
+    private final int ordinal;
+    private final OrderedWorker worker;
+
+    HostStream(HostDevice device, int ordinal) {
+        this.device = device;
+        this.ordinal = ordinal;
+        this.worker = new OrderedWorker("gpupool-host-stream-" + ordinal);
+    }
+
+    OrderedWorker worker() {
+        return worker;
+    }
+
+    @Override
+    public int ordinal() {
+        return ordinal;
+    }
+
+    @Override
+    public StreamFence recordFence() {
+        return new HostFence(worker, worker.lastTicket());
+    }
+
+    @Override
+    public ComputeDevice device() {
+        return device;
+    }
+
+    @Override
+    public void copyHostToDevice(MemorySegment source, long deviceAddress, long bytes) {
+        checkCopy(source, bytes);
+        worker.submit(() -> MemorySegment.copy(source, 0, nativeAt(deviceAddress, bytes), 0, bytes));
+    }
+
+    @Override
+    public void copyDeviceToHost(long deviceAddress, MemorySegment destination, long bytes) {
+        checkCopy(destination, bytes);
+        worker.submit(() -> MemorySegment.copy(nativeAt(deviceAddress, bytes), 0, destination, 0, bytes));
+    }
+
+    @Override
+    public void copyDeviceToDevice(long sourceAddress, long destinationAddress, long bytes) {
+        checkBytes(bytes);
+        worker.submit(() -> MemorySegment.copy(nativeAt(sourceAddress, bytes), 0,
+                nativeAt(destinationAddress, bytes), 0, bytes));
+    }
+
+    @Override
+    public void fill(long deviceAddress, byte value, long bytes) {
+        checkBytes(bytes);
+        worker.submit(() -> nativeAt(deviceAddress, bytes).fill(value));
+    }
+
+    /** Always throws: the host has no kernels; run host code with {@link #enqueueHostTask}. */
+    @Override
+    public void launch(KernelFunction function, int gridX, int gridY, int gridZ, int blockX, int blockY, int blockZ,
+                       int sharedMemoryBytes, Object... arguments) {
+        throw new UnsupportedOperationException("the host backend has no kernels (launch of "
+                + (function == null ? "null" : function.name()) + "); run host code with enqueueHostTask");
+    }
+
+    @Override
+    public void enqueueHostTask(Runnable task) {
+        worker.submit(Objects.requireNonNull(task, "task"));
+    }
+
+    @Override
+    public void synchronize() {
+        worker.awaitTicket(worker.lastTicket());
+        rethrow(worker.takeFailure());
+    }
+
+    @Override
+    public void close() {
+        worker.stop();
+        rethrow(worker.takeFailure());
+    }
+
+    @Override
+    public String toString() {
+        return "host stream " + ordinal;
+    }
+
+    static void rethrow(Throwable failure) {
+        if (failure == null) {
+            return;
+        }
+        if (failure instanceof RuntimeException runtime) {
+            throw runtime;
+        }
+        if (failure instanceof Error error) {
+            throw error;
+        }
+        throw new IllegalStateException("work on a host stream failed", failure);
+    }
+
+    private static MemorySegment nativeAt(long address, long bytes) {
+        return MemorySegment.ofAddress(address).reinterpret(bytes);
+    }
+
+    private static void checkBytes(long bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
+        }
+    }
+
+    private static void checkCopy(MemorySegment host, long bytes) {
+        checkBytes(bytes);
+        Objects.requireNonNull(host, "host segment");
+        if (host.byteSize() < bytes) {
+            throw new IllegalArgumentException("host segment holds " + host.byteSize() + " bytes, copy needs " + bytes);
+        }
+    }
+}

@@ -1,0 +1,256 @@
+package io.gpupool.kernels.cuda;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.KernelFunction;
+import io.gpupool.backend.KernelModule;
+import io.gpupool.kernels.TensorOps;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.util.Objects;
+
+/**
+ * {@link TensorOps} on a CUDA device: launches the kernels of {@code src/main/cuda/*.cu}, compiled to the PTX
+ * committed under {@code src/main/resources/ptx/} (compute_80, JIT-compiled by the driver for the card at hand).
+ * This class only picks kernels and launch shapes; it never touches JCuda: modules come from
+ * {@link ComputeDevice#loadModule} and launches go through {@link DeviceStream#launch}.
+ *
+ * <h2>Kernels and launch shapes</h2>
+ * <pre>
+ *   op            kernel                         grid                        block
+ *   embeddingSum  ops/embedding_sum              (batch·seq)                 256
+ *   linear        gemm/gemm_f32                  (⌈out/128⌉, ⌈rows/128⌉)     256   precision FP32, or a
+ *                                                                                  shape the others reject
+ *                 gemm/gemm_tc_{tf32,bf16}_128   (⌈out/128⌉, ⌈rows/128⌉)     256   enough 128² tiles
+ *                 gemm/gemm_tc_{tf32,bf16}_64    (⌈out/64⌉,  ⌈rows/64⌉)      128   small products
+ *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   by head size
+ *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
+ *   pool          ops/pool_cls | ops/pool_mean   (batch)                     ≤256
+ *   softmax       ops/softmax_rows               (rows)                      ≤256
+ * </pre>
+ *
+ * <h2>Precision</h2>
+ * Only {@link #linear} depends on it. {@link Precision#FP32} is exact single precision on the CUDA cores and
+ * matches a float reference to rounding (the mode the tests compare with transformers at 1e-4).
+ * {@link Precision#TF32} and {@link Precision#BF16} run on the tensor cores with FP32 accumulation; inputs and
+ * outputs stay FP32 in memory and operands are rounded as they are loaded (TF32 truncates to a 10-bit mantissa,
+ * BF16 rounds to nearest-even 8 bits), so no bf16 copy of the weights is needed. The tensor-core kernels need
+ * {@code in % 4 == 0} and 16-byte aligned x and weight; other shapes fall back to the FP32 kernel.
+ *
+ * <p>Attention, LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
+ * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0.
+ *
+ * <p>Arguments are checked (positive dimensions, non-null required pointers) with messages naming the
+ * argument; device pointers are trusted to cover the shapes given, and token ids to index the tables.
+ */
+public final class CudaTensorOps implements TensorOps {
+
+    /** How {@link #linear} multiplies. */
+    public enum Precision { FP32, TF32, BF16 }
+
+    /** Threads per block of the row-wise kernels. */
+    private static final int ROW_BLOCK = 256;
+    /**
+     * Fewer 128×128 output tiles than this and a tensor-core product runs with 64×64 tiles instead, so that
+     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200).
+     */
+    static final int LARGE_TILE_MIN_BLOCKS = 264;
+
+    private final ComputeDevice device;
+    private final Precision precision;
+    private final KernelFunction gemmF32;
+    private final KernelFunction gemmLarge;
+    private final KernelFunction gemmSmall;
+    private final KernelFunction attention32;
+    private final KernelFunction attention64;
+    private final KernelFunction attention128;
+    private final KernelFunction embeddingSum;
+    private final KernelFunction addLayerNorm;
+    private final KernelFunction poolCls;
+    private final KernelFunction poolMean;
+    private final KernelFunction softmaxRows;
+
+    /** FP32 kernels only (exact). */
+    public CudaTensorOps(ComputeDevice device) {
+        this(device, Precision.FP32);
+    }
+
+    /** Loads the PTX modules on {@code device}; linear layers multiply in {@code precision}. */
+    public CudaTensorOps(ComputeDevice device, Precision precision) {
+        this.device = Objects.requireNonNull(device, "device");
+        this.precision = Objects.requireNonNull(precision, "precision");
+        KernelModule gemm = device.loadModule("gemm", ptx("gemm"));
+        KernelModule attention = device.loadModule("attention", ptx("attention"));
+        KernelModule ops = device.loadModule("ops", ptx("ops"));
+        gemmF32 = gemm.function("gemm_f32");
+        String tc = precision == Precision.BF16 ? "bf16" : "tf32";
+        gemmLarge = precision == Precision.FP32 ? gemmF32 : gemm.function("gemm_tc_" + tc + "_128");
+        gemmSmall = precision == Precision.FP32 ? gemmF32 : gemm.function("gemm_tc_" + tc + "_64");
+        attention32 = attention.function("attention_d32");
+        attention64 = attention.function("attention_d64");
+        attention128 = attention.function("attention_d128");
+        embeddingSum = ops.function("embedding_sum");
+        addLayerNorm = ops.function("add_layer_norm");
+        poolCls = ops.function("pool_cls");
+        poolMean = ops.function("pool_mean");
+        softmaxRows = ops.function("softmax_rows");
+    }
+
+    /** The device whose modules this instance launches. */
+    public ComputeDevice device() {
+        return device;
+    }
+
+    public Precision precision() {
+        return precision;
+    }
+
+    /** Reads a committed PTX resource ({@code /ptx/<name>.ptx}). */
+    static byte[] ptx(String name) {
+        String path = "/ptx/" + name + ".ptx";
+        try (InputStream in = CudaTensorOps.class.getResourceAsStream(path)) {
+            if (in == null) {
+                throw new IllegalStateException("PTX resource " + path + " is missing from the classpath "
+                        + "(regenerate with tools/build-ptx.sh)");
+            }
+            return in.readAllBytes();
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot read PTX resource " + path, e);
+        }
+    }
+
+    @Override
+    public void embeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long wordTable, long positionTable,
+                             long tokenTypeTable, long out, int batch, int seq, int hidden) {
+        positive("batch", batch);
+        positive("seq", seq);
+        positive("hidden", hidden);
+        pointer("inputIds", inputIds);
+        pointer("wordTable", wordTable);
+        pointer("positionTable", positionTable);
+        pointer("tokenTypeTable", tokenTypeTable);
+        pointer("out", out);
+        stream.launch(embeddingSum, Math.multiplyExact(batch, seq), 1, 1, rowBlock(hidden), 1, 1, 0,
+                inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable, out, seq, hidden);
+    }
+
+    @Override
+    public void linear(DeviceStream stream, long x, long weight, long bias, long y, int rows, int in, int out,
+                       Activation activation) {
+        positive("rows", rows);
+        positive("in", in);
+        positive("out", out);
+        pointer("x", x);
+        pointer("weight", weight);
+        pointer("y", y);
+        Objects.requireNonNull(activation, "activation");
+        KernelFunction kernel = gemmKernel(x, weight, rows, in, out);
+        int tile = kernel == gemmSmall && kernel != gemmF32 ? 64 : 128;
+        int threads = tile == 64 ? 128 : 256;
+        stream.launch(kernel, ceilDiv(out, tile), ceilDiv(rows, tile), 1, threads, 1, 1, 0,
+                x, weight, bias, y, rows, out, in, activation.ordinal());
+    }
+
+    /** The GEMM kernel for this precision and shape (package-private for tests). */
+    KernelFunction gemmKernel(long x, long weight, int rows, int in, int out) {
+        if (precision == Precision.FP32 || in % 4 != 0 || ((x | weight) & 15) != 0) {
+            return gemmF32;
+        }
+        long largeTiles = (long) ceilDiv(out, 128) * ceilDiv(rows, 128);
+        return largeTiles >= LARGE_TILE_MIN_BLOCKS ? gemmLarge : gemmSmall;
+    }
+
+    @Override
+    public long attentionWorkspaceBytes(int batch, int seq, int heads, int headDim) {
+        return 0;
+    }
+
+    @Override
+    public void attention(DeviceStream stream, long qkv, long attentionMask, long workspace, long context, int batch,
+                          int seq, int heads, int headDim) {
+        positive("batch", batch);
+        positive("seq", seq);
+        positive("heads", heads);
+        positive("headDim", headDim);
+        pointer("qkv", qkv);
+        pointer("context", context);
+        KernelFunction kernel;
+        if (headDim <= 32) {
+            kernel = attention32;
+        } else if (headDim <= 64) {
+            kernel = attention64;
+        } else if (headDim <= 128) {
+            kernel = attention128;
+        } else {
+            throw new IllegalArgumentException("headDim " + headDim + " is not supported by the CUDA attention "
+                    + "kernels (at most 128)");
+        }
+        if (heads > 65535 || batch > 65535) {
+            throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
+        }
+        stream.launch(kernel, ceilDiv(seq, 32), heads, batch, 128, 1, 1, 0,
+                qkv, attentionMask, context, seq, heads, headDim);
+    }
+
+    @Override
+    public void addLayerNorm(DeviceStream stream, long x, long residual, long gamma, long beta, long y, int rows,
+                             int cols, float eps) {
+        positive("rows", rows);
+        positive("cols", cols);
+        pointer("x", x);
+        pointer("gamma", gamma);
+        pointer("beta", beta);
+        pointer("y", y);
+        if (!(eps > 0)) {
+            throw new IllegalArgumentException("eps must be positive, got " + eps);
+        }
+        stream.launch(addLayerNorm, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, residual, gamma, beta, y, cols, eps);
+    }
+
+    @Override
+    public void pool(DeviceStream stream, long hidden, long attentionMask, long out, int batch, int seq, int cols,
+                     Pooling pooling) {
+        positive("batch", batch);
+        positive("seq", seq);
+        positive("cols", cols);
+        pointer("hidden", hidden);
+        pointer("out", out);
+        switch (Objects.requireNonNull(pooling, "pooling")) {
+            case CLS -> stream.launch(poolCls, batch, 1, 1, rowBlock(cols), 1, 1, 0, hidden, out, seq, cols);
+            case MEAN -> stream.launch(poolMean, batch, 1, 1, rowBlock(cols), 1, 1, 0,
+                    hidden, attentionMask, out, seq, cols);
+        }
+    }
+
+    @Override
+    public void softmax(DeviceStream stream, long x, long y, int rows, int cols) {
+        positive("rows", rows);
+        positive("cols", cols);
+        pointer("x", x);
+        pointer("y", y);
+        stream.launch(softmaxRows, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, y, cols);
+    }
+
+    /** Threads for a row kernel: the row length rounded up to a warp, at most {@link #ROW_BLOCK}. */
+    static int rowBlock(int cols) {
+        return Math.min(ROW_BLOCK, (cols + 31) / 32 * 32);
+    }
+
+    private static int ceilDiv(int a, int b) {
+        return (a + b - 1) / b;
+    }
+
+    private static void positive(String name, int value) {
+        if (value <= 0) {
+            throw new IllegalArgumentException(name + " must be positive, got " + value);
+        }
+    }
+
+    private static void pointer(String name, long address) {
+        if (address == 0) {
+            throw new IllegalArgumentException(name + " must be a device address, got 0");
+        }
+    }
+}

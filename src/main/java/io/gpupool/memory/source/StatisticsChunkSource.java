@@ -1,0 +1,147 @@
+package io.gpupool.memory.source;
+
+import io.gpupool.memory.ChunkSource;
+
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Counts what passes through an upstream {@link ChunkSource}: chunks and bytes reserved now and at
+ * peak, allocate / free / failure counts, and the time spent in the upstream's allocate and free.
+ *
+ * <p>Counters that only grow are {@link LongAdder}s (many writers, rare readers). The current and
+ * peak reservation are {@link AtomicLong}s: the peak is raised with a compare-and-set loop, so it
+ * never misses a maximum. Reading any of them takes no lock. A failed upstream allocation changes
+ * only {@link #failures()} (and its latency): the reservation is counted after the upstream
+ * succeeded, so there is nothing to roll back.
+ */
+public final class StatisticsChunkSource implements ChunkSource {
+
+    private final ChunkSource upstream;
+    private final AtomicLong reservedBytes = new AtomicLong();
+    private final AtomicLong peakReservedBytes = new AtomicLong();
+    private final AtomicLong reservedChunks = new AtomicLong();
+    private final LongAdder allocations = new LongAdder();
+    private final LongAdder frees = new LongAdder();
+    private final LongAdder failures = new LongAdder();
+    private final LongAdder allocateNanos = new LongAdder();
+    private final LongAdder freeNanos = new LongAdder();
+    private final AtomicLong maxAllocateNanos = new AtomicLong();
+
+    public StatisticsChunkSource(ChunkSource upstream) {
+        this.upstream = Objects.requireNonNull(upstream, "upstream");
+    }
+
+    @Override
+    public long allocate(long bytes) {
+        long start = System.nanoTime();
+        long address;
+        try {
+            address = upstream.allocate(bytes);
+        } catch (Throwable e) {
+            failures.increment();
+            recordAllocateTime(System.nanoTime() - start);
+            throw e;
+        }
+        recordAllocateTime(System.nanoTime() - start);
+        allocations.increment();
+        reservedChunks.incrementAndGet();
+        raisePeak(reservedBytes.addAndGet(bytes));
+        return address;
+    }
+
+    @Override
+    public void free(long address, long bytes) {
+        long start = System.nanoTime();
+        upstream.free(address, bytes);
+        freeNanos.add(System.nanoTime() - start);
+        frees.increment();
+        reservedChunks.decrementAndGet();
+        reservedBytes.addAndGet(-bytes);
+    }
+
+    @Override
+    public long capacityBytes() {
+        return upstream.capacityBytes();
+    }
+
+    @Override
+    public String name() {
+        return upstream.name();
+    }
+
+    /** Bytes in chunks currently reserved from the upstream. */
+    public long reservedBytes() {
+        return reservedBytes.get();
+    }
+
+    /** The highest {@link #reservedBytes()} since creation or the last {@link #resetPeak()}. */
+    public long peakReservedBytes() {
+        return peakReservedBytes.get();
+    }
+
+    /** Starts a new peak window at the current reservation. */
+    public void resetPeak() {
+        peakReservedBytes.set(reservedBytes.get());
+    }
+
+    public long reservedChunks() {
+        return reservedChunks.get();
+    }
+
+    /** Successful upstream allocations. */
+    public long allocations() {
+        return allocations.sum();
+    }
+
+    public long frees() {
+        return frees.sum();
+    }
+
+    /** Upstream allocations that threw. */
+    public long failures() {
+        return failures.sum();
+    }
+
+    /** Total time spent in upstream allocate calls (successful or not), in nanoseconds. */
+    public long allocateNanos() {
+        return allocateNanos.sum();
+    }
+
+    /** Longest single upstream allocate call, in nanoseconds. */
+    public long maxAllocateNanos() {
+        return maxAllocateNanos.get();
+    }
+
+    /** Total time spent in upstream free calls, in nanoseconds. */
+    public long freeNanos() {
+        return freeNanos.sum();
+    }
+
+    private void recordAllocateTime(long nanos) {
+        allocateNanos.add(nanos);
+        long max;
+        while (nanos > (max = maxAllocateNanos.get())) {
+            if (maxAllocateNanos.compareAndSet(max, nanos)) {
+                break;
+            }
+        }
+    }
+
+    private void raisePeak(long value) {
+        long peak;
+        while (value > (peak = peakReservedBytes.get())) {
+            if (peakReservedBytes.compareAndSet(peak, value)) {
+                break;
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "StatisticsChunkSource[" + name() + ", reserved=" + reservedBytes.get() + " in "
+                + reservedChunks.get() + " chunks, peak=" + peakReservedBytes.get() + ", allocations="
+                + allocations.sum() + ", frees=" + frees.sum() + ", failures=" + failures.sum() + "]";
+    }
+}

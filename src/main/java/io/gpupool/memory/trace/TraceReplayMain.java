@@ -1,0 +1,106 @@
+package io.gpupool.memory.trace;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * Command line for trace replay and the fragmentation study.
+ *
+ * <pre>
+ *   java -cp target/classes io.gpupool.memory.trace.TraceReplayMain [options]
+ *     --trace FILE          replay this RMM-format CSV trace
+ *     --generate            instead, generate a BERT-style inference trace (InferenceTraceGenerator)
+ *       --requests N        requests to generate (2000)
+ *       --streams N         concurrent streams (16)
+ *       --seed N            random seed (42)
+ *     --write-trace FILE    also write the (generated) trace as CSV
+ *     --strategies A,B      strategies to replay against (default: all known)
+ *     --capacity-gib N      size of the simulated device (141)
+ *     --json FILE           write the results as JSON
+ * </pre>
+ * Prints one line per strategy: peak live, peak reserved, their ratio, chunk allocations and time.
+ */
+public final class TraceReplayMain {
+
+    private TraceReplayMain() {
+    }
+
+    public static void main(String[] args) throws IOException {
+        Path tracePath = null;
+        boolean generate = false;
+        InferenceTraceGenerator.Config config = InferenceTraceGenerator.Config.bertBase();
+        Path writeTrace = null;
+        Path json = null;
+        List<TraceReplayer.Strategy> strategies = ReplayStrategies.all();
+        long capacity = 141L << 30;
+        for (int i = 0; i < args.length; i++) {
+            String arg = args[i];
+            switch (arg) {
+                case "--trace" -> tracePath = Path.of(value(args, ++i, arg));
+                case "--generate" -> generate = true;
+                case "--requests" -> config = config.withRequests(Integer.parseInt(value(args, ++i, arg)));
+                case "--streams" -> config = config.withStreams(Integer.parseInt(value(args, ++i, arg)));
+                case "--seed" -> config = config.withSeed(Long.parseLong(value(args, ++i, arg)));
+                case "--write-trace" -> writeTrace = Path.of(value(args, ++i, arg));
+                case "--json" -> json = Path.of(value(args, ++i, arg));
+                case "--capacity-gib" -> capacity = Long.parseLong(value(args, ++i, arg)) << 30;
+                case "--strategies" -> {
+                    strategies = new ArrayList<>();
+                    for (String name : value(args, ++i, arg).split(",")) {
+                        strategies.add(ReplayStrategies.byName(name.strip()));
+                    }
+                }
+                default -> throw new IllegalArgumentException("unknown option '" + arg + "'; see the class comment of "
+                        + TraceReplayMain.class.getName());
+            }
+        }
+        if (generate == (tracePath != null)) {
+            throw new IllegalArgumentException("give exactly one of --trace FILE or --generate");
+        }
+        Trace trace = generate ? new InferenceTraceGenerator(config).generate() : Trace.read(tracePath);
+        if (writeTrace != null) {
+            trace.write(writeTrace);
+        }
+        String what = generate ? "generated " + config : tracePath.toString();
+        System.out.printf(Locale.ROOT, "trace: %s, %d events%n", what, trace.size());
+        List<TraceReplayer.Result> results = new ArrayList<>();
+        for (TraceReplayer.Strategy strategy : strategies) {
+            TraceReplayer.Result r = TraceReplayer.replay(trace, strategy, capacity);
+            results.add(r);
+            System.out.printf(Locale.ROOT,
+                    "%-12s peak live %8.1f MiB  peak reserved %8.1f MiB  ratio %.3f  chunks %5d  failed %d  %7.1f ms (%.0f ns/event)%n",
+                    r.strategy(), r.peakLiveBytes() / 1048576.0, r.peakReservedBytes() / 1048576.0, r.overhead(),
+                    r.chunkAllocations(), r.failedAllocations(), r.elapsedNanos() / 1e6, r.nanosPerEvent());
+        }
+        if (json != null) {
+            Files.writeString(json, toJson(what, trace.size(), results), StandardCharsets.UTF_8);
+        }
+    }
+
+    static String toJson(String trace, int events, List<TraceReplayer.Result> results) {
+        StringBuilder out = new StringBuilder("{\n  \"trace\": \"").append(trace.replace("\\", "\\\\").replace("\"", "\\\""))
+                .append("\",\n  \"events\": ").append(events).append(",\n  \"results\": [");
+        for (int i = 0; i < results.size(); i++) {
+            TraceReplayer.Result r = results.get(i);
+            out.append(i == 0 ? "\n" : ",\n").append(String.format(Locale.ROOT,
+                    "    {\"strategy\": \"%s\", \"peakLiveBytes\": %d, \"peakReservedBytes\": %d, \"overhead\": %.4f, "
+                            + "\"chunkAllocations\": %d, \"allocations\": %d, \"frees\": %d, \"failedAllocations\": %d, "
+                            + "\"unmatchedFrees\": %d, \"elapsedNanos\": %d}",
+                    r.strategy(), r.peakLiveBytes(), r.peakReservedBytes(), r.overhead(), r.chunkAllocations(),
+                    r.allocations(), r.frees(), r.failedAllocations(), r.unmatchedFrees(), r.elapsedNanos()));
+        }
+        return out.append("\n  ]\n}\n").toString();
+    }
+
+    private static String value(String[] args, int i, String option) {
+        if (i >= args.length) {
+            throw new IllegalArgumentException(option + " needs a value");
+        }
+        return args[i];
+    }
+}

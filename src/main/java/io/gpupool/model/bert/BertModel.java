@@ -1,0 +1,552 @@
+package io.gpupool.model.bert;
+
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.kernels.TensorOps;
+import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.kernels.TensorOps.Pooling;
+import io.gpupool.model.DataType;
+import io.gpupool.model.DeviceWeights;
+import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.LoadTarget;
+import io.gpupool.model.ModelConfig;
+import io.gpupool.model.ModelFormatException;
+import io.gpupool.model.TensorSpec;
+import io.gpupool.model.plan.ExecutionPlan;
+import io.gpupool.model.safetensors.SafetensorsFile;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+
+import static io.gpupool.model.plan.ExecutionPlan.ids;
+
+/**
+ * A BERT encoder as HuggingFace's {@code BertModel} computes it, from a checkpoint written by
+ * {@code save_pretrained} (optionally {@code BertForSequenceClassification}: names prefixed
+ * {@code bert.} plus {@code classifier.weight/bias}).
+ *
+ * <p>Notation: B batch, S sequence, T = B·S token rows, H hidden, I intermediate, L layers.
+ * <pre>
+ *   ids, types, mask (INT32 [B,S], converted from INT64 on the host)
+ *     -> embeddingSum + LayerNorm                                    h [T,H]
+ *     -> L x {  qkv  = h · Wqkv + bqkv          [T,3H]   (Wq;Wk;Wv concatenated at load: [3H,H])
+ *               ctx  = attention(qkv, mask)     [T,H]
+ *               h1   = LayerNorm(ctx · Wo + bo + h)
+ *               h    = LayerNorm(GELU(h1 · Wi + bi) · Wo2 + bo2 + h1) }
+ *     -> last_hidden_state = h                    [B,S,H]
+ *        pooler_output     = tanh(h[:,0] · Wp + bp)                [B,H]   (if the pooler is present)
+ *        embedding         = CLS or masked mean of h (serving "pooling")  [B,H]
+ *        logits            = pooler_output · Wc + bc               [B,C]   (if a classifier is present)
+ * </pre>
+ * The steps and their tensors form an {@link ExecutionPlan} built once at load; each intermediate
+ * is released right after its last reader.
+ */
+public final class BertModel implements InferenceModel {
+
+    public static final String PLATFORM = "gpupool_bert";
+    public static final String INPUT_IDS = "input_ids";
+    public static final String ATTENTION_MASK = "attention_mask";
+    public static final String TOKEN_TYPE_IDS = "token_type_ids";
+    public static final String LAST_HIDDEN_STATE = "last_hidden_state";
+    public static final String POOLER_OUTPUT = "pooler_output";
+    public static final String EMBEDDING = "embedding";
+    public static final String LOGITS = "logits";
+
+    /** Buffers transformers may save next to the weights; not parameters, ignored. */
+    private static final Set<String> IGNORED_BUFFERS = Set.of("embeddings.position_ids", "embeddings.token_type_ids");
+
+    private final ModelConfig config;
+    private final ModelConfig.Bert arch;
+    private final DeviceWeights weights;
+    private final List<TensorSpec> inputs;
+    private final List<TensorSpec> outputs;
+    private final ExecutionPlan plan;
+    private final int idsTensor;
+    private final int maskTensor;
+    private final int typesTensor;
+    /** Device tensor id of each output name. */
+    private final Map<String, Integer> outputTensors;
+    private final int numLabels;
+    private volatile boolean closed;
+
+    private BertModel(ModelConfig config, DeviceWeights weights, String prefix, boolean pooler, int numLabels,
+                      TensorOps planningOps) {
+        this.config = config;
+        this.arch = (ModelConfig.Bert) config.architecture();
+        this.weights = weights;
+        this.numLabels = numLabels;
+        int h = arch.hiddenSize();
+        List<TensorSpec> allInputs = List.of(
+                new TensorSpec(INPUT_IDS, DataType.INT64, new long[]{-1, -1}),
+                new TensorSpec(ATTENTION_MASK, DataType.INT64, new long[]{-1, -1}),
+                new TensorSpec(TOKEN_TYPE_IDS, DataType.INT64, new long[]{-1, -1}));
+        List<TensorSpec> allOutputs = new ArrayList<>();
+        allOutputs.add(new TensorSpec(LAST_HIDDEN_STATE, DataType.FP32, new long[]{-1, -1, h}));
+        if (pooler) {
+            allOutputs.add(new TensorSpec(POOLER_OUTPUT, DataType.FP32, new long[]{-1, h}));
+        }
+        allOutputs.add(new TensorSpec(EMBEDDING, DataType.FP32, new long[]{-1, h}));
+        if (numLabels > 0) {
+            allOutputs.add(new TensorSpec(LOGITS, DataType.FP32, new long[]{-1, numLabels}));
+        }
+        this.inputs = select(config, "inputs", allInputs, config.serving().inputs());
+        if (inputs.stream().noneMatch(s -> s.name().equals(INPUT_IDS))) {
+            throw new ModelFormatException("model '" + config.name() + "': gpupool.inputs must include " + INPUT_IDS);
+        }
+        this.outputs = select(config, "outputs", allOutputs, config.serving().outputs());
+
+        // ---- the plan -------------------------------------------------------------------------
+        ExecutionPlan.Builder b = ExecutionPlan.builder();
+        int heads = arch.numAttentionHeads();
+        int headDim = arch.headDim();
+        int inter = arch.intermediateSize();
+        float eps = arch.layerNormEps();
+        ExecutionPlan.Size tokensInt = (bs, s) -> (long) bs * s * Integer.BYTES;
+        ExecutionPlan.Size tokensH = (bs, s) -> (long) bs * s * h * Float.BYTES;
+        ExecutionPlan.Size batchH = (bs, s) -> (long) bs * h * Float.BYTES;
+        idsTensor = b.tensor(INPUT_IDS, tokensInt);
+        maskTensor = b.optionalTensor(ATTENTION_MASK, tokensInt);
+        typesTensor = b.optionalTensor(TOKEN_TYPE_IDS, tokensInt);
+        b.step("upload inputs", ids(), ids(idsTensor, maskTensor, typesTensor), inv -> {
+            Request r = inv.state();
+            DeviceStream stream = inv.context().stream();
+            stream.copyHostToDevice(r.ids, inv.address(idsTensor), r.ids.byteSize());
+            if (r.mask != null) {
+                stream.copyHostToDevice(r.mask, inv.address(maskTensor), r.mask.byteSize());
+            }
+            if (r.types != null) {
+                stream.copyHostToDevice(r.types, inv.address(typesTensor), r.types.byteSize());
+            }
+        });
+        long word = weights.address(prefix + "embeddings.word_embeddings.weight");
+        long position = weights.address(prefix + "embeddings.position_embeddings.weight");
+        long tokenType = weights.address(prefix + "embeddings.token_type_embeddings.weight");
+        long embGamma = weights.address(prefix + "embeddings.LayerNorm.weight");
+        long embBeta = weights.address(prefix + "embeddings.LayerNorm.bias");
+        int embSum = b.tensor("embeddings.sum", tokensH);
+        b.step("embeddings", ids(idsTensor, typesTensor), ids(embSum), inv -> inv.context().ops().embeddingSum(
+                inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor), word, position, tokenType,
+                inv.address(embSum), inv.batch(), inv.seq(), h));
+        int embedded = b.tensor("embeddings.out", tokensH);
+        b.step("embeddings.LayerNorm", ids(embSum), ids(embedded), inv -> inv.context().ops().addLayerNorm(
+                inv.context().stream(), inv.address(embSum), 0, embGamma, embBeta, inv.address(embedded),
+                inv.batch() * inv.seq(), h, eps));
+        int hidden = embedded;
+        for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
+            String p = prefix + "encoder.layer." + layer + ".";
+            long wqkv = weights.address(p + "attention.self.qkv.weight");
+            long bqkv = weights.address(p + "attention.self.qkv.bias");
+            long wo = weights.address(p + "attention.output.dense.weight");
+            long bo = weights.address(p + "attention.output.dense.bias");
+            long g1 = weights.address(p + "attention.output.LayerNorm.weight");
+            long b1 = weights.address(p + "attention.output.LayerNorm.bias");
+            long wi = weights.address(p + "intermediate.dense.weight");
+            long bi = weights.address(p + "intermediate.dense.bias");
+            long wo2 = weights.address(p + "output.dense.weight");
+            long bo2 = weights.address(p + "output.dense.bias");
+            long g2 = weights.address(p + "output.LayerNorm.weight");
+            long b2 = weights.address(p + "output.LayerNorm.bias");
+            Activation act = arch.hiddenAct();
+            int in = hidden;
+            int qkv = b.tensor(p + "qkv", (bs, s) -> 3L * bs * s * h * Float.BYTES);
+            b.step(p + "qkv", ids(in), ids(qkv), inv -> inv.context().ops().linear(inv.context().stream(),
+                    inv.address(in), wqkv, bqkv, inv.address(qkv), inv.batch() * inv.seq(), h, 3 * h, Activation.NONE));
+            int workspace = b.tensor(p + "attention.workspace",
+                    (bs, s) -> planningOps.attentionWorkspaceBytes(bs, s, heads, headDim));
+            int context = b.tensor(p + "attention.context", tokensH);
+            b.step(p + "attention", ids(qkv, maskTensor), ids(workspace, context), inv -> inv.context().ops().attention(
+                    inv.context().stream(), inv.address(qkv), inv.address(maskTensor), inv.address(workspace),
+                    inv.address(context), inv.batch(), inv.seq(), heads, headDim));
+            int attnOut = b.tensor(p + "attention.output.dense", tokensH);
+            b.step(p + "attention.output.dense", ids(context), ids(attnOut), inv -> inv.context().ops().linear(
+                    inv.context().stream(), inv.address(context), wo, bo, inv.address(attnOut),
+                    inv.batch() * inv.seq(), h, h, Activation.NONE));
+            int h1 = b.tensor(p + "attention.output", tokensH);
+            b.step(p + "attention.output.LayerNorm", ids(attnOut, in), ids(h1), inv -> inv.context().ops().addLayerNorm(
+                    inv.context().stream(), inv.address(attnOut), inv.address(in), g1, b1, inv.address(h1),
+                    inv.batch() * inv.seq(), h, eps));
+            int mid = b.tensor(p + "intermediate", (bs, s) -> (long) bs * s * inter * Float.BYTES);
+            b.step(p + "intermediate.dense", ids(h1), ids(mid), inv -> inv.context().ops().linear(
+                    inv.context().stream(), inv.address(h1), wi, bi, inv.address(mid), inv.batch() * inv.seq(), h,
+                    inter, act));
+            int out = b.tensor(p + "output.dense", tokensH);
+            b.step(p + "output.dense", ids(mid), ids(out), inv -> inv.context().ops().linear(inv.context().stream(),
+                    inv.address(mid), wo2, bo2, inv.address(out), inv.batch() * inv.seq(), inter, h, Activation.NONE));
+            int h2 = b.tensor(p + "output", tokensH);
+            b.step(p + "output.LayerNorm", ids(out, h1), ids(h2), inv -> inv.context().ops().addLayerNorm(
+                    inv.context().stream(), inv.address(out), inv.address(h1), g2, b2, inv.address(h2),
+                    inv.batch() * inv.seq(), h, eps));
+            hidden = h2;
+        }
+        int last = hidden;
+        Map<String, Integer> outs = new LinkedHashMap<>();
+        outs.put(LAST_HIDDEN_STATE, last);
+        int pooled = -1;
+        if (pooler) {
+            long wp = weights.address(prefix + "pooler.dense.weight");
+            long bp = weights.address(prefix + "pooler.dense.bias");
+            int cls = b.tensor("pooler.cls", batchH);
+            b.step("pooler.cls", ids(last), ids(cls), inv -> inv.context().ops().pool(inv.context().stream(),
+                    inv.address(last), 0, inv.address(cls), inv.batch(), inv.seq(), h, Pooling.CLS));
+            int pooledTensor = b.tensor(POOLER_OUTPUT, batchH);
+            b.step("pooler.dense", ids(cls), ids(pooledTensor), inv -> inv.context().ops().linear(
+                    inv.context().stream(), inv.address(cls), wp, bp, inv.address(pooledTensor), inv.batch(), h, h,
+                    Activation.TANH));
+            outs.put(POOLER_OUTPUT, pooledTensor);
+            pooled = pooledTensor;
+        }
+        Pooling pooling = config.serving().pooling();
+        int embedding = b.tensor(EMBEDDING, batchH);
+        b.step("embedding", ids(last, maskTensor), ids(embedding), inv -> inv.context().ops().pool(
+                inv.context().stream(), inv.address(last), inv.address(maskTensor), inv.address(embedding),
+                inv.batch(), inv.seq(), h, pooling));
+        outs.put(EMBEDDING, embedding);
+        if (numLabels > 0) {
+            long wc = weights.address("classifier.weight");
+            long bc = weights.address("classifier.bias");
+            int logits = b.tensor(LOGITS, (bs, s) -> (long) bs * numLabels * Float.BYTES);
+            int from = pooled;
+            b.step("classifier", ids(from), ids(logits), inv -> inv.context().ops().linear(inv.context().stream(),
+                    inv.address(from), wc, bc, inv.address(logits), inv.batch(), h, numLabels, Activation.NONE));
+            outs.put(LOGITS, logits);
+        }
+        this.outputTensors = Map.copyOf(outs);
+        int[] outputIds = outs.values().stream().mapToInt(Integer::intValue).toArray();
+        b.step("download outputs", outputIds, ids(), inv -> {
+            Request r = inv.state();
+            for (Map.Entry<Integer, MemorySegment> e : r.outputs.entrySet()) {
+                inv.context().stream().copyDeviceToHost(inv.address(e.getKey()), e.getValue(), e.getValue().byteSize());
+            }
+        });
+        this.plan = b.build();
+    }
+
+    private static List<TensorSpec> select(ModelConfig config, String field, List<TensorSpec> all, List<String> names) {
+        if (names.isEmpty()) {
+            return List.copyOf(all);
+        }
+        List<TensorSpec> selected = new ArrayList<>();
+        for (String name : names) {
+            TensorSpec spec = all.stream().filter(s -> s.name().equals(name)).findFirst().orElseThrow(() ->
+                    new ModelFormatException("model '" + config.name() + "': gpupool." + field + " names '" + name
+                            + "', expected some of " + all.stream().map(TensorSpec::name).toList()));
+            selected.add(spec);
+        }
+        return List.copyOf(selected);
+    }
+
+    /**
+     * Checks {@code file} against {@code config} (every expected tensor present with the shape the
+     * config implies, nothing unexpected), uploads the weights to {@code target} and builds the
+     * plan. On any failure nothing stays allocated.
+     */
+    public static BertModel load(ModelConfig config, SafetensorsFile file, LoadTarget target) {
+        if (!(config.architecture() instanceof ModelConfig.Bert arch)) {
+            throw new IllegalArgumentException("model '" + config.name() + "' is not a BERT model");
+        }
+        Map<String, long[]> expected = new LinkedHashMap<>();
+        String prefix = file.tensors().containsKey("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+        int h = arch.hiddenSize();
+        expected.put(prefix + "embeddings.word_embeddings.weight", new long[]{arch.vocabSize(), h});
+        expected.put(prefix + "embeddings.position_embeddings.weight", new long[]{arch.maxPositionEmbeddings(), h});
+        expected.put(prefix + "embeddings.token_type_embeddings.weight", new long[]{arch.typeVocabSize(), h});
+        expected.put(prefix + "embeddings.LayerNorm.weight", new long[]{h});
+        expected.put(prefix + "embeddings.LayerNorm.bias", new long[]{h});
+        for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
+            String p = prefix + "encoder.layer." + layer + ".";
+            for (String qkv : List.of("query", "key", "value")) {
+                expected.put(p + "attention.self." + qkv + ".weight", new long[]{h, h});
+                expected.put(p + "attention.self." + qkv + ".bias", new long[]{h});
+            }
+            expected.put(p + "attention.output.dense.weight", new long[]{h, h});
+            expected.put(p + "attention.output.dense.bias", new long[]{h});
+            expected.put(p + "attention.output.LayerNorm.weight", new long[]{h});
+            expected.put(p + "attention.output.LayerNorm.bias", new long[]{h});
+            expected.put(p + "intermediate.dense.weight", new long[]{arch.intermediateSize(), h});
+            expected.put(p + "intermediate.dense.bias", new long[]{arch.intermediateSize()});
+            expected.put(p + "output.dense.weight", new long[]{h, arch.intermediateSize()});
+            expected.put(p + "output.dense.bias", new long[]{h});
+            expected.put(p + "output.LayerNorm.weight", new long[]{h});
+            expected.put(p + "output.LayerNorm.bias", new long[]{h});
+        }
+        boolean pooler = file.tensors().containsKey(prefix + "pooler.dense.weight")
+                || file.tensors().containsKey(prefix + "pooler.dense.bias");
+        if (pooler) {
+            expected.put(prefix + "pooler.dense.weight", new long[]{h, h});
+            expected.put(prefix + "pooler.dense.bias", new long[]{h});
+        }
+        int numLabels = 0;
+        if (file.tensors().containsKey("classifier.weight") || file.tensors().containsKey("classifier.bias")) {
+            if (!pooler) {
+                throw new ModelFormatException(file.path() + ": has classifier weights but no pooler (pooler.dense)");
+            }
+            SafetensorsFile.TensorInfo classifier = file.tensors().get("classifier.weight");
+            numLabels = arch.numLabels() > 0 ? arch.numLabels()
+                    : classifier != null && classifier.shape().length == 2 ? (int) classifier.shape()[0] : 1;
+            expected.put("classifier.weight", new long[]{numLabels, h});
+            expected.put("classifier.bias", new long[]{numLabels});
+        }
+        checkTensors(file, expected, prefix, config);
+
+        DeviceWeights weights = new DeviceWeights(target.stream(), target.weightAllocator());
+        try {
+            for (String name : expected.keySet()) {
+                if (name.contains(".attention.self.")) {
+                    continue;
+                }
+                weights.upload(name, file, name);
+            }
+            for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
+                String p = prefix + "encoder.layer." + layer + ".attention.self.";
+                weights.upload(p + "qkv.weight", file, p + "query.weight", p + "key.weight", p + "value.weight");
+                weights.upload(p + "qkv.bias", file, p + "query.bias", p + "key.bias", p + "value.bias");
+            }
+            weights.finish();
+            return new BertModel(config, weights, prefix, pooler, numLabels, target.ops());
+        } catch (RuntimeException | Error e) {
+            try {
+                weights.close();
+            } catch (RuntimeException closeFailure) {
+                e.addSuppressed(closeFailure);
+            }
+            throw e;
+        }
+    }
+
+    /** Fails naming every missing tensor, every unexpected one, and the first shape that disagrees. */
+    static void checkTensors(SafetensorsFile file, Map<String, long[]> expected, String prefix, ModelConfig config) {
+        Set<String> missing = new TreeSet<>(expected.keySet());
+        missing.removeAll(file.tensors().keySet());
+        if (!missing.isEmpty()) {
+            throw new ModelFormatException(file.path() + ": missing " + missing.size() + " tensor(s) the config of model '"
+                    + config.name() + "' needs: " + abbreviate(missing));
+        }
+        Set<String> extra = new TreeSet<>(file.tensors().keySet());
+        extra.removeAll(expected.keySet());
+        extra.removeIf(name -> name.startsWith(prefix) && IGNORED_BUFFERS.contains(name.substring(prefix.length())));
+        if (!extra.isEmpty()) {
+            throw new ModelFormatException(file.path() + ": " + extra.size() + " tensor(s) the config of model '"
+                    + config.name() + "' does not account for: " + abbreviate(extra));
+        }
+        for (Map.Entry<String, long[]> e : expected.entrySet()) {
+            SafetensorsFile.TensorInfo info = file.info(e.getKey());
+            if (!Arrays.equals(info.shape(), e.getValue())) {
+                throw new ModelFormatException(file.path() + ": tensor '" + e.getKey() + "' has shape "
+                        + Arrays.toString(info.shape()) + " but config.json implies " + Arrays.toString(e.getValue()));
+            }
+            if (!info.dtype().isFloatingPoint()) {
+                throw new ModelFormatException(file.path() + ": tensor '" + e.getKey() + "' is " + info.dtype()
+                        + ", expected F32, F16, BF16 or F64");
+            }
+        }
+    }
+
+    private static String abbreviate(Set<String> names) {
+        List<String> list = new ArrayList<>(names);
+        return list.size() <= 8 ? list.toString() : list.subList(0, 8) + " and " + (list.size() - 8) + " more";
+    }
+
+    // ---- serving ------------------------------------------------------------------------------
+
+    /** Host-side state of one request, read by the upload and download steps. */
+    private record Request(MemorySegment ids, MemorySegment mask, MemorySegment types,
+                           Map<Integer, MemorySegment> outputs) {
+    }
+
+    @Override
+    public List<HostTensor> infer(List<HostTensor> requestInputs, Set<String> requestedOutputs, ExecutionContext context) {
+        if (closed) {
+            throw new IllegalStateException("model '" + name() + "' is closed");
+        }
+        HostTensor ids = find(requestInputs, INPUT_IDS);
+        if (ids == null) {
+            throw new IllegalArgumentException("model '" + name() + "': input '" + INPUT_IDS + "' is required");
+        }
+        long[] shape = ids.shape();
+        if (shape.length != 2 || shape[0] < 1 || shape[1] < 1) {
+            throw new IllegalArgumentException("model '" + name() + "': " + INPUT_IDS + " has shape "
+                    + Arrays.toString(shape) + ", expected [batch >= 1, sequence >= 1]");
+        }
+        if (shape[0] > maxBatchSize() || shape[1] > maxSequenceLength()) {
+            throw new IllegalArgumentException("model '" + name() + "': " + INPUT_IDS + " has shape "
+                    + Arrays.toString(shape) + ", above the maximum [" + maxBatchSize() + ", " + maxSequenceLength() + "]");
+        }
+        int batch = (int) shape[0];
+        int seq = (int) shape[1];
+        List<TensorSpec> selected = selectOutputs(requestedOutputs);
+        try (Arena staging = Arena.ofShared()) {
+            MemorySegment idSegment = toInt32(staging, ids, shape, arch.vocabSize(), "vocab_size");
+            HostTensor maskInput = find(requestInputs, ATTENTION_MASK);
+            HostTensor typeInput = find(requestInputs, TOKEN_TYPE_IDS);
+            MemorySegment mask = maskInput == null ? null : toMask(staging, maskInput, shape);
+            MemorySegment types = typeInput == null ? null
+                    : toInt32(staging, typeInput, shape, arch.typeVocabSize(), "type_vocab_size");
+            Arena results = Arena.ofAuto();
+            Map<Integer, MemorySegment> hostOutputs = new LinkedHashMap<>();
+            List<HostTensor> result = new ArrayList<>();
+            for (TensorSpec spec : selected) {
+                long[] outShape = concrete(spec.shape(), batch, seq);
+                MemorySegment data = results.allocate(HostTensor.elementCount(outShape) * Float.BYTES, 64);
+                hostOutputs.put(outputTensors.get(spec.name()), data);
+                result.add(new HostTensor(spec.name(), DataType.FP32, outShape, data));
+            }
+            boolean[] absent = new boolean[plan.tensorCount()];
+            absent[maskTensor] = mask == null;
+            absent[typesTensor] = types == null;
+            plan.run(context, batch, seq, absent, new Request(idSegment, mask, types, hostOutputs));
+            return result;
+        }
+    }
+
+    private List<TensorSpec> selectOutputs(Set<String> requested) {
+        if (requested == null || requested.isEmpty()) {
+            return outputs;
+        }
+        List<TensorSpec> selected = new ArrayList<>();
+        for (String name : requested) {
+            if (outputs.stream().noneMatch(s -> s.name().equals(name))) {
+                throw new IllegalArgumentException("model '" + name() + "' has no output '" + name + "', expected some of "
+                        + outputs.stream().map(TensorSpec::name).toList());
+            }
+        }
+        for (TensorSpec spec : outputs) {
+            if (requested.contains(spec.name())) {
+                selected.add(spec);
+            }
+        }
+        return selected;
+    }
+
+    private static long[] concrete(long[] specShape, int batch, int seq) {
+        long[] shape = specShape.clone();
+        shape[0] = batch;
+        if (shape.length == 3) {
+            shape[1] = seq;
+        }
+        return shape;
+    }
+
+    private static HostTensor find(List<HostTensor> tensors, String name) {
+        for (HostTensor tensor : tensors) {
+            if (tensor.name().equals(name)) {
+                return tensor;
+            }
+        }
+        return null;
+    }
+
+    /** INT64 (or INT32) ids to INT32, each checked against {@code [0, limit)}. */
+    private MemorySegment toInt32(Arena arena, HostTensor tensor, long[] shape, int limit, String limitName) {
+        checkShape(tensor, shape);
+        int n = (int) tensor.elementCount();
+        MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
+        for (int i = 0; i < n; i++) {
+            long value = readInteger(tensor, i);
+            if (value < 0 || value >= limit) {
+                throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + "[" + (i / shape[1]) + ", "
+                        + (i % shape[1]) + "] = " + value + ", expected 0 <= id < " + limitName + " = " + limit);
+            }
+            out.setAtIndex(ValueLayout.JAVA_INT, i, (int) value);
+        }
+        return out;
+    }
+
+    /** Attention mask to INT32 0/1 (any non-zero counts as a real token). */
+    private MemorySegment toMask(Arena arena, HostTensor tensor, long[] shape) {
+        checkShape(tensor, shape);
+        int n = (int) tensor.elementCount();
+        MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
+        for (int i = 0; i < n; i++) {
+            out.setAtIndex(ValueLayout.JAVA_INT, i, readInteger(tensor, i) != 0 ? 1 : 0);
+        }
+        return out;
+    }
+
+    private void checkShape(HostTensor tensor, long[] shape) {
+        if (!Arrays.equals(tensor.shape(), shape)) {
+            throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + " has shape "
+                    + Arrays.toString(tensor.shape()) + ", expected " + Arrays.toString(shape) + " like " + INPUT_IDS);
+        }
+        if (tensor.dataType() != DataType.INT64 && tensor.dataType() != DataType.INT32) {
+            throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + " is " + tensor.dataType()
+                    + ", expected INT64");
+        }
+    }
+
+    private static long readInteger(HostTensor tensor, int index) {
+        return tensor.dataType() == DataType.INT64
+                ? tensor.data().getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, index)
+                : tensor.data().getAtIndex(ValueLayout.JAVA_INT_UNALIGNED, index);
+    }
+
+    /** Bytes of activations one request of this shape holds at its peak (see {@link ExecutionPlan#peakBytes}). */
+    public long peakActivationBytes(int batch, int seq) {
+        return plan.peakBytes(batch, seq);
+    }
+
+    /** The largest single activation a request of this shape allocates. */
+    public long largestActivationBytes(int batch, int seq) {
+        return plan.largestTensorBytes(batch, seq);
+    }
+
+    /** Bytes the weights take on the device. */
+    public long weightBytes() {
+        return weights.totalBytes();
+    }
+
+    public ModelConfig config() {
+        return config;
+    }
+
+    @Override
+    public String name() {
+        return config.name();
+    }
+
+    @Override
+    public String version() {
+        return config.serving().version();
+    }
+
+    @Override
+    public String platform() {
+        return PLATFORM;
+    }
+
+    @Override
+    public List<TensorSpec> inputs() {
+        return inputs;
+    }
+
+    @Override
+    public List<TensorSpec> outputs() {
+        return outputs;
+    }
+
+    @Override
+    public int maxBatchSize() {
+        return config.serving().maxBatchSize();
+    }
+
+    @Override
+    public int maxSequenceLength() {
+        return config.serving().maxSequenceLength();
+    }
+
+    @Override
+    public synchronized void close() {
+        if (!closed) {
+            closed = true;
+            weights.close();
+        }
+    }
+}

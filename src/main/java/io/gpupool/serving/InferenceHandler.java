@@ -1,0 +1,232 @@
+package io.gpupool.serving;
+
+import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.model.TensorSpec;
+import io.gpupool.serving.protocol.ErrorBody;
+import io.gpupool.serving.protocol.ModelMetadata;
+import io.gpupool.serving.protocol.RepositoryIndexEntry;
+import io.gpupool.serving.protocol.ServerMetadata;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DataBufferLimitException;
+import org.springframework.core.io.buffer.DataBufferUtils;
+import org.springframework.http.HttpHeaders;
+import org.springframework.http.MediaType;
+import org.springframework.web.reactive.function.BodyExtractors;
+import org.springframework.web.reactive.function.server.ServerRequest;
+import org.springframework.web.reactive.function.server.ServerResponse;
+import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Schedulers;
+import tools.jackson.core.JacksonException;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.ObjectMapper;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The Open Inference Protocol (KServe v2) REST endpoints. Handlers never block: request bodies are
+ * decoded on the bounded-elastic scheduler, inference runs on the device workers, and every failure
+ * becomes {@code {"error": "..."}} with its status (see {@link #error}).
+ */
+public final class InferenceHandler {
+
+    /** Header that splits a body into its JSON part and the binary tensor data after it. */
+    public static final String HEADER_LENGTH = "Inference-Header-Content-Length";
+
+    private static final Logger log = LoggerFactory.getLogger(InferenceHandler.class);
+
+    private final ModelRegistry registry;
+    private final RequestDecoder decoder;
+    private final InferenceService service;
+    private final ObjectMapper json;
+    private final ServerMetadata serverMetadata;
+    private final int maxBodyBytes;
+
+    public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
+                            String serverVersion, int maxBodyBytes) {
+        this.registry = registry;
+        this.decoder = decoder;
+        this.service = service;
+        this.json = json;
+        this.serverMetadata = new ServerMetadata("gpupool", serverVersion, List.of("binary_tensor_data"));
+        this.maxBodyBytes = maxBodyBytes;
+    }
+
+    /** GET /v2/health/live: 200 while the process can answer. */
+    public Mono<ServerResponse> live(ServerRequest request) {
+        return ServerResponse.ok().build();
+    }
+
+    /** GET /v2/health/ready: 200 once every model finished its warm-up, 503 before. */
+    public Mono<ServerResponse> ready(ServerRequest request) {
+        if (registry.isWarmedUp()) {
+            return ServerResponse.ok().build();
+        }
+        return error(ServingException.unavailable("server is not ready: model warm-up has not finished", 1));
+    }
+
+    /** GET /v2: server name, version and extensions. */
+    public Mono<ServerResponse> serverMetadata(ServerRequest request) {
+        return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(serverMetadata);
+    }
+
+    /** GET /v2/models/{model}[/versions/{version}]. */
+    public Mono<ServerResponse> modelMetadata(ServerRequest request) {
+        return Mono.defer(() -> {
+            ServedModel model = find(request);
+            ModelMetadata metadata = new ModelMetadata(model.name(), List.of(model.version()), model.platform(),
+                    tensors(model.inputs()), tensors(model.outputs()));
+            return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(metadata);
+        }).onErrorResume(this::error);
+    }
+
+    /** GET /v2/models/{model}[/versions/{version}]/ready: 200 when ready, 503 while warming up or unavailable. */
+    public Mono<ServerResponse> modelReady(ServerRequest request) {
+        return Mono.defer(() -> {
+            ServedModel model = find(request);
+            requireReady(model);
+            return ServerResponse.ok().build();
+        }).onErrorResume(this::error);
+    }
+
+    /** POST /v2/models/{model}[/versions/{version}]/infer. */
+    public Mono<ServerResponse> infer(ServerRequest request) {
+        return Mono.defer(() -> {
+            ServedModel model = find(request);
+            requireReady(model);
+            String headerLength = request.headers().firstHeader(HEADER_LENGTH);
+            return body(request)
+                    .publishOn(Schedulers.boundedElastic())
+                    .map(body -> decoder.decode(model, body, headerLength))
+                    .flatMap(service::infer)
+                    .flatMap(InferenceHandler::respond);
+        }).onErrorResume(this::error);
+    }
+
+    /** POST /v2/repository/index: every model found, with its state; {@code {"ready": true}} keeps ready ones. */
+    public Mono<ServerResponse> repositoryIndex(ServerRequest request) {
+        return body(request).map(body -> {
+            boolean readyOnly = false;
+            if (body.length > 0) {
+                JsonNode node;
+                try {
+                    node = json.readTree(body);
+                } catch (JacksonException e) {
+                    throw ServingException.badRequest("malformed repository index request JSON: " + e.getOriginalMessage());
+                }
+                JsonNode ready = node == null ? null : node.get("ready");
+                if (ready != null && !ready.isNull()) {
+                    if (!ready.isBoolean()) {
+                        throw ServingException.badRequest("'ready' must be true or false, was " + ready);
+                    }
+                    readyOnly = ready.booleanValue();
+                }
+            }
+            List<RepositoryIndexEntry> entries = new ArrayList<>();
+            for (ServedModel model : registry.models()) {
+                if (!readyOnly || model.isReady()) {
+                    entries.add(new RepositoryIndexEntry(model.name(), model.version(), model.state(),
+                            model.failureReason()));
+                }
+            }
+            if (!readyOnly) {
+                for (ModelFailure failure : registry.failures()) {
+                    entries.add(new RepositoryIndexEntry(failure.name(), failure.version(), "UNAVAILABLE", failure.reason()));
+                }
+            }
+            return entries;
+        }).flatMap(entries -> ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(entries))
+                .onErrorResume(this::error);
+    }
+
+    /** Any other path under /v2. */
+    public Mono<ServerResponse> noSuchEndpoint(ServerRequest request) {
+        return error(ServingException.notFound("no endpoint " + request.method() + " " + request.path()));
+    }
+
+    private ServedModel find(ServerRequest request) {
+        Optional<String> version = request.pathVariables().containsKey("version")
+                ? Optional.of(request.pathVariable("version")) : Optional.empty();
+        return registry.find(request.pathVariable("model"), version.orElse(null));
+    }
+
+    private static void requireReady(ServedModel model) {
+        if (model.isReady()) {
+            return;
+        }
+        if (model.failureReason() != null) {
+            throw ServingException.unavailable("model '" + model.name() + "' is unavailable: " + model.failureReason(), 0);
+        }
+        throw ServingException.unavailable("model '" + model.name() + "' is not ready: warm-up has not finished", 1);
+    }
+
+    /** The whole body, refused with 413 past the limit (by Content-Length at once, else while reading). */
+    private Mono<byte[]> body(ServerRequest request) {
+        long declared = request.headers().contentLength().orElse(-1);
+        if (declared > maxBodyBytes) {
+            return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
+        }
+        return DataBufferUtils.join(request.body(BodyExtractors.toDataBuffers()), maxBodyBytes)
+                .map(buffer -> {
+                    try {
+                        byte[] bytes = new byte[buffer.readableByteCount()];
+                        buffer.read(bytes);
+                        return bytes;
+                    } finally {
+                        DataBufferUtils.release(buffer);
+                    }
+                })
+                .defaultIfEmpty(new byte[0])
+                .onErrorMap(DataBufferLimitException.class, e -> ServingException.payloadTooLarge(maxBodyBytes));
+    }
+
+    private static Mono<ServerResponse> respond(EncodedResponse response) {
+        if (!response.hasBinary()) {
+            return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(response.body());
+        }
+        return ServerResponse.ok().contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(HEADER_LENGTH, Integer.toString(response.jsonLength()))
+                .bodyValue(response.body());
+    }
+
+    private static List<ModelMetadata.MetadataTensor> tensors(List<TensorSpec> specs) {
+        return specs.stream().map(spec -> new ModelMetadata.MetadataTensor(spec.name(), spec.dataType().protocolName(),
+                spec.shape())).toList();
+    }
+
+    /**
+     * The status for a failure: a {@link ServingException} carries its own (400, 404, 413, 503 with
+     * Retry-After, 504); {@link OutOfDeviceMemoryException} is 507 (the pool already tried to recover);
+     * anything else is a bug: 500, logged with its stack trace.
+     */
+    Mono<ServerResponse> error(Throwable failure) {
+        int status;
+        String message;
+        long retryAfter = 0;
+        switch (failure) {
+            case ServingException serving -> {
+                status = serving.status();
+                message = serving.getMessage();
+                retryAfter = serving.retryAfterSeconds();
+            }
+            case OutOfDeviceMemoryException oom -> {
+                status = 507;
+                message = "out of device memory: " + oom.getMessage();
+                log.warn("Inference failed for lack of device memory: {}", oom.getMessage());
+            }
+            default -> {
+                status = 500;
+                message = "internal error: " + failure;
+                log.error("Inference request failed with an unexpected error", failure);
+            }
+        }
+        ServerResponse.BodyBuilder builder = ServerResponse.status(status).contentType(MediaType.APPLICATION_JSON);
+        if (retryAfter > 0) {
+            builder.header(HttpHeaders.RETRY_AFTER, Long.toString(retryAfter));
+        }
+        return builder.bodyValue(new ErrorBody(message));
+    }
+}

@@ -1,0 +1,82 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.InferenceModel;
+import reactor.core.publisher.Mono;
+import tools.jackson.databind.ObjectMapper;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Runs validated requests: picks the least-loaded device that holds the model, queues the request
+ * on that device's {@link DeviceWorker}, and bounds the whole wait-plus-run by the request's timeout.
+ *
+ * <p>On the worker thread, the request's inputs are copied into native memory of a confined arena,
+ * the model runs on the leased stream, the response is serialised, and the arena is closed, all
+ * before the stream lease is returned. Nothing of a request outlives its job.
+ */
+public final class InferenceService {
+
+    private final Map<Integer, DeviceWorker> workers;
+    private final ResponseEncoder encoder;
+
+    public InferenceService(List<DeviceRuntime> devices, ObjectMapper json) {
+        Map<Integer, DeviceWorker> byIndex = new java.util.TreeMap<>();
+        for (DeviceRuntime device : devices) {
+            byIndex.put(device.index(), device.worker());
+        }
+        this.workers = Map.copyOf(byIndex);
+        this.encoder = new ResponseEncoder(json);
+    }
+
+    /**
+     * @return the serialised response; fails with 503 when the chosen device's queue is full, 504 on
+     * timeout, or with whatever the model threw
+     */
+    public Mono<EncodedResponse> infer(ValidatedRequest request) {
+        ServedModel model = request.model();
+        int device = leastLoaded(model);
+        InferenceModel replica = model.replicas().get(device);
+        DeviceWorker worker = workers.get(device);
+        return worker.submit(context -> run(replica, request, context))
+                .timeout(request.timeout(), Mono.error(() -> ServingException.timedOut(request.timeout())));
+    }
+
+    private int leastLoaded(ServedModel model) {
+        return model.replicas().keySet().stream()
+                .filter(workers::containsKey)
+                .min(Comparator.comparingInt((Integer index) -> workers.get(index).load()).thenComparing(i -> i))
+                .orElseThrow(() -> new IllegalStateException("model '" + model.name() + "' has no replica on a running device"));
+    }
+
+    private EncodedResponse run(InferenceModel replica, ValidatedRequest request, ExecutionContext context) {
+        try (Arena arena = Arena.ofConfined()) {
+            List<HostTensor> inputs = new ArrayList<>(request.inputs().size());
+            for (ValidatedRequest.Input input : request.inputs()) {
+                MemorySegment data = arena.allocate(Math.max(1, input.data().length), 64)
+                        .asSlice(0, input.data().length);
+                MemorySegment.copy(MemorySegment.ofArray(input.data()), 0, data, 0, input.data().length);
+                inputs.add(new HostTensor(input.name(), input.dataType(), input.shape(), data));
+            }
+            Set<String> wanted = new LinkedHashSet<>();
+            request.outputs().forEach(output -> wanted.add(output.name()));
+            List<HostTensor> outputs;
+            try {
+                outputs = replica.infer(inputs, wanted, context);
+            } catch (IllegalArgumentException e) {
+                // Input the model checks itself beyond its declared signature (e.g. a token id outside the vocabulary).
+                throw ServingException.badRequest("model '" + request.model().name() + "' rejected the request: "
+                        + e.getMessage());
+            }
+            return encoder.encode(request, outputs);
+        }
+    }
+}

@@ -1,0 +1,104 @@
+package io.gpupool.serving;
+
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Pattern;
+
+/**
+ * The models this server serves, by name, plus those it found and could not serve. Names and
+ * versions from URLs are checked against {@code [A-Za-z0-9_.-]+} (and never {@code .} or {@code ..})
+ * before any lookup, so no path trick reaches the repository.
+ */
+public final class ModelRegistry {
+
+    private static final Pattern SAFE_NAME = Pattern.compile("[A-Za-z0-9_.-]{1,128}");
+
+    private final Map<String, ServedModel> models;
+    private final List<ModelFailure> failures;
+    private volatile boolean warmedUp;
+
+    public ModelRegistry(Collection<ServedModel> models, Collection<ModelFailure> failures) {
+        Map<String, ServedModel> byName = new TreeMap<>();
+        List<ModelFailure> problems = new ArrayList<>(failures);
+        for (ServedModel model : models) {
+            if (!isSafeName(model.name())) {
+                problems.add(new ModelFailure(model.name(), model.version(), "model name must match [A-Za-z0-9_.-]+"));
+            } else if (byName.putIfAbsent(model.name(), model) != null) {
+                problems.add(new ModelFailure(model.name(), model.version(), "another model has the same name"));
+            }
+        }
+        this.models = new LinkedHashMap<>(byName);
+        this.failures = List.copyOf(problems);
+    }
+
+    /** Combines what several sources loaded. */
+    public static ModelRegistry of(List<ModelSource.Loaded> loaded) {
+        List<ServedModel> models = new ArrayList<>();
+        List<ModelFailure> failures = new ArrayList<>();
+        for (ModelSource.Loaded part : loaded) {
+            models.addAll(part.models());
+            failures.addAll(part.failures());
+        }
+        return new ModelRegistry(models, failures);
+    }
+
+    public static boolean isSafeName(String name) {
+        return name != null && SAFE_NAME.matcher(name).matches() && !name.equals(".") && !name.equals("..");
+    }
+
+    /**
+     * The model named {@code name}, at {@code version} when that is not null.
+     *
+     * @throws ServingException 400 for a name or version outside {@code [A-Za-z0-9_.-]}, 404 when unknown
+     */
+    public ServedModel find(String name, String version) {
+        if (!isSafeName(name)) {
+            throw ServingException.badRequest("invalid model name '" + printable(name)
+                    + "': only letters, digits, '_', '.' and '-' are allowed");
+        }
+        if (version != null && !isSafeName(version)) {
+            throw ServingException.badRequest("invalid model version '" + printable(version)
+                    + "': only letters, digits, '_', '.' and '-' are allowed");
+        }
+        ServedModel model = models.get(name);
+        if (model == null) {
+            String reason = failures.stream().filter(f -> name.equals(f.name())).map(ModelFailure::reason)
+                    .findFirst().map(r -> " (it failed to load: " + r + ")").orElse("");
+            throw ServingException.notFound("unknown model '" + name + "'" + reason);
+        }
+        if (version != null && !version.equals(model.version())) {
+            throw ServingException.notFound("model '" + name + "' has no version '" + version
+                    + "' (served version: " + model.version() + ")");
+        }
+        return model;
+    }
+
+    public Collection<ServedModel> models() {
+        return models.values();
+    }
+
+    public List<ModelFailure> failures() {
+        return failures;
+    }
+
+    /** True once every model's warm-up has finished (models that failed it are no longer served). */
+    public boolean isWarmedUp() {
+        return warmedUp;
+    }
+
+    void markWarmedUp() {
+        warmedUp = true;
+    }
+
+    private static String printable(String text) {
+        if (text == null) {
+            return "";
+        }
+        String cut = text.length() > 64 ? text.substring(0, 64) + "..." : text;
+        return cut.replaceAll("[^\\x20-\\x7E]", "?");
+    }
+}

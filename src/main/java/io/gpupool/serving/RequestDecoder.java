@@ -1,0 +1,296 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.DataType;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.TensorSpec;
+import io.gpupool.serving.protocol.InferenceRequest;
+import io.gpupool.serving.protocol.InferenceRequest.RequestInput;
+import io.gpupool.serving.protocol.InferenceRequest.RequestOutput;
+import tools.jackson.core.JacksonException;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.ObjectMapper;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+/**
+ * Turns the bytes of an infer request into a {@link ValidatedRequest}, or a 400 naming the problem.
+ *
+ * <p>Body layout with the binary tensor data extension:
+ * <pre>
+ *   |&lt;-- Inference-Header-Content-Length --&gt;|&lt;- input a bytes -&gt;|&lt;- input c bytes -&gt;|
+ *   |  JSON request (inputs, outputs, ...)   |   binary section, in the order of the inputs   |
+ *                                              that carry parameters.binary_data_size
+ * </pre>
+ * Without the header the whole body is JSON.
+ *
+ * <p>Checks, in order: JSON well-formed; at least one input; each input declared by the model, once;
+ * datatype equal to the declared one; rank and fixed dimensions as declared; batch (dimension 0
+ * where it is variable) at least 1 and within min(model, server) and equal across inputs; sequence
+ * length (dimension 1 where variable, for models that declare a maximum) within min(model, server);
+ * data length equal to what the shape needs; all binary bytes consumed; every declared input present;
+ * requested outputs declared, once each.
+ */
+public final class RequestDecoder {
+
+    private final ObjectMapper json;
+    private final int serverMaxBatch;
+    private final int serverMaxSequence;
+    private final Duration defaultTimeout;
+
+    public RequestDecoder(ObjectMapper json, int serverMaxBatch, int serverMaxSequence, Duration defaultTimeout) {
+        this.json = json;
+        this.serverMaxBatch = serverMaxBatch;
+        this.serverMaxSequence = serverMaxSequence;
+        this.defaultTimeout = defaultTimeout;
+    }
+
+    /**
+     * @param headerLength value of {@code Inference-Header-Content-Length}, or null when absent
+     */
+    public ValidatedRequest decode(ServedModel model, byte[] body, String headerLength) {
+        int jsonLength = body.length;
+        if (headerLength != null) {
+            long parsed;
+            try {
+                parsed = Long.parseLong(headerLength.trim());
+            } catch (NumberFormatException e) {
+                throw ServingException.badRequest("header Inference-Header-Content-Length is not a number: '"
+                        + headerLength + "'");
+            }
+            if (parsed <= 0 || parsed > body.length) {
+                throw ServingException.badRequest("header Inference-Header-Content-Length is " + parsed
+                        + " but the body has " + body.length + " bytes");
+            }
+            jsonLength = (int) parsed;
+        }
+        InferenceRequest request;
+        try {
+            request = json.readValue(body, 0, jsonLength, InferenceRequest.class);
+        } catch (JacksonException e) {
+            throw ServingException.badRequest("malformed inference request JSON: " + e.getOriginalMessage());
+        }
+        if (request == null) {
+            throw ServingException.badRequest("empty inference request body");
+        }
+        return validate(model, request, body, jsonLength);
+    }
+
+    private ValidatedRequest validate(ServedModel model, InferenceRequest request, byte[] body, int binaryStart) {
+        if (request.inputs() == null || request.inputs().isEmpty()) {
+            throw ServingException.badRequest("inference request has no inputs; model '" + model.name()
+                    + "' expects " + names(model.inputs()));
+        }
+        Map<String, TensorSpec> declared = new LinkedHashMap<>();
+        model.inputs().forEach(spec -> declared.put(spec.name(), spec));
+        int maxBatch = Math.min(model.maxBatchSize(), serverMaxBatch);
+        int maxSequence = model.maxSequenceLength() > 0 ? Math.min(model.maxSequenceLength(), serverMaxSequence) : 0;
+
+        Map<String, ValidatedRequest.Input> inputs = new HashMap<>();
+        long binaryOffset = binaryStart;
+        long batch = -1;
+        String batchInput = null;
+        for (RequestInput input : request.inputs()) {
+            if (input == null || input.name() == null) {
+                throw ServingException.badRequest("every input needs a 'name'");
+            }
+            String name = input.name();
+            TensorSpec spec = declared.get(name);
+            if (spec == null) {
+                throw ServingException.badRequest("unknown input '" + name + "' for model '" + model.name()
+                        + "'; expected " + names(model.inputs()));
+            }
+            if (inputs.containsKey(name)) {
+                throw ServingException.badRequest("input '" + name + "' is given more than once");
+            }
+            DataType type = dataType(name, input.datatype());
+            if (type != spec.dataType()) {
+                throw ServingException.badRequest("input '" + name + "' has datatype " + type.protocolName()
+                        + " but model '" + model.name() + "' expects " + spec.dataType().protocolName());
+            }
+            long[] shape = shape(name, input.shape(), spec);
+            long[] declaredShape = spec.shape();
+            if (declaredShape.length > 0 && declaredShape[0] == -1) {
+                if (shape[0] < 1 || shape[0] > maxBatch) {
+                    throw ServingException.badRequest("input '" + name + "': batch size " + shape[0]
+                            + " is outside 1.." + maxBatch + " (model '" + model.name() + "' allows "
+                            + model.maxBatchSize() + ", gpupool.serving.max-batch-size=" + serverMaxBatch + ")");
+                }
+                if (batch >= 0 && shape[0] != batch) {
+                    throw ServingException.badRequest("input '" + name + "' has batch size " + shape[0]
+                            + " but input '" + batchInput + "' has " + batch);
+                }
+                batch = shape[0];
+                batchInput = name;
+            }
+            if (maxSequence > 0 && declaredShape.length > 1 && declaredShape[1] == -1
+                    && (shape[1] < 1 || shape[1] > maxSequence)) {
+                throw ServingException.badRequest("input '" + name + "': sequence length " + shape[1]
+                        + " is outside 1.." + maxSequence + " (model '" + model.name() + "' allows "
+                        + model.maxSequenceLength() + ", gpupool.serving.max-sequence-length="
+                        + serverMaxSequence + ")");
+            }
+            long elements = HostTensor.elementCount(shape);
+            long bytes;
+            try {
+                bytes = Math.multiplyExact(elements, type.byteSize());
+            } catch (ArithmeticException e) {
+                throw ServingException.badRequest("input '" + name + "': shape " + Arrays.toString(shape) + " is too large");
+            }
+            JsonNode binarySize = parameter(input.parameters(), "binary_data_size");
+            byte[] data;
+            if (binarySize != null) {
+                if (input.data() != null && !input.data().isNull()) {
+                    throw ServingException.badRequest("input '" + name
+                            + "' has both 'data' and the binary_data_size parameter");
+                }
+                if (!binarySize.isIntegralNumber() || binarySize.longValue() < 0) {
+                    throw ServingException.badRequest("input '" + name
+                            + "': binary_data_size must be a non-negative integer, was " + binarySize);
+                }
+                long size = binarySize.longValue();
+                if (size != bytes) {
+                    throw ServingException.badRequest("input '" + name + "': binary_data_size is " + size
+                            + " bytes but shape " + Arrays.toString(shape) + " of " + type.protocolName()
+                            + " needs " + bytes);
+                }
+                if (binaryOffset + size > body.length) {
+                    throw ServingException.badRequest("input '" + name + "': binary section ends after "
+                            + (body.length - binaryOffset) + " of the " + size + " bytes it declares");
+                }
+                data = Arrays.copyOfRange(body, (int) binaryOffset, (int) (binaryOffset + size));
+                binaryOffset += size;
+            } else {
+                data = TensorCodec.fromJson(name, type, elements, input.data());
+            }
+            inputs.put(name, new ValidatedRequest.Input(name, type, shape, data));
+        }
+        if (binaryOffset != body.length) {
+            throw ServingException.badRequest("binary section has " + (body.length - binaryOffset)
+                    + " bytes that no input claims (check binary_data_size)");
+        }
+        List<ValidatedRequest.Input> ordered = new ArrayList<>();
+        for (TensorSpec spec : model.inputs()) {
+            ValidatedRequest.Input input = inputs.get(spec.name());
+            if (input == null) {
+                throw ServingException.badRequest("missing input '" + spec.name() + "' for model '"
+                        + model.name() + "'");
+            }
+            ordered.add(input);
+        }
+        return new ValidatedRequest(request.id(), model, ordered, outputs(model, request), timeout(request));
+    }
+
+    private static List<ValidatedRequest.Output> outputs(ServedModel model, InferenceRequest request) {
+        boolean binaryByDefault = flag(request.parameters(), "binary_data_output", "request", false);
+        Set<String> declared = model.outputs().stream().map(TensorSpec::name).collect(Collectors.toSet());
+        List<ValidatedRequest.Output> outputs = new ArrayList<>();
+        if (request.outputs() == null || request.outputs().isEmpty()) {
+            for (TensorSpec spec : model.outputs()) {
+                outputs.add(new ValidatedRequest.Output(spec.name(), binaryByDefault));
+            }
+            return outputs;
+        }
+        Set<String> seen = new HashSet<>();
+        for (RequestOutput output : request.outputs()) {
+            if (output == null || output.name() == null) {
+                throw ServingException.badRequest("every requested output needs a 'name'");
+            }
+            if (!declared.contains(output.name())) {
+                throw ServingException.badRequest("unknown output '" + output.name() + "' for model '"
+                        + model.name() + "'; expected " + names(model.outputs()));
+            }
+            if (!seen.add(output.name())) {
+                throw ServingException.badRequest("output '" + output.name() + "' is requested more than once");
+            }
+            boolean binary = flag(output.parameters(), "binary_data", "output '" + output.name() + "'", binaryByDefault);
+            outputs.add(new ValidatedRequest.Output(output.name(), binary));
+        }
+        return outputs;
+    }
+
+    private Duration timeout(InferenceRequest request) {
+        JsonNode timeout = parameter(request.parameters(), "timeout");
+        if (timeout == null) {
+            return defaultTimeout;
+        }
+        if (!timeout.isIntegralNumber() || timeout.isBigInteger() || timeout.longValue() < 0) {
+            throw ServingException.badRequest("parameter 'timeout' must be a non-negative integer number of "
+                    + "microseconds, was " + timeout);
+        }
+        long micros = timeout.longValue();
+        return micros == 0 ? defaultTimeout : Duration.ofNanos(Math.multiplyExact(micros, 1_000L));
+    }
+
+    private static DataType dataType(String input, String name) {
+        if (name == null) {
+            throw ServingException.badRequest("input '" + input + "' has no 'datatype'");
+        }
+        try {
+            return DataType.fromProtocolName(name);
+        } catch (IllegalArgumentException e) {
+            throw ServingException.badRequest("input '" + input + "': " + e.getMessage());
+        }
+    }
+
+    private static long[] shape(String input, List<Long> given, TensorSpec spec) {
+        long[] declared = spec.shape();
+        if (given == null) {
+            throw ServingException.badRequest("input '" + input + "' has no 'shape'");
+        }
+        if (given.size() != declared.length) {
+            throw ServingException.badRequest("input '" + input + "' has shape " + given + " of rank "
+                    + given.size() + " but the model declares " + Arrays.toString(declared));
+        }
+        long[] shape = new long[given.size()];
+        for (int i = 0; i < shape.length; i++) {
+            Long dimension = given.get(i);
+            if (dimension == null || dimension < 0) {
+                throw ServingException.badRequest("input '" + input + "' has an invalid dimension in shape " + given);
+            }
+            if (declared[i] != -1 && declared[i] != dimension) {
+                throw ServingException.badRequest("input '" + input + "' has shape " + given
+                        + " but the model declares " + Arrays.toString(declared) + " (dimension " + i + " must be "
+                        + declared[i] + ")");
+            }
+            shape[i] = dimension;
+        }
+        try {
+            HostTensor.elementCount(shape);
+        } catch (ArithmeticException e) {
+            throw ServingException.badRequest("input '" + input + "': shape " + given + " is too large");
+        }
+        return shape;
+    }
+
+    private static JsonNode parameter(Map<String, JsonNode> parameters, String name) {
+        if (parameters == null) {
+            return null;
+        }
+        JsonNode value = parameters.get(name);
+        return value == null || value.isNull() ? null : value;
+    }
+
+    private static boolean flag(Map<String, JsonNode> parameters, String name, String where, boolean otherwise) {
+        JsonNode value = parameter(parameters, name);
+        if (value == null) {
+            return otherwise;
+        }
+        if (!value.isBoolean()) {
+            throw ServingException.badRequest(where + " parameter '" + name + "' must be true or false, was " + value);
+        }
+        return value.booleanValue();
+    }
+
+    private static String names(List<TensorSpec> specs) {
+        return specs.stream().map(TensorSpec::toString).collect(Collectors.joining(", ", "[", "]"));
+    }
+}

@@ -1,0 +1,76 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.HostTensor;
+import tools.jackson.core.JsonGenerator;
+import tools.jackson.databind.ObjectMapper;
+
+import java.io.ByteArrayOutputStream;
+import java.lang.foreign.MemorySegment;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Writes the inference response: model name and version, the echoed id, then the selected outputs in
+ * the order they were requested. An output sent as binary data carries
+ * {@code parameters.binary_data_size} instead of {@code data}; its bytes follow the JSON in the same order.
+ */
+final class ResponseEncoder {
+
+    private final ObjectMapper json;
+
+    ResponseEncoder(ObjectMapper json) {
+        this.json = json;
+    }
+
+    EncodedResponse encode(ValidatedRequest request, List<HostTensor> produced) {
+        Map<String, HostTensor> byName = new HashMap<>();
+        for (HostTensor tensor : produced) {
+            byName.put(tensor.name(), tensor);
+        }
+        ByteArrayOutputStream out = new ByteArrayOutputStream(256);
+        try (JsonGenerator generator = json.createGenerator(out)) {
+            generator.writeStartObject();
+            generator.writeStringProperty("model_name", request.model().name());
+            generator.writeStringProperty("model_version", request.model().version());
+            if (request.id() != null) {
+                generator.writeStringProperty("id", request.id());
+            }
+            generator.writeName("outputs");
+            generator.writeStartArray();
+            for (ValidatedRequest.Output selected : request.outputs()) {
+                HostTensor tensor = byName.get(selected.name());
+                if (tensor == null) {
+                    throw new IllegalStateException("model '" + request.model().name() + "' did not produce output '"
+                            + selected.name() + "'");
+                }
+                generator.writeStartObject();
+                generator.writeStringProperty("name", tensor.name());
+                generator.writeStringProperty("datatype", tensor.dataType().protocolName());
+                generator.writeName("shape");
+                long[] shape = tensor.shape();
+                generator.writeArray(shape, 0, shape.length);
+                if (selected.binary()) {
+                    generator.writeName("parameters");
+                    generator.writeStartObject();
+                    generator.writeNumberProperty("binary_data_size", tensor.data().byteSize());
+                    generator.writeEndObject();
+                } else {
+                    generator.writeName("data");
+                    TensorCodec.writeJson(generator, tensor.dataType(), tensor.data());
+                }
+                generator.writeEndObject();
+            }
+            generator.writeEndArray();
+            generator.writeEndObject();
+        }
+        int jsonLength = out.size();
+        for (ValidatedRequest.Output selected : request.outputs()) {
+            if (selected.binary()) {
+                MemorySegment data = byName.get(selected.name()).data();
+                out.writeBytes(data.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
+            }
+        }
+        return new EncodedResponse(out.toByteArray(), jsonLength);
+    }
+}

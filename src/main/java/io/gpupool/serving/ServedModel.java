@@ -1,0 +1,106 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.TensorSpec;
+
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * One model as the server offers it: its metadata (taken from the first replica) and one loaded
+ * replica per device index. Ready once its warm-up dry run has passed on every device.
+ */
+public final class ServedModel {
+
+    private final String name;
+    private final String version;
+    private final String platform;
+    private final List<TensorSpec> inputs;
+    private final List<TensorSpec> outputs;
+    private final int maxBatchSize;
+    private final int maxSequenceLength;
+    private final Map<Integer, InferenceModel> replicas;
+    private volatile boolean ready;
+    private volatile String failureReason;
+
+    /**
+     * @param replicas device index to the model loaded on that device; at least one, all with the
+     *                 same name, version and signature
+     */
+    public ServedModel(Map<Integer, InferenceModel> replicas) {
+        if (replicas.isEmpty()) {
+            throw new IllegalArgumentException("a served model needs at least one replica");
+        }
+        this.replicas = Map.copyOf(new TreeMap<>(replicas));
+        InferenceModel first = new TreeMap<>(replicas).firstEntry().getValue();
+        this.name = first.name();
+        this.version = first.version();
+        this.platform = first.platform();
+        this.inputs = List.copyOf(first.inputs());
+        this.outputs = List.copyOf(first.outputs());
+        this.maxBatchSize = first.maxBatchSize();
+        this.maxSequenceLength = first.maxSequenceLength();
+        for (InferenceModel replica : replicas.values()) {
+            if (!replica.name().equals(name) || !replica.version().equals(version)
+                    || !replica.inputs().equals(inputs) || !replica.outputs().equals(outputs)) {
+                throw new IllegalArgumentException("replicas of model '" + name + "' differ in name, version or signature");
+            }
+        }
+    }
+
+    public String name() {
+        return name;
+    }
+
+    public String version() {
+        return version;
+    }
+
+    public String platform() {
+        return platform;
+    }
+
+    public List<TensorSpec> inputs() {
+        return inputs;
+    }
+
+    public List<TensorSpec> outputs() {
+        return outputs;
+    }
+
+    public int maxBatchSize() {
+        return maxBatchSize;
+    }
+
+    public int maxSequenceLength() {
+        return maxSequenceLength;
+    }
+
+    /** Device index to replica. */
+    public Map<Integer, InferenceModel> replicas() {
+        return replicas;
+    }
+
+    public boolean isReady() {
+        return ready;
+    }
+
+    /** Why the model is not served (its warm-up failed), or null. */
+    public String failureReason() {
+        return failureReason;
+    }
+
+    /** {@code READY}, {@code LOADING} (warm-up not finished) or {@code UNAVAILABLE}. */
+    public String state() {
+        return ready ? "READY" : failureReason != null ? "UNAVAILABLE" : "LOADING";
+    }
+
+    void markReady() {
+        ready = true;
+    }
+
+    void markFailed(String reason) {
+        failureReason = reason;
+    }
+}

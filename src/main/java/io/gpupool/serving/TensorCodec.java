@@ -1,0 +1,177 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.DataType;
+import tools.jackson.core.JsonGenerator;
+import tools.jackson.databind.JsonNode;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.ArrayDeque;
+import java.util.Iterator;
+
+/**
+ * Converts tensor elements between the protocol's JSON form and the row-major little-endian bytes
+ * a {@link io.gpupool.model.HostTensor} holds.
+ *
+ * <p>JSON data may be flat ({@code [1, 2, 3, 4]}) or nested ({@code [[1, 2], [3, 4]]}); either way the
+ * elements are taken in row-major order and their count must equal the product of the shape. FP16
+ * and BF16 travel as JSON numbers and are rounded to nearest-even on the way in. BOOL accepts
+ * {@code true}/{@code false} (and 0/1); integer types reject fractions and values out of range.
+ */
+final class TensorCodec {
+
+    static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    private TensorCodec() {
+    }
+
+    /**
+     * Reads {@code elementCount} elements of {@code type} from {@code data} into a new byte array.
+     *
+     * @throws ServingException (400) naming the input when the data is not an array, has the wrong
+     *                          element count, or holds a value the type cannot represent
+     */
+    static byte[] fromJson(String input, DataType type, long elementCount, JsonNode data) {
+        if (data == null || !data.isArray()) {
+            throw ServingException.badRequest("input '" + input + "': 'data' must be a JSON array (or use "
+                    + "the binary_data_size parameter)");
+        }
+        long bytes = elementCount * type.byteSize();
+        if (bytes > Integer.MAX_VALUE - 8) {
+            throw ServingException.badRequest("input '" + input + "' is too large for JSON data: " + bytes + " bytes");
+        }
+        byte[] out = new byte[(int) bytes];
+        MemorySegment segment = MemorySegment.ofArray(out);
+        long index = 0;
+        // Depth-first walk over nested arrays without recursion, so that deep nesting cannot overflow the stack.
+        ArrayDeque<Iterator<JsonNode>> stack = new ArrayDeque<>();
+        stack.push(data.iterator());
+        while (!stack.isEmpty()) {
+            Iterator<JsonNode> level = stack.peek();
+            if (!level.hasNext()) {
+                stack.pop();
+                continue;
+            }
+            JsonNode node = level.next();
+            if (node.isArray()) {
+                stack.push(node.iterator());
+                continue;
+            }
+            if (index >= elementCount) {
+                throw countMismatch(input, elementCount, "more");
+            }
+            write(input, type, segment, index++, node);
+        }
+        if (index != elementCount) {
+            throw countMismatch(input, elementCount, String.valueOf(index));
+        }
+        return out;
+    }
+
+    private static ServingException countMismatch(String input, long expected, String got) {
+        return ServingException.badRequest("input '" + input + "': shape needs " + expected
+                + " elements but 'data' holds " + got);
+    }
+
+    private static void write(String input, DataType type, MemorySegment segment, long index, JsonNode node) {
+        long offset = index * type.byteSize();
+        switch (type) {
+            case BOOL -> {
+                boolean value;
+                if (node.isBoolean()) {
+                    value = node.booleanValue();
+                } else if (node.isIntegralNumber() && (node.asLong() == 0 || node.asLong() == 1)) {
+                    value = node.asLong() == 1;
+                } else {
+                    throw badValue(input, type, index, node);
+                }
+                segment.set(ValueLayout.JAVA_BYTE, offset, (byte) (value ? 1 : 0));
+            }
+            case UINT8 -> segment.set(ValueLayout.JAVA_BYTE, offset, (byte) integral(input, type, index, node, 0, 255));
+            case INT8 -> segment.set(ValueLayout.JAVA_BYTE, offset,
+                    (byte) integral(input, type, index, node, Byte.MIN_VALUE, Byte.MAX_VALUE));
+            case INT16 -> segment.set(SHORT, offset,
+                    (short) integral(input, type, index, node, Short.MIN_VALUE, Short.MAX_VALUE));
+            case INT32 -> segment.set(INT, offset,
+                    (int) integral(input, type, index, node, Integer.MIN_VALUE, Integer.MAX_VALUE));
+            case INT64 -> segment.set(LONG, offset, integral(input, type, index, node, Long.MIN_VALUE, Long.MAX_VALUE));
+            case FP16 -> segment.set(SHORT, offset, Float.floatToFloat16(floating(input, type, index, node)));
+            case BF16 -> segment.set(SHORT, offset, toBfloat16(floating(input, type, index, node)));
+            case FP32 -> segment.set(FLOAT, offset, floating(input, type, index, node));
+            case FP64 -> {
+                if (!node.isNumber()) {
+                    throw badValue(input, type, index, node);
+                }
+                segment.set(DOUBLE, offset, node.doubleValue());
+            }
+        }
+    }
+
+    private static long integral(String input, DataType type, long index, JsonNode node, long min, long max) {
+        if (!node.isIntegralNumber() || node.isBigInteger()) {
+            throw badValue(input, type, index, node);
+        }
+        long value = node.longValue();
+        if (value < min || value > max) {
+            throw badValue(input, type, index, node);
+        }
+        return value;
+    }
+
+    private static float floating(String input, DataType type, long index, JsonNode node) {
+        if (!node.isNumber()) {
+            throw badValue(input, type, index, node);
+        }
+        return node.floatValue();
+    }
+
+    private static ServingException badValue(String input, DataType type, long index, JsonNode node) {
+        String shown = node.toString();
+        if (shown.length() > 40) {
+            shown = shown.substring(0, 40) + "...";
+        }
+        return ServingException.badRequest("input '" + input + "': element " + index + " (" + shown
+                + ") is not a valid " + type.protocolName() + " value");
+    }
+
+    /** Rounds a float to bfloat16 (nearest, ties to even); NaN stays a quiet NaN. */
+    static short toBfloat16(float value) {
+        int bits = Float.floatToRawIntBits(value);
+        if (Float.isNaN(value)) {
+            return (short) ((bits >>> 16) | 0x0040);
+        }
+        int rounding = 0x7FFF + ((bits >>> 16) & 1);
+        return (short) ((bits + rounding) >>> 16);
+    }
+
+    static float fromBfloat16(short bits) {
+        return Float.intBitsToFloat((bits & 0xFFFF) << 16);
+    }
+
+    /** Writes the elements of {@code data} as a flat JSON array (the protocol's row-major form). */
+    static void writeJson(JsonGenerator json, DataType type, MemorySegment data) {
+        long count = data.byteSize() / type.byteSize();
+        json.writeStartArray();
+        for (long i = 0; i < count; i++) {
+            long offset = i * type.byteSize();
+            switch (type) {
+                case BOOL -> json.writeBoolean(data.get(ValueLayout.JAVA_BYTE, offset) != 0);
+                case UINT8 -> json.writeNumber(data.get(ValueLayout.JAVA_BYTE, offset) & 0xFF);
+                case INT8 -> json.writeNumber(data.get(ValueLayout.JAVA_BYTE, offset));
+                case INT16 -> json.writeNumber(data.get(SHORT, offset));
+                case INT32 -> json.writeNumber(data.get(INT, offset));
+                case INT64 -> json.writeNumber(data.get(LONG, offset));
+                case FP16 -> json.writeNumber(Float.float16ToFloat(data.get(SHORT, offset)));
+                case BF16 -> json.writeNumber(fromBfloat16(data.get(SHORT, offset)));
+                case FP32 -> json.writeNumber(data.get(FLOAT, offset));
+                case FP64 -> json.writeNumber(data.get(DOUBLE, offset));
+            }
+        }
+        json.writeEndArray();
+    }
+}

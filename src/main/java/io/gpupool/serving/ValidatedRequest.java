@@ -1,0 +1,32 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.DataType;
+
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * An inference request that passed every check that needs no device memory: the model exists, every
+ * input is declared, types and shapes agree with the model and the data, batch and sequence length
+ * are within the limits. Input data is still on the Java heap; it becomes native memory only on the
+ * worker thread that runs the request.
+ *
+ * @param outputs       the outputs to return, in response order, each with whether it travels as binary data
+ * @param timeout       how long the request may take from submission to result
+ */
+public record ValidatedRequest(String id, ServedModel model, List<Input> inputs, List<Output> outputs,
+                               Duration timeout) {
+
+    /** One input: row-major little-endian bytes of exactly elementCount × element size. */
+    public record Input(String name, DataType dataType, long[] shape, byte[] data) {
+    }
+
+    /** One selected output. */
+    public record Output(String name, boolean binary) {
+    }
+
+    /** Sizes for logging and metrics: batch size (dimension 0 of the first input) or 1. */
+    public long batchSize() {
+        return inputs.isEmpty() || inputs.getFirst().shape().length == 0 ? 1 : inputs.getFirst().shape()[0];
+    }
+}

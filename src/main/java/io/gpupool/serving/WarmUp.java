@@ -1,0 +1,113 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.DataType;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.TensorSpec;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The start-up dry run: every model runs once per device at its largest accepted size (maximum batch,
+ * maximum sequence length), through the same stream lease a request takes. That grows each device's
+ * pool to its working size before the first request, and proves the model runs. A model whose dry
+ * run fails is marked unavailable (and reported by the repository index) instead of failing later
+ * under load. The server reports ready only after this finished.
+ *
+ * <p>Inputs are zeros, except integer inputs whose name contains "mask", which are ones (a fully
+ * masked sequence is not a realistic peak).
+ */
+public final class WarmUp {
+
+    private static final Logger log = LoggerFactory.getLogger(WarmUp.class);
+
+    private final ModelRegistry registry;
+    private final Map<Integer, DeviceWorker> workers;
+    private final int serverMaxBatch;
+    private final int serverMaxSequence;
+
+    public WarmUp(ModelRegistry registry, List<DeviceRuntime> devices, int serverMaxBatch, int serverMaxSequence) {
+        this.registry = registry;
+        Map<Integer, DeviceWorker> byIndex = new java.util.HashMap<>();
+        devices.forEach(device -> byIndex.put(device.index(), device.worker()));
+        this.workers = byIndex;
+        this.serverMaxBatch = serverMaxBatch;
+        this.serverMaxSequence = serverMaxSequence;
+    }
+
+    /** Runs every dry run (blocking the calling thread, which must not be an event-loop thread). */
+    public void run() {
+        for (ServedModel model : registry.models()) {
+            try {
+                for (Map.Entry<Integer, InferenceModel> replica : model.replicas().entrySet()) {
+                    long started = System.nanoTime();
+                    DeviceWorker worker = workers.get(replica.getKey());
+                    worker.submit(context -> {
+                        try (Arena arena = Arena.ofConfined()) {
+                            replica.getValue().infer(maxInputs(model, arena), Set.of(), context);
+                        }
+                        return Boolean.TRUE;
+                    }).block();
+                    log.info("Warm-up of model '{}' on device {} at batch {} × sequence {} took {} ms", model.name(),
+                            replica.getKey(), maxBatch(model), maxSequence(model),
+                            (System.nanoTime() - started) / 1_000_000);
+                }
+                model.markReady();
+            } catch (RuntimeException e) {
+                log.error("Warm-up of model '{}' failed; it will not be served", model.name(), e);
+                model.markFailed("warm-up failed: " + e.getMessage());
+            }
+        }
+        registry.markWarmedUp();
+    }
+
+    /** Marks every model ready without a dry run ({@code gpupool.serving.warm-up=false}). */
+    public void skip() {
+        registry.models().forEach(ServedModel::markReady);
+        registry.markWarmedUp();
+    }
+
+    int maxBatch(ServedModel model) {
+        return Math.max(1, Math.min(model.maxBatchSize(), serverMaxBatch));
+    }
+
+    int maxSequence(ServedModel model) {
+        return model.maxSequenceLength() > 0 ? Math.max(1, Math.min(model.maxSequenceLength(), serverMaxSequence)) : 1;
+    }
+
+    private List<HostTensor> maxInputs(ServedModel model, Arena arena) {
+        List<HostTensor> inputs = new ArrayList<>();
+        for (TensorSpec spec : model.inputs()) {
+            long[] shape = spec.shape();
+            for (int i = 0; i < shape.length; i++) {
+                if (shape[i] == -1) {
+                    shape[i] = i == 0 ? maxBatch(model) : i == 1 ? maxSequence(model) : 1;
+                }
+            }
+            DataType type = spec.dataType();
+            long count = HostTensor.elementCount(shape);
+            MemorySegment data = arena.allocate(Math.max(1, count * type.byteSize()), 64)
+                    .asSlice(0, count * type.byteSize());
+            boolean ones = spec.name().toLowerCase(java.util.Locale.ROOT).contains("mask");
+            if (ones && type == DataType.INT32) {
+                for (long i = 0; i < count; i++) {
+                    data.setAtIndex(ValueLayout.JAVA_INT_UNALIGNED, i, 1);
+                }
+            } else if (ones && type == DataType.INT64) {
+                for (long i = 0; i < count; i++) {
+                    data.setAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i, 1L);
+                }
+            }
+            inputs.add(new HostTensor(spec.name(), type, shape, data));
+        }
+        return inputs;
+    }
+}

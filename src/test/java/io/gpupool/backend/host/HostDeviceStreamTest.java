@@ -1,0 +1,69 @@
+package io.gpupool.backend.host;
+
+import io.gpupool.backend.ComputeBackend;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.DeviceStreamContract;
+import io.gpupool.memory.AllocatorMode;
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class HostDeviceStreamTest extends DeviceStreamContract {
+
+    @Override
+    protected ComputeBackend createBackend() {
+        return new HostBackend(256L << 20);
+    }
+
+    @Override
+    protected void occupy(DeviceStream stream, long millis) {
+        stream.enqueueHostTask(() -> {
+            try {
+                Thread.sleep(millis);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+    }
+
+    @Test
+    void launchAndModulesAreUnsupportedOnTheHost() {
+        DeviceStream stream = stream(0);
+        assertThatThrownBy(() -> stream.launch(() -> "gemm", 1, 1, 1, 1, 1, 1, 0))
+                .isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("gemm");
+        assertThatThrownBy(() -> device.loadModule("kernels", new byte[] {1}))
+                .isInstanceOf(UnsupportedOperationException.class);
+        assertThat(device.nativeAllocator(AllocatorMode.CUDA_ASYNC)).isEmpty();
+    }
+
+    @Test
+    void chunksAndDirectBlocksShareTheBudget() {
+        long before = device.freeMemory();
+        long chunk = device.chunkSource().allocate(4L << 20);
+        assertThat(device.freeMemory()).isEqualTo(before - (4L << 20));
+        var direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        var block = direct.allocate(100, stream(0));
+        assertThat(device.freeMemory()).isEqualTo(before - (4L << 20) - 256);
+        block.release();
+        device.chunkSource().free(chunk, 4L << 20);
+        assertThat(device.freeMemory()).isEqualTo(before);
+        direct.close();
+    }
+
+    @Test
+    void freeOfUnknownOrMisSizedChunkIsRejected() {
+        long chunk = device.chunkSource().allocate(2L << 20);
+        assertThatThrownBy(() -> device.chunkSource().free(chunk, 4L << 20)).hasMessageContaining("has 2097152 bytes");
+        assertThatThrownBy(() -> device.chunkSource().free(chunk + 4096, 2L << 20)).hasMessageContaining("unknown chunk");
+        device.chunkSource().free(chunk, 2L << 20);
+    }
+
+    @Test
+    void defaultBudgetIsAtMostEightGibibytes() {
+        assertThat(HostBackend.defaultBudget()).isPositive().isLessThanOrEqualTo(8L << 30);
+        try (HostBackend defaults = new HostBackend()) {
+            assertThat(defaults.devices().getFirst().totalMemory()).isEqualTo(HostBackend.defaultBudget());
+        }
+    }
+}

@@ -1,0 +1,200 @@
+package io.gpupool.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.fail;
+
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.testcontainers.DockerClientFactory;
+import org.testcontainers.containers.GenericContainer;
+import org.testcontainers.containers.output.OutputFrame;
+import org.testcontainers.containers.wait.strategy.Wait;
+import org.testcontainers.images.builder.ImageFromDockerfile;
+import org.testcontainers.utility.MountableFile;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+import tools.jackson.databind.node.ObjectNode;
+
+/**
+ * End-to-end test of the container image as operators get it: the repository's real
+ * {@code Dockerfile}, built and started by a local Docker engine, answering on its ports.
+ *
+ * <p>How the image is built without a network:
+ * <ol>
+ *   <li>{@code BASE_IMAGE} and {@code BUILD_IMAGE} are replaced by a local stand-in for the Temurin
+ *       JRE image (Debian minbase + a jlink'd Java 25 runtime, made by
+ *       {@code tools/ci/build-base-image.sh}; property {@code gpupool.test.base-image});</li>
+ *   <li>{@code APP_JAR} names the jar this Maven run just packaged (failsafe runs after
+ *       {@code package}; property {@code gpupool.test.app-jar}), so the build stage copies it
+ *       instead of running Maven.</li>
+ * </ol>
+ * The container runs with host networking (the CI engine has no bridge) on two free ports, the
+ * shipped example models copied into its {@code /models} volume.
+ *
+ * <p>Skips only when no Docker engine answers, unless {@code GPUPOOL_REQUIRE_DOCKER=true}
+ * (set by {@code .ci/run}, which starts the engine): then a missing engine fails the test.
+ */
+@Tag("docker")
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class ContainerImageIT {
+
+    private static final String MODEL = "iris-mlp";
+    private static final JsonMapper JSON = JsonMapper.builder().build();
+
+    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    private final List<String> logs = new ArrayList<>();
+    private GenericContainer<?> server;
+    private int appPort;
+    private int managementPort;
+
+    @BeforeAll
+    void startImage() throws IOException {
+        boolean dockerUp = DockerClientFactory.instance().isDockerAvailable();
+        if (!dockerUp && Boolean.parseBoolean(System.getenv("GPUPOOL_REQUIRE_DOCKER"))) {
+            fail("GPUPOOL_REQUIRE_DOCKER=true but no Docker engine answers (see tools/ci/start-dockerd.sh)");
+        }
+        Assumptions.assumeTrue(dockerUp, "no Docker engine: image test skipped");
+
+        Path projectDir = Path.of("").toAbsolutePath();
+        Path jar = Path.of(System.getProperty("gpupool.test.app-jar", "target/gpupool-0.1.0-SNAPSHOT.jar"));
+        assertThat(jar).as("the packaged application jar (run through `mvn verify`)").isRegularFile();
+        Path models = projectDir.resolve("models").resolve(MODEL);
+        assertThat(models).as("the shipped example model").isDirectory();
+        String baseImage = System.getProperty("gpupool.test.base-image", "gpupool-ci/jre25:latest");
+        assertThat(DockerClientFactory.lazyClient().listImagesCmd().withImageNameFilter(baseImage).exec())
+            .as("local base image %s (build it with tools/ci/build-base-image.sh)", baseImage)
+            .isNotEmpty();
+
+        // The context holds what the Dockerfile reads in APP_JAR mode, under the same paths as in
+        // the repository (Testcontainers' scan of .dockerignore mishandles '!' exceptions, so the
+        // context is listed here instead of filtered there).
+        String jarInContext = "target/" + jar.getFileName();
+        ImageFromDockerfile image = new ImageFromDockerfile("gpupool-it", true)
+            .withFileFromPath("Dockerfile", projectDir.resolve("Dockerfile"))
+            .withFileFromPath("config", projectDir.resolve("config"))
+            .withFileFromPath("docker", projectDir.resolve("docker"))
+            .withFileFromPath(jarInContext, jar)
+            .withBuildArg("BASE_IMAGE", baseImage)
+            .withBuildArg("BUILD_IMAGE", baseImage)
+            .withBuildArg("APP_JAR", jarInContext)
+            .withBuildImageCmdModifier(cmd -> cmd.withNetworkMode("host"));
+
+        appPort = freePort();
+        managementPort = freePort();
+        server = new GenericContainer<>(image)
+            .withNetworkMode("host")
+            .withEnv("SPRING_PROFILES_ACTIVE", "production,host")
+            .withEnv("SERVER_PORT", Integer.toString(appPort))
+            .withEnv("MANAGEMENT_SERVER_PORT", Integer.toString(managementPort))
+            .withEnv("MANAGEMENT_PORT", Integer.toString(managementPort))
+            .withEnv("JDK_JAVA_OPTIONS", "-Xmx512m")
+            .withCopyFileToContainer(MountableFile.forHostPath(models), "/models/" + MODEL)
+            .withLogConsumer((OutputFrame frame) -> logs.add(frame.getUtf8StringWithoutLineEnding()))
+            // The image's own HEALTHCHECK (readiness on the management port) decides when we start.
+            .waitingFor(Wait.forHealthcheck().withStartupTimeout(Duration.ofMinutes(3)));
+        try {
+            server.start();
+        } catch (RuntimeException e) {
+            throw new AssertionError("container did not become healthy; its log:\n" + String.join("\n", logs), e);
+        }
+    }
+
+    @AfterAll
+    void stop() {
+        if (server != null) {
+            server.stop();
+        }
+    }
+
+    @Test
+    void runsAsTheNonRootUserWithTheDeploymentConfiguration() throws Exception {
+        assertThat(server.execInContainer("id", "-u").getStdout().strip()).isEqualTo("10001");
+        assertThat(server.execInContainer("ls", "/config").getStdout())
+            .contains("application-production.yml", "application-host.yml", "application-cuda.yml");
+        assertThat(String.join("\n", logs)).contains("production", "host");
+    }
+
+    @Test
+    void readinessAndLivenessGroupsAnswerOnTheManagementPort() throws Exception {
+        assertThat(get(managementPort, "/actuator/health/readiness").statusCode()).isEqualTo(200);
+        assertThat(get(managementPort, "/actuator/health/liveness").statusCode()).isEqualTo(200);
+        assertThat(get(appPort, "/v2/health/ready").statusCode()).isEqualTo(200);
+    }
+
+    @Test
+    void classifiesAnIrisFlowerFromTheShippedModel() throws Exception {
+        HttpResponse<String> metadata = get(appPort, "/v2/models/" + MODEL);
+        assertThat(metadata.statusCode()).as(metadata.body()).isEqualTo(200);
+        JsonNode input = JSON.readTree(metadata.body()).path("inputs").path(0);
+        assertThat(input.path("name").asString()).isNotEmpty();
+
+        // A textbook setosa: sepal 5.1 x 3.5 cm, petal 1.4 x 0.2 cm.
+        ObjectNode request = JSON.createObjectNode();
+        ObjectNode tensor = request.putArray("inputs").addObject();
+        tensor.put("name", input.path("name").asString());
+        tensor.putArray("shape").add(1).add(4);
+        tensor.put("datatype", input.path("datatype").asString("FP32"));
+        tensor.putArray("data").add(5.1).add(3.5).add(1.4).add(0.2);
+
+        HttpResponse<String> response = post(appPort, "/v2/models/" + MODEL + "/infer", JSON.writeValueAsString(request));
+        assertThat(response.statusCode()).as(response.body()).isEqualTo(200);
+        JsonNode probabilities = null;
+        for (JsonNode output : JSON.readTree(response.body()).path("outputs")) {
+            if (output.path("name").asString().equals("probabilities")) {
+                probabilities = output.path("data");
+            }
+        }
+        assertThat(probabilities).as("'probabilities' output in %s", response.body()).isNotNull();
+        assertThat(probabilities.size()).isEqualTo(3);
+        double setosa = probabilities.get(0).asDouble();
+        assertThat(setosa).as("P(setosa) in %s", probabilities)
+            .isGreaterThan(probabilities.get(1).asDouble())
+            .isGreaterThan(probabilities.get(2).asDouble());
+    }
+
+    @Test
+    void poolEndpointReportsTheDeviceMemoryPool() throws Exception {
+        HttpResponse<String> pool = get(managementPort, "/actuator/gpupool");
+        assertThat(pool.statusCode()).as(pool.body()).isEqualTo(200);
+        assertThat(JSON.readTree(pool.body()).isObject()).isTrue();
+        assertThat(pool.body()).containsIgnoringCase("pool");
+    }
+
+    private HttpResponse<String> get(int port, String path) throws IOException, InterruptedException {
+        return http.send(HttpRequest.newBuilder(uri(port, path)).timeout(Duration.ofSeconds(20)).GET().build(),
+            HttpResponse.BodyHandlers.ofString());
+    }
+
+    private HttpResponse<String> post(int port, String path, String json) throws IOException, InterruptedException {
+        return http.send(HttpRequest.newBuilder(uri(port, path)).timeout(Duration.ofSeconds(20))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(json)).build(),
+            HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static URI uri(int port, String path) {
+        return URI.create("http://127.0.0.1:" + port + path);
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket socket = new ServerSocket(0)) {
+            return socket.getLocalPort();
+        }
+    }
+}

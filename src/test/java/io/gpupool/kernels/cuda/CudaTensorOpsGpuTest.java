@@ -1,0 +1,370 @@
+package io.gpupool.kernels.cuda;
+
+import io.gpupool.backend.ComputeBackend;
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.kernels.TensorOps.Pooling;
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.SplittableRandom;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Runs every {@link CudaTensorOps} op on a real GPU against a plain Java reference computed in double, on small
+ * random inputs (fresh per test). Skipped (not failed) where no CUDA device is present.
+ *
+ * <p>The CUDA backend is looked up by name so that this test compiles on branches that do not carry
+ * {@code backend.cuda} yet; {@code CudaBackend.tryCreate()} is the agreed entry point.
+ */
+@Tag("gpu")
+class CudaTensorOpsGpuTest {
+
+    private static ComputeBackend backend;
+    private static ComputeDevice device;
+
+    private final SplittableRandom random = new SplittableRandom(42);
+    private final List<long[]> allocations = new ArrayList<>();
+    private DeviceStream stream;
+    private Arena arena;
+
+    @BeforeAll
+    static void openBackend() throws ReflectiveOperationException {
+        Class<?> type;
+        try {
+            type = Class.forName("io.gpupool.backend.cuda.CudaBackend");
+        } catch (ClassNotFoundException e) {
+            assumeTrue(false, "backend.cuda.CudaBackend is not on this branch");
+            return;
+        }
+        Optional<?> created = (Optional<?>) type.getMethod("tryCreate").invoke(null);
+        assumeTrue(created.isPresent(), "no CUDA driver or device");
+        backend = (ComputeBackend) created.get();
+        device = backend.devices().getFirst();
+    }
+
+    @AfterAll
+    static void closeBackend() {
+        if (backend != null) {
+            backend.close();
+        }
+    }
+
+    @BeforeEach
+    void openStream() {
+        device.bindToCurrentThread();
+        stream = device.createStream(0);
+        arena = Arena.ofConfined();
+    }
+
+    @AfterEach
+    void release() {
+        stream.synchronize();
+        for (long[] block : allocations) {
+            device.chunkSource().free(block[0], block[1]);
+        }
+        stream.close();
+        arena.close();
+    }
+
+    @ParameterizedTest
+    @EnumSource(Activation.class)
+    void fp32LinearMatchesReferenceWithin1e5(Activation activation) {
+        checkLinear(new CudaTensorOps(device, Precision.FP32), 67, 96, 130, activation, 1e-5);
+        checkLinear(new CudaTensorOps(device, Precision.FP32), 3, 37, 5, activation, 1e-5);   // odd K: scalar path
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = Precision.class, names = {"TF32", "BF16"})
+    void tensorCoreLinearIsCloseToReference(Precision precision) {
+        double tolerance = precision == Precision.TF32 ? 5e-3 : 4e-2;
+        CudaTensorOps ops = new CudaTensorOps(device, precision);
+        checkLinear(ops, 200, 260, 300, Activation.GELU, tolerance);   // 64x64 tiles
+        checkLinear(ops, 2100, 64, 2100, Activation.NONE, tolerance);  // 128x128 tiles
+        checkLinear(ops, 5, 6, 7, Activation.TANH, tolerance);          // in % 4 != 0: FP32 fallback
+    }
+
+    private void checkLinear(CudaTensorOps ops, int rows, int in, int out, Activation activation, double tolerance) {
+        float[] x = randoms(rows * in, 1);
+        float[] w = randoms(out * in, 0.1f);
+        float[] bias = randoms(out, 1);
+        long dy = poisoned(rows * out);
+        ops.linear(stream, upload(x), upload(w), upload(bias), dy, rows, in, out, activation);
+        float[] got = download(dy, rows * out);
+        double[] expected = new double[rows * out];
+        for (int r = 0; r < rows; r++) {
+            for (int o = 0; o < out; o++) {
+                double sum = bias[o];
+                for (int k = 0; k < in; k++) {
+                    sum += (double) x[r * in + k] * w[o * in + k];
+                }
+                expected[r * out + o] = activate(sum, activation);
+            }
+        }
+        assertClose("linear " + rows + "x" + in + "->" + out + " " + activation + " " + ops.precision(), got,
+                expected, tolerance);
+    }
+
+    @Test
+    void attentionMatchesReferenceWithPaddingAndFullyMaskedRows() {
+        CudaTensorOps ops = new CudaTensorOps(device);
+        for (int headDim : new int[] {8, 64, 80}) {
+            int batch = 3;
+            int seq = 37;
+            int heads = 2;
+            int width = 3 * heads * headDim;
+            float[] qkv = randoms(batch * seq * width, 1);
+            int[] mask = new int[batch * seq];
+            for (int s = 0; s < seq; s++) {
+                mask[s] = 1;                          // batch 0: all real
+                mask[seq + s] = s < 20 ? 1 : 0;       // batch 1: padded
+                mask[2 * seq + s] = 0;                // batch 2: fully masked (uniform, as transformers)
+            }
+            long context = poisoned(batch * seq * heads * headDim);
+            ops.attention(stream, upload(qkv), uploadInts(mask), 0, context, batch, seq, heads, headDim);
+            float[] got = download(context, batch * seq * heads * headDim);
+            double[] expected = new double[got.length];
+            double[] p = new double[seq];
+            for (int b = 0; b < batch; b++) {
+                for (int h = 0; h < heads; h++) {
+                    for (int i = 0; i < seq; i++) {
+                        double max = Double.NEGATIVE_INFINITY;
+                        for (int j = 0; j < seq; j++) {
+                            double dot = 0;
+                            for (int d = 0; d < headDim; d++) {
+                                dot += (double) qkv[(b * seq + i) * width + h * headDim + d]
+                                        * qkv[(b * seq + j) * width + heads * headDim + h * headDim + d];
+                            }
+                            p[j] = mask[b * seq + j] != 0 ? dot / Math.sqrt(headDim) : -Float.MAX_VALUE;
+                            max = Math.max(max, p[j]);
+                        }
+                        double sum = 0;
+                        for (int j = 0; j < seq; j++) {
+                            p[j] = Math.exp(p[j] - max);
+                            sum += p[j];
+                        }
+                        for (int d = 0; d < headDim; d++) {
+                            double acc = 0;
+                            for (int j = 0; j < seq; j++) {
+                                acc += p[j] * qkv[(b * seq + j) * width + 2 * heads * headDim + h * headDim + d];
+                            }
+                            expected[((b * seq + i) * heads + h) * headDim + d] = acc / sum;
+                        }
+                    }
+                }
+            }
+            assertClose("attention headDim " + headDim, got, expected, 1e-5);
+        }
+    }
+
+    @Test
+    void addLayerNormMatchesReference() {
+        CudaTensorOps ops = new CudaTensorOps(device);
+        int rows = 9;
+        int cols = 300;
+        float[] x = randoms(rows * cols, 3);
+        float[] residual = randoms(rows * cols, 1);
+        float[] gamma = randoms(cols, 1);
+        float[] beta = randoms(cols, 1);
+        long dy = poisoned(rows * cols);
+        ops.addLayerNorm(stream, upload(x), upload(residual), upload(gamma), upload(beta), dy, rows, cols, 1e-12f);
+        float[] got = download(dy, rows * cols);
+        double[] expected = new double[rows * cols];
+        for (int r = 0; r < rows; r++) {
+            double mean = 0;
+            for (int c = 0; c < cols; c++) {
+                mean += x[r * cols + c] + residual[r * cols + c];
+            }
+            mean /= cols;
+            double variance = 0;
+            for (int c = 0; c < cols; c++) {
+                double v = x[r * cols + c] + residual[r * cols + c] - mean;
+                variance += v * v;
+            }
+            variance /= cols;
+            for (int c = 0; c < cols; c++) {
+                double v = x[r * cols + c] + residual[r * cols + c] - mean;
+                expected[r * cols + c] = v / Math.sqrt(variance + 1e-12) * gamma[c] + beta[c];
+            }
+        }
+        assertClose("addLayerNorm", got, expected, 1e-5);
+    }
+
+    @Test
+    void embeddingsAndPoolingMatchReference() {
+        CudaTensorOps ops = new CudaTensorOps(device);
+        int batch = 2;
+        int seq = 5;
+        int hidden = 40;
+        float[] word = randoms(11 * hidden, 1);
+        float[] position = randoms(8 * hidden, 1);
+        float[] type = randoms(2 * hidden, 1);
+        int[] ids = {1, 5, 10, 0, 3, 2, 2, 7, 9, 4};
+        int[] types = {0, 0, 1, 1, 1, 0, 1, 0, 1, 0};
+        int[] mask = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+        long hiddenStates = poisoned(batch * seq * hidden);
+        ops.embeddingSum(stream, uploadInts(ids), uploadInts(types), upload(word), upload(position), upload(type),
+                hiddenStates, batch, seq, hidden);
+        double[] expected = new double[batch * seq * hidden];
+        for (int t = 0; t < batch * seq; t++) {
+            for (int c = 0; c < hidden; c++) {
+                expected[t * hidden + c] = (double) word[ids[t] * hidden + c] + position[(t % seq) * hidden + c]
+                        + type[types[t] * hidden + c];
+            }
+        }
+        assertClose("embeddingSum", download(hiddenStates, expected.length), expected, 1e-6);
+
+        long cls = poisoned(batch * hidden);
+        ops.pool(stream, hiddenStates, 0, cls, batch, seq, hidden, Pooling.CLS);
+        double[] expectedCls = new double[batch * hidden];
+        double[] expectedMean = new double[batch * hidden];
+        for (int b = 0; b < batch; b++) {
+            int real = 0;
+            for (int s = 0; s < seq; s++) {
+                real += mask[b * seq + s];
+            }
+            for (int c = 0; c < hidden; c++) {
+                expectedCls[b * hidden + c] = expected[b * seq * hidden + c];
+                double sum = 0;
+                for (int s = 0; s < seq; s++) {
+                    sum += mask[b * seq + s] * expected[(b * seq + s) * hidden + c];
+                }
+                expectedMean[b * hidden + c] = sum / real;
+            }
+        }
+        assertClose("pool CLS", download(cls, batch * hidden), expectedCls, 1e-6);
+        long mean = poisoned(batch * hidden);
+        ops.pool(stream, hiddenStates, uploadInts(mask), mean, batch, seq, hidden, Pooling.MEAN);
+        assertClose("pool MEAN", download(mean, batch * hidden), expectedMean, 1e-5);
+    }
+
+    @Test
+    void softmaxInPlaceMatchesReference() {
+        CudaTensorOps ops = new CudaTensorOps(device);
+        int rows = 4;
+        int cols = 1000;
+        float[] x = randoms(rows * cols, 10);
+        long dx = upload(x);
+        ops.softmax(stream, dx, dx, rows, cols);
+        double[] expected = new double[rows * cols];
+        for (int r = 0; r < rows; r++) {
+            double max = Double.NEGATIVE_INFINITY;
+            for (int c = 0; c < cols; c++) {
+                max = Math.max(max, x[r * cols + c]);
+            }
+            double sum = 0;
+            for (int c = 0; c < cols; c++) {
+                sum += Math.exp(x[r * cols + c] - max);
+            }
+            for (int c = 0; c < cols; c++) {
+                expected[r * cols + c] = Math.exp(x[r * cols + c] - max) / sum;
+            }
+        }
+        assertClose("softmax", download(dx, rows * cols), expected, 1e-6);
+    }
+
+    // --- helpers -----------------------------------------------------------------------------------------------
+
+    private static double activate(double v, Activation activation) {
+        return switch (activation) {
+            case NONE -> v;
+            case RELU -> Math.max(v, 0);
+            case TANH -> Math.tanh(v);
+            case GELU -> 0.5 * v * (1 + erf(v / Math.sqrt(2)));
+        };
+    }
+
+    /** erf by its Maclaurin series (|x| < 3) or the continued-fraction tail; far below float rounding. */
+    private static double erf(double x) {
+        double ax = Math.abs(x);
+        if (ax < 3) {
+            double term = ax;
+            double sum = ax;
+            for (int n = 1; n < 200 && Math.abs(term) > 1e-17; n++) {
+                term *= -ax * ax / n;
+                sum += term / (2 * n + 1);
+            }
+            return Math.copySign(2 / Math.sqrt(Math.PI) * sum, x);
+        }
+        double fraction = 0;
+        for (int n = 60; n >= 1; n--) {
+            fraction = n / 2.0 / (ax + fraction);
+        }
+        double tail = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / (ax + fraction);
+        return Math.copySign(1 - tail, x);
+    }
+
+    private static void assertClose(String what, float[] got, double[] expected, double tolerance) {
+        double worst = 0;
+        int worstIndex = -1;
+        for (int i = 0; i < expected.length; i++) {
+            double error = Math.abs(got[i] - expected[i]);
+            if (!(error <= worst)) {      // also catches NaN (an element the kernel never wrote)
+                worst = Double.isNaN(error) ? Double.POSITIVE_INFINITY : error;
+                worstIndex = i;
+            }
+        }
+        double finalWorst = worst;
+        int index = worstIndex;
+        assertTrue(worst <= tolerance, () -> what + ": max abs error " + finalWorst + " at " + index + " (got "
+                + got[index] + ", expected " + expected[index] + "), tolerance " + tolerance);
+    }
+
+    private float[] randoms(int n, float scale) {
+        float[] values = new float[n];
+        for (int i = 0; i < n; i++) {
+            values[i] = (float) ((random.nextDouble() * 2 - 1) * scale);
+        }
+        return values;
+    }
+
+    private long allocate(long bytes) {
+        long address = device.chunkSource().allocate(bytes);
+        allocations.add(new long[] {address, bytes});
+        return address;
+    }
+
+    private long upload(float[] values) {
+        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
+        long address = allocate(host.byteSize());
+        stream.copyHostToDevice(host, address, host.byteSize());
+        return address;
+    }
+
+    private long uploadInts(int[] values) {
+        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
+        long address = allocate(host.byteSize());
+        stream.copyHostToDevice(host, address, host.byteSize());
+        return address;
+    }
+
+    /** Device floats filled with NaN bits, so an element a kernel skips fails the comparison. */
+    private long poisoned(int count) {
+        long address = allocate((long) count * Float.BYTES);
+        stream.fill(address, (byte) 0xFF, (long) count * Float.BYTES);
+        return address;
+    }
+
+    private float[] download(long address, int count) {
+        MemorySegment host = arena.allocate((long) count * Float.BYTES, 16);
+        stream.copyDeviceToHost(address, host, host.byteSize());
+        stream.synchronize();
+        return host.toArray(ValueLayout.JAVA_FLOAT);
+    }
+}

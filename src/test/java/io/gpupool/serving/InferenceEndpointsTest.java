@@ -1,0 +1,457 @@
+package io.gpupool.serving;
+
+import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.serving.fake.TestModel;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.http.HttpHeaders;
+import org.springframework.http.MediaType;
+import org.springframework.test.web.reactive.server.EntityExchangeResult;
+import org.springframework.test.web.reactive.server.WebTestClient;
+import reactor.core.Disposable;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.hamcrest.Matchers.containsString;
+
+/** Every endpoint of the protocol and every error status, over fake devices and test models. */
+class InferenceEndpointsTest {
+
+    private ServingFixture fixture;
+
+    @AfterEach
+    void close() {
+        if (fixture != null) {
+            fixture.close();
+        }
+    }
+
+    private WebTestClient client() {
+        if (fixture == null) {
+            fixture = ServingFixture.builder().build();
+        }
+        return fixture.client;
+    }
+
+    private WebTestClient.ResponseSpec infer(String model, String json) {
+        return client().post().uri("/v2/models/" + model + "/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue(json).exchange();
+    }
+
+    private void expectError(WebTestClient.ResponseSpec response, int status, String messagePart) {
+        response.expectStatus().isEqualTo(status)
+                .expectHeader().contentType(MediaType.APPLICATION_JSON)
+                .expectBody().jsonPath("$.error").value(containsString(messagePart));
+    }
+
+    // ---- health and metadata ----
+
+    @Test
+    void liveAndReadyAnswer200AfterWarmUp() {
+        client().get().uri("/v2/health/live").exchange().expectStatus().isOk();
+        client().get().uri("/v2/health/ready").exchange().expectStatus().isOk();
+        assertThat(fixture.registry.models()).allMatch(ServedModel::isReady);
+    }
+
+    @Test
+    void readinessIs503UntilWarmUpHasRun() {
+        fixture = ServingFixture.builder().noWarmUp().build();
+        expectError(fixture.client.get().uri("/v2/health/ready").exchange(), 503, "warm-up");
+        expectError(fixture.client.get().uri("/v2/models/doubler/ready").exchange(), 503, "not ready");
+        expectError(infer("doubler", "{\"inputs\":[]}"), 503, "not ready");
+        new WarmUp(fixture.registry, fixture.runtimes, 64, 512).run();
+        fixture.client.get().uri("/v2/health/ready").exchange().expectStatus().isOk();
+        fixture.client.get().uri("/v2/models/doubler/ready").exchange().expectStatus().isOk();
+        assertThat(fixture.model("doubler").invocations).as("one max-size dry run").hasValue(1);
+        assertThat(fixture.allocatedBytes()).isZero();
+    }
+
+    @Test
+    void serverMetadataAdvertisesBinaryTensorData() {
+        for (String uri : new String[]{"/v2", "/v2/"}) {
+            client().get().uri(uri).exchange().expectStatus().isOk().expectBody()
+                    .jsonPath("$.name").isEqualTo("gpupool")
+                    .jsonPath("$.version").isEqualTo("test")
+                    .jsonPath("$.extensions[0]").isEqualTo("binary_tensor_data");
+        }
+    }
+
+    @Test
+    void modelMetadataUsesMinusOneForVariableDimensions() {
+        for (String uri : new String[]{"/v2/models/doubler", "/v2/models/doubler/versions/1"}) {
+            client().get().uri(uri).exchange().expectStatus().isOk().expectBody()
+                    .jsonPath("$.name").isEqualTo("doubler")
+                    .jsonPath("$.versions[0]").isEqualTo("1")
+                    .jsonPath("$.platform").isEqualTo("test")
+                    .jsonPath("$.inputs[0].name").isEqualTo("x")
+                    .jsonPath("$.inputs[0].datatype").isEqualTo("FP32")
+                    .jsonPath("$.inputs[0].shape[0]").isEqualTo(-1)
+                    .jsonPath("$.inputs[0].shape[1]").isEqualTo(4)
+                    .jsonPath("$.outputs[1].name").isEqualTo("argmax")
+                    .jsonPath("$.outputs[1].datatype").isEqualTo("INT64");
+        }
+    }
+
+    @Test
+    void modelReadyWithAndWithoutVersion() {
+        client().get().uri("/v2/models/echo/ready").exchange().expectStatus().isOk();
+        client().get().uri("/v2/models/echo/versions/1/ready").exchange().expectStatus().isOk();
+        expectError(client().get().uri("/v2/models/echo/versions/7/ready").exchange(), 404, "no version '7'");
+    }
+
+    @Test
+    void unknownModelOrVersionIs404() {
+        expectError(client().get().uri("/v2/models/nope").exchange(), 404, "unknown model 'nope'");
+        expectError(client().get().uri("/v2/models/nope/ready").exchange(), 404, "unknown model 'nope'");
+        expectError(client().get().uri("/v2/models/doubler/versions/2").exchange(), 404, "no version '2'");
+        expectError(infer("nope", "{}"), 404, "unknown model 'nope'");
+        expectError(client().post().uri("/v2/models/doubler/versions/2/infer").bodyValue("{}").exchange(), 404,
+                "no version '2'");
+    }
+
+    @Test
+    void modelNamesWithPathTricksAre400() {
+        expectError(client().get().uri("/v2/models/{m}", "..").exchange(), 400, "invalid model name");
+        expectError(client().get().uri("/v2/models/{m}", "a b").exchange(), 400, "invalid model name");
+        expectError(client().post().uri("/v2/models/{m}/infer", "..%2F..%2Fetc").bodyValue("{}").exchange(), 400,
+                "invalid model name");
+    }
+
+    @Test
+    void unknownEndpointUnderV2Is404Json() {
+        expectError(client().get().uri("/v2/nothing/here").exchange(), 404, "no endpoint GET /v2/nothing/here");
+    }
+
+    @Test
+    void repositoryIndexListsServedAndFailedModels() {
+        fixture = ServingFixture.builder()
+                .failures(java.util.List.of(new ModelFailure("broken", "1", "config.json: missing hidden_size"))).build();
+        fixture.client.post().uri("/v2/repository/index").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.length()").isEqualTo(4)
+                .jsonPath("$[?(@.name=='doubler')].state").isEqualTo("READY")
+                .jsonPath("$[?(@.name=='doubler')].version").isEqualTo("1")
+                .jsonPath("$[?(@.name=='broken')].state").isEqualTo("UNAVAILABLE")
+                .jsonPath("$[?(@.name=='broken')].reason").isEqualTo("config.json: missing hidden_size");
+        fixture.client.post().uri("/v2/repository/index").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("{\"ready\": true}").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.length()").isEqualTo(3);
+        expectError(fixture.client.post().uri("/v2/repository/index").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("{\"ready\": 3}").exchange(), 400, "'ready' must be true or false");
+    }
+
+    // ---- inference ----
+
+    @Test
+    void nestedJsonTensorIsRowMajorAndIdIsEchoed() {
+        infer("doubler", """
+                {"id": "req-42", "inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32",
+                  "data": [[1, 2, 3, 4], [8, 7, 6, 5]]}]}""")
+                .expectStatus().isOk().expectHeader().contentType(MediaType.APPLICATION_JSON).expectBody()
+                .jsonPath("$.model_name").isEqualTo("doubler")
+                .jsonPath("$.model_version").isEqualTo("1")
+                .jsonPath("$.id").isEqualTo("req-42")
+                .jsonPath("$.outputs[0].name").isEqualTo("y")
+                .jsonPath("$.outputs[0].datatype").isEqualTo("FP32")
+                .jsonPath("$.outputs[0].shape[0]").isEqualTo(2)
+                .jsonPath("$.outputs[0].shape[1]").isEqualTo(4)
+                .jsonPath("$.outputs[0].data[1]").isEqualTo(4.0)
+                .jsonPath("$.outputs[0].data[4]").isEqualTo(16.0)
+                .jsonPath("$.outputs[1].data[0]").isEqualTo(3)
+                .jsonPath("$.outputs[1].data[1]").isEqualTo(0);
+        assertThat(fixture.allocatedBytes()).isZero();
+    }
+
+    @Test
+    void flatJsonAndVersionedUriGiveTheSameAnswer() {
+        client().post().uri("/v2/models/doubler/versions/1/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32",
+                          "data": [1, 2, 3, 4, 8, 7, 6, 5]}]}""")
+                .exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.id").doesNotExist()
+                .jsonPath("$.outputs[0].data[4]").isEqualTo(16.0);
+    }
+
+    @Test
+    void outputsSelectsWhatIsReturned() {
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 9, 3, 4]}],
+                 "outputs": [{"name": "argmax"}]}""")
+                .expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs.length()").isEqualTo(1)
+                .jsonPath("$.outputs[0].name").isEqualTo("argmax")
+                .jsonPath("$.outputs[0].data[0]").isEqualTo(1);
+    }
+
+    @Test
+    void everyDatatypeRoundTripsThroughJson() {
+        infer("echo", """
+                {"inputs": [
+                  {"name": "fp32", "shape": [2], "datatype": "FP32", "data": [1.5, -2.25]},
+                  {"name": "fp16", "shape": [2], "datatype": "FP16", "data": [0.5, 65504]},
+                  {"name": "bf16", "shape": [2], "datatype": "BF16", "data": [1.00390625, 1.01171875]},
+                  {"name": "int64", "shape": [2], "datatype": "INT64", "data": [9007199254740993, -1]},
+                  {"name": "int32", "shape": [2], "datatype": "INT32", "data": [2147483647, -2147483648]},
+                  {"name": "bool", "shape": [2], "datatype": "BOOL", "data": [true, false]}]}""")
+                .expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[0].data[1]").isEqualTo(-2.25)
+                .jsonPath("$.outputs[1].datatype").isEqualTo("FP16")
+                .jsonPath("$.outputs[1].data[0]").isEqualTo(0.5)
+                .jsonPath("$.outputs[1].data[1]").isEqualTo(65504.0)
+                .jsonPath("$.outputs[2].datatype").isEqualTo("BF16")
+                .jsonPath("$.outputs[2].data[0]").isEqualTo(1.0) // ties round to even
+                .jsonPath("$.outputs[2].data[1]").isEqualTo(1.015625)
+                .jsonPath("$.outputs[3].data[0]").isEqualTo(9007199254740993L)
+                .jsonPath("$.outputs[4].data[1]").isEqualTo(Integer.MIN_VALUE)
+                .jsonPath("$.outputs[5].data[0]").isEqualTo(true)
+                .jsonPath("$.outputs[5].data[1]").isEqualTo(false);
+    }
+
+    @Test
+    void binaryTensorDataInBothDirections() {
+        String header = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": 16}}],
+                 "outputs": [{"name": "y", "parameters": {"binary_data": true}}, {"name": "argmax"}]}""";
+        byte[] json = header.getBytes(StandardCharsets.UTF_8);
+        ByteBuffer body = ByteBuffer.allocate(json.length + 16).order(ByteOrder.LITTLE_ENDIAN);
+        body.put(json).putFloat(1).putFloat(-2).putFloat(3.5f).putFloat(0);
+        EntityExchangeResult<byte[]> result = client().post().uri("/v2/models/doubler/infer")
+                .contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, Integer.toString(json.length))
+                .bodyValue(body.array()).exchange()
+                .expectStatus().isOk()
+                .expectHeader().contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .expectBody(byte[].class).returnResult();
+        int jsonLength = Integer.parseInt(result.getResponseHeaders().getFirst(InferenceHandler.HEADER_LENGTH));
+        byte[] response = result.getResponseBody();
+        String responseJson = new String(response, 0, jsonLength, StandardCharsets.UTF_8);
+        assertThat(responseJson).contains("\"binary_data_size\":16").contains("\"name\":\"argmax\"")
+                .contains("\"data\":[2]");
+        ByteBuffer binary = ByteBuffer.wrap(response, jsonLength, response.length - jsonLength).order(ByteOrder.LITTLE_ENDIAN);
+        assertThat(response.length - jsonLength).isEqualTo(16);
+        assertThat(new float[]{binary.getFloat(), binary.getFloat(), binary.getFloat(), binary.getFloat()})
+                .containsExactly(2f, -4f, 7f, 0f);
+    }
+
+    @Test
+    void binaryDataOutputParameterMakesEveryOutputBinary() {
+        EntityExchangeResult<byte[]> result = infer("doubler", """
+                {"parameters": {"binary_data_output": true},
+                 "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isOk().expectHeader().contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .expectBody(byte[].class).returnResult();
+        int jsonLength = Integer.parseInt(result.getResponseHeaders().getFirst(InferenceHandler.HEADER_LENGTH));
+        assertThat(result.getResponseBody().length - jsonLength).isEqualTo(16 + 8);
+    }
+
+    // ---- 400 ----
+
+    @Test
+    void validationErrorsAre400AndNameTheProblem() {
+        expectError(infer("doubler", "{\"inputs\": [{\"name\": \"x\", "), 400, "malformed inference request JSON");
+        expectError(infer("doubler", "{\"inputs\": []}"), 400, "has no inputs");
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "z", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
+                400, "unknown input 'z'");
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "INT32", "data": [1, 2, 3, 4]}]}"""),
+                400, "input 'x' has datatype INT32 but model 'doubler' expects FP32");
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "UINT99", "data": [1, 2, 3, 4]}]}"""),
+                400, "unsupported datatype 'UINT99'");
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
+                400, "shape needs 8 elements but 'data' holds 4");
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}"""),
+                400, "dimension 1 must be 4");
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [9, 4], "datatype": "FP32", "data": [%s]}]}"""
+                        .formatted("1,".repeat(35) + "1")), 400, "batch size 9 is outside 1..8");
+        expectError(infer("tokens", """
+                {"inputs": [{"name": "ids", "shape": [1, 17], "datatype": "INT64", "data": [%s]}]}"""
+                        .formatted("1,".repeat(16) + "1")), 400, "sequence length 17 is outside 1..16");
+        expectError(infer("tokens", """
+                {"inputs": [{"name": "ids", "shape": [1, 2], "datatype": "INT64", "data": [1, 2.5]}]}"""),
+                400, "element 1 (2.5) is not a valid INT64 value");
+        expectError(infer("echo", """
+                {"inputs": [{"name": "fp32", "shape": [1], "datatype": "FP32", "data": [1]}]}"""),
+                400, "missing input 'fp16'");
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
+                 "outputs": [{"name": "nope"}]}"""), 400, "unknown output 'nope'");
+        expectError(infer("doubler", """
+                {"parameters": {"timeout": "soon"},
+                 "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
+                400, "parameter 'timeout' must be a non-negative integer number of microseconds");
+        assertThat(fixture.model("doubler").invocations).as("nothing reached the device").hasValue(0);
+        assertThat(fixture.model("tokens").invocations).hasValue(0);
+    }
+
+    @Test
+    void binaryLengthMismatchIs400() {
+        byte[] json = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": 12}}]}"""
+                .getBytes(StandardCharsets.UTF_8);
+        byte[] body = java.util.Arrays.copyOf(json, json.length + 12);
+        expectError(client().post().uri("/v2/models/doubler/infer")
+                .header(InferenceHandler.HEADER_LENGTH, Integer.toString(json.length))
+                .contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(body).exchange(),
+                400, "binary_data_size is 12 bytes but shape [1, 4] of FP32 needs 16");
+        expectError(client().post().uri("/v2/models/doubler/infer")
+                .header(InferenceHandler.HEADER_LENGTH, "99999")
+                .contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(body).exchange(),
+                400, "Inference-Header-Content-Length is 99999");
+    }
+
+    // ---- 413, 503, 504, 507, 500 ----
+
+    @Test
+    void bodyAboveTheLimitIs413() {
+        fixture = ServingFixture.builder().maxBody(256).build();
+        String big = """
+                {"inputs": [{"name": "x", "shape": [8, 4], "datatype": "FP32", "data": [%s]}]}"""
+                .formatted("1.000001,".repeat(31) + "1");
+        expectError(infer("doubler", big), 413, "request body exceeds the limit of 256 bytes");
+        assertThat(fixture.model("doubler").invocations).hasValue(0);
+    }
+
+    @Test
+    void fullQueueIs503WithRetryAfter() throws Exception {
+        fixture = ServingFixture.builder().streams(1).queue(1).build();
+        TestModel doubler = fixture.model("doubler");
+        CountDownLatch release = new CountDownLatch(1);
+        CountDownLatch started = new CountDownLatch(1);
+        doubler.gate = () -> {
+            started.countDown();
+            await(release);
+        };
+        DeviceWorker worker = fixture.runtimes.getFirst().worker();
+        Disposable running = worker.submit(ctx -> doubler.infer(maxDoublerInput(), java.util.Set.of(), ctx)).subscribe();
+        assertThat(started.await(5, TimeUnit.SECONDS)).isTrue();
+        Disposable queued = worker.submit(ctx -> "queued").subscribe();
+        assertThat(worker.queueDepth()).isEqualTo(1);
+
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isEqualTo(503)
+                .expectHeader().valueEquals(HttpHeaders.RETRY_AFTER, "1")
+                .expectBody().jsonPath("$.error").value(containsString("overloaded"));
+        release.countDown();
+        running.dispose();
+        queued.dispose();
+    }
+
+    @Test
+    void requestTimeoutParameterIsMicrosecondsAnd504() {
+        fixture = ServingFixture.builder().streams(1).build();
+        CountDownLatch release = new CountDownLatch(1);
+        fixture.model("doubler").gate = () -> await(release);
+        expectError(infer("doubler", """
+                {"parameters": {"timeout": 50000},
+                 "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
+                504, "within its timeout of 50000 µs");
+        release.countDown();
+        waitFor(() -> fixture.allocatedBytes() == 0 && fixture.runtimes.getFirst().worker().inFlight() == 0);
+    }
+
+    @Test
+    void serverDefaultTimeoutAppliesWithoutParameter() {
+        fixture = ServingFixture.builder().streams(1).timeout(Duration.ofMillis(100)).build();
+        CountDownLatch release = new CountDownLatch(1);
+        fixture.model("doubler").gate = () -> await(release);
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
+                504, "within its timeout of 100000 µs");
+        release.countDown();
+    }
+
+    @Test
+    void outOfDeviceMemoryIs507() {
+        // The request below needs 8 × 4 × 4 + 1 = 129 bytes of device memory; the device has 100.
+        fixture = ServingFixture.builder().memoryLimit(100).noWarmUp().build();
+        fixture.registry.models().forEach(ServedModel::markReady);
+        String body = """
+                {"inputs": [{"name": "x", "shape": [8, 4], "datatype": "FP32", "data": [%s]}]}"""
+                .formatted("1,".repeat(31) + "1");
+        infer("doubler", body).expectStatus().isEqualTo(507).expectBody().jsonPath("$.error")
+                .value(containsString("out of device memory: requested 129 bytes"));
+        assertThat(fixture.allocatedBytes()).isZero();
+    }
+
+    @Test
+    void unexpectedFailureIs500() {
+        fixture = ServingFixture.builder().build();
+        fixture.model("doubler").gate = () -> {
+            throw new IllegalStateException("kernel table corrupt");
+        };
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
+                500, "kernel table corrupt");
+        assertThat(fixture.allocatedBytes()).isZero();
+    }
+
+    @Test
+    void modelRejectingItsInputIs400() {
+        fixture = ServingFixture.builder().build();
+        fixture.model("doubler").gate = () -> {
+            throw new IllegalArgumentException("token id 500 is outside the vocabulary of 100");
+        };
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
+                400, "model 'doubler' rejected the request: token id 500");
+    }
+
+    @Test
+    void requestGoesToTheLeastLoadedDevice() throws Exception {
+        fixture = ServingFixture.builder().devices(2).streams(1).build();
+        CountDownLatch release = new CountDownLatch(1);
+        CountDownLatch started = new CountDownLatch(1);
+        DeviceWorker device0 = fixture.runtimes.get(0).worker();
+        Disposable busy = device0.submit(ctx -> {
+            started.countDown();
+            await(release);
+            return "busy";
+        }).subscribe();
+        assertThat(started.await(5, TimeUnit.SECONDS)).isTrue();
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isOk();
+        assertThat(fixture.models.get("doubler").get(1).invocations).hasValue(1);
+        assertThat(fixture.models.get("doubler").get(0).invocations).hasValue(0);
+        release.countDown();
+        busy.dispose();
+    }
+
+    private static java.util.List<io.gpupool.model.HostTensor> maxDoublerInput() {
+        return java.util.List.of(new io.gpupool.model.HostTensor("x", io.gpupool.model.DataType.FP32, new long[]{1, 4},
+                java.lang.foreign.MemorySegment.ofArray(new float[4])));
+    }
+
+    static void await(CountDownLatch latch) {
+        try {
+            if (!latch.await(10, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("test latch not released");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+
+    static void waitFor(java.util.function.BooleanSupplier condition) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("condition not met within 5 s");
+            }
+            Thread.onSpinWait();
+        }
+    }
+}

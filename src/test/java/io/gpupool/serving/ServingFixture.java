@@ -1,0 +1,163 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.DataType;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.TensorSpec;
+import io.gpupool.serving.fake.CountingAllocator;
+import io.gpupool.serving.fake.FakeDevice;
+import io.gpupool.serving.fake.TestModel;
+import org.springframework.test.web.reactive.server.WebTestClient;
+import tools.jackson.databind.DeserializationFeature;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The serving stack over fake devices and test models, without Spring: what the configuration
+ * wires, built by hand so each test chooses streams, queue, limits and timeouts.
+ *
+ * <p>Models: {@code doubler} (x FP32 [-1,4] -> y = 2x, argmax INT64 [-1]; max batch 8),
+ * {@code echo} (one input per datatype, echoed as {@code <name>_out}), {@code tokens}
+ * (ids INT64 [-1,-1] -> length INT64 [-1]; max batch 4, max sequence 16).
+ */
+final class ServingFixture implements AutoCloseable {
+
+    static final JsonMapper JSON = JsonMapper.builder()
+            .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES).build();
+
+    final List<FakeDevice> devices = new ArrayList<>();
+    final List<CountingAllocator> allocators = new ArrayList<>();
+    final List<DeviceRuntime> runtimes = new ArrayList<>();
+    final Map<String, Map<Integer, TestModel>> models = new HashMap<>();
+    final ModelRegistry registry;
+    final InferenceService service;
+    final WebTestClient client;
+
+    static Builder builder() {
+        return new Builder();
+    }
+
+    static final class Builder {
+        int deviceCount = 1;
+        int streams = 2;
+        int queue = 8;
+        long memoryLimit = 1L << 30;
+        int maxBody = 1 << 20;
+        Duration timeout = Duration.ofSeconds(10);
+        boolean warmUp = true;
+        List<ModelFailure> failures = List.of();
+
+        Builder devices(int n) { deviceCount = n; return this; }
+        Builder streams(int n) { streams = n; return this; }
+        Builder queue(int n) { queue = n; return this; }
+        Builder memoryLimit(long bytes) { memoryLimit = bytes; return this; }
+        Builder maxBody(int bytes) { maxBody = bytes; return this; }
+        Builder timeout(Duration d) { timeout = d; return this; }
+        Builder noWarmUp() { warmUp = false; return this; }
+        Builder failures(List<ModelFailure> f) { failures = f; return this; }
+
+        ServingFixture build() {
+            return new ServingFixture(this);
+        }
+    }
+
+    private ServingFixture(Builder b) {
+        for (int i = 0; i < b.deviceCount; i++) {
+            FakeDevice device = new FakeDevice(i);
+            CountingAllocator allocator = new CountingAllocator(b.memoryLimit);
+            devices.add(device);
+            allocators.add(allocator);
+            runtimes.add(new DeviceRuntime(device, allocator, allocator, null,
+                    new DeviceWorker(device, allocator, null, b.streams, b.queue)));
+        }
+        List<ServedModel> served = new ArrayList<>();
+        served.add(serve("doubler", () -> new TestModel("doubler", 8, 0,
+                List.of(new TensorSpec("x", DataType.FP32, new long[]{-1, 4})),
+                List.of(new TensorSpec("y", DataType.FP32, new long[]{-1, 4}),
+                        new TensorSpec("argmax", DataType.INT64, new long[]{-1})),
+                ServingFixture::doubler)));
+        List<TensorSpec> echoInputs = new ArrayList<>();
+        List<TensorSpec> echoOutputs = new ArrayList<>();
+        for (DataType type : List.of(DataType.FP32, DataType.FP16, DataType.BF16, DataType.INT64, DataType.INT32,
+                DataType.BOOL)) {
+            echoInputs.add(new TensorSpec(type.name().toLowerCase(), type, new long[]{-1}));
+            echoOutputs.add(new TensorSpec(type.name().toLowerCase() + "_out", type, new long[]{-1}));
+        }
+        served.add(serve("echo", () -> new TestModel("echo", 1000, 0, echoInputs, echoOutputs,
+                in -> in.stream().map(t -> new HostTensor(t.name() + "_out", t.dataType(), t.shape(),
+                        copy(t.data()))).toList())));
+        served.add(serve("tokens", () -> new TestModel("tokens", 4, 16,
+                List.of(new TensorSpec("ids", DataType.INT64, new long[]{-1, -1})),
+                List.of(new TensorSpec("length", DataType.INT64, new long[]{-1})),
+                in -> {
+                    long[] shape = in.getFirst().shape();
+                    MemorySegment out = MemorySegment.ofArray(new long[(int) shape[0]]);
+                    for (int i = 0; i < shape[0]; i++) {
+                        out.setAtIndex(ValueLayout.JAVA_LONG, i, shape[1]);
+                    }
+                    return List.of(new HostTensor("length", DataType.INT64, new long[]{shape[0]}, out));
+                })));
+        registry = new ModelRegistry(served, b.failures);
+        WarmUp warmUp = new WarmUp(registry, runtimes, 64, 512);
+        if (b.warmUp) {
+            warmUp.run();
+            models.values().forEach(m -> m.values().forEach(t -> t.invocations.set(0)));
+        }
+        service = new InferenceService(runtimes, JSON);
+        RequestDecoder decoder = new RequestDecoder(JSON, 64, 512, b.timeout);
+        InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody);
+        client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler)).build();
+    }
+
+    private ServedModel serve(String name, java.util.function.Supplier<TestModel> factory) {
+        Map<Integer, TestModel> replicas = new HashMap<>();
+        for (FakeDevice device : devices) {
+            replicas.put(device.index(), factory.get());
+        }
+        models.put(name, replicas);
+        return new ServedModel(new HashMap<>(replicas));
+    }
+
+    TestModel model(String name) {
+        return models.get(name).get(0);
+    }
+
+    long allocatedBytes() {
+        return allocators.stream().mapToLong(a -> a.allocatedBytes.get()).sum();
+    }
+
+    static List<HostTensor> doubler(List<HostTensor> inputs) {
+        HostTensor x = inputs.getFirst();
+        int rows = (int) x.shape()[0];
+        float[] y = new float[rows * 4];
+        long[] argmax = new long[rows];
+        for (int r = 0; r < rows; r++) {
+            int best = 0;
+            for (int c = 0; c < 4; c++) {
+                float v = x.data().getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, r * 4L + c);
+                y[r * 4 + c] = 2 * v;
+                if (v > x.data().getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, r * 4L + best)) {
+                    best = c;
+                }
+            }
+            argmax[r] = best;
+        }
+        return List.of(new HostTensor("y", DataType.FP32, new long[]{rows, 4}, MemorySegment.ofArray(y)),
+                new HostTensor("argmax", DataType.INT64, new long[]{rows}, MemorySegment.ofArray(argmax)));
+    }
+
+    private static MemorySegment copy(MemorySegment data) {
+        return MemorySegment.ofArray(data.toArray(ValueLayout.JAVA_BYTE));
+    }
+
+    @Override
+    public void close() {
+        runtimes.forEach(r -> r.worker().close());
+    }
+}

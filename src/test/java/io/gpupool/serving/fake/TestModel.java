@@ -1,0 +1,100 @@
+package io.gpupool.serving.fake;
+
+import io.gpupool.memory.DeviceBlock;
+import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.TensorSpec;
+
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+
+/**
+ * A model for serving tests: computes on the host with {@code compute}, but first takes device
+ * memory for its inputs from the context's allocator on the leased stream (and gives it back), so
+ * that tests see allocation, out-of-memory and leaks as the real models cause them. {@code gate}
+ * runs before computing and lets a test hold a request on its stream.
+ */
+public final class TestModel implements InferenceModel {
+
+    private final String name;
+    private final int maxBatch;
+    private final int maxSequence;
+    private final List<TensorSpec> inputs;
+    private final List<TensorSpec> outputs;
+    private final Function<List<HostTensor>, List<HostTensor>> compute;
+    public volatile Runnable gate = () -> { };
+    public final AtomicInteger invocations = new AtomicInteger();
+    public final AtomicInteger devicesUsed = new AtomicInteger(-1);
+    public volatile boolean closed;
+
+    public TestModel(String name, int maxBatch, int maxSequence, List<TensorSpec> inputs, List<TensorSpec> outputs,
+                     Function<List<HostTensor>, List<HostTensor>> compute) {
+        this.name = name;
+        this.maxBatch = maxBatch;
+        this.maxSequence = maxSequence;
+        this.inputs = inputs;
+        this.outputs = outputs;
+        this.compute = compute;
+    }
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public String version() {
+        return "1";
+    }
+
+    @Override
+    public String platform() {
+        return "test";
+    }
+
+    @Override
+    public List<TensorSpec> inputs() {
+        return inputs;
+    }
+
+    @Override
+    public List<TensorSpec> outputs() {
+        return outputs;
+    }
+
+    @Override
+    public int maxBatchSize() {
+        return maxBatch;
+    }
+
+    @Override
+    public int maxSequenceLength() {
+        return maxSequence;
+    }
+
+    @Override
+    public List<HostTensor> infer(List<HostTensor> given, Set<String> requestedOutputs, ExecutionContext context) {
+        invocations.incrementAndGet();
+        devicesUsed.set(context.stream().device().index());
+        long bytes = 1;
+        for (HostTensor tensor : given) {
+            bytes += tensor.data().byteSize();
+        }
+        DeviceBlock scratch = context.allocator().allocate(bytes, context.stream());
+        try {
+            gate.run();
+            return compute.apply(given).stream()
+                    .filter(t -> requestedOutputs.isEmpty() || requestedOutputs.contains(t.name())).toList();
+        } finally {
+            scratch.release();
+        }
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+    }
+}

