@@ -153,8 +153,7 @@ final class BuddyLevel {
                 if (sizes[j] == 0) {
                     continue;
                 }
-                key = lists[j][--sizes[j]];
-                counts.lazySet(j, sizes[j]);
+                key = popLowest(j);
                 chunks.get((int) (key >>> 24)).liveUnits.addAndGet(1L << j);
             } finally {
                 lock.unlock();
@@ -208,6 +207,27 @@ final class BuddyLevel {
         if (merge) {
             coalesce(order, false);
         }
+    }
+
+    /**
+     * Removes and returns the lowest key of order {@code k} (oldest chunk, lowest offset): address-
+     * ordered reuse keeps live blocks packed at low addresses so that high blocks stay whole and
+     * merge. A linear scan: lists stay short because merges run once they pass the threshold.
+     */
+    private long popLowest(int k) {
+        long[] list = lists[k];
+        int last = sizes[k] - 1;
+        int lowest = last;
+        for (int i = last - 1; i >= 0; i--) {
+            if (list[i] < list[lowest]) {
+                lowest = i;
+            }
+        }
+        long key = list[lowest];
+        list[lowest] = list[last];
+        sizes[k] = last;
+        counts.lazySet(k, last);
+        return key;
     }
 
     private void pushLocked(int order, long key) {
