@@ -34,8 +34,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <h2>Allocate a run of n units (n &lt;= 2^top)</h2>
  * <ol>
- *   <li>k = ceil(log2 n). For j = k .. top: if order j's list is non-empty (racy hint), lock j, pop,
- *       add 2^j to the chunk's live units, unlock. None found: return -1 (the pool coalesces or grows).</li>
+ *   <li>k = ceil(log2 n). For j = k .. top: if order j's list is non-empty (racy hint), lock j, pop the
+ *       lowest key (address-ordered: oldest chunk, lowest offset; keeps high blocks whole), add 2^j
+ *       to the chunk's live units, unlock. None found: return -1 (the pool coalesces or grows).</li>
  *   <li>Split: while j &gt; k, j--, push the upper half (offset + 2^j) onto order j.</li>
  *   <li>Tail trimming: the run keeps [o, o + n); the tail [o + n, o + 2^k) is pushed back as the
  *       largest aligned blocks that fit, so a 10 u request holds 10 u, not 16 u.</li>

@@ -62,8 +62,16 @@ import java.util.concurrent.locks.ReentrantLock;
  * Local level: an owner word per stream (see {@link LocalCache}). Global level: one lock per buddy
  * order and one per small class (see {@link BuddyLevel}); merges hold two adjacent order locks,
  * chunk release holds all. Growth, recovery and chunk release are serialised by the grow lock, and
- * the source is called under it but outside every order lock. Lock order: owner word, grow lock,
- * order locks ascending / class locks. Nobody holding an owner word takes the grow lock.
+ * the source is called under it but outside every order lock. Lock order: grow lock, owner words,
+ * order locks ascending / class locks, fence-set monitors (leaves). Nobody holding an owner word
+ * takes the grow lock; recovery holds the grow lock and claims owner words to flush the caches.
+ *
+ * <h2>Housekeeping</h2>
+ * Nothing runs in the background: the owner of the pool calls {@link #maintain()} periodically
+ * (idle local classes, idle empty chunks and cached dedicated chunks go back) and {@link #trim()} on
+ * demand. Freed dedicated chunks (above the maximum block) wait in a small cache (at most
+ * {@value #LARGE_CACHE_ENTRIES}) for a request at most 1/8 smaller; a miss returns cached ones
+ * first, so the cache does not raise the peak.
  *
  * <h2>Statistics</h2>
  * Never locked. Local hits and local frees are single-writer counters in each {@link LocalCache};
