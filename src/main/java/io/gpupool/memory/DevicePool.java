@@ -771,12 +771,13 @@ public final class DevicePool implements DeviceAllocator {
                 .append(blocks).append(" block(s) outstanding, ").append(format(metrics.allocatedBytes()))
                 .append(" (requested ").append(format(metrics.requestedBytes())).append(")");
         if (tracked.isEmpty()) {
-            text.append("; set trackAllocationSites to list each block with its allocation site");
+            text.append("; stream unknown (set trackAllocationSites to record stream and allocation site):");
+            describeByScan(text);
         }
         for (DeviceBlock block : tracked) {
-            text.append("\n  ").append(format(block.size())).append(" (requested ").append(block.requestedBytes())
-                    .append(" B) on stream ").append(block.stream().ordinal()).append(" at 0x")
-                    .append(Long.toHexString(block.address()));
+            text.append("\n  ").append(block.size()).append(" B (").append(format(block.size())).append(", requested ")
+                    .append(block.requestedBytes()).append(" B) on stream ").append(block.stream().ordinal())
+                    .append(" at 0x").append(Long.toHexString(block.address()));
             if (block.allocationSite() != null) {
                 for (StackTraceElement frame : block.allocationSite().getStackTrace()) {
                     String owner = frame.getClassName();
@@ -788,6 +789,53 @@ public final class DevicePool implements DeviceAllocator {
             }
         }
         return text.toString();
+    }
+
+    /**
+     * Lists outstanding memory without a registry (caches already flushed): small objects from the
+     * slab bitmaps, buddy runs as the gaps between free blocks and slabs of each chunk (adjacent
+     * outstanding runs show as one), dedicated chunks whole.
+     */
+    private void describeByScan(StringBuilder text) {
+        int[] listed = {0};
+        int limit = 32;
+        java.util.function.BiConsumer<Long, Long> line = (address, size) -> {
+            if (listed[0]++ < limit) {
+                text.append("\n  ").append(size).append(" B (").append(format(size)).append(") at 0x")
+                        .append(Long.toHexString(address));
+            }
+        };
+        java.util.Map<Integer, List<long[]>> busy = new java.util.HashMap<>();
+        small.forEachTaken(line, run -> busy.computeIfAbsent(BuddyLevel.chunkId(run), id -> new ArrayList<>())
+                .add(new long[] {BuddyLevel.offset(run), BuddyLevel.length(run)}));
+        long[][] free = buddy.snapshotFree();
+        for (int k = 0; k < free.length; k++) {
+            for (long key : free[k]) {
+                busy.computeIfAbsent((int) (key >>> 24), id -> new ArrayList<>())
+                        .add(new long[] {key & BuddyLevel.OFFSET_MASK, 1L << k});
+            }
+        }
+        for (Chunk chunk : chunks.all()) {
+            if (chunk.dedicated) {
+                line.accept(chunk.address, chunk.bytes);
+                continue;
+            }
+            List<long[]> covered = busy.getOrDefault(chunk.id, List.of());
+            covered.sort(java.util.Comparator.comparingLong(r -> r[0]));
+            long position = 0;
+            for (long[] range : covered) {
+                if (range[0] > position) {
+                    line.accept(chunk.address + (position << unitShift), (range[0] - position) << unitShift);
+                }
+                position = Math.max(position, range[0] + range[1]);
+            }
+            if (position < chunk.units) {
+                line.accept(chunk.address + (position << unitShift), (chunk.units - position) << unitShift);
+            }
+        }
+        if (listed[0] > limit) {
+            text.append("\n  ... and ").append(listed[0] - limit).append(" more");
+        }
     }
 
     private OutOfDeviceMemoryException outOfMemory(long requested, long recovered, OutOfDeviceMemoryException cause) {

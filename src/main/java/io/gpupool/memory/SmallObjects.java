@@ -267,6 +267,28 @@ final class SmallObjects {
         slab.roomIndex = -1;
     }
 
+    /** Calls {@code sink} with (address, size) of every object still taken, plus the slab runs (leak reports). */
+    void forEachTaken(java.util.function.BiConsumer<Long, Long> objects, java.util.function.LongConsumer slabRuns) {
+        for (Slab slab : slabTable) {
+            if (slab == null) {
+                continue;
+            }
+            slabRuns.accept(slab.runHandle);
+            long size = classes.size(slab.sizeClass);
+            ClassArena arena = arenas[slab.sizeClass];
+            arena.lock.lock();
+            try {
+                for (int i = 0; i < slab.capacity; i++) {
+                    if ((slab.bitmap[i >>> 6] & (1L << (i & 63))) != 0) {
+                        objects.accept(slab.address + i * size, size);
+                    }
+                }
+            } finally {
+                arena.lock.unlock();
+            }
+        }
+    }
+
     /** Per-class statistics, read without locks. */
     List<io.gpupool.memory.metric.SizeClassMetric> metrics(long minBlockBytes) {
         List<io.gpupool.memory.metric.SizeClassMetric> result = new ArrayList<>();

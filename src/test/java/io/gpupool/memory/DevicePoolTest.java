@@ -294,7 +294,7 @@ class DevicePoolTest {
         pool.allocate(1000, s0).release();
         assertThatThrownBy(pool::close).isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("1 block(s) outstanding")
-                .hasMessageContaining("4.00 MiB (requested 3145728 B) on stream 3")
+                .hasMessageContaining("4194304 B (4.00 MiB, requested 3145728 B) on stream 3")
                 .hasMessageContaining("closeReportsOutstandingBlocksWithTheirAllocationSite");
         assertThat(source.liveChunks()).as("memory still goes back").isZero();
     }
@@ -302,9 +302,15 @@ class DevicePoolTest {
     @Test
     void closeWithoutTrackingStillCountsOutstandingBlocks() {
         DevicePool pool = new DevicePool(source, PoolConfig.defaults());
-        pool.allocate(3 * MIB, s0);
-        assertThatThrownBy(pool::close).hasMessageContaining("1 block(s) outstanding, 4.00 MiB")
-                .hasMessageContaining("trackAllocationSites");
+        DeviceBlock run = pool.allocate(3 * MIB, s0);
+        DeviceBlock object = pool.allocate(3000, s0);
+        DeviceBlock big = pool.allocate(300 * MIB, s0);
+        pool.allocate(5000, s0).release();
+        assertThatThrownBy(pool::close).hasMessageContaining("3 block(s) outstanding")
+                .hasMessageContaining("trackAllocationSites")
+                .hasMessageContaining("4194304 B (4.00 MiB) at 0x" + Long.toHexString(run.address()))
+                .hasMessageContaining("3072 B (3.00 KiB) at 0x" + Long.toHexString(object.address()))
+                .hasMessageContaining("314572800 B (300.00 MiB) at 0x" + Long.toHexString(big.address()));
         assertThatThrownBy(() -> pool.allocate(1, s0)).hasMessageContaining("closed");
     }
 
