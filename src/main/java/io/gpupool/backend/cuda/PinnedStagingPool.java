@@ -84,14 +84,24 @@ final class PinnedStagingPool implements AutoCloseable {
         }
         this.slotBytes = slotBytes;
         this.permits = new Semaphore(maxSlots);
+        PoolConfig config = poolConfig(slotBytes, slotsPerChunk, maxSlots);
+        this.capBytes = config.capBytes();
+        this.pool = new DevicePool(new PinnedHostChunkSource(device, capBytes), config);
+    }
+
+    /**
+     * The staging pool's configuration: growth in chunks of {@code slotsPerChunk} slots (at least one
+     * 2 MiB block), capped at {@code maxSlots} slots (rounded up to 2 MiB), a local cache of four
+     * slots per stream, idle chunks returned after 30 s.
+     */
+    static PoolConfig poolConfig(long slotBytes, int slotsPerChunk, int maxSlots) {
         long minBlock = 2 * MIB;
         long maxBlock = Math.max(minBlock, Long.highestOneBit(slotBytes - 1) << 1);
         long step = Math.max(maxBlock, roundUp(slotBytes * slotsPerChunk, minBlock));
-        this.capBytes = Math.max(step, roundUp(slotBytes * maxSlots, minBlock));
-        PoolConfig config = new PoolConfig(AllocatorMode.TWO_LEVEL, minBlock, maxBlock, GrowthPolicy.LAZY, 0,
-                step, step, capBytes, 1.0, 4 * slotBytes, 16, Duration.ofSeconds(10), 10, 0,
+        long cap = Math.max(step, roundUp(slotBytes * maxSlots, minBlock));
+        return new PoolConfig(AllocatorMode.TWO_LEVEL, minBlock, maxBlock, GrowthPolicy.LAZY, 0,
+                step, step, cap, 1.0, 4 * slotBytes, 16, Duration.ofSeconds(10), 10, 0,
                 Duration.ofSeconds(30), false);
-        this.pool = new DevicePool(new PinnedHostChunkSource(device, capBytes), config);
     }
 
     long slotBytes() {
