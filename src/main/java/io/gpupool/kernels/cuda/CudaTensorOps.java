@@ -25,7 +25,8 @@ import java.util.Objects;
  *                                                                                  shape the others reject
  *                 gemm/gemm_tc_{tf32,bf16}_128   (⌈out/128⌉, ⌈rows/128⌉)     256   enough 128² tiles
  *                 gemm/gemm_tc_{tf32,bf16}_64    (⌈out/64⌉,  ⌈rows/64⌉)      128   small products
- *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   by head size
+ *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   FP32, by head size
+ *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
  *   pool          ops/pool_cls | ops/pool_mean   (batch)                     ≤256
  *   softmax       ops/softmax_rows               (rows)                      ≤256
@@ -39,7 +40,9 @@ import java.util.Objects;
  * BF16 rounds to nearest-even 8 bits), so no bf16 copy of the weights is needed. The tensor-core kernels need
  * {@code in % 4 == 0} and 16-byte aligned x and weight; other shapes fall back to the FP32 kernel.
  *
- * <p>Attention, LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
+ * <p>Attention computes in FP32, except under {@link Precision#BF16} with head size 64 (BERT-base and most
+ * BERT-family models), where a tensor-core kernel rounds Q, K, V and the probabilities to bf16 (FP32 softmax and
+ * accumulation). LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
  * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0.
  *
  * <p>Arguments are checked (positive dimensions, non-null required pointers) with messages naming the
@@ -54,9 +57,11 @@ public final class CudaTensorOps implements TensorOps {
     private static final int ROW_BLOCK = 256;
     /**
      * Fewer 128×128 output tiles than this and a tensor-core product runs with 64×64 tiles instead, so that
-     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200).
+     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200). Measured on
+     * an H200: with 192 large tiles the 64×64 kernel was 2–10% faster, with 576 and more the 128×128 one was
+     * up to 17% faster (tools/cuda-harness/NOTES.md).
      */
-    static final int LARGE_TILE_MIN_BLOCKS = 264;
+    static final int LARGE_TILE_MIN_BLOCKS = 384;
 
     private final ComputeDevice device;
     private final Precision precision;
@@ -66,6 +71,7 @@ public final class CudaTensorOps implements TensorOps {
     private final KernelFunction attention32;
     private final KernelFunction attention64;
     private final KernelFunction attention128;
+    private final KernelFunction attentionBf16;
     private final KernelFunction embeddingSum;
     private final KernelFunction addLayerNorm;
     private final KernelFunction poolCls;
@@ -91,6 +97,7 @@ public final class CudaTensorOps implements TensorOps {
         attention32 = attention.function("attention_d32");
         attention64 = attention.function("attention_d64");
         attention128 = attention.function("attention_d128");
+        attentionBf16 = attention.function("attention_bf16_d64");
         embeddingSum = ops.function("embedding_sum");
         addLayerNorm = ops.function("add_layer_norm");
         poolCls = ops.function("pool_cls");
@@ -176,6 +183,14 @@ public final class CudaTensorOps implements TensorOps {
         positive("headDim", headDim);
         pointer("qkv", qkv);
         pointer("context", context);
+        if (heads > 65535 || batch > 65535) {
+            throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
+        }
+        if (precision == Precision.BF16 && headDim == 64 && (qkv & 15) == 0) {
+            stream.launch(attentionBf16, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0,
+                    qkv, attentionMask, context, seq, heads);
+            return;
+        }
         KernelFunction kernel;
         if (headDim <= 32) {
             kernel = attention32;
@@ -186,9 +201,6 @@ public final class CudaTensorOps implements TensorOps {
         } else {
             throw new IllegalArgumentException("headDim " + headDim + " is not supported by the CUDA attention "
                     + "kernels (at most 128)");
-        }
-        if (heads > 65535 || batch > 65535) {
-            throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
         }
         stream.launch(kernel, ceilDiv(seq, 32), heads, batch, 128, 1, 1, 0,
                 qkv, attentionMask, context, seq, heads, headDim);
