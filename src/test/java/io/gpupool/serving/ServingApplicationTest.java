@@ -1,9 +1,16 @@
 package io.gpupool.serving;
 
+import io.gpupool.GpuPoolApplication;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.context.TypeExcludeFilter;
+import org.springframework.boot.context.properties.ConfigurationPropertiesScan;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.ComponentScan;
+import org.springframework.context.annotation.FilterType;
 import org.springframework.boot.webtestclient.autoconfigure.AutoConfigureWebTestClient;
 import org.springframework.http.MediaType;
 import org.springframework.test.web.reactive.server.WebTestClient;
@@ -13,10 +20,23 @@ import java.time.Duration;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The whole application on the host backend with the shipped example models (models/). */
-@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-        properties = {"gpupool.backend=host", "gpupool.serving.max-batch-size=16"})
+@SpringBootTest(classes = ServingApplicationTest.Application.class,
+        webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = {"gpupool.backend=host", "gpupool.serving.max-batch-size=16"})
 @AutoConfigureWebTestClient
 class ServingApplicationTest {
+
+    /**
+     * {@link GpuPoolApplication} as it ships, except that other test suites' own Spring Boot
+     * configurations under src/test (e.g. the operations layer alone) are not scanned in.
+     */
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @ConfigurationPropertiesScan(basePackageClasses = GpuPoolApplication.class)
+    @ComponentScan(basePackageClasses = GpuPoolApplication.class, excludeFilters = {
+            @ComponentScan.Filter(type = FilterType.CUSTOM, classes = TypeExcludeFilter.class),
+            @ComponentScan.Filter(type = FilterType.ANNOTATION, classes = SpringBootConfiguration.class)})
+    static class Application {
+    }
 
     @Autowired
     WebTestClient client;
