@@ -96,13 +96,17 @@ class ServerProcessE2eTest {
             boolean bert = random.nextBoolean();
             String model = bert ? "tiny-bert" : "iris-mlp";
             String body = bert ? bertRequest(random, 1 + random.nextInt(8), 1 + random.nextInt(64))
-                    : irisRequest(random, 1 + random.nextInt(256));
+                    : irisRequest(random, 1 + random.nextInt(64)); // 64: gpupool.serving.max-batch-size
             if (i % 5 == 4) {
                 cancelled++;
                 int hangUpAfterMillis = random.nextInt(20);
                 answered.add(clients.submit(() -> hangUp(model, body, hangUpAfterMillis)));
             } else {
-                answered.add(clients.submit(() -> post("/v2/models/" + model + "/infer", body).statusCode()));
+                answered.add(clients.submit(() -> {
+                    HttpResponse<String> response = post("/v2/models/" + model + "/infer", body);
+                    assertThat(response.statusCode()).as("%s answered %s", model, response.body()).isEqualTo(200);
+                    return 200;
+                }));
             }
         }
         int ok = 0;
@@ -138,6 +142,11 @@ class ServerProcessE2eTest {
             assertThat(device.get("counters").get("allocations").asLong())
                     .isEqualTo(device.get("counters").get("frees").asLong());
         }
+        // Some hang-ups arrived while their request was still queued or running: the server saw them.
+        JsonNode cancelledRequests = JSON.readTree(get("/actuator/metrics/gpupool.inference.requests?tag=outcome:cancelled",
+                managementPort).body());
+        assertThat(cancelledRequests.get("measurements").get(0).get("value").asDouble())
+                .as("requests the server counted as cancelled by their client").isPositive();
         // And the server still answers afterwards.
         assertThat(post("/v2/models/iris-mlp/infer", irisRequest(random, 3)).statusCode()).isEqualTo(200);
     }
