@@ -55,7 +55,7 @@ COPY docker/healthcheck.sh /usr/local/bin/gpupool-healthcheck
 # JDK_JAVA_OPTIONS: JVM flags operators may replace (heap, GC); the java launcher reads it.
 ENV SPRING_CONFIG_ADDITIONAL_LOCATION=optional:file:/config/ \
     SPRING_PROFILES_ACTIVE=production \
-    GPUPOOL_MODELS_REPOSITORY=/models \
+    GPUPOOL_MODELS_PATH=/models \
     MANAGEMENT_PORT=8081 \
     JDK_JAVA_OPTIONS="-XX:MaxRAMPercentage=75.0"
 USER 10001:10001

@@ -1,6 +1,5 @@
 package io.gpupool.serving;
 
-import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.serving.protocol.ErrorBody;
 import io.gpupool.serving.protocol.ModelMetadata;
@@ -198,30 +197,22 @@ public final class InferenceHandler {
     }
 
     /**
-     * The status for a failure: a {@link ServingException} carries its own (400, 404, 413, 503 with
-     * Retry-After, 504); {@link OutOfDeviceMemoryException} is 507 (the pool already tried to recover);
-     * anything else is a bug: 500, logged with its stack trace.
+     * The answer for a failure, with the status {@link ErrorStatus} decides; 503 carries Retry-After;
+     * a 500 is a bug and is logged with its stack trace.
      */
     Mono<ServerResponse> error(Throwable failure) {
-        int status;
+        int status = ErrorStatus.of(failure);
         String message;
         long retryAfter = 0;
-        switch (failure) {
-            case ServingException serving -> {
-                status = serving.status();
-                message = serving.getMessage();
-                retryAfter = serving.retryAfterSeconds();
-            }
-            case OutOfDeviceMemoryException oom -> {
-                status = 507;
-                message = "out of device memory: " + oom.getMessage();
-                log.warn("Inference failed for lack of device memory: {}", oom.getMessage());
-            }
-            default -> {
-                status = 500;
-                message = "internal error: " + failure;
-                log.error("Inference request failed with an unexpected error", failure);
-            }
+        if (failure instanceof ServingException serving) {
+            message = serving.getMessage();
+            retryAfter = serving.retryAfterSeconds();
+        } else if (status == 507) {
+            message = "out of device memory: " + failure.getMessage();
+            log.warn("Inference failed for lack of device memory: {}", failure.getMessage());
+        } else {
+            message = "internal error: " + failure;
+            log.error("Inference request failed with an unexpected error", failure);
         }
         ServerResponse.BodyBuilder builder = ServerResponse.status(status).contentType(MediaType.APPLICATION_JSON);
         if (retryAfter > 0) {

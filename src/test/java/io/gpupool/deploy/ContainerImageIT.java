@@ -55,6 +55,8 @@ import tools.jackson.databind.node.ObjectNode;
 class ContainerImageIT {
 
     private static final String MODEL = "iris-mlp";
+    /** The production profile refuses to start without an operator password. */
+    private static final String OPERATOR_PASSWORD = "container-test-only";
     private static final JsonMapper JSON = JsonMapper.builder().build();
 
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
@@ -103,6 +105,7 @@ class ContainerImageIT {
             .withEnv("SERVER_PORT", Integer.toString(appPort))
             .withEnv("MANAGEMENT_SERVER_PORT", Integer.toString(managementPort))
             .withEnv("MANAGEMENT_PORT", Integer.toString(managementPort))
+            .withEnv("GPUPOOL_SECURITY_OPERATOR_PASSWORD", OPERATOR_PASSWORD)
             .withEnv("JDK_JAVA_OPTIONS", "-Xmx512m")
             .withCopyFileToContainer(MountableFile.forHostPath(models), "/models/" + MODEL)
             .withLogConsumer((OutputFrame frame) -> logs.add(frame.getUtf8StringWithoutLineEnding()))

@@ -280,9 +280,6 @@ class InferenceEndpointsTest {
         expectError(infer("tokens", """
                 {"inputs": [{"name": "ids", "shape": [1, 2], "datatype": "INT64", "data": [1, 2.5]}]}"""),
                 400, "element 1 (2.5) is not a valid INT64 value");
-        expectError(infer("echo", """
-                {"inputs": [{"name": "fp32", "shape": [1], "datatype": "FP32", "data": [1]}]}"""),
-                400, "missing input 'fp16'");
         expectError(infer("doubler", """
                 {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
                  "outputs": [{"name": "nope"}]}"""), 400, "unknown output 'nope'");
