@@ -264,6 +264,7 @@ public final class DevicePool implements DeviceAllocator {
 
     private long growAndAllocate(int units) {
         long bytes = (long) units << unitShift;
+        long blockBytes = minBlock << BuddyLevel.ceilLog2(units);  // a chunk must hold one block of the run's order
         growLock.lock();
         try {
             long handle = buddy.allocate(units);                   // someone else may have grown
@@ -281,7 +282,7 @@ public final class DevicePool implements DeviceAllocator {
             OutOfDeviceMemoryException refusal = null;
             if (config.growthPolicy() != GrowthPolicy.EAGER) {
                 try {
-                    growLazily(bytes);
+                    growLazily(blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                 }
@@ -298,12 +299,18 @@ public final class DevicePool implements DeviceAllocator {
             if (handle >= 0) {
                 return handle;
             }
-            if (config.growthPolicy() != GrowthPolicy.EAGER) {    // steps 5-6: grow by exactly the request
+            // steps 5-6: grow by one block of the request's order; other streams allocate without the
+            // grow lock and may take the new chunk first, hence a few attempts
+            for (int attempt = 0; attempt < 3 && config.growthPolicy() != GrowthPolicy.EAGER; attempt++) {
                 try {
-                    grow(bytes);
-                    return buddy.allocate(units);
+                    grow(blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
+                    break;
+                }
+                handle = buddy.allocate(units);
+                if (handle >= 0) {
+                    return handle;
                 }
             }
             failures.increment();
@@ -623,8 +630,7 @@ public final class DevicePool implements DeviceAllocator {
      * stays claimed for good, so a thread still holding it goes to the global level.
      */
     private void retire(LocalCache cache) {
-        cache.claim();
-        cache.flushAllClaimed();
+        cache.retire();
         long hits = cache.stat(LocalCache.HITS);
         retiredLocalHits.add(hits);
         allocations.add(hits);
