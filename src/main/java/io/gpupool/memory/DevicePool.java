@@ -520,9 +520,14 @@ public final class DevicePool implements DeviceAllocator {
         freedBytes.add(block.size());
         freedRequested.add(block.requestedBytes());
         Chunk chunk = chunks.get((int) (block.handle() & (BuddyLevel.MAX_CHUNKS - 1)));
-        FenceSet.Shared fence = new FenceSet.Shared(stream.recordFence(), stream.ordinal());
-        chunk.fences.add(fence);
-        fence.release();
+        StreamFence recorded = stream.recordFence();
+        if (recorded.isComplete()) {
+            recorded.close();
+        } else {
+            FenceSet.Shared fence = new FenceSet.Shared(recorded, stream.ordinal());
+            chunk.fences.add(fence);
+            fence.release();
+        }
         Chunk evicted = null;
         synchronized (largeFree) {
             chunk.emptySinceNanos = System.nanoTime();
@@ -539,7 +544,13 @@ public final class DevicePool implements DeviceAllocator {
 
     /** Frees handles from {@code stream} into the global level under one fence recorded on the stream. */
     void returnToGlobal(AllocationStream stream, long[] handles, int from, int to) {
-        FenceSet.Shared fence = new FenceSet.Shared(stream.recordFence(), stream.ordinal());
+        StreamFence recorded = stream.recordFence();
+        FenceSet.Shared fence = null;
+        if (recorded.isComplete()) {
+            recorded.close();                                      // nothing queued: no one needs to wait
+        } else {
+            fence = new FenceSet.Shared(recorded, stream.ordinal());
+        }
         List<SmallObjects.Slab> released = null;
         try {
             for (int i = from; i < to; i++) {
@@ -550,12 +561,16 @@ public final class DevicePool implements DeviceAllocator {
                     }
                     small.giveBack(handles, i, i + 1, fence, released);
                 } else {
-                    chunks.get(BuddyLevel.chunkId(handle)).fences.add(fence);
+                    if (fence != null) {
+                        chunks.get(BuddyLevel.chunkId(handle)).fences.add(fence);
+                    }
                     buddy.free(handle);
                 }
             }
         } finally {
-            fence.release();
+            if (fence != null) {
+                fence.release();
+            }
         }
         if (released != null) {
             released.forEach(this::returnSlab);
@@ -671,7 +686,7 @@ public final class DevicePool implements DeviceAllocator {
     public long trim() {
         growLock.lock();
         try {
-            return recover(true);
+            return closed ? 0 : recover(true);
         } finally {
             growLock.unlock();
         }
@@ -685,6 +700,9 @@ public final class DevicePool implements DeviceAllocator {
      * @return bytes returned to the source
      */
     public long maintain() {
+        if (closed) {
+            return 0;
+        }
         long now = System.nanoTime();
         coarseNanos = now;
         long idle = config.localIdleAge().toNanos();
