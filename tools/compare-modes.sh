@@ -21,12 +21,15 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   ./mvnw -B -o -q test-compile dependency:build-classpath -Dmdep.outputFile=target/cp.txt -Dmdep.includeScope=test
 fi
 CP="target/test-classes:target/classes:$(cat target/cp.txt)"
+SERVER_CP="target/classes:$(cat target/cp.txt)"   # no test classes: their fixtures must not reach the server
 mkdir -p target/compare
+server=
+trap 'if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; fi' EXIT
 summary=target/compare/summary.txt
 : > "$summary"
 for mode in $MODES; do
   log=target/compare/$mode-server.log
-  "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -cp "$CP" io.gpupool.GpuPoolApplication \
+  "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -cp "$SERVER_CP" io.gpupool.GpuPoolApplication \
       --gpupool.backend="$BACKEND" --gpupool.memory.mode="$mode" \
       --server.port="$PORT" --management.server.port="$MPORT" ${SERVER_ARGS:-} > "$log" 2>&1 &
   server=$!
@@ -44,9 +47,11 @@ for mode in $MODES; do
   fi
   line=$("$JAVA_HOME/bin/java" -cp "$CP" io.gpupool.load.LoadDriver --url "http://127.0.0.1:$PORT" \
       --actuator "http://127.0.0.1:$MPORT" --duration "$DURATION" \
-      --out "target/compare/$mode.json" --html "target/compare/$mode.html" "$@" 2>/dev/null | tail -1)
+      --out "target/compare/$mode.json" --html "target/compare/$mode.html" "$@" 2>/dev/null | tail -1) \
+      || line="load driver failed (rerun it by hand to see why)"
   echo "$mode: $line" | tee -a "$summary"
   kill "$server"
   wait "$server" 2>/dev/null || true
+  server=
 done
 echo "summary: $summary"
