@@ -20,7 +20,7 @@ import java.util.Objects;
  * <h2>Kernels and launch shapes</h2>
  * <pre>
  *   op            kernel                         grid                        block
- *   embeddingSum  ops/embedding_sum              (batch·seq)                 256
+ *   embeddingSum  ops/embedding_sum              (batch·seq)                 ≤256
  *   linear        gemm/gemm_f32                  (⌈out/128⌉, ⌈rows/128⌉)     256   precision FP32, or a
  *                                                                                  shape the others reject
  *                 gemm/gemm_tc_{tf32,bf16}_128   (⌈out/128⌉, ⌈rows/128⌉)     256   enough 128² tiles
@@ -33,19 +33,20 @@ import java.util.Objects;
  * </pre>
  *
  * <h2>Precision</h2>
- * Only {@link #linear} depends on it. {@link Precision#FP32} is exact single precision on the CUDA cores and
+ * {@link #linear} depends on it (and {@link #attention}, see below). {@link Precision#FP32} is exact single precision on the CUDA cores and
  * matches a float reference to rounding (the mode the tests compare with transformers at 1e-4).
  * {@link Precision#TF32} and {@link Precision#BF16} run on the tensor cores with FP32 accumulation; inputs and
  * outputs stay FP32 in memory and operands are rounded as they are loaded (TF32 truncates to a 10-bit mantissa,
  * BF16 rounds to nearest-even 8 bits), so no bf16 copy of the weights is needed. The tensor-core kernels need
- * {@code in % 4 == 0} and 16-byte aligned x and weight; other shapes fall back to the FP32 kernel.
+ * {@code in % 4 == 0}; other shapes fall back to the FP32 kernel.
  *
  * <p>Attention computes in FP32, except under {@link Precision#BF16} with head size 64 (BERT-base and most
  * BERT-family models), where a tensor-core kernel rounds Q, K, V and the probabilities to bf16 (FP32 softmax and
  * accumulation). LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
  * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0.
  *
- * <p>Arguments are checked (positive dimensions, non-null required pointers) with messages naming the
+ * <p>Arguments are checked (positive dimensions, non-null required pointers, 16-byte aligned linear operands:
+ * the GEMM kernels move float4 vectors; pool and weight blocks are 256-byte aligned) with messages naming the
  * argument; device pointers are trusted to cover the shapes given, and token ids to index the tables.
  */
 public final class CudaTensorOps implements TensorOps {
@@ -152,8 +153,11 @@ public final class CudaTensorOps implements TensorOps {
         pointer("x", x);
         pointer("weight", weight);
         pointer("y", y);
+        aligned("x", x);
+        aligned("weight", weight);
+        aligned("y", y);
         Objects.requireNonNull(activation, "activation");
-        KernelFunction kernel = gemmKernel(x, weight, rows, in, out);
+        KernelFunction kernel = gemmKernel(rows, in, out);
         int tile = kernel == gemmSmall && kernel != gemmF32 ? 64 : 128;
         int threads = tile == 64 ? 128 : 256;
         stream.launch(kernel, ceilDiv(out, tile), ceilDiv(rows, tile), 1, threads, 1, 1, 0,
@@ -161,8 +165,8 @@ public final class CudaTensorOps implements TensorOps {
     }
 
     /** The GEMM kernel for this precision and shape (package-private for tests). */
-    KernelFunction gemmKernel(long x, long weight, int rows, int in, int out) {
-        if (precision == Precision.FP32 || in % 4 != 0 || ((x | weight) & 15) != 0) {
+    KernelFunction gemmKernel(int rows, int in, int out) {
+        if (precision == Precision.FP32 || in % 4 != 0) {
             return gemmF32;
         }
         long largeTiles = (long) ceilDiv(out, 128) * ceilDiv(rows, 128);
@@ -257,6 +261,12 @@ public final class CudaTensorOps implements TensorOps {
     private static void positive(String name, int value) {
         if (value <= 0) {
             throw new IllegalArgumentException(name + " must be positive, got " + value);
+        }
+    }
+
+    private static void aligned(String name, long address) {
+        if ((address & 15) != 0) {
+            throw new IllegalArgumentException(name + " must be 16-byte aligned, got 0x" + Long.toHexString(address));
         }
     }
 

@@ -1,8 +1,8 @@
 package io.gpupool.kernels.cuda;
 
-import io.gpupool.backend.ComputeBackend;
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
@@ -29,14 +29,11 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 /**
  * Runs every {@link CudaTensorOps} op on a real GPU against a plain Java reference computed in double, on small
  * random inputs (fresh per test). Skipped (not failed) where no CUDA device is present.
- *
- * <p>The CUDA backend is looked up by name so that this test compiles on branches that do not carry
- * {@code backend.cuda} yet; {@code CudaBackend.tryCreate()} is the agreed entry point.
  */
 @Tag("gpu")
 class CudaTensorOpsGpuTest {
 
-    private static ComputeBackend backend;
+    private static CudaBackend backend;
     private static ComputeDevice device;
 
     private final SplittableRandom random = new SplittableRandom(42);
@@ -45,17 +42,10 @@ class CudaTensorOpsGpuTest {
     private Arena arena;
 
     @BeforeAll
-    static void openBackend() throws ReflectiveOperationException {
-        Class<?> type;
-        try {
-            type = Class.forName("io.gpupool.backend.cuda.CudaBackend");
-        } catch (ClassNotFoundException e) {
-            assumeTrue(false, "backend.cuda.CudaBackend is not on this branch");
-            return;
-        }
-        Optional<?> created = (Optional<?>) type.getMethod("tryCreate").invoke(null);
+    static void openBackend() {
+        Optional<CudaBackend> created = CudaBackend.tryCreate();
         assumeTrue(created.isPresent(), "no CUDA driver or device");
-        backend = (ComputeBackend) created.get();
+        backend = created.get();
         device = backend.devices().getFirst();
     }
 

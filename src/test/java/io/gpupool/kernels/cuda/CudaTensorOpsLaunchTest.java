@@ -65,13 +65,21 @@ class CudaTensorOpsLaunchTest {
     }
 
     @Test
-    void tensorCoreLinearFallsBackToFp32ForOddInnerSizeOrMisalignedOperands() {
+    void tensorCoreLinearFallsBackToFp32ForAnInnerSizeNotAMultipleOf4() {
         CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32);
         ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 4096, 767, 4096, Activation.NONE);
-        ops.linear(stream, 0x1004, 0x2000, 0, 0x3000, 4096, 768, 4096, Activation.NONE);
         ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 4096, 768, 4096, Activation.NONE);
-        assertThat(stream.launches).extracting(Launch::kernel)
-                .containsExactly("gemm_f32", "gemm_f32", "gemm_tc_tf32_128");
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("gemm_f32", "gemm_tc_tf32_128");
+    }
+
+    @Test
+    void misalignedLinearOperandsAreRejected() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32);
+        assertThatThrownBy(() -> ops.linear(stream, 0x1004, 0x2000, 0, 0x3000, 8, 8, 8, Activation.NONE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessage("x must be 16-byte aligned, got 0x1004");
+        assertThatThrownBy(() -> ops.linear(stream, 0x1000, 0x2000, 0, 0x3008, 8, 8, 8, Activation.NONE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("y must be 16-byte aligned");
+        assertThat(stream.launches).isEmpty();
     }
 
     @Test
