@@ -52,6 +52,23 @@ class HostDeviceStreamTest extends DeviceStreamContract {
     }
 
     @Test
+    void directAllocatorMetricsFollowItsBlocks() {
+        var direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        var stream = stream(0);
+        var a = direct.allocate(100, stream);
+        var b = direct.allocate(1000, stream);
+        assertThat(direct.metrics().allocatedBytes()).isEqualTo(256 + 1024);
+        assertThat(direct.metrics().requestedBytes()).isEqualTo(1100);
+        assertThat(direct.metrics().reservedBytes()).isEqualTo(256 + 1024);
+        a.release();
+        b.release();
+        assertThat(direct.metrics().allocatedBytes()).isZero();
+        assertThat(direct.metrics().reservedBytes()).isZero();
+        assertThat(direct.metrics().peakAllocatedBytes()).isEqualTo(256 + 1024);
+        direct.close();
+    }
+
+    @Test
     void freeOfUnknownOrMisSizedChunkIsRejected() {
         long chunk = device.chunkSource().allocate(2L << 20);
         assertThatThrownBy(() -> device.chunkSource().free(chunk, 4L << 20)).hasMessageContaining("has 2097152 bytes");
