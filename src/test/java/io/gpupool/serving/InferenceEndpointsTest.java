@@ -394,6 +394,22 @@ class InferenceEndpointsTest {
     }
 
     @Test
+    void outOfMemoryFromTheRealPoolAfterItsRecoveryIs507() {
+        fixture = ServingFixture.builder().realPool(4 * io.gpupool.memory.PoolConfig.MIB).build();
+        fixture.model("doubler").extraBytes = 8 * io.gpupool.memory.PoolConfig.MIB;
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isEqualTo(507).expectBody().jsonPath("$.error")
+                .value(containsString("out of device memory"));
+        assertThat(fixture.allocatedBytes()).isZero();
+        fixture.model("doubler").extraBytes = 0;
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isOk();
+        assertThat(fixture.pools.getFirst().metrics().counters().recoveries()).isPositive();
+    }
+
+    @Test
     void unexpectedFailureIs500() {
         fixture = ServingFixture.builder().build();
         fixture.model("doubler").gate = () -> {
