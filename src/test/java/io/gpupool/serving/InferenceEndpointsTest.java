@@ -433,6 +433,40 @@ class InferenceEndpointsTest {
     }
 
     @Test
+    void everyInferenceRequestIsReportedOnceWithItsOutcome() {
+        java.util.List<String> events = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+        fixture = ServingFixture.builder().observer(new InferenceObserver() {
+            @Override
+            public Tracker enqueued(String model, int device) {
+                events.add("enqueued " + model + " on " + device);
+                return new Tracker() {
+                    @Override
+                    public void started() {
+                        events.add("started " + model);
+                    }
+
+                    @Override
+                    public void finished(int status) {
+                        events.add("finished " + model + " " + status);
+                    }
+                };
+            }
+
+            @Override
+            public void rejected(String model, int status) {
+                events.add("rejected " + model + " " + status);
+            }
+        }).build();
+        String ok = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""";
+        infer("doubler", ok).expectStatus().isOk();
+        infer("doubler", "{\"inputs\": []}").expectStatus().isBadRequest();
+        infer("nope", ok).expectStatus().isNotFound();
+        assertThat(events).containsExactly("enqueued doubler on 0", "started doubler", "finished doubler 200",
+                "rejected doubler 400", "rejected null 404");
+    }
+
+    @Test
     void requestGoesToTheLeastLoadedDevice() throws Exception {
         fixture = ServingFixture.builder().devices(2).streams(1).build();
         CountDownLatch release = new CountDownLatch(1);

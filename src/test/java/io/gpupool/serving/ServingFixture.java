@@ -63,6 +63,8 @@ final class ServingFixture implements AutoCloseable {
         Builder noWarmUp() { warmUp = false; return this; }
         Builder failures(List<ModelFailure> f) { failures = f; return this; }
         long poolCap = -1;
+        InferenceObserver observer = InferenceObserver.NONE;
+        Builder observer(InferenceObserver o) { observer = o; return this; }
         /** Use the real two-level pool over host memory, capped at {@code bytes}, instead of the counting fake. */
         Builder realPool(long capBytes) { poolCap = capBytes; return this; }
 
@@ -123,9 +125,9 @@ final class ServingFixture implements AutoCloseable {
             warmUp.run();
             models.values().forEach(m -> m.values().forEach(t -> t.invocations.set(0)));
         }
-        service = new InferenceService(runtimes, JSON);
+        service = new InferenceService(runtimes, JSON, b.observer);
         RequestDecoder decoder = new RequestDecoder(JSON, 64, 512, b.timeout);
-        InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody);
+        InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody, b.observer);
         client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler)).build();
     }
 
