@@ -154,10 +154,11 @@ public class GpuPoolConfiguration {
 
     @Bean
     InferenceHandler inferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service,
-                                      JsonMapper json, GpuPoolSettings settings) {
+                                      JsonMapper json, GpuPoolSettings settings,
+                                      ObjectProvider<InferenceObserver> observer) {
         String version = GpuPoolConfiguration.class.getPackage().getImplementationVersion();
         return new InferenceHandler(registry, decoder, service, json, version == null ? "dev" : version,
-                settings.serving().maxBodyBytes());
+                settings.serving().maxBodyBytes(), observer.getIfAvailable(() -> InferenceObserver.NONE));
     }
 
     @Bean
