@@ -8,13 +8,14 @@ import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
+import io.gpupool.memory.source.FaultInjectingChunkSource;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.model.InferenceModel;
-import io.gpupool.model.bert.BertModel;
-import io.gpupool.model.mlp.MlpModel;
+import io.gpupool.model.PlannedMemory;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.DeviceWorker;
 import io.gpupool.serving.InferenceHandler;
@@ -48,6 +49,8 @@ import java.util.List;
  *   backend ── auto/cuda: CudaBackend.tryCreate()  (auto falls back to host)
  *            └ host:      HostBackend
  *   per device:
+ *     chunks       device.chunkSource(), wrapped in a FaultInjectingChunkSource when
+ *                  gpupool.memory.fault-injection.probability > 0 (testing only)
  *     activations  TWO_LEVEL/GLOBAL_ONLY: DevicePool(device.chunkSource())
  *                  BEST_FIT:              BestFitAllocator(device.chunkSource())
  *                  DIRECT/CUDA_ASYNC:     device.nativeAllocator(mode)
@@ -111,13 +114,24 @@ public class GpuPoolConfiguration {
     /** The activation allocator of {@code device} for the configured mode. */
     static DeviceAllocator activationAllocator(ComputeDevice device, MemorySettings memory) {
         return switch (memory.mode()) {
-            case TWO_LEVEL, GLOBAL_ONLY -> new DevicePool(device.chunkSource(), memory.pool());
-            case BEST_FIT -> new BestFitAllocator(device.chunkSource(), BestFitAllocator.DEFAULT_CHUNK_BYTES,
+            case TWO_LEVEL, GLOBAL_ONLY -> new DevicePool(activationChunks(device, memory), memory.pool());
+            case BEST_FIT -> new BestFitAllocator(activationChunks(device, memory), BestFitAllocator.DEFAULT_CHUNK_BYTES,
                     memory.pool().trackAllocationSites());
             case DIRECT, CUDA_ASYNC -> device.nativeAllocator(memory.mode()).orElseThrow(() ->
                     new IllegalStateException("gpupool.memory.mode=" + memory.mode() + " is not offered by device "
                             + device.index() + " (" + device.name() + ")"));
         };
+    }
+
+    /** The device's chunks, failing a share of requests on purpose when fault injection is on. */
+    private static ChunkSource activationChunks(ComputeDevice device, MemorySettings memory) {
+        if (memory.faultProbability() == 0.0) {
+            return device.chunkSource();
+        }
+        log.warn("Fault injection is ON for device {}: {} % of chunk requests fail with out-of-memory (seed {}); "
+                + "testing only", device.index(), 100 * memory.faultProbability(), memory.faultSeed());
+        return new FaultInjectingChunkSource(device.chunkSource())
+                .failWithProbability(memory.faultProbability(), memory.faultSeed() + device.index());
     }
 
     @Bean
@@ -173,11 +187,7 @@ public class GpuPoolConfiguration {
 
         @Override
         public long largestTensorBytes(InferenceModel model, int batch, int sequence) {
-            return switch (model) {
-                case BertModel bert -> bert.largestActivationBytes(batch, sequence);
-                case MlpModel mlp -> mlp.peakActivationBytes(batch); // an upper bound of its largest tensor
-                default -> 0;
-            };
+            return model instanceof PlannedMemory planned ? planned.largestActivationBytes(batch, sequence) : 0;
         }
 
         @Override

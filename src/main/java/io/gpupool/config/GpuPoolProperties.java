@@ -103,6 +103,8 @@ public class GpuPoolProperties {
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
 
+        private final FaultInjection faultInjection = new FaultInjection();
+
         MemorySettings toSettings() {
             return MemorySettings.of(this);
         }
@@ -139,6 +141,26 @@ public class GpuPoolProperties {
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
         public boolean isTrackAllocationSites() { return trackAllocationSites; }
         public void setTrackAllocationSites(boolean track) { this.trackAllocationSites = track; }
+        public FaultInjection getFaultInjection() { return faultInjection; }
+    }
+
+    /**
+     * {@code gpupool.memory.fault-injection.*}: testing only. Makes a share of the pool's chunk requests
+     * to the device fail with out-of-memory, to exercise recovery and the 507 path under load. Applies to
+     * the pool modes (TWO_LEVEL, GLOBAL_ONLY, BEST_FIT); DIRECT and CUDA_ASYNC take no chunks.
+     */
+    public static class FaultInjection {
+
+        /** Share of chunk requests refused, in [0, 1]; 0 (the default) turns fault injection off. */
+        private double probability = 0.0;
+
+        /** Seed of the draws, so that a single-threaded run fails the same calls again. */
+        private long seed = 1;
+
+        public double getProbability() { return probability; }
+        public void setProbability(double probability) { this.probability = probability; }
+        public long getSeed() { return seed; }
+        public void setSeed(long seed) { this.seed = seed; }
     }
 
     /** {@code gpupool.serving.*}: streams, queues, limits and timeouts of the inference API. */

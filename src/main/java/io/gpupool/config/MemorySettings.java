@@ -14,8 +14,11 @@ import java.util.Objects;
  * @param mode the allocator of each device's activations
  * @param pool the configuration of {@code DevicePool} (its mode is TWO_LEVEL for the non-pool modes,
  *             which only read the sizes that apply to them)
+ * @param faultProbability share of chunk requests made to fail ({@code gpupool.memory.fault-injection.probability},
+ *             testing only), 0 = off
+ * @param faultSeed seed of those draws
  */
-public record MemorySettings(AllocatorMode mode, PoolConfig pool) {
+public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultProbability, long faultSeed) {
 
     private static final Map<String, String> PROPERTY_OF_FIELD = Map.ofEntries(
             Map.entry("minBlockBytes", "min-block-size"), Map.entry("maxBlockBytes", "max-block-size"),
@@ -30,6 +33,15 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool) {
     public MemorySettings {
         Objects.requireNonNull(mode, "gpupool.memory.mode must be one of TWO_LEVEL, GLOBAL_ONLY, BEST_FIT, DIRECT, CUDA_ASYNC");
         Objects.requireNonNull(pool, "pool");
+        if (!(faultProbability >= 0.0 && faultProbability <= 1.0)) {
+            throw new IllegalArgumentException("gpupool.memory.fault-injection.probability = " + faultProbability
+                    + " is invalid; allowed: [0, 1] (0 = off)");
+        }
+    }
+
+    /** A pool configuration without fault injection. */
+    public MemorySettings(AllocatorMode mode, PoolConfig pool) {
+        this(mode, pool, 0.0, 1);
     }
 
     static MemorySettings of(GpuPoolProperties.Memory memory) {
@@ -42,7 +54,8 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool) {
                     memory.getCapFraction(), bytes(memory.getLocalCacheSize()), memory.getLocalCacheCountPerClass(),
                     memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThreshold()),
                     memory.getReleaseIdleAge(), memory.isTrackAllocationSites());
-            return new MemorySettings(memory.getMode(), pool);
+            return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
+                    memory.getFaultInjection().getSeed());
         } catch (IllegalArgumentException | NullPointerException e) {
             throw new IllegalArgumentException(withPropertyNames(String.valueOf(e.getMessage())));
         }
