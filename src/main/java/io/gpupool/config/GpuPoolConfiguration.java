@@ -13,6 +13,7 @@ import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.source.FaultInjectingChunkSource;
+import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.PlannedMemory;
 import io.gpupool.serving.DeviceRuntime;
@@ -53,6 +54,7 @@ import java.util.List;
  *     activations  TWO_LEVEL/GLOBAL_ONLY: DevicePool(device.chunkSource())
  *                  BEST_FIT:              BestFitAllocator(device.chunkSource())
  *                  DIRECT/CUDA_ASYNC:     device.nativeAllocator(mode)
+ *                  each behind a TracingAllocator (trace recording switched on and off at runtime)
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
  *     kernels      CudaTensorOps on CUDA, HostTensorOps on the host
  *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
@@ -65,6 +67,12 @@ import java.util.List;
 public class GpuPoolConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(GpuPoolConfiguration.class);
+
+    /**
+     * Most events one allocation-trace recording keeps (operators start and stop it on
+     * {@code /actuator/gpupool/{device}/trace}); while not recording the decorator costs one volatile read.
+     */
+    static final int TRACE_CAPACITY = 1_000_000;
 
     @Bean
     GpuPoolSettings gpuPoolSettings(GpuPoolProperties properties) {
@@ -89,7 +97,8 @@ public class GpuPoolConfiguration {
         List<DeviceRuntime> runtimes = new ArrayList<>();
         for (ComputeDevice device : backend.devices()) {
             TensorOps ops = backend instanceof CudaBackend ? new CudaTensorOps(device) : new HostTensorOps();
-            DeviceAllocator activations = activationAllocator(device, settings.memory());
+            DeviceAllocator activations = new TracingAllocator(activationAllocator(device, settings.memory()),
+                    TRACE_CAPACITY);
             DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT)
                     .orElseGet(() -> new DevicePool(device.chunkSource(),
                             settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));
@@ -184,7 +193,11 @@ public class GpuPoolConfiguration {
 
         @Override
         public long reserve(DeviceRuntime device, long bytes) {
-            return device.allocator() instanceof DevicePool pool ? pool.reserve(bytes) : 0;
+            DeviceAllocator allocator = device.allocator();
+            if (allocator instanceof TracingAllocator tracing) {
+                allocator = tracing.delegate();
+            }
+            return allocator instanceof DevicePool pool ? pool.reserve(bytes) : 0;
         }
     }
 
