@@ -320,6 +320,17 @@ class InferenceEndpointsTest {
     }
 
     @Test
+    void chunkedBodyWithoutContentLengthIsCutOffAt413() {
+        fixture = ServingFixture.builder().maxBody(1024).build();
+        reactor.core.publisher.Flux<String> chunks = reactor.core.publisher.Flux.range(0, 100)
+                .map(i -> i == 0 ? "{\"inputs\": [{\"name\": \"x\", \"data\": [" : "1.0000000000, ");
+        expectError(fixture.client.post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON)
+                .body(org.springframework.web.reactive.function.BodyInserters.fromPublisher(chunks, String.class))
+                .exchange(), 413, "exceeds the limit of 1024 bytes");
+        assertThat(fixture.model("doubler").invocations).hasValue(0);
+    }
+
+    @Test
     void fullQueueIs503WithRetryAfter() throws Exception {
         fixture = ServingFixture.builder().streams(1).queue(1).build();
         TestModel doubler = fixture.model("doubler");
