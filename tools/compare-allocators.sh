@@ -14,7 +14,7 @@
 #
 # OPTIONS are AllocatorComparison's (--modes, --out-dir, --backend, --models, --server-args "...",
 # --jvm-opts "...", --startup-timeout) and LoadDriver's (--concurrency, --rate, --duration, --mix, ...;
-# see tools/load.sh --help); later options override the preset. --pack FILE.tgz archives the output folder.
+# see tools/loaddriver.sh --help); later options override the preset. --pack FILE.tgz archives the output folder.
 # Works from a checkout (compiles first; SKIP_BUILD=1 skips) and from inside the GPU bundle (no Maven, no JDK).
 set -euo pipefail
 PRESET=${1:-}

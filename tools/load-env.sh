@@ -1,4 +1,4 @@
-# Sourced by tools/load.sh and tools/compare-allocators.sh: finds java and the class paths, in a
+# Sourced by tools/loaddriver.sh and tools/compare-allocators.sh: finds java and the class paths, in a
 # checkout (builds with the Maven wrapper unless SKIP_BUILD=1) or inside the GPU bundle (no Maven,
 # no JDK: runtime/bin/java, app/gpupool.jar, test-classes/, lib/, models/).
 #

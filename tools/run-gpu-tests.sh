@@ -22,7 +22,7 @@ REPORTS=${1:-$HERE/reports}
 mkdir -p "$REPORTS"
 "$JAVA" "${JOPTS[@]}" -cp "$HERE/tools/junit-platform-console-standalone.jar:$CP" \
   org.junit.platform.console.ConsoleLauncher execute \
-  --disable-banner --details=tree --include-engine=junit-jupiter --include-tag=gpu \
+  --disable-banner --disable-ansi-colors --details=tree --include-engine=junit-jupiter --include-tag=gpu \
   --scan-class-path="$HERE/test-classes" --reports-dir="$REPORTS"
 STATUS=$?
 

@@ -14,8 +14,7 @@ import io.gpupool.memory.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.source.FaultInjectingChunkSource;
 import io.gpupool.model.InferenceModel;
-import io.gpupool.model.bert.BertModel;
-import io.gpupool.model.mlp.MlpModel;
+import io.gpupool.model.PlannedMemory;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.DeviceWorker;
 import io.gpupool.serving.InferenceHandler;
@@ -179,11 +178,7 @@ public class GpuPoolConfiguration {
 
         @Override
         public long largestTensorBytes(InferenceModel model, int batch, int sequence) {
-            return switch (model) {
-                case BertModel bert -> bert.largestActivationBytes(batch, sequence);
-                case MlpModel mlp -> mlp.peakActivationBytes(batch); // an upper bound of its largest tensor
-                default -> 0;
-            };
+            return model instanceof PlannedMemory planned ? planned.largestActivationBytes(batch, sequence) : 0;
         }
 
         @Override

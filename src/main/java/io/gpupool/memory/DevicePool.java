@@ -100,6 +100,8 @@ public final class DevicePool implements DeviceAllocator {
     private long nextStep;
     private final List<PendingRelease> pendingDedicated = new ArrayList<>();
     private final Set<DeviceBlock> tracked = ConcurrentHashMap.newKeySet();
+    /** trackAllocationSites, fixed at construction (not tunable). */
+    private final boolean tracking;
     private volatile boolean closed;
 
     /** Coarse clock for local-cache idle stamps; see {@link LocalCache}. */
@@ -137,6 +139,7 @@ public final class DevicePool implements DeviceAllocator {
     public DevicePool(ChunkSource source, PoolConfig config) {
         this.source = Objects.requireNonNull(source, "source");
         this.config = Objects.requireNonNull(config, "config");
+        this.tracking = config.trackAllocationSites();
         this.minBlock = config.minBlockBytes();
         this.unitShift = Long.numberOfTrailingZeros(minBlock);
         this.maxBlock = config.maxBlockBytes();
@@ -195,9 +198,9 @@ public final class DevicePool implements DeviceAllocator {
                 allocatedRequested.add(bytes);
                 samplePeak();
             }
-            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site(cfg));
+            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
         }
-        if (cfg.trackAllocationSites()) {
+        if (tracking) {
             tracked.add(block);
         }
         if (sampled) {
@@ -206,8 +209,8 @@ public final class DevicePool implements DeviceAllocator {
         return block;
     }
 
-    private static Throwable site(PoolConfig cfg) {
-        return cfg.trackAllocationSites() ? new Throwable("allocation site") : null;
+    private Throwable site() {
+        return tracking ? new Throwable("allocation site") : null;
     }
 
     private long allocateGlobal(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg) {
@@ -379,7 +382,7 @@ public final class DevicePool implements DeviceAllocator {
         allocatedBytes.add(size);
         allocatedRequested.add(bytes);
         samplePeak();
-        return new DeviceBlock(owner, address, size, bytes, stream, KIND_DEDICATED | chunk.id, site(config));
+        return new DeviceBlock(owner, address, size, bytes, stream, KIND_DEDICATED | chunk.id, site());
     }
 
     private long roundUp(long bytes) {
@@ -409,7 +412,7 @@ public final class DevicePool implements DeviceAllocator {
     // ------------------------------------------------------------------ free
 
     private void free(DeviceBlock block) {
-        if (block.allocationSite() != null || !tracked.isEmpty()) {
+        if (tracking) {
             tracked.remove(block);
         }
         if (closed) {

@@ -85,6 +85,9 @@ public record PoolConfig(
         if (growthPolicy == GrowthPolicy.LAZY && initialBytes != 0) {
             throw invalid("initialBytes", initialBytes, "0 with growthPolicy LAZY (use HYBRID for an initial size)");
         }
+        if (growthPolicy == GrowthPolicy.EAGER && initialBytes <= 0) {
+            throw invalid("initialBytes", initialBytes, "> 0 with growthPolicy EAGER (the pool never grows later)");
+        }
         requireRange("initialBytes", initialBytes, 0, Long.MAX_VALUE / 2);
         requireMultiple("growthStepBytes", growthStepBytes, minBlockBytes);
         requireRange("growthStepBytes", growthStepBytes, maxBlockBytes, maxGrowthStepBytes);

@@ -147,6 +147,9 @@ class GpuPoolEndpointWebTests {
                 .contentType(MediaType.APPLICATION_JSON).bodyValue(Map.of("coalesceThreshold", 99)).exchange()
                 .expectStatus().isUnauthorized();
         management.delete().uri("/gpupool").exchange().expectStatus().isUnauthorized();
+        management.delete().uri("/gpupool").header("X-Requested-With", "XMLHttpRequest").exchange()
+                .expectStatus().isUnauthorized()
+                .expectHeader().doesNotExist("WWW-Authenticate"); // scripts (the dashboard) get no browser prompt
         management.get().uri("/gpupool/cuda:1").exchange()
                 .expectBody().jsonPath("$.configuration.coalesceThreshold").isEqualTo(10);
     }

@@ -68,7 +68,7 @@ public final class AllocatorComparison {
         String backend = take(values, "backend", "host");
         List<String> modes = List.of(take(values, "modes", "TWO_LEVEL,GLOBAL_ONLY,BEST_FIT,DIRECT").split(","));
         Path outDir = Path.of(take(values, "out-dir", "target/compare"));
-        Duration startup = LoadDriver.parseDuration("--startup-timeout", take(values, "startup-timeout", "240s"));
+        Duration startup = LoadDriver.duration("--startup-timeout", take(values, "startup-timeout", "240s"));
         String serverArgs = take(values, "server-args", "");
         boolean check = Boolean.parseBoolean(values.getOrDefault("check", "false"));
         Files.createDirectories(outDir);
@@ -123,7 +123,7 @@ public final class AllocatorComparison {
                 Map<String, String> driverOptions = new LinkedHashMap<>(values);
                 driverOptions.remove("check");
                 driverOptions.put("url", "http://127.0.0.1:" + port);
-                driverOptions.put("management", "http://127.0.0.1:" + management);
+                driverOptions.put("actuator", "http://127.0.0.1:" + management);
                 driverOptions.put("label", mode);
                 driverOptions.put("out", outDir.resolve(mode + ".json").toString());
                 LoadDriver.Options options = LoadDriver.fromMap(driverOptions);

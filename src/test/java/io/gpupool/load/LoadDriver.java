@@ -67,13 +67,15 @@ public final class LoadDriver {
     static final String USAGE = """
             usage: LoadDriver [options]
               --url URL              inference API (default http://127.0.0.1:8080); loopback only
-              --management URL       actuator port (default http://127.0.0.1:8081); "none" skips pool reads
+              --actuator URL         management port (default http://127.0.0.1:8081); "none" skips pool reads
               --mix bert=W,mlp=W     request mix by weight (default bert=1)
               --bert-model NAME      (default tiny-bert)       --mlp-model NAME (default iris-mlp)
+              --model NAME           instead of the mix: any model, inputs filled from its metadata
               --batch-max N          BERT batch uniform in [1, N] (default 8, tiny-bert's maximum; 32 for bert-base)
               --seq-median X         BERT sequence length: log-normal median (default 24)
               --seq-sigma X          ... and shape (default 0.6)
-              --seq-max N            ... clipped to [1, N] (default 64, tiny-bert's maximum; 512 for bert-base)
+              --seq-min N, --seq-max N  ... clipped to [N, N] (default 1 and 64, tiny-bert's maximum; 512 for bert-base)
+              --vocab N              token ids uniform in [1, N) (default 100, tiny-bert's vocabulary)
               --mlp-batch-max N      MLP batch uniform in [1, N] (default 256)
               --binary X             share of BERT requests using the binary data extension (default 0)
               --malformed X          share of requests drawn from the malformed corpus (default 0)
@@ -87,26 +89,30 @@ public final class LoadDriver {
               --warmup D             warm-up, not measured (default 3s)
               --timeout D            client timeout per request (default 60s)
               --drain D              wait this long for the pool's allocated bytes to return to 0 (default 30s)
-              --variants N           distinct bodies generated per model (default 256)
+              --distinct N           distinct bodies generated per model (default 256)
               --seed N               (default 1)
               --label TEXT           name of the run in the report (default: the mix)
-              --out FILE.json        JSON report (default target/load/load.json); FILE.html next to it
+              --out FILE.json        JSON report (default target/load/load.json)
+              --html FILE.html       HTML page (default: next to the JSON, same name)
               --quiet                no progress line
               --check                exit 1 if a 5xx other than 503/504/507 was seen, the pool did not
                                      drain to 0 allocated bytes, or the server was not ready afterwards
-            Durations: 500ms, 20s, 2m. The JSON and HTML paths are printed at the end.
+            Durations: 500ms, 20s, 2m (plain numbers are seconds). The JSON and HTML paths are printed at the end.
             """;
 
     private static final JsonMapper JSON = JsonMapper.builder().build();
     private static final int TIMEOUT = -3;
 
     /** The parsed command line. */
-    record Options(URI url, URI management, Workload.Mix mix, int concurrency, double rate, int maxOutstanding,
-                   Duration duration, long maxRequests, Duration warmup, double cancelShare, Duration cancelDelay,
-                   Duration timeout, Duration drain, int variants, long seed, String label, Path jsonOut,
-                   boolean progress, boolean check) {
+    record Options(URI url, URI management, Workload.Mix mix, String model, int concurrency, double rate,
+                   int maxOutstanding, Duration duration, long maxRequests, Duration warmup, double cancelShare,
+                   Duration cancelDelay, Duration timeout, Duration drain, int variants, long seed, String label,
+                   Path jsonOut, Path html, boolean progress, boolean check) {
 
         Path htmlOut() {
+            if (html != null) {
+                return html;
+            }
             String name = jsonOut.getFileName().toString();
             String base = name.endsWith(".json") ? name.substring(0, name.length() - 5) : name;
             return jsonOut.resolveSibling(base + ".html");
@@ -198,7 +204,17 @@ public final class LoadDriver {
         report.put("ready_before", status(options.url().resolve("/v2/health/ready")));
         report.set("pool_before", poolSummary());
 
-        Workload workload = Workload.prepare(options.mix(), options.variants(), options.seed());
+        Workload workload;
+        if (options.model() != null) {
+            JsonNode metadata = getJson(options.url().resolve("/v2/models/" + options.model()));
+            if (metadata == null) {
+                throw new IllegalStateException("GET /v2/models/" + options.model() + " failed: is the server running "
+                        + "and the model loaded?");
+            }
+            workload = Workload.fromMetadata(options.mix(), options.model(), metadata, options.variants(), options.seed());
+        } else {
+            workload = Workload.prepare(options.mix(), options.variants(), options.seed());
+        }
         report.put("malformed_cases", workload.malformedCases().size());
         if (!options.warmup().isZero()) {
             log.printf(Locale.ROOT, "[load] warm-up %s%n", options.warmup());
@@ -385,6 +401,7 @@ public final class LoadDriver {
         report.put("skipped", skippedTotal);
         report.put("elapsed_s", round(elapsed, 3));
         report.put("throughput_rps", round(ok / elapsed, 2));
+        report.put("tokens_per_s", round(recorder.okTokens() / elapsed, 1));
         report.set("latency_ms", latencyJson(recorder.successLatencies(null, 0, Long.MAX_VALUE)));
         ObjectNode byKind = report.putObject("latency_ms_by_kind");
         for (Workload.Kind kind : Workload.Kind.values()) {
@@ -468,7 +485,8 @@ public final class LoadDriver {
     private ObjectNode optionsJson() {
         ObjectNode node = JSON.createObjectNode();
         node.put("url", options.url().toString());
-        node.put("management", String.valueOf(options.management()));
+        node.put("actuator", String.valueOf(options.management()));
+        node.put("model", options.model());
         Workload.Mix mix = options.mix();
         node.put("mix", "bert=" + mix.bertWeight() + ",mlp=" + mix.mlpWeight());
         node.put("bert_model", mix.bertModel());
@@ -494,6 +512,19 @@ public final class LoadDriver {
     }
 
     // ---- server reads -------------------------------------------------------------------------------
+
+    private JsonNode getJson(URI uri) {
+        try {
+            HttpResponse<String> response = http.send(HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(10))
+                    .GET().build(), HttpResponse.BodyHandlers.ofString());
+            return response.statusCode() == 200 ? JSON.readTree(response.body()) : null;
+        } catch (IOException | RuntimeException e) {
+            return null;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return null;
+        }
+    }
 
     private int status(URI uri) {
         try {
@@ -610,10 +641,13 @@ public final class LoadDriver {
     static Options fromMap(Map<String, String> v) {
         double[] weights = mixWeights(take(v, "mix", "bert=1"));
         Workload.Mix mix = new Workload.Mix(take(v, "bert-model", "tiny-bert"), take(v, "mlp-model", "iris-mlp"),
-                weights[0], weights[1], integer(v, "batch-max", 8), number(v, "seq-median", 24),
-                number(v, "seq-sigma", 0.6), integer(v, "seq-max", 64), integer(v, "mlp-batch-max", 256),
-                number(v, "binary", 0), number(v, "malformed", 0));
-        String management = take(v, "management", "http://127.0.0.1:8081");
+                weights[0], weights[1], integer(v, "batch-max", 8), integer(v, "seq-min", 1),
+                number(v, "seq-median", 24), number(v, "seq-sigma", 0.6), integer(v, "seq-max", 64),
+                integer(v, "vocab", 100), integer(v, "mlp-batch-max", 256), number(v, "binary", 0),
+                number(v, "malformed", 0));
+        String management = take(v, "actuator", "http://127.0.0.1:8081");
+        String model = take(v, "model", "");
+        String html = take(v, "html", "");
         int concurrency = integer(v, "concurrency", 8);
         double rate = number(v, "rate", 0);
         if (concurrency < 1 || concurrency > 10_000) {
@@ -633,13 +667,13 @@ public final class LoadDriver {
         }
         String label = take(v, "label", "");
         Options options = new Options(URI.create(take(v, "url", "http://127.0.0.1:8080")),
-                management.equals("none") ? null : URI.create(management), mix, concurrency, rate,
-                integer(v, "max-outstanding", 1024), duration(v, "duration", "20s"), maxRequests,
+                management.equals("none") ? null : URI.create(management), mix, model.isEmpty() ? null : model,
+                concurrency, rate, integer(v, "max-outstanding", 1024), duration(v, "duration", "20s"), maxRequests,
                 duration(v, "warmup", "3s"), cancel, duration(v, "cancel-delay", "20ms"), duration(v, "timeout", "60s"),
-                duration(v, "drain", "30s"), integer(v, "variants", 256), Long.parseLong(take(v, "seed", "1")),
-                label.isEmpty() ? "bert=" + weights[0] + ",mlp=" + weights[1] : label,
-                Path.of(take(v, "out", "target/load/load.json")), !Boolean.parseBoolean(take(v, "quiet", "false")),
-                Boolean.parseBoolean(take(v, "check", "false")));
+                duration(v, "drain", "30s"), integer(v, "distinct", 256), Long.parseLong(take(v, "seed", "1")),
+                !label.isEmpty() ? label : !model.isEmpty() ? model : "bert=" + weights[0] + ",mlp=" + weights[1],
+                Path.of(take(v, "out", "target/load/load.json")), html.isEmpty() ? null : Path.of(html),
+                !Boolean.parseBoolean(take(v, "quiet", "false")), Boolean.parseBoolean(take(v, "check", "false")));
         if (options.duration().isZero() || options.duration().isNegative()) {
             throw new IllegalArgumentException("--duration must be > 0");
         }
@@ -685,10 +719,11 @@ public final class LoadDriver {
     }
 
     static Duration duration(Map<String, String> v, String key, String fallback) {
-        return parseDuration("--" + key, take(v, key, fallback));
+        return duration("--" + key, take(v, key, fallback));
     }
 
-    static Duration parseDuration(String name, String text) {
+    /** "30s", "2m", "500ms" or plain seconds. */
+    static Duration duration(String name, String text) {
         String t = text.trim().toLowerCase(Locale.ROOT);
         try {
             if (t.endsWith("ms")) {
@@ -700,9 +735,10 @@ public final class LoadDriver {
             if (t.endsWith("m")) {
                 return Duration.ofMillis((long) (Double.parseDouble(t.substring(0, t.length() - 1)) * 60_000));
             }
+            return Duration.ofMillis((long) (Double.parseDouble(t) * 1000));
         } catch (NumberFormatException e) {
             // fall through to the message below
         }
-        throw new IllegalArgumentException(name + " must be a duration like 500ms, 20s or 2m, got '" + text + "'");
+        throw new IllegalArgumentException(name + " must be a duration like 30s, 2m or 500ms, got '" + text + "'");
     }
 }

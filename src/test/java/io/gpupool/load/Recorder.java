@@ -32,6 +32,7 @@ final class Recorder {
     /** Successful-kind requests answered with a 5xx that is not 503/504/507: case name -> count. */
     private final Map<String, LongAdder> unexpectedByCase = new ConcurrentHashMap<>();
     private final LongAdder inFlight = new LongAdder();
+    private final LongAdder okTokens = new LongAdder();
 
     Recorder(int capacity) {
         start = new long[capacity];
@@ -64,6 +65,9 @@ final class Recorder {
         latency[slot] = (int) Math.min(Integer.MAX_VALUE, latencyMicros);
         status[slot] = (short) httpStatus;
         kind[slot] = (byte) request.kind().ordinal();
+        if (httpStatus == 200) {
+            okTokens.add(request.tokens());
+        }
         if (request.kind() == Workload.Kind.MALFORMED && (httpStatus < 400 || httpStatus >= 500) && httpStatus > 0) {
             malformedSurprises.computeIfAbsent(request.caseName(), k -> new ConcurrentHashMap<>())
                     .computeIfAbsent(httpStatus, k -> new LongAdder()).increment();
@@ -77,6 +81,11 @@ final class Recorder {
     /** 5xx other than the deliberate 503 (overloaded), 504 (timed out) and 507 (out of device memory). */
     static boolean isUnexpected(int httpStatus) {
         return httpStatus >= 500 && httpStatus != 503 && httpStatus != 504 && httpStatus != 507;
+    }
+
+    /** Tokens (batch x sequence) of the requests answered 200. */
+    long okTokens() {
+        return okTokens.sum();
     }
 
     int count() {

@@ -1,5 +1,7 @@
 package io.gpupool.load;
 
+import tools.jackson.databind.JsonNode;
+
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -32,15 +34,20 @@ import java.util.SplittableRandom;
  */
 final class Workload {
 
-    /** One request to send; {@code headerLength} is the Inference-Header-Content-Length or null. */
-    record Request(Kind kind, String caseName, String path, byte[] body, String headerLength, String contentType) {
+    /**
+     * One request to send; {@code headerLength} is the Inference-Header-Content-Length or null;
+     * {@code tokens} is batch x sequence (BERT) or batch (MLP), 0 for malformed requests.
+     */
+    record Request(Kind kind, String caseName, String path, byte[] body, String headerLength, String contentType,
+                   long tokens) {
     }
 
     enum Kind { BERT, MLP, MALFORMED }
 
     /** What a run sends; see {@link LoadDriver} for the command-line names. */
-    record Mix(String bertModel, String mlpModel, double bertWeight, double mlpWeight, int batchMax, double seqMedian,
-               double seqSigma, int seqMax, int mlpBatchMax, double binaryShare, double malformedShare) {
+    record Mix(String bertModel, String mlpModel, double bertWeight, double mlpWeight, int batchMax, int seqMin,
+               double seqMedian, double seqSigma, int seqMax, int vocab, int mlpBatchMax, double binaryShare,
+               double malformedShare) {
 
         Mix {
             if (bertWeight < 0 || mlpWeight < 0 || bertWeight + mlpWeight <= 0) {
@@ -48,10 +55,17 @@ final class Workload {
                         + bertWeight + " mlp=" + mlpWeight);
             }
             requireAtLeastOne("--batch-max", batchMax);
+            requireAtLeastOne("--seq-min", seqMin);
             requireAtLeastOne("--seq-max", seqMax);
+            if (seqMax < seqMin) {
+                throw new IllegalArgumentException("--seq-max (" + seqMax + ") must be >= --seq-min (" + seqMin + ")");
+            }
+            if (vocab < 2) {
+                throw new IllegalArgumentException("--vocab must be >= 2, got " + vocab);
+            }
             requireAtLeastOne("--mlp-batch-max", mlpBatchMax);
-            if (!(seqMedian >= 1 && seqMedian <= seqMax)) {
-                throw new IllegalArgumentException("--seq-median must be in [1, --seq-max], got " + seqMedian);
+            if (!(seqMedian >= 1)) {
+                throw new IllegalArgumentException("--seq-median must be >= 1, got " + seqMedian);
             }
             if (!(seqSigma >= 0 && seqSigma <= 3)) {
                 throw new IllegalArgumentException("--seq-sigma must be in [0, 3], got " + seqSigma);
@@ -92,14 +106,81 @@ final class Workload {
                 int batch = 1 + random.nextInt(mix.batchMax());
                 int seq = sequenceLength(random, mix);
                 boolean binary = random.nextDouble() < mix.binaryShare();
-                workload.bert.add(binary ? bertBinary(mix.bertModel(), random, batch, seq)
-                        : bertJson(mix.bertModel(), random, batch, seq));
+                workload.bert.add(binary ? bertBinary(mix.bertModel(), random, batch, seq, mix.vocab())
+                        : bertJson(mix.bertModel(), random, batch, seq, mix.vocab()));
             }
             if (mix.mlpWeight() > 0) {
                 workload.mlp.add(mlpJson(mix.mlpModel(), random, 1 + random.nextInt(mix.mlpBatchMax())));
             }
         }
         return workload;
+    }
+
+    /**
+     * Bodies for any model from its metadata ({@code GET /v2/models/{model}}), instead of the BERT/MLP
+     * mix: every input is filled; a -1 in first place is the batch (uniform in [1, batchMax]), a -1 in
+     * second place the sequence length (the log-normal above, clipped to [seqMin, seqMax]); fixed
+     * dimensions are kept. Integer inputs get token ids in [1, vocab) ({@code 1} for names containing
+     * "mask", {@code 0} for names containing "type"); floating-point inputs get standard normal values.
+     */
+    static Workload fromMetadata(Mix mix, String model, JsonNode metadata, int variants, long seed) {
+        SplittableRandom random = new SplittableRandom(seed);
+        Workload workload = new Workload(new Mix(model, model, 1, 0, mix.batchMax(), mix.seqMin(), mix.seqMedian(),
+                mix.seqSigma(), mix.seqMax(), mix.vocab(), 1, 0, mix.malformedShare()),
+                mix.malformedShare() > 0 ? malformedCorpus(mix) : List.of());
+        for (int i = 0; i < variants; i++) {
+            long[] tokens = new long[1];
+            byte[] body = metadataPayload(metadata, mix, random, tokens);
+            workload.bert.add(new Request(Kind.BERT, model, inferPath(model), body, null, "application/json", tokens[0]));
+        }
+        return workload;
+    }
+
+    /** One body for the inputs {@code metadata} declares (see {@link #fromMetadata}); tokensOut[0] = batch x sequence. */
+    static byte[] metadataPayload(JsonNode metadata, Mix mix, SplittableRandom random, long[] tokensOut) {
+        int batch = 1 + random.nextInt(mix.batchMax());
+        int seq = sequenceLength(random, mix);
+        tokensOut[0] = batch;
+        StringBuilder body = new StringBuilder("{\"inputs\":[");
+        boolean firstInput = true;
+        for (JsonNode input : metadata.path("inputs")) {
+            String name = input.path("name").asString("");
+            String datatype = input.path("datatype").asString("");
+            JsonNode shape = input.path("shape");
+            long[] dims = new long[shape.size()];
+            long count = 1;
+            for (int d = 0; d < dims.length; d++) {
+                long dim = shape.get(d).asLong();
+                dims[d] = dim >= 0 ? dim : d == 0 ? batch : d == 1 ? seq : 1;
+                count *= dims[d];
+            }
+            if (dims.length > 1 && shape.get(1).asLong() < 0) {
+                tokensOut[0] = (long) batch * seq;
+            }
+            body.append(firstInput ? "" : ",").append("{\"name\":\"").append(name).append("\",\"datatype\":\"")
+                    .append(datatype).append("\",\"shape\":[");
+            firstInput = false;
+            for (int d = 0; d < dims.length; d++) {
+                body.append(d == 0 ? "" : ",").append(dims[d]);
+            }
+            body.append("],\"data\":[");
+            boolean floating = datatype.startsWith("FP") || datatype.startsWith("BF");
+            String lower = name.toLowerCase(Locale.ROOT);
+            for (long i = 0; i < count; i++) {
+                body.append(i == 0 ? "" : ",");
+                if (floating) {
+                    body.append(String.format(Locale.ROOT, "%.3f", gaussian(random)));
+                } else if (lower.contains("mask")) {
+                    body.append(1);
+                } else if (lower.contains("type")) {
+                    body.append(0);
+                } else {
+                    body.append(1 + random.nextInt(mix.vocab() - 1));
+                }
+            }
+            body.append("]}");
+        }
+        return body.append("]}").toString().getBytes(StandardCharsets.UTF_8);
     }
 
     /** Draws the next request: malformed with {@code malformedShare}, else BERT or MLP by weight. */
@@ -119,7 +200,7 @@ final class Workload {
     static int sequenceLength(SplittableRandom random, Mix mix) {
         double gaussian = gaussian(random);
         long seq = Math.round(Math.exp(Math.log(mix.seqMedian()) + mix.seqSigma() * gaussian));
-        return (int) Math.clamp(seq, 1, mix.seqMax());
+        return (int) Math.clamp(seq, mix.seqMin(), mix.seqMax());
     }
 
     /** Standard normal by Box-Muller (SplittableRandom has no nextGaussian of its own state). */
@@ -133,14 +214,14 @@ final class Workload {
         return "/v2/models/" + model + "/infer";
     }
 
-    static Request bertJson(String model, SplittableRandom random, int batch, int seq) {
+    static Request bertJson(String model, SplittableRandom random, int batch, int seq, int vocab) {
         StringBuilder ids = new StringBuilder(batch * seq * 3);
         StringBuilder mask = new StringBuilder(batch * seq * 2);
         for (int b = 0; b < batch; b++) {
             int length = 1 + random.nextInt(seq); // tokens before padding in this row
             for (int s = 0; s < seq; s++) {
                 String sep = (b == 0 && s == 0) ? "" : ",";
-                ids.append(sep).append(s < length ? 1 + random.nextInt(99) : 0);
+                ids.append(sep).append(s < length ? 1 + random.nextInt(vocab - 1) : 0);
                 mask.append(sep).append(s < length ? 1 : 0);
             }
         }
@@ -150,10 +231,10 @@ final class Workload {
                 {"name":"attention_mask","shape":[%d,%d],"datatype":"INT64","data":[%s]}]}"""
                 .formatted(batch, seq, batch, seq, ids, batch, seq, mask);
         return new Request(Kind.BERT, "bert b" + batch + " s" + seq, inferPath(model),
-                body.getBytes(StandardCharsets.UTF_8), null, "application/json");
+                body.getBytes(StandardCharsets.UTF_8), null, "application/json", (long) batch * seq);
     }
 
-    static Request bertBinary(String model, SplittableRandom random, int batch, int seq) {
+    static Request bertBinary(String model, SplittableRandom random, int batch, int seq, int vocab) {
         int n = batch * seq;
         String header = """
                 {"inputs":[{"name":"input_ids","shape":[%d,%d],"datatype":"INT64","parameters":{"binary_data_size":%d}}],\
@@ -163,10 +244,10 @@ final class Workload {
         ByteBuffer body = ByteBuffer.allocate(json.length + 8 * n).order(ByteOrder.LITTLE_ENDIAN);
         body.put(json);
         for (int i = 0; i < n; i++) {
-            body.putLong(1 + random.nextInt(99));
+            body.putLong(1 + random.nextInt(vocab - 1));
         }
         return new Request(Kind.BERT, "bert-binary b" + batch + " s" + seq, inferPath(model), body.array(),
-                Integer.toString(json.length), "application/octet-stream");
+                Integer.toString(json.length), "application/octet-stream", n);
     }
 
     static Request mlpJson(String model, SplittableRandom random, int batch) {
@@ -177,7 +258,7 @@ final class Workload {
         String body = """
                 {"inputs":[{"name":"input","shape":[%d,4],"datatype":"FP32","data":[%s]}]}""".formatted(batch, data);
         return new Request(Kind.MLP, "mlp b" + batch, inferPath(model), body.getBytes(StandardCharsets.UTF_8), null,
-                "application/json");
+                "application/json", batch);
     }
 
     /**
@@ -277,11 +358,11 @@ final class Workload {
 
     private static void json(List<Request> corpus, String name, String model, String body) {
         corpus.add(new Request(Kind.MALFORMED, name, inferPath(model), body.getBytes(StandardCharsets.UTF_8), null,
-                "application/json"));
+                "application/json", 0));
     }
 
     private static void binary(List<Request> corpus, String name, String model, byte[] body, String headerLength) {
-        corpus.add(new Request(Kind.MALFORMED, name, inferPath(model), body, headerLength, "application/octet-stream"));
+        corpus.add(new Request(Kind.MALFORMED, name, inferPath(model), body, headerLength, "application/octet-stream", 0));
     }
 
     private static byte[] concat(byte[] a, byte[] b) {

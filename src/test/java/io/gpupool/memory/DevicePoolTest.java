@@ -207,6 +207,39 @@ class DevicePoolTest {
     }
 
     @Test
+    void smallObjectsMovingToAnotherStreamWaitOnTheirSlabsFences() {
+        try (DevicePool pool = new DevicePool(source, globalOnly())) {
+            DeviceBlock keep = pool.allocate(3000, s0);
+            DeviceBlock a = pool.allocate(3000, s0);
+            s0.pending = true;
+            a.release();
+            TestStream.TestFence fence = s0.fences.getLast();
+            DeviceBlock b = pool.allocate(3000, s1);
+            assertThat(b.address()).isEqualTo(a.address());
+            assertThat(fence.waiters).containsExactly(s1);
+            s0.pending = false;
+            keep.release();
+            b.release();
+        }
+    }
+
+    @Test
+    void aNewSlabInheritsThePendingFencesOfItsChunk() {
+        try (DevicePool pool = new DevicePool(source, globalOnly())) {
+            DeviceBlock run = pool.allocate(2 * MIB, s0);
+            s0.pending = true;
+            run.release();                                      // 2 MiB of the chunk freed, stream 0 busy
+            TestStream.TestFence fence = s0.fences.getLast();
+            DeviceBlock object = pool.allocate(1000, s0);       // stream 0 carves a slab from that memory
+            DeviceBlock other = pool.allocate(1000, s1);        // stream 1 takes an object of the same slab
+            assertThat(other.address()).isEqualTo(object.address() + 1024);
+            assertThat(fence.waiters).contains(s1);
+            object.release();
+            other.release();
+        }
+    }
+
+    @Test
     void completedFencesAreDroppedWithoutWaiting() {
         try (DevicePool pool = new DevicePool(source, globalOnly())) {
             DeviceBlock a = pool.allocate(8 * MIB, s0);
@@ -413,6 +446,21 @@ class DevicePoolTest {
             pool.trim();
             assertThat(metrics.counters().coalesces()).isEqualTo(2);   // 64 + 64 merged, then 128 + 128
         }
+    }
+
+    @Test
+    void configurationErrorsNameFieldValueAndRange() {
+        PoolConfig d = PoolConfig.defaults();
+        assertThatThrownBy(() -> d.withBlocks(3 * MIB, 256 * MIB)).hasMessage(
+                "gpupool.memory.minBlockBytes = 3145728 is invalid; allowed: a power of two in [2097152, 67108864]");
+        assertThatThrownBy(() -> d.withGrowth(GrowthPolicy.LAZY, 5)).hasMessageContaining("initialBytes = 5")
+                .hasMessageContaining("HYBRID");
+        assertThatThrownBy(() -> d.withGrowth(GrowthPolicy.EAGER, 0)).hasMessageContaining("initialBytes = 0");
+        assertThatThrownBy(() -> d.withMode(AllocatorMode.BEST_FIT)).hasMessageContaining("mode = BEST_FIT");
+        assertThatThrownBy(() -> d.apply(PoolTuning.none().withLocalIdleAge(Duration.ofSeconds(-1))))
+                .hasMessageContaining("localIdleAge = PT-1S");
+        assertThat(d.effectiveCapBytes(1001 * MIB)).as("0.9 x 1001 MiB, down to whole blocks").isEqualTo(900 * MIB);
+        assertThat(d.apply(PoolTuning.none().withCapBytes(GIB)).effectiveCapBytes(1001 * MIB)).isEqualTo(GIB);
     }
 
     @Test

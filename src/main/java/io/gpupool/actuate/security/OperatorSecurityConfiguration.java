@@ -14,13 +14,18 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
 import org.springframework.core.env.Profiles;
 import org.springframework.http.HttpMethod;
+import org.springframework.http.HttpStatus;
 import org.springframework.security.config.annotation.web.reactive.EnableWebFluxSecurity;
 import org.springframework.security.config.web.server.ServerHttpSecurity;
 import org.springframework.security.core.userdetails.MapReactiveUserDetailsService;
 import org.springframework.security.core.userdetails.User;
 import org.springframework.security.crypto.factory.PasswordEncoderFactories;
 import org.springframework.security.crypto.password.PasswordEncoder;
+import org.springframework.security.web.server.DelegatingServerAuthenticationEntryPoint;
 import org.springframework.security.web.server.SecurityWebFilterChain;
+import org.springframework.security.web.server.ServerAuthenticationEntryPoint;
+import org.springframework.security.web.server.authentication.HttpBasicServerAuthenticationEntryPoint;
+import org.springframework.security.web.server.authentication.HttpStatusServerEntryPoint;
 import org.springframework.security.web.server.context.NoOpServerSecurityContextRepository;
 import org.springframework.security.web.server.util.matcher.AndServerWebExchangeMatcher;
 import org.springframework.security.web.server.util.matcher.PathPatternParserServerWebExchangeMatcher;
@@ -60,7 +65,8 @@ public class OperatorSecurityConfiguration {
                 .formLogin(ServerHttpSecurity.FormLoginSpec::disable)
                 .logout(ServerHttpSecurity.LogoutSpec::disable)
                 .securityContextRepository(NoOpServerSecurityContextRepository.getInstance())
-                .httpBasic(basic -> { })
+                .httpBasic(basic -> basic.authenticationEntryPoint(entryPoint()))
+                .exceptionHandling(handling -> handling.authenticationEntryPoint(entryPoint()))
                 .authorizeExchange(exchanges -> exchanges
                         .matchers(get(EndpointRequest.to("health", "metrics", "prometheus", "dashboard"))).permitAll()
                         .matchers(get(EndpointRequest.to(GpuPoolEndpoint.class))).permitAll()
@@ -91,6 +97,21 @@ public class OperatorSecurityConfiguration {
                 .password(encoder.encode(password))
                 .roles(OPERATOR)
                 .build());
+    }
+
+    /**
+     * 401 with a Basic challenge, except for scripts ({@code X-Requested-With: XMLHttpRequest}, as the
+     * dashboard sends): they get a bare 401, so that the browser shows no login dialog of its own.
+     */
+    private static ServerAuthenticationEntryPoint entryPoint() {
+        ServerWebExchangeMatcher script = exchange -> "XMLHttpRequest".equals(
+                exchange.getRequest().getHeaders().getFirst("X-Requested-With"))
+                ? ServerWebExchangeMatcher.MatchResult.match() : ServerWebExchangeMatcher.MatchResult.notMatch();
+        DelegatingServerAuthenticationEntryPoint entryPoint = new DelegatingServerAuthenticationEntryPoint(
+                new DelegatingServerAuthenticationEntryPoint.DelegateEntry(script,
+                        new HttpStatusServerEntryPoint(HttpStatus.UNAUTHORIZED)));
+        entryPoint.setDefaultEntryPoint(new HttpBasicServerAuthenticationEntryPoint());
+        return entryPoint;
     }
 
     private static ServerWebExchangeMatcher get(ServerWebExchangeMatcher matcher) {

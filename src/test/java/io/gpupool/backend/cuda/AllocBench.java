@@ -2,11 +2,11 @@ package io.gpupool.backend.cuda;
 
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.AllocatorMode;
-import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.PoolConfig;
 
-import java.lang.reflect.Method;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -20,15 +20,15 @@ import java.util.function.Supplier;
 
 /**
  * Allocation microbenchmark on a real GPU, in one run: the cost of one allocate+release pair through
- * the pool, through {@code direct} (cuMemAlloc/cuMemFree) and through {@code cuda-async}
+ * the pool (three variants), through {@code direct} (cuMemAlloc/cuMemFree) and through {@code cuda-async}
  * (cuMemAllocAsync/cuMemFreeAsync with a caching default pool), at 512 B, 64 KiB, 2 MiB and 64 MiB,
  * then the aggregate pairs per second with 1, 4, 8 and 16 threads each owning a stream.
  *
  * <p>Method: per (allocator, size), warm up, then time rounds of back-to-back pairs on one stream for
  * about {@code roundMillis} each and report the best round (the least disturbed one) and the median.
  * Nothing is launched on the GPU, so the numbers are host-side allocator cost (what a request pays
- * before its first kernel). The pool is used through reflection so this main also runs before
- * {@code DevicePool} exists; it is then reported as unavailable.
+ * before its first kernel). The pool runs in its default two-level mode, in global-only mode and on
+ * expandable segments.
  *
  * <p>Run from the GPU bundle: {@code ./run-gpu-tests.sh --main io.gpupool.backend.cuda.AllocBench out.json}
  */
@@ -53,10 +53,10 @@ public final class AllocBench {
         }
 
         Map<String, Supplier<DeviceAllocator>> allocators = new LinkedHashMap<>();
-        String poolNote = poolFactory(device.plainChunkSource()) == null ? "memory.DevicePool not on the class path" : "ok";
-        if (poolFactory(device.plainChunkSource()) != null) {
-            allocators.put("pool", () -> poolFactory(device.plainChunkSource()).get());
-        }
+        allocators.put("pool", () -> new DevicePool(device.plainChunkSource(), PoolConfig.defaults()));
+        allocators.put("pool-global-only", () -> new DevicePool(device.plainChunkSource(),
+                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)));
+        allocators.put("pool-expandable", () -> new DevicePool(device.expandableChunkSource(), PoolConfig.defaults()));
         allocators.put("direct", () -> device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow());
         allocators.put("cuda-async", () -> device.nativeAllocator(AllocatorMode.CUDA_ASYNC).orElseThrow());
 
@@ -64,7 +64,6 @@ public final class AllocBench {
         json.append("{\n  \"device\": \"").append(device.name()).append("\",\n");
         json.append("  \"totalMemoryBytes\": ").append(device.totalMemory()).append(",\n");
         json.append("  \"roundMillis\": ").append(roundMillis).append(",\n");
-        json.append("  \"pool\": \"").append(poolNote).append("\",\n");
         json.append("  \"pairNanos\": [\n");
         boolean first = true;
         for (var entry : allocators.entrySet()) {
@@ -178,24 +177,5 @@ public final class AllocBench {
             total += count;
         }
         return total * 1e9 / elapsed;
-    }
-
-    /** A factory for {@code new DevicePool(source, PoolConfig.defaults())}, or null when the pool is absent. */
-    private static Supplier<DeviceAllocator> poolFactory(ChunkSource source) {
-        try {
-            Class<?> poolClass = Class.forName("io.gpupool.memory.DevicePool");
-            Class<?> configClass = Class.forName("io.gpupool.memory.PoolConfig");
-            Method defaults = configClass.getMethod("defaults");
-            var constructor = poolClass.getConstructor(ChunkSource.class, configClass);
-            return () -> {
-                try {
-                    return (DeviceAllocator) constructor.newInstance(source, defaults.invoke(null));
-                } catch (ReflectiveOperationException e) {
-                    throw new IllegalStateException("cannot create DevicePool", e);
-                }
-            };
-        } catch (ReflectiveOperationException e) {
-            return null;
-        }
     }
 }
