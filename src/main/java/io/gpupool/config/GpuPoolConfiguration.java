@@ -55,14 +55,14 @@ import java.util.List;
  *                  DIRECT/CUDA_ASYNC:     device.nativeAllocator(mode)
  *                  each behind a TracingAllocator (trace recording switched on and off at runtime)
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
- *     kernels      CudaTensorOps on CUDA, HostTensorOps on the host
+ *     kernels      CudaTensorOps(gpupool.kernels.precision) on CUDA, HostTensorOps on the host
  *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
  *   models         every ModelSource bean (the repository at gpupool.models.path, plus any others)
  *   warm-up        after start, on its own thread; /v2/health/ready answers 200 once it finished
  * </pre>
  */
 @Configuration(proxyBeanMethods = false)
-@EnableConfigurationProperties(GpuPoolProperties.class)
+@EnableConfigurationProperties({GpuPoolProperties.class, KernelProperties.class})
 public class GpuPoolConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(GpuPoolConfiguration.class);
@@ -97,10 +97,12 @@ public class GpuPoolConfiguration {
     }
 
     @Bean(destroyMethod = "close")
-    ServingDevices servingDevices(ComputeBackend backend, GpuPoolSettings settings, FaultInjection faults) {
+    ServingDevices servingDevices(ComputeBackend backend, GpuPoolSettings settings, FaultInjection faults,
+                                  KernelProperties kernels) {
         List<DeviceRuntime> runtimes = new ArrayList<>();
         for (ComputeDevice device : backend.devices()) {
-            TensorOps ops = backend instanceof CudaBackend ? new CudaTensorOps(device) : new HostTensorOps();
+            TensorOps ops = backend instanceof CudaBackend
+                    ? new CudaTensorOps(device, kernels.getPrecision()) : new HostTensorOps();
             DeviceAllocator activations = new TracingAllocator(
                     activationAllocator(device, settings.memory(), faults.chunksOf(device)), TRACE_CAPACITY);
             DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT)
