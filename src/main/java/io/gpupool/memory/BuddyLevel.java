@@ -343,6 +343,16 @@ final class BuddyLevel {
         return result;
     }
 
+    /**
+     * The free keys of order {@code k} ({@code (chunkId << 24) | offset}), copied without the order
+     * lock: for the operators' block layout only ({@link BlockLayouts}), a racy picture that may mix
+     * two moments, never used for a decision.
+     */
+    long[] freeKeysUnlocked(int k) {
+        long[] list = lists[k];
+        return Arrays.copyOf(list, Math.max(0, Math.min(sizes[k], list.length)));
+    }
+
     static int ceilLog2(long n) {
         return n <= 1 ? 0 : 64 - Long.numberOfLeadingZeros(n - 1);
     }

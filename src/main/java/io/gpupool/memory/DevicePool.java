@@ -1,6 +1,7 @@
 package io.gpupool.memory;
 
 import io.gpupool.memory.metric.AllocatorCounters;
+import io.gpupool.memory.metric.BlockLayoutMetric;
 import io.gpupool.memory.metric.ChunkMetric;
 import io.gpupool.memory.metric.FreeOrderMetric;
 import io.gpupool.memory.metric.LatencyDistribution;
@@ -964,7 +965,13 @@ public final class DevicePool implements DeviceAllocator {
 
     // ------------------------------------------------------------------ metrics
 
-    private final class Metrics implements PoolMetrics {
+    private final class Metrics implements PoolMetrics, BlockLayoutMetric {
+
+        /** The buddy map for operators; see {@link BlockLayouts} (no lock taken, a racy picture). */
+        @Override
+        public List<ChunkBlocks> layout() {
+            return BlockLayouts.layout(chunks.all(), buddy, caches, small, smallCount, unitShift);
+        }
 
         private long sumCaches(int stat) {
             long total = 0;

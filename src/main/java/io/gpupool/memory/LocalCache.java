@@ -286,4 +286,20 @@ final class LocalCache {
             unclaim();
         }
     }
+
+    /**
+     * Passes every cached buddy-run handle (classes {@code firstRunClass} on) to {@code action}, read
+     * without claiming the owner word: for the operators' block layout only (a racy picture).
+     */
+    void forEachCachedRun(int firstRunClass, java.util.function.LongConsumer action) {
+        for (int c = firstRunClass; c < entries.length; c++) {
+            long[] stack = entries[c];
+            if (stack != null) {
+                int n = Math.min(counts[c], stack.length);
+                for (int i = 0; i < n; i++) {
+                    action.accept(stack[i]);
+                }
+            }
+        }
+    }
 }
