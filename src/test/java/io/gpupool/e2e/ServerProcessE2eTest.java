@@ -126,6 +126,7 @@ class ServerProcessE2eTest {
         JsonNode devices;
         while (true) {
             devices = JSON.readTree(get("/actuator/gpupool", managementPort).body()).get("devices");
+            assertThat(devices.size()).as("pools reported by /actuator/gpupool").isPositive();
             long allocated = 0;
             for (JsonNode device : devices) {
                 allocated += device.get("global").get("allocatedBytes").asLong();
