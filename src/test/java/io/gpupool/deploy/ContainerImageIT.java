@@ -139,7 +139,10 @@ class ContainerImageIT {
     @AfterAll
     void stop() {
         if (server != null) {
+            String imageName = server.getDockerImageName();
             server.stop();
+            // Ryuk is off on CI, so nothing else removes the image this run built.
+            DockerClientFactory.lazyClient().removeImageCmd(imageName).withForce(true).exec();
         }
     }
 
