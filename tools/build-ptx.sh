@@ -4,9 +4,13 @@
 # Usage: tools/build-ptx.sh [output-dir]      (default: src/main/resources/ptx)
 #
 # The PTX targets compute_80 (Ampere and newer: A100, H100/H200, ...); the driver compiles it for the GPU at
-# module load, so one text serves every such card. The output is deterministic for a given nvcc release: no
-# line info, no source paths, sources compiled from a fixed relative path, the C locale. tools/check-ptx.sh
-# regenerates into a temporary directory and diffs against the committed files.
+# module load, so one text serves every such card. nvcc 13 writes PTX ISA 9.0, which needs a CUDA 13 (R580+)
+# driver to load.
+#
+# The output is deterministic for a given nvcc release, whatever the checkout's path: no line info, sources
+# compiled from their own directory by relative name, the C locale, and no internal-linkage (static) function
+# that declares __shared__ memory in the sources (nvcc names such variables with a hash of the file's absolute
+# path). tools/check-ptx.sh regenerates into a temporary directory and diffs against the committed files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-src/main/resources/ptx}"

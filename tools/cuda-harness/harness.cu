@@ -183,7 +183,21 @@ static void checkGemm(const std::string& kernel, int M, int N, int K, int act, d
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
 }
 
-static void checkAttention(const std::string& kernel, int B, int S, int H, int D, bool withMask) {
+// The FP32 kernels take (qkv, mask, ctx, S, H, D) on 32-query tiles; the BF16 one (qkv, mask, ctx, S, H), 64.
+static void launchAttention(const std::string& kernel, Args& a, float* dq, int* dm, float* dc, int B, int S, int H,
+                            int D) {
+    a.store.clear();
+    a.add(dq).add(dm).add(dc).add(S).add(H);
+    if (kernel == "attention_bf16_d64") {
+        launch(kernel, dim3((S + 63) / 64, H, B), dim3(128), a);
+    } else {
+        a.add(D);
+        launch(kernel, dim3((S + 31) / 32, H, B), dim3(128), a);
+    }
+}
+
+static void checkAttention(const std::string& kernel, int B, int S, int H, int D, bool withMask,
+                           double tolerance = 1e-5) {
     const int width = 3 * H * D;
     auto qkv = randomVector((size_t) B * S * width);
     std::vector<int> mask((size_t) B * S, 1);
@@ -199,8 +213,7 @@ static void checkAttention(const std::string& kernel, int B, int S, int H, int D
     int* dm = withMask ? upload(mask) : nullptr;
     float* dc = poisoned((size_t) B * S * H * D);
     Args a;
-    a.add(dq).add(dm).add(dc).add(S).add(H).add(D);
-    launch(kernel, dim3((S + 31) / 32, H, B), dim3(128), a);
+    launchAttention(kernel, a, dq, dm, dc, B, S, H, D);
     auto got = download(dc, (size_t) B * S * H * D);
     std::vector<double> ref((size_t) B * S * H * D);
     std::vector<double> score(S);
@@ -230,7 +243,7 @@ static void checkAttention(const std::string& kernel, int B, int S, int H, int D
     char name[128];
     std::snprintf(name, sizeof name, "%s B%d S%d H%d D%d %s", kernel.c_str(), B, S, H, D,
                   withMask ? "masked" : "nomask");
-    report(name, got, ref, 1e-5);
+    report(name, got, ref, tolerance);
     cudaFree(dq); cudaFree(dm); cudaFree(dc);
 }
 
@@ -398,15 +411,13 @@ static void timeGemm(const std::string& label, const std::string& kernel, int M,
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
 }
 
-static void timeAttention(int B, int S, int H, int D, int reps) {
+static void timeAttention(const std::string& kernel, int B, int S, int H, int D, int reps) {
     auto qkv = randomVector((size_t) B * S * 3 * H * D);
     float* dq = upload(qkv);
     float* dc = poisoned((size_t) B * S * H * D);
-    std::string kernel = D <= 32 ? "attention_d32" : D <= 64 ? "attention_d64" : "attention_d128";
     int* dm = nullptr;
     Args a;
-    a.add(dq).add(dm).add(dc).add(S).add(H).add(D);
-    double ms = medianMs([&] { launch(kernel, dim3((S + 31) / 32, H, B), dim3(128), a); }, reps);
+    double ms = medianMs([&] { launchAttention(kernel, a, dq, dm, dc, B, S, H, D); }, reps);
     double tflops = 4.0 * B * H * (double) S * S * D / (ms * 1e-3) / 1e12;
     std::printf("attention  %-18s B=%-3d S=%-4d H=%-3d D=%-3d %9.4f ms %8.1f TFLOP/s\n", kernel.c_str(), B, S, H, D, ms,
                 tflops);
@@ -430,9 +441,8 @@ int main(int argc, char** argv) {
     CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
 
-    loadPtx(argv[1], "gemm", {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64",
-                              "gemm_rs_tf32_128", "gemm_rs_tf32_64", "gemm_rs_bf16_128", "gemm_rs_bf16_64"});
-    loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128"});
+    loadPtx(argv[1], "gemm", {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64"});
+    loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64"});
     loadPtx(argv[1], "ops", {"embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"});
 
     json << "{\n  \"device\": \"" << prop.name << "\",\n  \"entries\": [";
@@ -443,12 +453,12 @@ int main(int argc, char** argv) {
     }
     checkGemm("gemm_f32", 131, 301, 257, 1, 1e-5);   // odd K and N: scalar paths
     checkGemm("gemm_f32", 1, 7, 3, 0, 1e-5);
-    for (const char* k : {"gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_rs_tf32_128", "gemm_rs_tf32_64"}) {
+    for (const char* k : {"gemm_tc_tf32_128", "gemm_tc_tf32_64"}) {
         checkGemm(k, 200, 300, 260, 1, 5e-3);
         checkGemm(k, 129, 70, 36, 3, 5e-3);
         checkGemm(k, 1, 2, 4, 0, 5e-3);
     }
-    for (const char* k : {"gemm_tc_bf16_128", "gemm_tc_bf16_64", "gemm_rs_bf16_128", "gemm_rs_bf16_64"}) {
+    for (const char* k : {"gemm_tc_bf16_128", "gemm_tc_bf16_64"}) {
         checkGemm(k, 200, 300, 260, 1, 4e-2);
         checkGemm(k, 129, 70, 36, 2, 4e-2);
         checkGemm(k, 1, 2, 4, 0, 4e-2);
@@ -458,6 +468,9 @@ int main(int argc, char** argv) {
     checkAttention("attention_d32", 3, 5, 4, 8, true);
     checkAttention("attention_d32", 2, 33, 2, 32, true);
     checkAttention("attention_d128", 3, 40, 2, 100, true);
+    checkAttention("attention_bf16_d64", 3, 77, 3, 64, true, 3e-2);
+    checkAttention("attention_bf16_d64", 2, 200, 2, 64, false, 3e-2);
+    checkAttention("attention_bf16_d64", 3, 5, 1, 64, true, 3e-2);
     checkLayerNorm(50, 768, true);
     checkLayerNorm(7, 33, false);
     checkEmbeddingAndPooling();
@@ -466,9 +479,8 @@ int main(int argc, char** argv) {
 
     // GEMM throughput.
     const int reps = quick ? 5 : 20;
-    const std::vector<std::string> all = {"gemm_f32",         "gemm_tc_tf32_128", "gemm_tc_tf32_64",
-                                          "gemm_tc_bf16_128", "gemm_tc_bf16_64",  "gemm_rs_tf32_128",
-                                          "gemm_rs_tf32_64",  "gemm_rs_bf16_128", "gemm_rs_bf16_64"};
+    const std::vector<std::string> all = {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128",
+                                          "gemm_tc_bf16_64"};
     for (const auto& k : all) timeGemm("square", k, 4096, 4096, 4096, reps);
     const int ms[] = {128, 512, 1024, 4096, 16384};               // batch·seq for 1/8/32 × 128/512
     const int nk[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};   // QKV, out-proj, FFN up, FFN down
@@ -476,7 +488,8 @@ int main(int argc, char** argv) {
         for (auto& s : nk)
             for (const auto& k : all) timeGemm("bert", k, m, s[0], s[1], reps);
     for (int b : {1, 8, 32})
-        for (int s : {128, 512}) timeAttention(b, s, 12, 64, reps);
+        for (int s : {128, 512})
+            for (const char* k : {"attention_d64", "attention_bf16_d64"}) timeAttention(k, b, s, 12, 64, reps);
 
     json << "\n  ],\n  \"failures\": " << failures << "\n}\n";
     std::ofstream out(argv[2]);

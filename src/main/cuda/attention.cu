@@ -33,7 +33,7 @@
 #define ATT_THREADS 128
 
 template <int DMAX, int KT>
-static __device__ __forceinline__ void attention_tile(const float* __restrict__ qkv, const int* __restrict__ mask,
+__device__ __forceinline__ void attention_tile(const float* __restrict__ qkv, const int* __restrict__ mask,
                                                       float* __restrict__ ctx, int S, int H, int D) {
     constexpr int DP = DMAX + 1;      // padded row (bank spread)
     constexpr int KPL = KT / 4;       // keys per lane per tile
@@ -154,4 +154,198 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 attention_d128(const float* __restrict__ qkv, const int* __restrict__ mask, float* __restrict__ ctx, int S, int H,
                int D) {
     attention_tile<128, 16>(qkv, mask, ctx, S, H, D);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// BF16 tensor-core variant for head size 64 (BERT-base), used when linear layers run in BF16 too.
+//
+// One block of 4 warps per (64 queries, head, batch); warp w owns queries 16w..16w+15. Q, K, V are rounded to
+// bf16 as they are stored in shared memory (rows of 64 bf16 + 8 pad = 144 bytes: the 8 row addresses of an
+// ldmatrix phase hit distinct bank groups). Per key tile of 64:
+//   1. S = Q·Kᵀ with mma m16n8k16 (Q fragments loaded once; K fragments by ldmatrix, keys as the n dimension).
+//   2. Mask as above, online softmax on the FP32 accumulators; the row max and sum combine over the 4 lanes
+//      that share a row (shuffles).
+//   3. The accumulator layout of two neighbouring 8-key blocks of P is exactly the A-fragment layout of a
+//      16-key step, so P goes from registers to the second product without shared memory.
+//   4. O += P·V with V fragments from ldmatrix.trans (V is stored key-major, the product needs it d-major).
+// Error: about bf16 rounding of Q, K, P, V (rel ~1e-2 on the context), FP32 accumulation and softmax.
+// ---------------------------------------------------------------------------------------------------------------------
+
+#include <cuda_bf16.h>
+
+#define FA_ROW 144   // bytes per shared row: 64 bf16 + 16 pad
+
+static __device__ __forceinline__ unsigned fa_pack(float lo, float hi) {
+    __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&p);
+}
+
+static __device__ __forceinline__ void fa_ldmatrix(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
+                                                   unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+static __device__ __forceinline__ void fa_ldmatrix_trans(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
+                                                         unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+static __device__ __forceinline__ void fa_mma(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                              unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Stores rows [row0, row0+64) of one operand (column offset `col` in the qkv row) as bf16, times `scale`.
+static __device__ __forceinline__ void fa_stage(unsigned char* dst, const float* base, size_t ld, int row0, int S,
+                                                float scale) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int f = threadIdx.x + i * 128;     // float4 index within the 64 x 64 tile
+        const int r = f >> 4;
+        const int c4 = f & 15;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (row0 + r < S) v = *reinterpret_cast<const float4*>(base + (size_t) (row0 + r) * ld + c4 * 4);
+        *reinterpret_cast<uint2*>(dst + r * FA_ROW + c4 * 8) =
+            make_uint2(fa_pack(v.x * scale, v.y * scale), fa_pack(v.z * scale, v.w * scale));
+    }
+}
+
+// Grid (ceil(S / 64), H, B), 128 threads. Head size exactly 64; qkv rows 16-byte aligned (H·64 floats apart).
+extern "C" __global__ void __launch_bounds__(128)
+attention_bf16_d64(const float* __restrict__ qkv, const int* __restrict__ mask, float* __restrict__ ctx, int S,
+                   int H) {
+    constexpr int D = 64;
+    __shared__ __align__(128) unsigned char Qs[64 * FA_ROW];
+    __shared__ __align__(128) unsigned char Ks[64 * FA_ROW];
+    __shared__ __align__(128) unsigned char Vs[64 * FA_ROW];
+    __shared__ int valid[64];
+
+    const int b = blockIdx.z;
+    const int h = blockIdx.y;
+    const int q0 = blockIdx.x * 64;
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int g = lane >> 2;
+    const int q = lane & 3;
+    const size_t ld = (size_t) 3 * H * D;
+    const float* base = qkv + (size_t) b * S * ld + (size_t) h * D;
+
+    fa_stage(Qs, base, ld, q0, S, 0.125f);   // 1/sqrt(64), exact in any precision
+    __syncthreads();
+    unsigned qa[4][4];
+    const unsigned qBase = static_cast<unsigned>(__cvta_generic_to_shared(Qs));
+    const unsigned kBase = static_cast<unsigned>(__cvta_generic_to_shared(Ks));
+    const unsigned vBase = static_cast<unsigned>(__cvta_generic_to_shared(Vs));
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+        fa_ldmatrix(qBase + (warp * 16 + (lane & 15)) * FA_ROW + ks * 32 + (lane >> 4) * 16, qa[ks][0], qa[ks][1],
+                    qa[ks][2], qa[ks][3]);
+    }
+
+    float o[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY};
+    float l[2] = {0.0f, 0.0f};
+
+    for (int k0 = 0; k0 < S; k0 += 64) {
+        __syncthreads();   // the previous tile is consumed
+        fa_stage(Ks, base + (size_t) H * D, ld, k0, S, 1.0f);
+        fa_stage(Vs, base + (size_t) 2 * H * D, ld, k0, S, 1.0f);
+        if (tid < 64) {
+            const int j = k0 + tid;
+            valid[tid] = j >= S ? 0 : (mask == nullptr || mask[(size_t) b * S + j] != 0) ? 1 : 2;
+        }
+        __syncthreads();
+
+        float s[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[i][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+            for (int np = 0; np < 4; ++np) {
+                unsigned b0, b1, b2, b3;
+                fa_ldmatrix(kBase + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * FA_ROW + ks * 32 +
+                                ((lane >> 3) & 1) * 16,
+                            b0, b1, b2, b3);
+                fa_mma(s[2 * np], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b0, b1);
+                fa_mma(s[2 * np + 1], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b2, b3);
+            }
+        }
+
+        float tileMax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int v = valid[nb * 8 + 2 * q + (e & 1)];
+                s[nb][e] = v == 1 ? s[nb][e] : (v == 2 ? -3.402823466e38f : -INFINITY);
+                tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[nb][e]);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
+            tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
+            const float mNew = fmaxf(m[r], tileMax[r]);
+            alpha[r] = expf(m[r] - mNew);
+            m[r] = mNew;
+            l[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                s[nb][e] = expf(s[nb][e] - m[e >> 1]);
+                l[e >> 1] += s[nb][e];
+                o[nb][e] *= alpha[e >> 1];
+            }
+
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            const unsigned a0 = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+            const unsigned a1 = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+            const unsigned a2 = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            const unsigned a3 = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int nb = 0; nb < 8; nb += 2) {
+                unsigned b0, b1, b2, b3;
+                fa_ldmatrix_trans(vBase + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * FA_ROW +
+                                      (nb * 8 + (lane >> 4) * 8) * 2,
+                                  b0, b1, b2, b3);
+                fa_mma(o[nb], a0, a1, a2, a3, b0, b1);
+                fa_mma(o[nb + 1], a0, a1, a2, a3, b2, b3);
+            }
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int s = q0 + warp * 16 + g + r * 8;
+        if (s >= S) continue;
+        const float inv = 1.0f / l[r];
+        float* out = ctx + ((size_t) b * S + s) * H * D + (size_t) h * D;
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb) {
+            *reinterpret_cast<float2*>(out + nb * 8 + 2 * q) = make_float2(o[nb][r * 2] * inv, o[nb][r * 2 + 1] * inv);
+        }
+    }
 }

@@ -1,4 +1,8 @@
 // Helpers shared by the gpupool kernels. Header-only, device-side, no state.
+//
+// House rule for these sources: a device function that declares __shared__ memory must not be `static`
+// (nvcc would name the array after a hash of the file's absolute path and the committed PTX would depend on
+// where the repository is checked out; tools/check-ptx.sh would then fail on every other machine).
 #ifndef GPUPOOL_COMMON_CUH
 #define GPUPOOL_COMMON_CUH
 

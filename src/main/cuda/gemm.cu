@@ -8,28 +8,21 @@
 //          | BM x BK ... |             | BN x BK ... |    walking K in steps of BK
 //          +-------------+             +-------------+
 //
-// Three kernels, picked by the caller's precision:
+// Kernels, picked by the caller's precision and shape:
 //   gemm_f32            exact FP32 on the CUDA cores (FFMA). 128x128 tile, BK = 8, 256 threads, 8x8 outputs per
 //                       thread, shared memory stored k-major and double buffered. Matches a CPU FP32 reference to
 //                       rounding, so tests can compare with transformers at 1e-4.
-//   gemm_tc_tf32_*      tensor cores, TF32 inputs (operands rounded to 10-bit mantissa), FP32 accumulation.
-//   gemm_tc_bf16_*      tensor cores, BF16 inputs (operands rounded to 8-bit mantissa), FP32 accumulation.
-//   (*: _128 is a 128x128 tile with 8 warps, _64 a 64x64 tile with 4 warps for small M·N.)
-//
-// Tensor-core kernel, step by step (one block):
-//   1. Each thread loads its share of the next X and W k-tiles from global memory as float4 into registers
-//      (rows past M/N and columns past K read as zero).
-//   2. It rounds them (TF32: cvt.rna; BF16: round-to-nearest-even pairs) and stores them in shared memory, whose
-//      rows are 64 data bytes + 16 pad bytes (80 B), so the eight row addresses of an ldmatrix phase fall in
-//      eight distinct 4-bank groups: no bank conflicts.
-//   3. Two shared buffers alternate: while the tensor cores work on buffer t, the loads of tile t+1 are in flight.
-//   4. A k-tile is 64 bytes per row = two 32-byte k-steps. Per k-step a warp loads its A fragments (16 rows each)
-//      and B fragments (two 8-column blocks each) with ldmatrix.x4 and issues mma.sync:
-//        BF16: m16n8k16 (32 bytes = 16 bf16 of k)     TF32: m16n8k8 (32 bytes = 8 tf32 of k)
-//      The register layout of both is identical in bytes, so one code path serves both.
-//   5. Epilogue: + bias, activation, float2 stores with bounds checks.
+//   gemm_tc_tf32_*      tensor cores (mma.sync m16n8k8), TF32 operands, FP32 accumulation.
+//   gemm_tc_bf16_*      tensor cores (mma.sync m16n8k16), BF16 operands, FP32 accumulation.
+//   (*: _128 is a 128x128 tile with 8 warps (warp tile 64x32), _64 a 64x64 tile with 4 warps (warp tile 32x32)
+//   for products with too few 128x128 tiles to fill the device.)
+// Operands stay FP32 in device memory for every kernel; the tensor-core ones round them as they read shared
+// memory (see "Tensor cores, asynchronous copies" below for the pipeline and the shared-memory layout).
 // Preconditions for the tensor-core kernels: K % 4 == 0 and 16-byte aligned X and W (the caller falls back to
 // gemm_f32 otherwise).
+//
+// Measured on an H200 (tools/cuda-harness, see tools/cuda-harness/NOTES.md): 4096^3 gemm_f32 40 TFLOP/s,
+// gemm_tc_tf32_128 170, gemm_tc_bf16_128 160.
 
 #include <cuda_bf16.h>
 #include "common.cuh"
@@ -147,8 +140,6 @@ gemm_f32(const float* __restrict__ X, const float* __restrict__ W, const float* 
 // Tensor cores (TF32 / BF16 via mma.sync)
 // ---------------------------------------------------------------------------------------------------------------------
 
-#define TC_ROW_BYTES 80   // 64 data bytes + 16 pad bytes per shared-memory row
-
 static __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -175,174 +166,9 @@ static __device__ __forceinline__ void mma_step(float c[4], const unsigned a[4],
     }
 }
 
-static __device__ __forceinline__ unsigned to_tf32(float v) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
-    return r;
-}
-
 static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
     __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<unsigned*>(&p);
-}
-
-// BM x BN block tile, WARPS_M x WARPS_N warps; BK = 32 bf16 or 16 tf32 (64 bytes of k per row either way).
-template <bool BF16, int BM, int BN, int WARPS_M, int WARPS_N>
-static __device__ __forceinline__ void gemm_tc(const float* __restrict__ X, const float* __restrict__ W,
-                                               const float* __restrict__ bias, float* __restrict__ Y,
-                                               int M, int N, int K, int act) {
-    constexpr int THREADS = WARPS_M * WARPS_N * 32;
-    constexpr int BK = BF16 ? 32 : 16;                       // k elements per tile
-    constexpr int F4_PER_ROW = BK / 4;                       // float4 loads per row of a tile
-    constexpr int ROWS = BM + BN;                            // X rows then W rows
-    constexpr int LOADS = ROWS * F4_PER_ROW / THREADS;       // float4 per thread per tile
-    constexpr int ROWS_PER_PASS = THREADS / F4_PER_ROW;
-    constexpr int WM = BM / WARPS_M;                         // warp tile rows
-    constexpr int WN = BN / WARPS_N;                         // warp tile cols
-    constexpr int MB = WM / 16;                              // 16-row A fragments per warp
-    constexpr int NB = WN / 8;                               // 8-col B fragments per warp
-    static_assert(ROWS * F4_PER_ROW % THREADS == 0, "loader shape");
-    static_assert(NB % 2 == 0, "B fragments come in pairs");
-
-    __shared__ __align__(128) unsigned char smem[2][ROWS * TC_ROW_BYTES];
-
-    const int tid = threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int wm = warp / WARPS_N;
-    const int wn = warp % WARPS_N;
-    const int m0 = blockIdx.y * BM;
-    const int n0 = blockIdx.x * BN;
-
-    float4 stage[LOADS];
-    auto loadTile = [&](int k0) {
-#pragma unroll
-        for (int i = 0; i < LOADS; ++i) {
-            const int r = tid / F4_PER_ROW + i * ROWS_PER_PASS;
-            const int k = k0 + (tid % F4_PER_ROW) * 4;
-            const bool isX = r < BM;
-            const int gRow = isX ? m0 + r : n0 + (r - BM);
-            const int limit = isX ? M : N;
-            const float* base = isX ? X : W;
-            if (gRow < limit && k < K) {
-                stage[i] = __ldg(reinterpret_cast<const float4*>(base + (size_t) gRow * K + k));
-            } else {
-                stage[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-            }
-        }
-    };
-    auto storeTile = [&](int buf) {
-#pragma unroll
-        for (int i = 0; i < LOADS; ++i) {
-            const int r = tid / F4_PER_ROW + i * ROWS_PER_PASS;
-            const int c = tid % F4_PER_ROW;
-            unsigned char* row = &smem[buf][r * TC_ROW_BYTES];
-            if (BF16) {
-                uint2 v = make_uint2(pack_bf16(stage[i].x, stage[i].y), pack_bf16(stage[i].z, stage[i].w));
-                *reinterpret_cast<uint2*>(row + c * 8) = v;
-            } else {
-                uint4 v = make_uint4(to_tf32(stage[i].x), to_tf32(stage[i].y), to_tf32(stage[i].z),
-                                     to_tf32(stage[i].w));
-                *reinterpret_cast<uint4*>(row + c * 16) = v;
-            }
-        }
-    };
-
-    float acc[MB][NB][4];
-#pragma unroll
-    for (int i = 0; i < MB; ++i)
-#pragma unroll
-        for (int j = 0; j < NB; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-
-    // Per-lane ldmatrix offsets inside a tile (bytes). A: row lane%16, 16-byte half lane/16.
-    // B pair: column block (lane/16)*8 + lane%8, 16-byte half (lane/8)%2.
-    const int aOff = (wm * WM + (lane & 15)) * TC_ROW_BYTES + (lane >> 4) * 16;
-    const int bOff = (BM + wn * WN + (lane >> 4) * 8 + (lane & 7)) * TC_ROW_BYTES + ((lane >> 3) & 1) * 16;
-
-    const int kTiles = (K + BK - 1) / BK;
-    loadTile(0);
-    storeTile(0);
-    __syncthreads();
-
-    for (int t = 0; t < kTiles; ++t) {
-        const int cur = t & 1;
-        const bool more = t + 1 < kTiles;
-        if (more) loadTile((t + 1) * BK);
-        const unsigned base = smem_addr(&smem[cur][0]);
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-            unsigned a[MB][4];
-            unsigned b[NB][2];
-#pragma unroll
-            for (int i = 0; i < MB; ++i) {
-                ldmatrix_x4(base + aOff + i * 16 * TC_ROW_BYTES + ks * 32, a[i][0], a[i][1], a[i][2], a[i][3]);
-            }
-#pragma unroll
-            for (int j = 0; j < NB; j += 2) {
-                ldmatrix_x4(base + bOff + j * 8 * TC_ROW_BYTES + ks * 32, b[j][0], b[j][1], b[j + 1][0],
-                            b[j + 1][1]);
-            }
-#pragma unroll
-            for (int i = 0; i < MB; ++i)
-#pragma unroll
-                for (int j = 0; j < NB; ++j) mma_step<BF16>(acc[i][j], a[i], b[j][0], b[j][1]);
-        }
-        if (more) storeTile(cur ^ 1);
-        __syncthreads();
-    }
-
-    const int g = lane >> 2;
-    const int q = lane & 3;
-    const bool pairs = (N & 1) == 0;
-#pragma unroll
-    for (int j = 0; j < NB; ++j) {
-        const int col = n0 + wn * WN + j * 8 + q * 2;
-        const float b0 = (bias != nullptr && col < N) ? __ldg(bias + col) : 0.0f;
-        const float b1 = (bias != nullptr && col + 1 < N) ? __ldg(bias + col + 1) : 0.0f;
-#pragma unroll
-        for (int i = 0; i < MB; ++i) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = m0 + wm * WM + i * 16 + g + h * 8;
-                if (row >= M) continue;
-                const float v0 = gp_activate(acc[i][j][h * 2] + b0, act);
-                const float v1 = gp_activate(acc[i][j][h * 2 + 1] + b1, act);
-                float* out = Y + (size_t) row * N + col;
-                if (pairs && col + 1 < N) {
-                    *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
-                } else {
-                    if (col < N) out[0] = v0;
-                    if (col + 1 < N) out[1] = v1;
-                }
-            }
-        }
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-gemm_rs_bf16_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
-                 float* __restrict__ Y, int M, int N, int K, int act) {
-    gemm_tc<true, 128, 128, 2, 4>(X, W, bias, Y, M, N, K, act);
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-gemm_rs_bf16_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
-                float* __restrict__ Y, int M, int N, int K, int act) {
-    gemm_tc<true, 64, 64, 2, 2>(X, W, bias, Y, M, N, K, act);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-gemm_rs_tf32_128(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
-                 float* __restrict__ Y, int M, int N, int K, int act) {
-    gemm_tc<false, 128, 128, 2, 4>(X, W, bias, Y, M, N, K, act);
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-gemm_rs_tf32_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
-                float* __restrict__ Y, int M, int N, int K, int act) {
-    gemm_tc<false, 64, 64, 2, 2>(X, W, bias, Y, M, N, K, act);
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -379,7 +205,7 @@ static __device__ __forceinline__ int tc_swizzle(int row) {
 }
 
 template <bool BF16, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
-static __device__ __forceinline__ void gemm_async(const float* __restrict__ X, const float* __restrict__ W,
+__device__ __forceinline__ void gemm_async(const float* __restrict__ X, const float* __restrict__ W,
                                                   const float* __restrict__ bias, float* __restrict__ Y,
                                                   int M, int N, int K, int act) {
     constexpr int THREADS = WARPS_M * WARPS_N * 32;

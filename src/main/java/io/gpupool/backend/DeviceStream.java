@@ -11,6 +11,21 @@ import java.lang.foreign.MemorySegment;
  *
  * <p>Host memory passed to the copy methods must stay valid until the copy has run, i.e. until
  * {@link #synchronize()} returns or a later host task runs.
+ *
+ * <h2>Cross-stream reuse of device memory</h2>
+ * Device memory freed by work on stream A may still be read or written by A's queued work. Before
+ * another stream B touches it, B must be ordered after that work: whoever hands the memory over
+ * records {@link #recordFence()} on A and calls {@link io.gpupool.memory.StreamFence#makeWait}
+ * with B (a device-side wait on CUDA; the host never blocks). The pool does this for every block
+ * that moves between streams. The baselines are safe by construction: {@code DIRECT} frees with
+ * cuMemFree, which waits for the device; {@code CUDA_ASYNC} frees on the block's stream and the
+ * driver's pool makes a later user on another stream wait for that free. The GPU test
+ * {@code CudaBackendGpuTest} checks both protocols against a kernel that is still writing.
+ *
+ * <h2>Host tasks</h2>
+ * A host task runs after all work enqueued before it. On the host backend everything is one queue,
+ * so later work also waits for the task; on CUDA, device work enqueued after a host task does not
+ * wait for it (host tasks run on a worker thread beside the GPU).
  */
 public interface DeviceStream extends AllocationStream, AutoCloseable {
 

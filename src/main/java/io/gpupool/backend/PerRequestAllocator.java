@@ -24,7 +24,7 @@ public abstract class PerRequestAllocator implements DeviceAllocator, DeviceBloc
     private final LongAdder outstandingBlocks = new LongAdder();
     private final LongAdder outstandingBytes = new LongAdder();
     private volatile boolean closed;
-    private BasicAllocatorMetrics metrics;
+    private volatile BasicAllocatorMetrics metrics;
 
     /** Returns the address of {@code size} fresh bytes, or throws OutOfDeviceMemoryException. */
     protected abstract long allocateNative(long size, AllocationStream stream);

@@ -1,46 +1,660 @@
 package io.gpupool.memory;
 
+import io.gpupool.memory.metric.AllocatorCounters;
+import io.gpupool.memory.metric.BlockLayoutMetric;
+import io.gpupool.memory.metric.ChunkMetric;
+import io.gpupool.memory.metric.FreeOrderMetric;
+import io.gpupool.memory.metric.LatencyDistribution;
+import io.gpupool.memory.metric.Log2Histogram;
 import io.gpupool.memory.metric.PoolMetrics;
+import io.gpupool.memory.metric.SizeClassMetric;
+import io.gpupool.memory.metric.StreamCacheMetric;
 
-/** The two-level device memory pool (skeleton: API only, implementation follows). */
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The two-level device memory pool: stream-local caches in front of a global buddy allocator over
+ * chunks obtained from a {@link ChunkSource}.
+ *
+ * <h2>Levels</h2>
+ * <pre>
+ *   allocate(bytes, stream)
+ *     |  bytes &gt; maxBlock ------&gt; a freed dedicated chunk at most 1/8 larger, else a new one from the source
+ *     |  class c = small class (bytes &lt; minBlock) or run of n = ceil(bytes / minBlock) blocks
+ *     v
+ *   LocalCache[stream.ordinal()]   lock-free for its owner          (hit: return)
+ *     v miss
+ *   small c: SmallObjects (lock per class; refills the local class with a batch)
+ *   run n:   BuddyLevel   (lock per order; split + tail trimming)   (hit: return)
+ *     v nothing free
+ *   coalesce all orders, retry                                       (hit: return)
+ *     v
+ *   grow lock: retry; if the local caches hold at least the request, flush them, coalesce, retry
+ *   grow one chunk (LAZY/HYBRID); on refusal or cap: staged recovery
+ *     1. flush every local cache   2. release empty slabs   3. coalesce   4. retry
+ *     5. return empty chunks (waiting for their fences)   6. grow by exactly the request   7. fail
+ * </pre>
+ *
+ * <h2>Handles</h2>
+ * Each {@link DeviceBlock} carries a packed {@code long} handle; bits 62..63 select the kind:
+ * 00 buddy run ({@link BuddyLevel#handle}), 01 small object ({@link SmallObjects#handle}),
+ * 10 dedicated chunk (bits 0..21 chunk id). The local caches store these longs, so the hot path
+ * allocates nothing but the {@code DeviceBlock}.
+ *
+ * <h2>Cross-stream safety</h2>
+ * Memory moving from stream A to the global level (local overflow, trim, idle flush, every free in
+ * GLOBAL_ONLY mode) gets a fence recorded on A, kept in the chunk's (or slab's) {@link FenceSet}.
+ * A stream B taking memory from that chunk or slab is made to wait (device-side) on every pending
+ * fence of another stream; completed fences are dropped. Fences are per chunk, not per block: a
+ * conservative choice that may make B wait for unrelated work in the same chunk, never too little.
+ * Before a chunk goes back to the source its fences are awaited on the host.
+ *
+ * <h2>Concurrency</h2>
+ * Local level: an owner word per stream (see {@link LocalCache}). Global level: one lock per buddy
+ * order and one per small class (see {@link BuddyLevel}); merges hold two adjacent order locks,
+ * chunk release holds all. Growth, recovery and chunk release are serialised by the grow lock, and
+ * the source is called under it but outside every order lock. Lock order: grow lock, owner words,
+ * order locks ascending / class locks, fence-set monitors (leaves). Nobody holding an owner word
+ * takes the grow lock; recovery holds the grow lock and claims owner words to flush the caches.
+ *
+ * <h2>Housekeeping</h2>
+ * Nothing runs in the background: the owner of the pool calls {@link #maintain()} periodically
+ * (idle local classes, idle empty chunks and cached dedicated chunks go back) and {@link #trim()} on
+ * demand. Freed dedicated chunks (above the maximum block) wait in a small cache (at most
+ * {@value #LARGE_CACHE_ENTRIES}) for a request at most 1/8 smaller; a miss returns cached ones
+ * first, so the cache does not raise the peak.
+ *
+ * <h2>Statistics</h2>
+ * Never locked. Local hits and local frees are single-writer counters in each {@link LocalCache};
+ * everything on the global path is a {@link LongAdder}; reserved bytes an {@link AtomicLong}.
+ * Allocated bytes = sum of the caches' counters + the adders. The peak of allocated bytes is
+ * sampled on every global-level operation and every read (local hits in between can move it by at
+ * most the bytes held in local caches); the reserved peak is exact. Allocation latency is recorded
+ * for one allocation in {@value #LATENCY_SAMPLE_EVERY}, chosen at random, to keep the clock off the
+ * common path.
+ */
 public final class DevicePool implements DeviceAllocator {
+
+    static final long KIND_MASK = 3L << 62;
+    static final long KIND_SMALL = SmallObjects.KIND_SMALL;
+    static final long KIND_DEDICATED = 2L << 62;
+    static final int LATENCY_SAMPLE_EVERY = 16;
+    /** Freed dedicated chunks kept for reuse at most. */
+    static final int LARGE_CACHE_ENTRIES = 8;
 
     private final ChunkSource source;
     private volatile PoolConfig config;
+    private final long minBlock;
+    private final int unitShift;
+    private final long maxBlock;
+    private final SizeClasses classes;
+    private final int smallCount;
+    private final long largestSmall;
+    private final long[] classBytes;
+    private final ChunkTable chunks = new ChunkTable();
+    private final BuddyLevel buddy;
+    private final SmallObjects small;
+    private volatile LocalCache[] caches = new LocalCache[0];
+    private final Object cachesLock = new Object();
+    private final Object tuneLock = new Object();
+    private final ReentrantLock growLock = new ReentrantLock();
+    /** Next lazy chunk size; guarded by growLock. */
+    private long nextStep;
+    /** Freed dedicated chunks kept for reuse, oldest first; guarded by its own monitor. */
+    private final java.util.ArrayDeque<Chunk> largeFree = new java.util.ArrayDeque<>();
+    private final Set<DeviceBlock> tracked = ConcurrentHashMap.newKeySet();
+    /** trackAllocationSites, fixed at construction (not tunable). */
+    private final boolean tracking;
+    private volatile boolean closed;
 
+    /** Coarse clock for local-cache idle stamps; see {@link LocalCache}. */
+    volatile long coarseNanos = System.nanoTime();
+
+    private final AtomicLong reserved = new AtomicLong();
+    private final AtomicLong peakReserved = new AtomicLong();
+    private final AtomicLong peakAllocated = new AtomicLong();
+    private final LongAdder allocations = new LongAdder();
+    private final LongAdder frees = new LongAdder();
+    private final LongAdder allocatedBytes = new LongAdder();
+    private final LongAdder allocatedRequested = new LongAdder();
+    private final LongAdder freedBytes = new LongAdder();
+    private final LongAdder freedRequested = new LongAdder();
+    private final LongAdder globalHits = new LongAdder();
+    private final LongAdder grows = new LongAdder();
+    private final LongAdder trims = new LongAdder();
+    private final LongAdder recoveries = new LongAdder();
+    private final LongAdder failures = new LongAdder();
+    private final Log2Histogram latency = new Log2Histogram();
+    private final Metrics metrics = new Metrics();
+    /** One owner object for all blocks (a method reference per block would allocate). */
+    private final DeviceBlock.Owner owner = this::free;
+    /** Counters of local caches that were detached, folded in so totals stay right. */
+    private final LongAdder retiredLocalHits = new LongAdder();
+
+    /**
+     * Creates the pool; with EAGER or HYBRID growth reserves {@code initialBytes} at once.
+     *
+     * @throws OutOfDeviceMemoryException if the initial reservation is refused
+     */
     public DevicePool(ChunkSource source, PoolConfig config) {
-        this.source = java.util.Objects.requireNonNull(source, "source");
-        this.config = java.util.Objects.requireNonNull(config, "config");
+        this.source = Objects.requireNonNull(source, "source");
+        this.config = Objects.requireNonNull(config, "config");
+        this.tracking = config.trackAllocationSites();
+        this.minBlock = config.minBlockBytes();
+        this.unitShift = Long.numberOfTrailingZeros(minBlock);
+        this.maxBlock = config.maxBlockBytes();
+        this.classes = new SizeClasses(minBlock);
+        this.smallCount = classes.count();
+        this.largestSmall = classes.size(smallCount - 1);
+        int maxUnits = (int) (maxBlock >>> unitShift);
+        this.classBytes = new long[smallCount + maxUnits];
+        for (int c = 0; c < classBytes.length; c++) {
+            classBytes[c] = c < smallCount ? classes.size(c) : (long) (c - smallCount + 1) << unitShift;
+        }
+        this.buddy = new BuddyLevel(chunks, Long.numberOfTrailingZeros(maxUnits), config.coalesceThreshold());
+        this.small = new SmallObjects(classes);
+        this.nextStep = config.growthStepBytes();
+        if (config.growthPolicy() != GrowthPolicy.LAZY && config.initialBytes() > 0) {
+            growLock.lock();
+            try {
+                grow(roundUp(config.initialBytes()));
+            } finally {
+                growLock.unlock();
+            }
+        }
     }
+
+    // ------------------------------------------------------------------ allocate
 
     @Override
     public DeviceBlock allocate(long bytes, AllocationStream stream) {
-        throw new UnsupportedOperationException("not implemented yet");
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("bytes = " + bytes + " is invalid; allowed: a positive size");
+        }
+        Objects.requireNonNull(stream, "stream");
+        if (closed) {
+            throw new IllegalStateException("pool on " + source.name() + " is closed");
+        }
+        boolean sampled = ThreadLocalRandom.current().nextInt(LATENCY_SAMPLE_EVERY) == 0;
+        long start = sampled ? System.nanoTime() : 0;
+        PoolConfig cfg = config;
+        DeviceBlock block;
+        if (bytes > maxBlock) {
+            block = allocateDedicated(bytes, stream);
+        } else {
+            int c = bytes <= largestSmall ? classes.indexOf(bytes)
+                    : smallCount + (int) ((bytes + minBlock - 1) >>> unitShift) - 1;
+            long size = classBytes[c];
+            long handle = 0;
+            LocalCache cache = null;
+            if (cfg.mode() == AllocatorMode.TWO_LEVEL) {
+                cache = cacheFor(stream);
+                handle = cache.pop(c, size, bytes, cfg);           // exit 1: local hit, no lock
+            }
+            if (handle == 0) {
+                handle = allocateGlobal(c, stream, cache, cfg);    // exit 2: global level (may grow)
+                allocations.increment();
+                allocatedBytes.add(size);
+                allocatedRequested.add(bytes);
+                samplePeak();
+            }
+            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+        }
+        if (tracking) {
+            tracked.add(block);
+        }
+        if (sampled) {
+            latency.record(System.nanoTime() - start);
+        }
+        return block;
     }
 
-    @Override
-    public AllocatorMode mode() {
-        return config.mode();
+    private Throwable site() {
+        return tracking ? new Throwable("allocation site") : null;
     }
 
-    @Override
-    public PoolMetrics metrics() {
-        throw new UnsupportedOperationException("not implemented yet");
+    private long allocateGlobal(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg) {
+        coarseNanos = System.nanoTime();
+        if (c >= smallCount) {
+            return allocateRun(c - smallCount + 1, stream);
+        }
+        long[] one = null;
+        while (true) {
+            long handle;
+            if (cache != null && (handle = cache.refillSmall(c, classBytes[c], small, cfg)) != 0) {
+                globalHits.increment();
+                return handle;
+            }
+            if (one == null) {
+                one = new long[1];
+            }
+            if (small.take(c, one, 0, 1, stream) == 1) {
+                globalHits.increment();
+                return one[0];
+            }
+            long run = allocateRun(classes.slabBlocks(c), stream);
+            small.addSlab(c, run, address(run), chunks.get(BuddyLevel.chunkId(run)).fences);
+        }
     }
 
-    /** The configuration in force (changes with {@link #tune}). */
-    public PoolConfig config() {
-        return config;
+    /** A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed. */
+    private long allocateRun(int units, AllocationStream stream) {
+        long handle = buddy.allocate(units);
+        if (handle < 0) {
+            buddy.coalesceAll();                                   // deferred merge, then retry
+            handle = buddy.allocate(units);
+        }
+        if (handle >= 0) {
+            globalHits.increment();
+        } else {
+            handle = growAndAllocate(units);
+        }
+        chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
+        return handle;
+    }
+
+    private long growAndAllocate(int units) {
+        long bytes = (long) units << unitShift;
+        growLock.lock();
+        try {
+            long handle = buddy.allocate(units);                   // someone else may have grown
+            if (handle >= 0) {
+                return handle;
+            }
+            if (metrics.cachedBytes() >= bytes) {                 // the caches hold enough: reuse before growing
+                recover(false);
+                handle = buddy.allocate(units);
+                if (handle >= 0) {
+                    return handle;
+                }
+            }
+            releaseLarge(bytes);                                  // idle dedicated chunks go before we grow
+            OutOfDeviceMemoryException refusal = null;
+            if (config.growthPolicy() != GrowthPolicy.EAGER) {
+                try {
+                    growLazily(bytes);
+                } catch (OutOfDeviceMemoryException e) {
+                    refusal = e;
+                }
+                handle = buddy.allocate(units);
+                if (handle >= 0) {
+                    return handle;
+                }
+            } else {
+                refusal = new OutOfDeviceMemoryException(bytes, "growthPolicy EAGER does not grow");
+            }
+            recoveries.increment();                                // staged recovery, steps 1-4
+            long recovered = recover(true);
+            handle = buddy.allocate(units);
+            if (handle >= 0) {
+                return handle;
+            }
+            if (config.growthPolicy() != GrowthPolicy.EAGER) {    // steps 5-6: grow by exactly the request
+                try {
+                    grow(bytes);
+                    return buddy.allocate(units);
+                } catch (OutOfDeviceMemoryException e) {
+                    refusal = e;
+                }
+            }
+            failures.increment();
+            throw outOfMemory(bytes, recovered, refusal);
+        } finally {
+            growLock.unlock();
+        }
+    }
+
+    /** Grows by the next lazy step (at least {@code needed}), falling back to {@code needed} alone. */
+    private void growLazily(long needed) {
+        long cap = capBytes();
+        long step = Math.max(nextStep, needed);
+        long room = (cap - reserved.get()) / minBlock * minBlock;
+        if (step > room && room >= needed) {
+            step = room;
+        }
+        try {
+            grow(step);
+        } catch (OutOfDeviceMemoryException e) {
+            if (step == needed) {
+                throw e;
+            }
+            grow(needed);
+            return;
+        }
+        if (step >= nextStep) {
+            nextStep = Math.min(nextStep * 2, config.maxGrowthStepBytes());
+        }
+    }
+
+    /** Obtains one buddy chunk of {@code bytes} (a multiple of minBlock) within the cap; grow lock held. */
+    private void grow(long bytes) {
+        bytes = Math.min(bytes, BuddyLevel.MAX_CHUNK_UNITS << unitShift);
+        long address = reserveFromSource(bytes);
+        long size = bytes;
+        Chunk chunk = chunks.add(id -> new Chunk(id, address, size, size >>> unitShift, false));
+        buddy.addChunk(chunk);
+        grows.increment();
+    }
+
+    /** Takes {@code bytes} of the cap and asks the source; rolls back on refusal. */
+    private long reserveFromSource(long bytes) {
+        long cap = capBytes();
+        while (true) {
+            long current = reserved.get();
+            if (current + bytes > cap) {
+                throw new OutOfDeviceMemoryException(bytes, "the pool's cap of " + format(cap) + " would be exceeded ("
+                        + format(current) + " reserved, " + format(bytes) + " more asked)");
+            }
+            if (reserved.compareAndSet(current, current + bytes)) {
+                break;
+            }
+        }
+        try {
+            long address = source.allocate(bytes);
+            raise(peakReserved, reserved.get());
+            return address;
+        } catch (RuntimeException e) {
+            reserved.addAndGet(-bytes);
+            throw e;
+        }
+    }
+
+    private long capBytes() {
+        return config.effectiveCapBytes(source.capacityBytes());
     }
 
     /**
-     * Applies runtime changes; validated as a whole, so a rejected tuning changes nothing.
-     *
-     * @return the configuration now in force
-     * @throws IllegalArgumentException naming the field, value and allowed range
+     * A request above the maximum block: reuse a freed dedicated chunk of at most 1/8 more, else
+     * give cached chunks back until the request is covered (so the cache never raises the peak) and
+     * ask the source for a chunk of exactly the rounded request.
      */
-    public PoolConfig tune(PoolTuning tuning) {
-        throw new UnsupportedOperationException("not implemented yet");
+    private DeviceBlock allocateDedicated(long bytes, AllocationStream stream) {
+        long size = roundUp(bytes);
+        Chunk chunk = takeLarge(size);
+        if (chunk != null) {
+            chunk.fences.makeWait(stream);
+            globalHits.increment();
+        } else {
+            releaseLarge(size);
+            long address;
+            try {
+                address = reserveFromSource(size);
+            } catch (OutOfDeviceMemoryException first) {
+                growLock.lock();
+                try {
+                    recoveries.increment();
+                    long recovered = recover(true);
+                    try {
+                        address = reserveFromSource(size);
+                    } catch (OutOfDeviceMemoryException again) {
+                        failures.increment();
+                        throw outOfMemory(bytes, recovered, again);
+                    }
+                } finally {
+                    growLock.unlock();
+                }
+            }
+            long base = address;
+            chunk = chunks.add(id -> new Chunk(id, base, size, size >>> unitShift, true));
+            grows.increment();
+        }
+        allocations.increment();
+        allocatedBytes.add(chunk.bytes);
+        allocatedRequested.add(bytes);
+        samplePeak();
+        return new DeviceBlock(owner, chunk.address, chunk.bytes, bytes, stream, KIND_DEDICATED | chunk.id, site());
+    }
+
+    private Chunk takeLarge(long size) {
+        synchronized (largeFree) {
+            Chunk best = null;
+            for (Chunk chunk : largeFree) {
+                if (chunk.bytes >= size && chunk.bytes - size <= size >>> 3
+                        && (best == null || chunk.bytes < best.bytes)) {
+                    best = chunk;
+                }
+            }
+            if (best != null) {
+                largeFree.remove(best);
+                best.idleDedicated = false;
+            }
+            return best;
+        }
+    }
+
+    /**
+     * Returns cached dedicated chunks to the source, oldest first, until {@code bytes} were returned
+     * (Long.MAX_VALUE: all), skipping those idle for less than {@code minIdleNanos}.
+     */
+    private long releaseLarge(long bytes, long minIdleNanos, long keepReserved) {
+        List<Chunk> victims = new ArrayList<>();
+        long total = 0;
+        long now = System.nanoTime();
+        synchronized (largeFree) {
+            for (var it = largeFree.iterator(); it.hasNext() && total < bytes; ) {
+                Chunk chunk = it.next();
+                if (now - chunk.emptySinceNanos >= minIdleNanos && reserved.get() - total - chunk.bytes >= keepReserved) {
+                    it.remove();
+                    victims.add(chunk);
+                    total += chunk.bytes;
+                }
+            }
+        }
+        victims.forEach(this::releaseChunk);
+        return total;
+    }
+
+    private long releaseLarge(long bytes) {
+        return releaseLarge(bytes, 0, 0);
+    }
+
+    private long roundUp(long bytes) {
+        return (bytes + minBlock - 1) & -minBlock;
+    }
+
+    long classBytes(int c) {
+        return classBytes[c];
+    }
+
+    private int classOf(long handle) {
+        return (handle & KIND_MASK) == KIND_SMALL ? SmallObjects.sizeClass(handle)
+                : smallCount + (int) BuddyLevel.length(handle) - 1;
+    }
+
+    private long address(long handle) {
+        long kind = handle & KIND_MASK;
+        if (kind == 0) {
+            return chunks.get(BuddyLevel.chunkId(handle)).address + (BuddyLevel.offset(handle) << unitShift);
+        }
+        if (kind == KIND_SMALL) {
+            return small.address(handle);
+        }
+        return chunks.get((int) (handle & (BuddyLevel.MAX_CHUNKS - 1))).address;
+    }
+
+    // ------------------------------------------------------------------ free
+
+    private void free(DeviceBlock block) {
+        if (tracking) {
+            tracked.remove(block);
+        }
+        if (closed) {
+            return;                                                // its chunk already went back at close
+        }
+        long handle = block.handle();
+        AllocationStream stream = block.stream();
+        if ((handle & KIND_MASK) == KIND_DEDICATED) {
+            freeDedicated(block, stream);
+            return;
+        }
+        PoolConfig cfg = config;
+        int c = classOf(handle);
+        if (cfg.mode() == AllocatorMode.TWO_LEVEL
+                && cacheFor(stream).push(c, handle, block.size(), block.requestedBytes(), cfg)) {
+            return;                                                // exit 1: kept in the stream's cache
+        }
+        frees.increment();                                         // exit 2: back to the global level
+        freedBytes.add(block.size());
+        freedRequested.add(block.requestedBytes());
+        returnToGlobal(stream, new long[] {handle}, 0, 1);
+    }
+
+    private void freeDedicated(DeviceBlock block, AllocationStream stream) {
+        frees.increment();
+        freedBytes.add(block.size());
+        freedRequested.add(block.requestedBytes());
+        Chunk chunk = chunks.get((int) (block.handle() & (BuddyLevel.MAX_CHUNKS - 1)));
+        FenceSet.Shared fence = new FenceSet.Shared(stream.recordFence(), stream.ordinal());
+        chunk.fences.add(fence);
+        fence.release();
+        Chunk evicted = null;
+        synchronized (largeFree) {
+            chunk.emptySinceNanos = System.nanoTime();
+            chunk.idleDedicated = true;
+            largeFree.addLast(chunk);
+            if (largeFree.size() > LARGE_CACHE_ENTRIES) {
+                evicted = largeFree.removeFirst();
+            }
+        }
+        if (evicted != null) {
+            releaseChunk(evicted);
+        }
+    }
+
+    /** Frees handles from {@code stream} into the global level under one fence recorded on the stream. */
+    void returnToGlobal(AllocationStream stream, long[] handles, int from, int to) {
+        FenceSet.Shared fence = new FenceSet.Shared(stream.recordFence(), stream.ordinal());
+        List<SmallObjects.Slab> released = null;
+        try {
+            for (int i = from; i < to; i++) {
+                long handle = handles[i];
+                if ((handle & KIND_MASK) == KIND_SMALL) {
+                    if (released == null) {
+                        released = new ArrayList<>();
+                    }
+                    small.giveBack(handles, i, i + 1, fence, released);
+                } else {
+                    chunks.get(BuddyLevel.chunkId(handle)).fences.add(fence);
+                    buddy.free(handle);
+                }
+            }
+        } finally {
+            fence.release();
+        }
+        if (released != null) {
+            released.forEach(this::returnSlab);
+        }
+    }
+
+    private void returnSlab(SmallObjects.Slab slab) {
+        Chunk chunk = chunks.get(BuddyLevel.chunkId(slab.runHandle));
+        chunk.fences.absorb(slab.fences);
+        buddy.free(slab.runHandle);
+    }
+
+    // ------------------------------------------------------------------ local caches
+
+    private LocalCache cacheFor(AllocationStream stream) {
+        int ordinal = stream.ordinal();
+        LocalCache[] current = caches;
+        if (ordinal >= 0 && ordinal < current.length) {
+            LocalCache cache = current[ordinal];
+            if (cache != null && cache.stream == stream) {
+                return cache;
+            }
+        }
+        return createCache(stream);
+    }
+
+    private LocalCache createCache(AllocationStream stream) {
+        int ordinal = stream.ordinal();
+        if (ordinal < 0) {
+            throw new IllegalArgumentException("stream ordinal = " + ordinal + " is invalid; allowed: >= 0");
+        }
+        LocalCache replaced;
+        LocalCache cache;
+        synchronized (cachesLock) {
+            LocalCache[] current = caches;
+            if (ordinal < current.length && current[ordinal] != null && current[ordinal].stream == stream) {
+                return current[ordinal];
+            }
+            LocalCache[] next = Arrays.copyOf(current, Math.max(current.length, ordinal + 1));
+            replaced = next[ordinal];
+            cache = new LocalCache(this, stream, classBytes.length);
+            next[ordinal] = cache;
+            caches = next;
+        }
+        if (replaced != null) {
+            retire(replaced);                                      // a new stream reuses the ordinal
+        }
+        return cache;
+    }
+
+    /** Moves everything cached for {@code stream} to the global level; call when the stream is destroyed. */
+    public void detachStream(AllocationStream stream) {
+        LocalCache removed = null;
+        synchronized (cachesLock) {
+            LocalCache[] current = caches;
+            int ordinal = stream.ordinal();
+            if (ordinal >= 0 && ordinal < current.length && current[ordinal] != null
+                    && current[ordinal].stream == stream) {
+                removed = current[ordinal];
+                LocalCache[] next = current.clone();
+                next[ordinal] = null;
+                caches = next;
+            }
+        }
+        if (removed != null) {
+            retire(removed);
+        }
+    }
+
+    /**
+     * Flushes a cache that left the table and folds its counters into the pool's adders. The cache
+     * stays claimed for good, so a thread still holding it goes to the global level.
+     */
+    private void retire(LocalCache cache) {
+        cache.claim();
+        cache.flushAllClaimed();
+        long hits = cache.stat(LocalCache.HITS);
+        retiredLocalHits.add(hits);
+        allocations.add(hits);
+        allocatedBytes.add(cache.stat(LocalCache.ALLOC_BYTES));
+        allocatedRequested.add(cache.stat(LocalCache.ALLOC_REQUESTED));
+        frees.add(cache.stat(LocalCache.FREES));
+        freedBytes.add(cache.stat(LocalCache.FREE_BYTES));
+        freedRequested.add(cache.stat(LocalCache.FREE_REQUESTED));
+    }
+
+    // ------------------------------------------------------------------ trim, recovery, release
+
+    /**
+     * Staged recovery and trim: flush every local cache, release empty slabs, coalesce; with
+     * {@code releaseChunks}, also return every empty chunk and finished dedicated chunk. Grow lock held.
+     *
+     * @return bytes returned to the source
+     */
+    private long recover(boolean releaseChunks) {
+        for (LocalCache cache : caches) {
+            if (cache != null && cache.flushAll() > 0) {
+                trims.increment();
+            }
+        }
+        List<SmallObjects.Slab> slabs = new ArrayList<>();
+        small.releaseEmpty(slabs);
+        slabs.forEach(this::returnSlab);
+        buddy.coalesceAll();
+        return releaseChunks ? releaseEmptyChunks(true) + releaseLarge(Long.MAX_VALUE) : 0;
     }
 
     /**
@@ -50,18 +664,67 @@ public final class DevicePool implements DeviceAllocator {
      * @return bytes returned to the source
      */
     public long trim() {
-        throw new UnsupportedOperationException("not implemented yet");
+        growLock.lock();
+        try {
+            return recover(true);
+        } finally {
+            growLock.unlock();
+        }
     }
 
     /**
-     * Periodic housekeeping: flushes local size classes idle beyond {@code localIdleAge} and returns
-     * chunks empty for longer than {@code releaseIdleAge} while reserved stays above
-     * {@code releaseThresholdBytes}.
+     * Periodic housekeeping (the server calls it every second or so): flushes local size classes idle
+     * beyond {@code localIdleAge}, returns finished dedicated chunks, and returns chunks empty for longer
+     * than {@code releaseIdleAge} while reserved bytes stay at or above {@code releaseThresholdBytes}.
      *
      * @return bytes returned to the source
      */
     public long maintain() {
-        throw new UnsupportedOperationException("not implemented yet");
+        long now = System.nanoTime();
+        coarseNanos = now;
+        long idle = config.localIdleAge().toNanos();
+        for (LocalCache cache : caches) {
+            if (cache != null) {
+                cache.flushIdleNow(idle);
+            }
+        }
+        PoolConfig cfg = config;
+        long released = releaseLarge(Long.MAX_VALUE, cfg.releaseIdleAge().toNanos(), cfg.releaseThresholdBytes());
+        growLock.lock();
+        try {
+            return released + releaseEmptyChunks(false);
+        } finally {
+            growLock.unlock();
+        }
+    }
+
+    private long releaseEmptyChunks(boolean force) {
+        long released = 0;
+        long now = System.nanoTime();
+        PoolConfig cfg = config;
+        for (Chunk chunk : chunks.all()) {
+            if (chunk.dedicated || chunk.liveUnits.get() != 0) {
+                continue;
+            }
+            if (!force && (now - chunk.emptySinceNanos < cfg.releaseIdleAge().toNanos()
+                    || reserved.get() - chunk.bytes < cfg.releaseThresholdBytes())) {
+                continue;
+            }
+            if (buddy.detachIfEmpty(chunk)) {
+                releaseChunk(chunk);
+                released += chunk.bytes;
+            }
+        }
+        return released;
+    }
+
+    /** Returns a detached chunk to the source after its fences completed. */
+    private void releaseChunk(Chunk chunk) {
+        chunks.remove(chunk);
+        chunk.fences.awaitAll();
+        source.free(chunk.address, chunk.bytes);
+        reserved.addAndGet(-chunk.bytes);
+        trims.increment();
     }
 
     /**
@@ -69,18 +732,375 @@ public final class DevicePool implements DeviceAllocator {
      * growing by one chunk if needed and within the cap.
      *
      * @return bytes newly reserved (0 if enough was reserved already)
+     * @throws OutOfDeviceMemoryException if the source or the cap refuses
      */
     public long reserve(long bytes) {
-        throw new UnsupportedOperationException("not implemented yet");
+        if (bytes < 0) {
+            throw new IllegalArgumentException("bytes = " + bytes + " is invalid; allowed: >= 0");
+        }
+        growLock.lock();
+        try {
+            long missing = bytes - reserved.get();
+            if (missing <= 0) {
+                return 0;
+            }
+            long size = roundUp(missing);
+            grow(size);
+            return size;
+        } finally {
+            growLock.unlock();
+        }
     }
 
-    /** Moves everything cached for {@code stream} to the global level; call when the stream is destroyed. */
-    public void detachStream(AllocationStream stream) {
-        throw new UnsupportedOperationException("not implemented yet");
+    // ------------------------------------------------------------------ tuning, close
+
+    /** The configuration in force (changes with {@link #tune}). */
+    public PoolConfig config() {
+        return config;
+    }
+
+    /**
+     * Applies runtime changes; validated as a whole, so a rejected tuning changes nothing. Caches
+     * see new caps on their next operation ({@link #trim()} applies them at once); a lower cap stops
+     * growth but does not evict memory in use.
+     *
+     * @return the configuration now in force
+     * @throws IllegalArgumentException naming the field, value and allowed range
+     */
+    public PoolConfig tune(PoolTuning tuning) {
+        Objects.requireNonNull(tuning, "tuning");
+        synchronized (tuneLock) {
+            PoolConfig next = config.apply(tuning);
+            buddy.setThreshold(next.coalesceThreshold());
+            if (tuning.growthStepBytes() != null) {
+                growLock.lock();
+                try {
+                    nextStep = next.growthStepBytes();
+                    config = next;
+                } finally {
+                    growLock.unlock();
+                }
+            } else {
+                config = next;
+            }
+            return next;
+        }
     }
 
     @Override
+    public AllocatorMode mode() {
+        return config.mode();
+    }
+
+    @Override
+    public PoolMetrics metrics() {
+        return metrics;
+    }
+
+    /**
+     * Returns all memory to the source (waiting for every fence). Blocks still outstanding are
+     * reported in an {@link IllegalStateException} after the memory went back.
+     */
+    @Override
     public void close() {
-        throw new UnsupportedOperationException("not implemented yet");
+        growLock.lock();
+        String leaks;
+        try {
+            if (closed) {
+                return;
+            }
+            recover(false);
+            leaks = describeOutstanding();
+            closed = true;
+            synchronized (largeFree) {
+                largeFree.clear();                                 // released with every chunk below
+            }
+            for (Chunk chunk : chunks.all()) {
+                releaseChunk(chunk);
+            }
+        } finally {
+            growLock.unlock();
+        }
+        if (leaks != null) {
+            throw new IllegalStateException(leaks);
+        }
+    }
+
+    private String describeOutstanding() {
+        long blocks = metrics.counters().allocations() - metrics.counters().frees();
+        if (blocks == 0) {
+            return null;
+        }
+        StringBuilder text = new StringBuilder().append("pool on ").append(source.name()).append(" closed with ")
+                .append(blocks).append(" block(s) outstanding, ").append(format(metrics.allocatedBytes()))
+                .append(" (requested ").append(format(metrics.requestedBytes())).append(")");
+        if (tracked.isEmpty()) {
+            text.append("; stream unknown (set trackAllocationSites to record stream and allocation site):");
+            describeByScan(text);
+        }
+        for (DeviceBlock block : tracked) {
+            text.append("\n  ").append(block.size()).append(" B (").append(format(block.size())).append(", requested ")
+                    .append(block.requestedBytes()).append(" B) on stream ").append(block.stream().ordinal())
+                    .append(" at 0x").append(Long.toHexString(block.address()));
+            if (block.allocationSite() != null) {
+                for (StackTraceElement frame : block.allocationSite().getStackTrace()) {
+                    String owner = frame.getClassName();
+                    if (!owner.equals(DevicePool.class.getName()) && !owner.startsWith(DevicePool.class.getName() + "$")) {
+                        text.append("\n      allocated at ").append(frame);
+                        break;
+                    }
+                }
+            }
+        }
+        return text.toString();
+    }
+
+    /**
+     * Lists outstanding memory without a registry (caches already flushed): small objects from the
+     * slab bitmaps, buddy runs as the gaps between free blocks and slabs of each chunk (adjacent
+     * outstanding runs show as one), dedicated chunks whole.
+     */
+    private void describeByScan(StringBuilder text) {
+        int[] listed = {0};
+        int limit = 32;
+        java.util.function.BiConsumer<Long, Long> line = (address, size) -> {
+            if (listed[0]++ < limit) {
+                text.append("\n  ").append(size).append(" B (").append(format(size)).append(") at 0x")
+                        .append(Long.toHexString(address));
+            }
+        };
+        java.util.Map<Integer, List<long[]>> busy = new java.util.HashMap<>();
+        small.forEachTaken(line, run -> busy.computeIfAbsent(BuddyLevel.chunkId(run), id -> new ArrayList<>())
+                .add(new long[] {BuddyLevel.offset(run), BuddyLevel.length(run)}));
+        long[][] free = buddy.snapshotFree();
+        for (int k = 0; k < free.length; k++) {
+            for (long key : free[k]) {
+                busy.computeIfAbsent((int) (key >>> 24), id -> new ArrayList<>())
+                        .add(new long[] {key & BuddyLevel.OFFSET_MASK, 1L << k});
+            }
+        }
+        for (Chunk chunk : chunks.all()) {
+            if (chunk.dedicated) {
+                if (!chunk.idleDedicated) {
+                    line.accept(chunk.address, chunk.bytes);
+                }
+                continue;
+            }
+            List<long[]> covered = busy.getOrDefault(chunk.id, new ArrayList<>());
+            covered.sort(java.util.Comparator.comparingLong(r -> r[0]));
+            long position = 0;
+            for (long[] range : covered) {
+                if (range[0] > position) {
+                    line.accept(chunk.address + (position << unitShift), (range[0] - position) << unitShift);
+                }
+                position = Math.max(position, range[0] + range[1]);
+            }
+            if (position < chunk.units) {
+                line.accept(chunk.address + (position << unitShift), (chunk.units - position) << unitShift);
+            }
+        }
+        if (listed[0] > limit) {
+            text.append("\n  ... and ").append(listed[0] - limit).append(" more");
+        }
+    }
+
+    private OutOfDeviceMemoryException outOfMemory(long requested, long recovered, OutOfDeviceMemoryException cause) {
+        long largest = metrics.largestFreeBlockBytes();
+        String message = String.format(Locale.ROOT,
+                "Out of device memory on %s: tried to allocate %s. Reserved %s of a cap of %s (device capacity %s); "
+                        + "allocated %s (requested %s); cached in local caches %s; free in the global pool %s, "
+                        + "largest free block %s, fragmentation %.2f. Recovery (flush local caches, coalesce, "
+                        + "release empty chunks) returned %s to the device. %s",
+                source.name(), format(requested), format(reserved.get()), format(capBytes()),
+                format(source.capacityBytes()), format(metrics.allocatedBytes()), format(metrics.requestedBytes()),
+                format(metrics.cachedBytes()), format(metrics.globalFreeBytes()), format(largest),
+                metrics.fragmentation(), format(recovered),
+                cause == null ? "" : "Last refusal: " + cause.getMessage());
+        return new OutOfDeviceMemoryException(requested, message, cause);
+    }
+
+    static String format(long bytes) {
+        if (bytes < 1024) {
+            return bytes + " B";
+        }
+        String[] units = {"KiB", "MiB", "GiB", "TiB"};
+        double value = bytes;
+        int unit = -1;
+        while (value >= 1024 && unit < units.length - 1) {
+            value /= 1024;
+            unit++;
+        }
+        return String.format(Locale.ROOT, "%.2f %s", value, units[unit]);
+    }
+
+    private void samplePeak() {
+        raise(peakAllocated, metrics.allocatedBytes());
+    }
+
+    private static void raise(AtomicLong peak, long value) {
+        long current = peak.get();
+        while (value > current && !peak.compareAndSet(current, value)) {
+            current = peak.get();
+        }
+    }
+
+    /** Flushes every local cache, releases empty slabs and coalesces, returning nothing to the source (tests). */
+    void flushAndCoalesce() {
+        growLock.lock();
+        try {
+            recover(false);
+        } finally {
+            growLock.unlock();
+        }
+    }
+
+    /** Free blocks per order as keys {@code (chunkId << 24) | offset}, for tests. */
+    long[][] freeListSnapshot() {
+        return buddy.snapshotFree();
+    }
+
+    long minBlockBytes() {
+        return minBlock;
+    }
+
+    // ------------------------------------------------------------------ metrics
+
+    private final class Metrics implements PoolMetrics, BlockLayoutMetric {
+
+        /** The buddy map for operators; see {@link BlockLayouts} (no lock taken, a racy picture). */
+        @Override
+        public List<ChunkBlocks> layout() {
+            return BlockLayouts.layout(chunks.all(), buddy, caches, small, smallCount, unitShift);
+        }
+
+        private long sumCaches(int stat) {
+            long total = 0;
+            for (LocalCache cache : caches) {
+                if (cache != null) {
+                    total += cache.stat(stat);
+                }
+            }
+            return total;
+        }
+
+        @Override
+        public String name() {
+            return source.name();
+        }
+
+        @Override
+        public AllocatorMode mode() {
+            return config.mode();
+        }
+
+        @Override
+        public long reservedBytes() {
+            return reserved.get();
+        }
+
+        @Override
+        public long allocatedBytes() {
+            return sumCaches(LocalCache.ALLOC_BYTES) - sumCaches(LocalCache.FREE_BYTES)
+                    + allocatedBytes.sum() - freedBytes.sum();
+        }
+
+        @Override
+        public long requestedBytes() {
+            return sumCaches(LocalCache.ALLOC_REQUESTED) - sumCaches(LocalCache.FREE_REQUESTED)
+                    + allocatedRequested.sum() - freedRequested.sum();
+        }
+
+        @Override
+        public long peakReservedBytes() {
+            return peakReserved.get();
+        }
+
+        @Override
+        public long peakAllocatedBytes() {
+            raise(peakAllocated, allocatedBytes());
+            return peakAllocated.get();
+        }
+
+        @Override
+        public void resetPeaks() {
+            peakReserved.set(reserved.get());
+            peakAllocated.set(allocatedBytes());
+        }
+
+        @Override
+        public AllocatorCounters counters() {
+            long localHits = sumCaches(LocalCache.HITS);
+            return new AllocatorCounters(localHits + allocations.sum(), sumCaches(LocalCache.FREES) + frees.sum(),
+                    localHits + retiredLocalHits.sum(), globalHits.sum(), grows.sum(), trims.sum(),
+                    buddy.coalesces.sum(), recoveries.sum(), failures.sum());
+        }
+
+        @Override
+        public LatencyDistribution allocationLatency() {
+            return latency;
+        }
+
+        @Override
+        public long cachedBytes() {
+            return sumCaches(LocalCache.CACHED_BYTES);
+        }
+
+        @Override
+        public List<StreamCacheMetric> streams() {
+            List<StreamCacheMetric> result = new ArrayList<>();
+            for (LocalCache cache : caches) {
+                if (cache != null) {
+                    result.add(new StreamCacheMetric(cache.ordinal, cache.stat(LocalCache.CACHED_BYTES),
+                            cache.stat(LocalCache.CACHED_BLOCKS), cache.stat(LocalCache.HITS),
+                            cache.stat(LocalCache.MISSES)));
+                }
+            }
+            return result;
+        }
+
+        @Override
+        public List<FreeOrderMetric> freeBlocks() {
+            List<FreeOrderMetric> result = new ArrayList<>();
+            for (int k = 0; k <= buddy.topOrder(); k++) {
+                result.add(new FreeOrderMetric(k, minBlock << k, buddy.freeBlocks(k)));
+            }
+            return result;
+        }
+
+        @Override
+        public long globalFreeBytes() {
+            long total = 0;
+            for (int k = 0; k <= buddy.topOrder(); k++) {
+                total += (long) buddy.freeBlocks(k) * (minBlock << k);
+            }
+            return total;
+        }
+
+        @Override
+        public long largestFreeBlockBytes() {
+            for (int k = buddy.topOrder(); k >= 0; k--) {
+                if (buddy.freeBlocks(k) > 0) {
+                    return minBlock << k;
+                }
+            }
+            return 0;
+        }
+
+        @Override
+        public List<SizeClassMetric> smallClasses() {
+            return small.metrics(minBlock);
+        }
+
+        @Override
+        public List<ChunkMetric> chunks() {
+            List<ChunkMetric> result = new ArrayList<>();
+            for (Chunk chunk : chunks.all()) {
+                long live = Math.max(0, Math.min(chunk.units, chunk.liveUnits.get()));
+                result.add(new ChunkMetric(chunk.address, chunk.bytes,
+                        chunk.dedicated ? (chunk.idleDedicated ? chunk.bytes : 0) : chunk.bytes - (live << unitShift),
+                        chunk.dedicated));
+            }
+            return result;
+        }
     }
 }

@@ -28,7 +28,8 @@ import java.util.Objects;
  * @param capFraction              cap as a fraction of {@link ChunkSource#capacityBytes()} when capBytes is 0;
  *                                 in (0, 1]; default 0.9
  * @param localCacheBytesPerStream most bytes one stream's local cache holds; [0, 1 TiB]; 0 disables the
- *                                 local level in effect; default 256 MiB
+ *                                 local level in effect; blocks above a quarter of it are not cached
+ *                                 locally; default 256 MiB
  * @param localCacheCountPerClass  most free blocks one stream caches per size class; [0, 64]; default 16
  * @param localIdleAge             a local size class unused for longer is flushed to the global level; [0, 1 h];
  *                                 default 10 s
@@ -84,6 +85,9 @@ public record PoolConfig(
         }
         if (growthPolicy == GrowthPolicy.LAZY && initialBytes != 0) {
             throw invalid("initialBytes", initialBytes, "0 with growthPolicy LAZY (use HYBRID for an initial size)");
+        }
+        if (growthPolicy == GrowthPolicy.EAGER && initialBytes <= 0) {
+            throw invalid("initialBytes", initialBytes, "> 0 with growthPolicy EAGER (the pool never grows later)");
         }
         requireRange("initialBytes", initialBytes, 0, Long.MAX_VALUE / 2);
         requireMultiple("growthStepBytes", growthStepBytes, minBlockBytes);

@@ -8,7 +8,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -16,7 +15,7 @@ import java.util.Optional;
 import java.util.stream.Stream;
 
 /**
- * The models of one folder, loaded onto one device.
+ * The models of one folder, loaded onto one or more devices (one replica per {@link LoadTarget}).
  *
  * <pre>
  *   models/                      root
@@ -31,7 +30,8 @@ import java.util.stream.Stream;
  * safetensors header, check every tensor against the config, upload the weights. A model that fails
  * any step is recorded as {@link State#FAILED} with the reason and is not served; whatever it had
  * uploaded is released first (see {@link DeviceWeights}), so a bad model never half-loads and never
- * stops the others from loading.
+ * stops the others from loading. With several targets a model is READY only if it loaded on all of
+ * them; if one device fails, the replicas already loaded on the others are closed again.
  */
 public final class ModelRepository implements AutoCloseable {
 
@@ -45,13 +45,23 @@ public final class ModelRepository implements AutoCloseable {
     }
 
     private final Path root;
-    private final LoadTarget target;
-    private final Map<String, InferenceModel> ready = new LinkedHashMap<>();
+    private final List<LoadTarget> targets;
+    /** Model name to its replicas, index-aligned with {@link #targets}. */
+    private final Map<String, List<InferenceModel>> ready = new LinkedHashMap<>();
     private final Map<String, ModelStatus> index = new LinkedHashMap<>();
 
+    /** A repository whose models are loaded on one device. */
     public ModelRepository(Path root, LoadTarget target) {
+        this(root, List.of(target));
+    }
+
+    /** A repository whose models are loaded on every target (one replica per device). */
+    public ModelRepository(Path root, List<LoadTarget> targets) {
+        if (targets.isEmpty()) {
+            throw new IllegalArgumentException("a model repository needs at least one load target");
+        }
         this.root = root;
-        this.target = target;
+        this.targets = List.copyOf(targets);
     }
 
     /**
@@ -70,11 +80,21 @@ public final class ModelRepository implements AutoCloseable {
             if (ready.containsKey(name)) {
                 continue;
             }
+            List<InferenceModel> replicas = new ArrayList<>();
             try {
-                InferenceModel model = loadModel(name, folder, target);
-                ready.put(name, model);
-                index.put(name, new ModelStatus(name, model.version(), State.READY, ""));
+                for (LoadTarget target : targets) {
+                    replicas.add(loadModel(name, folder, target));
+                }
+                ready.put(name, List.copyOf(replicas));
+                index.put(name, new ModelStatus(name, replicas.getFirst().version(), State.READY, ""));
             } catch (RuntimeException e) {
+                for (InferenceModel loaded : replicas) {
+                    try {
+                        loaded.close();
+                    } catch (RuntimeException closeFailure) {
+                        e.addSuppressed(closeFailure);
+                    }
+                }
                 index.put(name, new ModelStatus(name, "", State.FAILED, describe(e)));
             }
         }
@@ -111,14 +131,20 @@ public final class ModelRepository implements AutoCloseable {
         return List.copyOf(new ArrayList<>(index.values()));
     }
 
-    /** The READY model called {@code name}. */
+    /** The READY model called {@code name}, its replica on the first target. */
     public synchronized Optional<InferenceModel> model(String name) {
-        return Optional.ofNullable(ready.get(name));
+        List<InferenceModel> replicas = ready.get(name);
+        return replicas == null ? Optional.empty() : Optional.of(replicas.getFirst());
     }
 
-    /** Every READY model, in name order. */
+    /** The replicas of READY model {@code name}, one per target in the targets' order (empty if none). */
+    public synchronized List<InferenceModel> replicas(String name) {
+        return ready.getOrDefault(name, List.of());
+    }
+
+    /** Every READY model (its first replica), in name order. */
     public synchronized List<InferenceModel> models() {
-        return Collections.unmodifiableList(new ArrayList<>(ready.values()));
+        return ready.values().stream().map(List::getFirst).toList();
     }
 
     public Path root() {
@@ -129,7 +155,7 @@ public final class ModelRepository implements AutoCloseable {
     @Override
     public synchronized void close() {
         RuntimeException failure = null;
-        for (InferenceModel model : ready.values()) {
+        for (InferenceModel model : ready.values().stream().flatMap(List::stream).toList()) {
             try {
                 model.close();
             } catch (RuntimeException e) {

@@ -1,6 +1,5 @@
 package io.gpupool.serving;
 
-import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.serving.protocol.ErrorBody;
 import io.gpupool.serving.protocol.ModelMetadata;
@@ -44,9 +43,16 @@ public final class InferenceHandler {
     private final ObjectMapper json;
     private final ServerMetadata serverMetadata;
     private final int maxBodyBytes;
+    private final InferenceObserver observer;
 
     public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
                             String serverVersion, int maxBodyBytes) {
+        this(registry, decoder, service, json, serverVersion, maxBodyBytes, InferenceObserver.NONE);
+    }
+
+    public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
+                            String serverVersion, int maxBodyBytes, InferenceObserver observer) {
+        this.observer = observer;
         this.registry = registry;
         this.decoder = decoder;
         this.service = service;
@@ -94,6 +100,8 @@ public final class InferenceHandler {
 
     /** POST /v2/models/{model}[/versions/{version}]/infer. */
     public Mono<ServerResponse> infer(ServerRequest request) {
+        // Set once the request is queued; failures before that are reported here, later ones by the service.
+        boolean[] queued = {false};
         return Mono.defer(() -> {
             ServedModel model = find(request);
             requireReady(model);
@@ -101,9 +109,19 @@ public final class InferenceHandler {
             return body(request)
                     .publishOn(Schedulers.boundedElastic())
                     .map(body -> decoder.decode(model, body, headerLength))
-                    .flatMap(service::infer)
+                    .flatMap(validated -> {
+                        queued[0] = true;
+                        return service.infer(validated);
+                    })
                     .flatMap(InferenceHandler::respond);
-        }).onErrorResume(this::error);
+        }).onErrorResume(failure -> {
+            if (!queued[0]) {
+                String name = request.pathVariable("model");
+                boolean served = registry.models().stream().anyMatch(model -> model.name().equals(name));
+                observer.rejected(served ? name : null, ErrorStatus.of(failure));
+            }
+            return error(failure);
+        });
     }
 
     /** POST /v2/repository/index: every model found, with its state; {@code {"ready": true}} keeps ready ones. */
@@ -198,30 +216,22 @@ public final class InferenceHandler {
     }
 
     /**
-     * The status for a failure: a {@link ServingException} carries its own (400, 404, 413, 503 with
-     * Retry-After, 504); {@link OutOfDeviceMemoryException} is 507 (the pool already tried to recover);
-     * anything else is a bug: 500, logged with its stack trace.
+     * The answer for a failure, with the status {@link ErrorStatus} decides; 503 carries Retry-After;
+     * a 500 is a bug and is logged with its stack trace.
      */
     Mono<ServerResponse> error(Throwable failure) {
-        int status;
+        int status = ErrorStatus.of(failure);
         String message;
         long retryAfter = 0;
-        switch (failure) {
-            case ServingException serving -> {
-                status = serving.status();
-                message = serving.getMessage();
-                retryAfter = serving.retryAfterSeconds();
-            }
-            case OutOfDeviceMemoryException oom -> {
-                status = 507;
-                message = "out of device memory: " + oom.getMessage();
-                log.warn("Inference failed for lack of device memory: {}", oom.getMessage());
-            }
-            default -> {
-                status = 500;
-                message = "internal error: " + failure;
-                log.error("Inference request failed with an unexpected error", failure);
-            }
+        if (failure instanceof ServingException serving) {
+            message = serving.getMessage();
+            retryAfter = serving.retryAfterSeconds();
+        } else if (status == 507) {
+            message = "out of device memory: " + failure.getMessage();
+            log.warn("Inference failed for lack of device memory: {}", failure.getMessage());
+        } else {
+            message = "internal error: " + failure;
+            log.error("Inference request failed with an unexpected error", failure);
         }
         ServerResponse.BodyBuilder builder = ServerResponse.status(status).contentType(MediaType.APPLICATION_JSON);
         if (retryAfter > 0) {

@@ -27,8 +27,14 @@ public final class InferenceService {
 
     private final Map<Integer, DeviceWorker> workers;
     private final ResponseEncoder encoder;
+    private final InferenceObserver observer;
 
     public InferenceService(List<DeviceRuntime> devices, ObjectMapper json) {
+        this(devices, json, InferenceObserver.NONE);
+    }
+
+    public InferenceService(List<DeviceRuntime> devices, ObjectMapper json, InferenceObserver observer) {
+        this.observer = observer;
         Map<Integer, DeviceWorker> byIndex = new java.util.TreeMap<>();
         for (DeviceRuntime device : devices) {
             byIndex.put(device.index(), device.worker());
@@ -46,8 +52,15 @@ public final class InferenceService {
         int device = leastLoaded(model);
         InferenceModel replica = model.replicas().get(device);
         DeviceWorker worker = workers.get(device);
-        return worker.submit(context -> run(replica, request, context))
-                .timeout(request.timeout(), Mono.error(() -> ServingException.timedOut(request.timeout())));
+        InferenceObserver.Tracker tracker = observer.enqueued(model.name(), device);
+        return worker.submit(context -> {
+                    tracker.started();
+                    return run(replica, request, context);
+                })
+                .timeout(request.timeout(), Mono.error(() -> ServingException.timedOut(request.timeout())))
+                .doOnSuccess(response -> tracker.finished(200))
+                .doOnError(failure -> tracker.finished(ErrorStatus.of(failure)))
+                .doOnCancel(() -> tracker.finished(InferenceObserver.CANCELLED));
     }
 
     private int leastLoaded(ServedModel model) {

@@ -13,7 +13,7 @@ import java.util.regex.Pattern;
  * versions from URLs are checked against {@code [A-Za-z0-9_.-]+} (and never {@code .} or {@code ..})
  * before any lookup, so no path trick reaches the repository.
  */
-public final class ModelRegistry {
+public final class ModelRegistry implements AutoCloseable {
 
     private static final Pattern SAFE_NAME = Pattern.compile("[A-Za-z0-9_.-]{1,128}");
 
@@ -92,6 +92,21 @@ public final class ModelRegistry {
 
     void markWarmedUp() {
         warmedUp = true;
+    }
+
+    /** Frees every replica's weights. */
+    @Override
+    public void close() {
+        for (ServedModel model : models.values()) {
+            for (var replica : model.replicas().values()) {
+                try {
+                    replica.close();
+                } catch (RuntimeException e) {
+                    org.slf4j.LoggerFactory.getLogger(ModelRegistry.class)
+                            .warn("Closing model '{}' failed: {}", model.name(), e.getMessage());
+                }
+            }
+        }
     }
 
     private static String printable(String text) {

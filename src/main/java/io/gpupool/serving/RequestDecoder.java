@@ -36,8 +36,8 @@ import java.util.stream.Collectors;
  * datatype equal to the declared one; rank and fixed dimensions as declared; batch (dimension 0
  * where it is variable) at least 1 and within min(model, server) and equal across inputs; sequence
  * length (dimension 1 where variable, for models that declare a maximum) within min(model, server);
- * data length equal to what the shape needs; all binary bytes consumed; every declared input present;
- * requested outputs declared, once each.
+ * data length equal to what the shape needs; all binary bytes consumed; requested outputs declared,
+ * once each. Whether an input may be left out is the model's decision (it fails with a message).
  */
 public final class RequestDecoder {
 
@@ -177,14 +177,14 @@ public final class RequestDecoder {
             throw ServingException.badRequest("binary section has " + (body.length - binaryOffset)
                     + " bytes that no input claims (check binary_data_size)");
         }
+        // Declared inputs may be optional (BERT's attention_mask, token_type_ids): the model names a missing
+        // required one itself, before it allocates anything.
         List<ValidatedRequest.Input> ordered = new ArrayList<>();
         for (TensorSpec spec : model.inputs()) {
             ValidatedRequest.Input input = inputs.get(spec.name());
-            if (input == null) {
-                throw ServingException.badRequest("missing input '" + spec.name() + "' for model '"
-                        + model.name() + "'");
+            if (input != null) {
+                ordered.add(input);
             }
-            ordered.add(input);
         }
         return new ValidatedRequest(request.id(), model, ordered, outputs(model, request), timeout(request));
     }

@@ -16,11 +16,19 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * The start-up dry run: every model runs once per device at its largest accepted size (maximum batch,
- * maximum sequence length), through the same stream lease a request takes. That grows each device's
- * pool to its working size before the first request, and proves the model runs. A model whose dry
- * run fails is marked unavailable (and reported by the repository index) instead of failing later
- * under load. The server reports ready only after this finished.
+ * The start-up sizing and dry run.
+ *
+ * <ol>
+ *   <li>Per device: the largest single tensor any of its models allocates at its largest accepted
+ *       size (maximum batch, maximum sequence length), as the models' liveness plans report it; the
+ *       device's pool reserves 1.5 × that up front (the seeds' rule: smaller grows too often, larger
+ *       wastes).</li>
+ *   <li>Every model runs once per device at that size, through the same stream lease a request takes. That
+ *       grows the pool to its working size before the first request, and proves the model runs. A
+ *       model whose dry run fails is marked unavailable (and reported by the repository index)
+ *       instead of failing later under load.</li>
+ *   <li>The server reports ready only after this finished.</li>
+ * </ol>
  *
  * <p>Inputs are zeros, except integer inputs whose name contains "mask", which are ones (a fully
  * masked sequence is not a realistic peak).
@@ -29,13 +37,48 @@ public final class WarmUp {
 
     private static final Logger log = LoggerFactory.getLogger(WarmUp.class);
 
+    /** How the warm-up learns tensor sizes and grows a device's pool; the configuration supplies it. */
+    public interface PoolSizing {
+
+        /** No sizing: the pools grow on demand during the dry runs. */
+        PoolSizing NONE = new PoolSizing() {
+            @Override
+            public long largestTensorBytes(InferenceModel model, int batch, int sequence) {
+                return 0;
+            }
+
+            @Override
+            public long reserve(DeviceRuntime device, long bytes) {
+                return 0;
+            }
+        };
+
+        /** Bytes of the largest single tensor {@code model} allocates for one request of this size (0 if unknown). */
+        long largestTensorBytes(InferenceModel model, int batch, int sequence);
+
+        /** Makes {@code device}'s pool hold at least {@code bytes}; returns the bytes newly reserved. */
+        long reserve(DeviceRuntime device, long bytes);
+    }
+
+    /** The seeds' rule for the initial pool size: 1.5 × the largest tensor. */
+    static final double INITIAL_SIZE_FACTOR = 1.5;
+
     private final ModelRegistry registry;
+    private final List<DeviceRuntime> devices;
     private final Map<Integer, DeviceWorker> workers;
     private final int serverMaxBatch;
     private final int serverMaxSequence;
+    private final PoolSizing sizing;
 
     public WarmUp(ModelRegistry registry, List<DeviceRuntime> devices, int serverMaxBatch, int serverMaxSequence) {
+        this(registry, devices, serverMaxBatch, serverMaxSequence, PoolSizing.NONE);
+    }
+
+    public WarmUp(ModelRegistry registry, List<DeviceRuntime> devices, int serverMaxBatch, int serverMaxSequence,
+                  PoolSizing sizing) {
         this.registry = registry;
+        this.devices = List.copyOf(devices);
+        this.sizing = sizing;
         Map<Integer, DeviceWorker> byIndex = new java.util.HashMap<>();
         devices.forEach(device -> byIndex.put(device.index(), device.worker()));
         this.workers = byIndex;
@@ -45,6 +88,26 @@ public final class WarmUp {
 
     /** Runs every dry run (blocking the calling thread, which must not be an event-loop thread). */
     public void run() {
+        for (DeviceRuntime device : devices) {
+            long largest = 0;
+            for (ServedModel model : registry.models()) {
+                InferenceModel replica = model.replicas().get(device.index());
+                if (replica != null) {
+                    largest = Math.max(largest, sizing.largestTensorBytes(replica, maxBatch(model), maxSequence(model)));
+                }
+            }
+            if (largest > 0) {
+                long target = (long) Math.ceil(INITIAL_SIZE_FACTOR * largest);
+                try {
+                    long reserved = sizing.reserve(device, target);
+                    log.info("Device {}: largest tensor at maximum size is {} bytes; pool reserved {} more bytes "
+                            + "towards 1.5 × that ({} bytes)", device.index(), largest, reserved, target);
+                } catch (RuntimeException e) {
+                    log.warn("Device {}: could not reserve {} bytes up front ({}); the pool grows on demand",
+                            device.index(), target, e.getMessage());
+                }
+            }
+        }
         for (ServedModel model : registry.models()) {
             try {
                 for (Map.Entry<Integer, InferenceModel> replica : model.replicas().entrySet()) {

@@ -1,6 +1,9 @@
 package io.gpupool.bench;
 
+import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.source.SimulatedChunkSource;
 
@@ -21,6 +24,8 @@ final class BenchAllocators {
     static DeviceAllocator create(String name) {
         SimulatedChunkSource device = new SimulatedChunkSource("bench", DEVICE_BYTES);
         return switch (name) {
+            case "two-level" -> new DevicePool(device, PoolConfig.defaults());
+            case "global-only" -> new DevicePool(device, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY));
             case "best-fit" -> new BestFitAllocator(device, 256L << 20, false);
             default -> throw new IllegalArgumentException("unknown allocator '" + name + "'");
         };

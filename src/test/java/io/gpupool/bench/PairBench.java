@@ -38,7 +38,7 @@ import java.util.concurrent.TimeUnit;
 @Measurement(iterations = 3, time = 1)
 public class PairBench {
 
-    @Param({"best-fit"})
+    @Param({"two-level", "global-only", "best-fit"})
     public String allocator;
 
     @Param({"1024", "4194304"})

@@ -39,7 +39,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 @Measurement(iterations = 3, time = 1)
 public class ThroughputBench {
 
-    @Param({"best-fit"})
+    @Param({"two-level", "global-only", "best-fit"})
     public String allocator;
 
     private DeviceAllocator pool;

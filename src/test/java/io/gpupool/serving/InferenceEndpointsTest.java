@@ -280,9 +280,6 @@ class InferenceEndpointsTest {
         expectError(infer("tokens", """
                 {"inputs": [{"name": "ids", "shape": [1, 2], "datatype": "INT64", "data": [1, 2.5]}]}"""),
                 400, "element 1 (2.5) is not a valid INT64 value");
-        expectError(infer("echo", """
-                {"inputs": [{"name": "fp32", "shape": [1], "datatype": "FP32", "data": [1]}]}"""),
-                400, "missing input 'fp16'");
         expectError(infer("doubler", """
                 {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
                  "outputs": [{"name": "nope"}]}"""), 400, "unknown output 'nope'");
@@ -319,6 +316,17 @@ class InferenceEndpointsTest {
                 {"inputs": [{"name": "x", "shape": [8, 4], "datatype": "FP32", "data": [%s]}]}"""
                 .formatted("1.000001,".repeat(31) + "1");
         expectError(infer("doubler", big), 413, "request body exceeds the limit of 256 bytes");
+        assertThat(fixture.model("doubler").invocations).hasValue(0);
+    }
+
+    @Test
+    void chunkedBodyWithoutContentLengthIsCutOffAt413() {
+        fixture = ServingFixture.builder().maxBody(1024).build();
+        reactor.core.publisher.Flux<String> chunks = reactor.core.publisher.Flux.range(0, 100)
+                .map(i -> i == 0 ? "{\"inputs\": [{\"name\": \"x\", \"data\": [" : "1.0000000000, ");
+        expectError(fixture.client.post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON)
+                .body(org.springframework.web.reactive.function.BodyInserters.fromPublisher(chunks, String.class))
+                .exchange(), 413, "exceeds the limit of 1024 bytes");
         assertThat(fixture.model("doubler").invocations).hasValue(0);
     }
 
@@ -386,6 +394,22 @@ class InferenceEndpointsTest {
     }
 
     @Test
+    void outOfMemoryFromTheRealPoolAfterItsRecoveryIs507() {
+        fixture = ServingFixture.builder().realPool(4 * io.gpupool.memory.PoolConfig.MIB).build();
+        fixture.model("doubler").extraBytes = 8 * io.gpupool.memory.PoolConfig.MIB;
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isEqualTo(507).expectBody().jsonPath("$.error")
+                .value(containsString("out of device memory"));
+        assertThat(fixture.allocatedBytes()).isZero();
+        fixture.model("doubler").extraBytes = 0;
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isOk();
+        assertThat(fixture.pools.getFirst().metrics().counters().recoveries()).isPositive();
+    }
+
+    @Test
     void unexpectedFailureIs500() {
         fixture = ServingFixture.builder().build();
         fixture.model("doubler").gate = () -> {
@@ -406,6 +430,40 @@ class InferenceEndpointsTest {
         expectError(infer("doubler", """
                 {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
                 400, "model 'doubler' rejected the request: token id 500");
+    }
+
+    @Test
+    void everyInferenceRequestIsReportedOnceWithItsOutcome() {
+        java.util.List<String> events = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+        fixture = ServingFixture.builder().observer(new InferenceObserver() {
+            @Override
+            public Tracker enqueued(String model, int device) {
+                events.add("enqueued " + model + " on " + device);
+                return new Tracker() {
+                    @Override
+                    public void started() {
+                        events.add("started " + model);
+                    }
+
+                    @Override
+                    public void finished(int status) {
+                        events.add("finished " + model + " " + status);
+                    }
+                };
+            }
+
+            @Override
+            public void rejected(String model, int status) {
+                events.add("rejected " + model + " " + status);
+            }
+        }).build();
+        String ok = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""";
+        infer("doubler", ok).expectStatus().isOk();
+        infer("doubler", "{\"inputs\": []}").expectStatus().isBadRequest();
+        infer("nope", ok).expectStatus().isNotFound();
+        assertThat(events).containsExactly("enqueued doubler on 0", "started doubler", "finished doubler 200",
+                "rejected doubler 400", "rejected null 404");
     }
 
     @Test

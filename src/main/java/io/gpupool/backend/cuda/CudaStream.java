@@ -3,6 +3,7 @@ package io.gpupool.backend.cuda;
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.KernelFunction;
+import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.StreamFence;
 import jcuda.NativePointerObject;
 import jcuda.Pointer;
@@ -40,8 +41,9 @@ import static jcuda.driver.JCudaDriver.cuStreamSynchronize;
  *   device→host, per piece:  acquire slot ─ cuMemcpyDtoHAsync ─ record event
  *                            ─ worker: wait event, memcpy slot→host, release slot
  * </pre>
- * Acquiring blocks while all slots of the device's {@link PinnedStagingPool} are in flight, which
- * bounds pinned memory. The host segment must stay valid until {@link #synchronize()} (device→host).
+ * Slots come from the device's {@link PinnedStagingPool} (the pool core over cuMemHostAlloc chunks);
+ * acquiring blocks while the bound of slots in flight is reached. The host segment must stay valid
+ * until {@link #synchronize()} (device→host).
  *
  * <h2>Host tasks</h2>
  * {@link #enqueueHostTask} runs the task on the worker after all device work enqueued before it;
@@ -55,6 +57,7 @@ public final class CudaStream implements DeviceStream {
     private final CudaStreamWorker worker;
     private final ConcurrentLinkedQueue<CUevent> spareEvents = new ConcurrentLinkedQueue<>();
     private final CudaStreamWorker.Cleanup recycleEvent = spareEvents::add;
+    private final PinnedStagingPool.StagingStream stagingTwin;
     private boolean closed;
 
     CudaStream(CudaDevice device, int ordinal) {
@@ -64,6 +67,7 @@ public final class CudaStream implements DeviceStream {
         Cu.check("cuStreamCreate", cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING),
                 device.label() + " stream " + ordinal);
         this.worker = new CudaStreamWorker(device, "gpupool-" + device.label() + "-stream-" + ordinal);
+        this.stagingTwin = new PinnedStagingPool.StagingStream(ordinal);
     }
 
     /** The JCuda stream handle (package use only). */
@@ -102,10 +106,10 @@ public final class CudaStream implements DeviceStream {
         long slotBytes = staging.slotBytes();
         for (long offset = 0; offset < bytes; offset += slotBytes) {
             long piece = Math.min(slotBytes, bytes - offset);
-            long slot = staging.acquire();
+            DeviceBlock slot = staging.acquire(stagingTwin);
             try {
-                MemorySegment.copy(source, offset, PinnedStagingPool.segment(slot, piece), 0, piece);
-                Cu.check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(Cu.device(deviceAddress + offset), Cu.host(slot),
+                MemorySegment.copy(source, offset, PinnedStagingPool.segment(slot.address(), piece), 0, piece);
+                Cu.check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(Cu.device(deviceAddress + offset), Cu.host(slot.address()),
                         piece, stream), piece + " bytes to 0x" + Long.toHexString(deviceAddress + offset));
             } catch (RuntimeException e) {
                 staging.release(slot);
@@ -126,16 +130,16 @@ public final class CudaStream implements DeviceStream {
         long slotBytes = staging.slotBytes();
         for (long offset = 0; offset < bytes; offset += slotBytes) {
             long piece = Math.min(slotBytes, bytes - offset);
-            long slot = staging.acquire();
+            DeviceBlock slot = staging.acquire(stagingTwin);
             try {
-                Cu.check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(Cu.host(slot), Cu.device(deviceAddress + offset),
+                Cu.check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(Cu.host(slot.address()), Cu.device(deviceAddress + offset),
                         piece, stream), piece + " bytes from 0x" + Long.toHexString(deviceAddress + offset));
             } catch (RuntimeException e) {
                 staging.release(slot);
                 throw e;
             }
             long at = offset;
-            afterDeviceWork(() -> MemorySegment.copy(PinnedStagingPool.segment(slot, piece), 0, destination, at, piece),
+            afterDeviceWork(() -> MemorySegment.copy(PinnedStagingPool.segment(slot.address(), piece), 0, destination, at, piece),
                     event -> {
                         staging.release(slot);
                         spareEvents.add(event);

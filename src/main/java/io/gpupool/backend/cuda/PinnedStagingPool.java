@@ -1,47 +1,78 @@
 package io.gpupool.backend.cuda;
 
-import io.gpupool.memory.OutOfDeviceMemoryException;
-import jcuda.driver.CUresult;
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.GrowthPolicy;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.StreamFence;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.LinkedBlockingQueue;
-
-import static jcuda.driver.JCudaDriver.CU_MEMHOSTALLOC_PORTABLE;
-import static jcuda.driver.JCudaDriver.cuMemFreeHost;
-import static jcuda.driver.JCudaDriver.cuMemHostAlloc;
+import java.time.Duration;
+import java.util.concurrent.Semaphore;
 
 /**
- * A bounded pool of page-locked (pinned) host buffers through which a device's streams copy.
+ * The page-locked (pinned) host buffers through which a device's streams copy, served by the same
+ * pool core as device memory: a {@link DevicePool} over {@link PinnedHostChunkSource} chunks.
  *
  * <pre>
- *   chunk 0 (cuMemHostAlloc, slotsPerChunk × slotBytes)    chunk 1 ...   (at most maxSlots slots)
- *   [ slot | slot | slot | slot ]                          [ slot | ... ]
- *        ▲ acquire() takes a free slot; release() puts it back
+ *   CudaStream k ──acquire(slot)──▶ permits (maxSlots) ──▶ DevicePool ──grow──▶ cuMemHostAlloc chunk
+ *                                                         local cache of staging stream k
+ *   worker of k ──release(slot)──▶ DevicePool (back to k's local cache) ──▶ permit returned
  * </pre>
  *
  * <ol>
- *   <li>acquire: take a free slot if one is queued (no lock).</li>
- *   <li>Otherwise, under the grow lock, pin one more chunk if the pool is below its bound and queue
- *       its slots.</li>
- *   <li>Otherwise block until a stream's worker releases a slot (its copy finished).</li>
+ *   <li>acquire: take one of {@code maxSlots} permits (blocks while that many copies are in flight;
+ *       this is the bound on pinned memory in use), then allocate one slot from the pool on the
+ *       stream's staging twin, so a stream mostly reuses its own cached slots without a lock.</li>
+ *   <li>release: return the block to the pool, then the permit. The pool returns chunks idle for
+ *       30 s to the driver (cuMemFreeHost) and never reserves more than its cap.</li>
  * </ol>
  *
- * This is a deliberately small fixed-slot pool: the buddy {@code DevicePool} had not landed when it
- * was written; once it has, pinned chunks can be served by it instead. Chunks are freed by
- * {@link #close()}, never by the GC.
+ * <h2>Why the staging twins' fences are complete</h2>
+ * The pool fences memory that moves between streams. A staging slot is only released after the
+ * stream's worker has seen the copy's event complete (and, device→host, copied the slot out), and
+ * it is only written by the host before its copy is enqueued. At release no device work touches the
+ * slot, so each staging twin's {@link AllocationStream#recordFence()} returns an already-complete
+ * fence: no stream ever waits on another because of staging.
  */
 final class PinnedStagingPool implements AutoCloseable {
 
-    private final String label;
+    private static final long MIB = 1L << 20;
+
+    /** A fence that is complete when recorded (see the class comment). */
+    private static final StreamFence COMPLETE = new StreamFence() {
+        @Override
+        public boolean isComplete() {
+            return true;
+        }
+
+        @Override
+        public void makeWait(AllocationStream stream) {
+        }
+
+        @Override
+        public void await() {
+        }
+
+        @Override
+        public void close() {
+        }
+    };
+
+    /** The staging pool's view of a CUDA stream: same ordinal, complete fences. */
+    record StagingStream(int ordinal) implements AllocationStream {
+        @Override
+        public StreamFence recordFence() {
+            return COMPLETE;
+        }
+    }
+
     private final long slotBytes;
-    private final int slotsPerChunk;
-    private final int maxSlots;
-    private final LinkedBlockingQueue<Long> free = new LinkedBlockingQueue<>();
-    private final List<Cu.HostPtr> chunks = new ArrayList<>();
-    private final CudaDevice device;
-    private int slots;
+    private final Semaphore permits;
+    private final DevicePool pool;
+    private final long capBytes;
 
     PinnedStagingPool(CudaDevice device, long slotBytes, int slotsPerChunk, int maxSlots) {
         if (slotBytes <= 0 || slotBytes % 256 != 0) {
@@ -51,85 +82,72 @@ final class PinnedStagingPool implements AutoCloseable {
             throw new IllegalArgumentException("staging needs 0 < slotsPerChunk <= maxSlots, got "
                     + slotsPerChunk + " and " + maxSlots);
         }
-        this.device = device;
-        this.label = device.label() + " staging";
         this.slotBytes = slotBytes;
-        this.slotsPerChunk = slotsPerChunk;
-        this.maxSlots = maxSlots;
+        this.permits = new Semaphore(maxSlots);
+        PoolConfig config = poolConfig(slotBytes, slotsPerChunk, maxSlots);
+        this.capBytes = config.capBytes();
+        this.pool = new DevicePool(new PinnedHostChunkSource(device, capBytes), config);
+    }
+
+    /**
+     * The staging pool's configuration: growth in chunks of {@code slotsPerChunk} slots (at least one
+     * 2 MiB block), capped at {@code maxSlots} slots (rounded up to 2 MiB), a local cache of four
+     * slots per stream, idle chunks returned after 30 s.
+     */
+    static PoolConfig poolConfig(long slotBytes, int slotsPerChunk, int maxSlots) {
+        long minBlock = 2 * MIB;
+        long maxBlock = Math.max(minBlock, Long.highestOneBit(slotBytes - 1) << 1);
+        long step = Math.max(maxBlock, roundUp(slotBytes * slotsPerChunk, minBlock));
+        long cap = Math.max(step, roundUp(slotBytes * maxSlots, minBlock));
+        return new PoolConfig(AllocatorMode.TWO_LEVEL, minBlock, maxBlock, GrowthPolicy.LAZY, 0,
+                step, step, cap, 1.0, 4 * slotBytes, 16, Duration.ofSeconds(10), 10, 0,
+                Duration.ofSeconds(30), false);
     }
 
     long slotBytes() {
         return slotBytes;
     }
 
-    /** Bytes of pinned host memory currently held. */
-    synchronized long pinnedBytes() {
-        return (long) slots * slotBytes;
+    /** Most pinned bytes this pool reserves. */
+    long capBytes() {
+        return capBytes;
+    }
+
+    /** Pinned host bytes currently reserved from the driver. */
+    long pinnedBytes() {
+        return pool.metrics().reservedBytes();
     }
 
     static MemorySegment segment(long address, long bytes) {
         return MemorySegment.ofAddress(address).reinterpret(bytes);
     }
 
-    /** A free slot's address; blocks while every slot is in flight and the pool is at its bound. */
-    long acquire() {
-        Long slot = free.poll();
-        if (slot != null) {
-            return slot; // fast path: a free slot was queued
-        }
-        grow();
-        boolean interrupted = false;
+    /** One slot of {@link #slotBytes()} for {@code stream}; blocks while {@code maxSlots} are in flight. */
+    DeviceBlock acquire(StagingStream stream) {
+        permits.acquireUninterruptibly();
         try {
-            while (true) {
-                try {
-                    return free.take(); // at the bound: wait for a copy to finish
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                }
-            }
+            return pool.allocate(slotBytes, stream);
+        } catch (RuntimeException e) {
+            permits.release();
+            throw e;
+        }
+    }
+
+    void release(DeviceBlock slot) {
+        try {
+            slot.release();
         } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
+            permits.release();
         }
     }
 
-    void release(long slot) {
-        free.add(slot);
-    }
-
-    private synchronized void grow() {
-        if (!free.isEmpty() || slots + slotsPerChunk > maxSlots) {
-            return;
-        }
-        long bytes = slotBytes * slotsPerChunk;
-        device.makeCurrent();
-        Cu.HostPtr chunk = new Cu.HostPtr();
-        int result = cuMemHostAlloc(chunk, bytes, CU_MEMHOSTALLOC_PORTABLE);
-        if (result == CUresult.CUDA_ERROR_OUT_OF_MEMORY) {
-            if (slots > 0) {
-                return; // keep working with the slots we have
-            }
-            throw new OutOfDeviceMemoryException(bytes, label + ": cannot pin " + bytes + " bytes of host memory");
-        }
-        Cu.check("cuMemHostAlloc", result, bytes + " bytes for " + label);
-        chunks.add(chunk);
-        slots += slotsPerChunk;
-        long base = chunk.address();
-        for (int i = 0; i < slotsPerChunk; i++) {
-            free.add(base + i * slotBytes);
-        }
-    }
-
-    /** Frees every pinned chunk; streams of this device must be closed first. */
+    /** Returns all pinned memory; streams of this device must be closed first. */
     @Override
-    public synchronized void close() {
-        device.makeCurrent();
-        for (Cu.HostPtr chunk : chunks) {
-            Cu.check("cuMemFreeHost", cuMemFreeHost(chunk));
-        }
-        chunks.clear();
-        free.clear();
-        slots = 0;
+    public void close() {
+        pool.close();
+    }
+
+    private static long roundUp(long value, long multiple) {
+        return (value + multiple - 1) / multiple * multiple;
     }
 }

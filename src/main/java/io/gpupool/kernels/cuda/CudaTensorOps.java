@@ -20,29 +20,33 @@ import java.util.Objects;
  * <h2>Kernels and launch shapes</h2>
  * <pre>
  *   op            kernel                         grid                        block
- *   embeddingSum  ops/embedding_sum              (batch·seq)                 256
+ *   embeddingSum  ops/embedding_sum              (batch·seq)                 ≤256
  *   linear        gemm/gemm_f32                  (⌈out/128⌉, ⌈rows/128⌉)     256   precision FP32, or a
  *                                                                                  shape the others reject
  *                 gemm/gemm_tc_{tf32,bf16}_128   (⌈out/128⌉, ⌈rows/128⌉)     256   enough 128² tiles
  *                 gemm/gemm_tc_{tf32,bf16}_64    (⌈out/64⌉,  ⌈rows/64⌉)      128   small products
- *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   by head size
+ *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   FP32, by head size
+ *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
  *   pool          ops/pool_cls | ops/pool_mean   (batch)                     ≤256
  *   softmax       ops/softmax_rows               (rows)                      ≤256
  * </pre>
  *
  * <h2>Precision</h2>
- * Only {@link #linear} depends on it. {@link Precision#FP32} is exact single precision on the CUDA cores and
+ * {@link #linear} depends on it (and {@link #attention}, see below). {@link Precision#FP32} is exact single precision on the CUDA cores and
  * matches a float reference to rounding (the mode the tests compare with transformers at 1e-4).
  * {@link Precision#TF32} and {@link Precision#BF16} run on the tensor cores with FP32 accumulation; inputs and
  * outputs stay FP32 in memory and operands are rounded as they are loaded (TF32 truncates to a 10-bit mantissa,
  * BF16 rounds to nearest-even 8 bits), so no bf16 copy of the weights is needed. The tensor-core kernels need
- * {@code in % 4 == 0} and 16-byte aligned x and weight; other shapes fall back to the FP32 kernel.
+ * {@code in % 4 == 0}; other shapes fall back to the FP32 kernel.
  *
- * <p>Attention, LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
+ * <p>Attention computes in FP32, except under {@link Precision#BF16} with head size 64 (BERT-base and most
+ * BERT-family models), where a tensor-core kernel rounds Q, K, V and the probabilities to bf16 (FP32 softmax and
+ * accumulation). LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
  * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0.
  *
- * <p>Arguments are checked (positive dimensions, non-null required pointers) with messages naming the
+ * <p>Arguments are checked (positive dimensions, non-null required pointers, 16-byte aligned linear operands:
+ * the GEMM kernels move float4 vectors; pool and weight blocks are 256-byte aligned) with messages naming the
  * argument; device pointers are trusted to cover the shapes given, and token ids to index the tables.
  */
 public final class CudaTensorOps implements TensorOps {
@@ -54,9 +58,11 @@ public final class CudaTensorOps implements TensorOps {
     private static final int ROW_BLOCK = 256;
     /**
      * Fewer 128×128 output tiles than this and a tensor-core product runs with 64×64 tiles instead, so that
-     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200).
+     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200). Measured on
+     * an H200: with 192 large tiles the 64×64 kernel was 2–10% faster, with 576 and more the 128×128 one was
+     * up to 17% faster (tools/cuda-harness/NOTES.md).
      */
-    static final int LARGE_TILE_MIN_BLOCKS = 264;
+    static final int LARGE_TILE_MIN_BLOCKS = 384;
 
     private final ComputeDevice device;
     private final Precision precision;
@@ -66,6 +72,7 @@ public final class CudaTensorOps implements TensorOps {
     private final KernelFunction attention32;
     private final KernelFunction attention64;
     private final KernelFunction attention128;
+    private final KernelFunction attentionBf16;
     private final KernelFunction embeddingSum;
     private final KernelFunction addLayerNorm;
     private final KernelFunction poolCls;
@@ -91,6 +98,7 @@ public final class CudaTensorOps implements TensorOps {
         attention32 = attention.function("attention_d32");
         attention64 = attention.function("attention_d64");
         attention128 = attention.function("attention_d128");
+        attentionBf16 = attention.function("attention_bf16_d64");
         embeddingSum = ops.function("embedding_sum");
         addLayerNorm = ops.function("add_layer_norm");
         poolCls = ops.function("pool_cls");
@@ -145,8 +153,11 @@ public final class CudaTensorOps implements TensorOps {
         pointer("x", x);
         pointer("weight", weight);
         pointer("y", y);
+        aligned("x", x);
+        aligned("weight", weight);
+        aligned("y", y);
         Objects.requireNonNull(activation, "activation");
-        KernelFunction kernel = gemmKernel(x, weight, rows, in, out);
+        KernelFunction kernel = gemmKernel(rows, in, out);
         int tile = kernel == gemmSmall && kernel != gemmF32 ? 64 : 128;
         int threads = tile == 64 ? 128 : 256;
         stream.launch(kernel, ceilDiv(out, tile), ceilDiv(rows, tile), 1, threads, 1, 1, 0,
@@ -154,8 +165,8 @@ public final class CudaTensorOps implements TensorOps {
     }
 
     /** The GEMM kernel for this precision and shape (package-private for tests). */
-    KernelFunction gemmKernel(long x, long weight, int rows, int in, int out) {
-        if (precision == Precision.FP32 || in % 4 != 0 || ((x | weight) & 15) != 0) {
+    KernelFunction gemmKernel(int rows, int in, int out) {
+        if (precision == Precision.FP32 || in % 4 != 0) {
             return gemmF32;
         }
         long largeTiles = (long) ceilDiv(out, 128) * ceilDiv(rows, 128);
@@ -176,6 +187,14 @@ public final class CudaTensorOps implements TensorOps {
         positive("headDim", headDim);
         pointer("qkv", qkv);
         pointer("context", context);
+        if (heads > 65535 || batch > 65535) {
+            throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
+        }
+        if (precision == Precision.BF16 && headDim == 64 && (qkv & 15) == 0) {
+            stream.launch(attentionBf16, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0,
+                    qkv, attentionMask, context, seq, heads);
+            return;
+        }
         KernelFunction kernel;
         if (headDim <= 32) {
             kernel = attention32;
@@ -186,9 +205,6 @@ public final class CudaTensorOps implements TensorOps {
         } else {
             throw new IllegalArgumentException("headDim " + headDim + " is not supported by the CUDA attention "
                     + "kernels (at most 128)");
-        }
-        if (heads > 65535 || batch > 65535) {
-            throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
         }
         stream.launch(kernel, ceilDiv(seq, 32), heads, batch, 128, 1, 1, 0,
                 qkv, attentionMask, context, seq, heads, headDim);
@@ -245,6 +261,12 @@ public final class CudaTensorOps implements TensorOps {
     private static void positive(String name, int value) {
         if (value <= 0) {
             throw new IllegalArgumentException(name + " must be positive, got " + value);
+        }
+    }
+
+    private static void aligned(String name, long address) {
+        if ((address & 15) != 0) {
+            throw new IllegalArgumentException(name + " must be 16-byte aligned, got 0x" + Long.toHexString(address));
         }
     }
 

@@ -19,13 +19,14 @@ import java.util.stream.IntStream;
  *   1. transpose W once per call into Wt[in, out] (a heap array), so that for fixed k the
  *      outputs j are contiguous: the inner loop  acc[j] += x[r,k] · Wt[k, j]  is a stride-1
  *      AXPY the JIT turns into SIMD;
+ *      (transposed in TRANSPOSE_BLOCK² squares to stay in cache);
  *   2. cut y into tiles of ROWS_PER_TILE rows × COLS_PER_TILE columns:
  *
  *          Wt (in × out)          columns jb .. jb+COLS_PER_TILE
  *            +------+------+         |
  *          x +------+------+   y  +--+---+------+
  *     rows r |......|      |      |  |###|      |  tile (r, jb): 4 accumulator rows of
- *            +------+------+      +--+---+------+  COLS_PER_TILE floats (4 KiB, stays in L1)
+ *            +------+------+      +--+---+------+  COLS_PER_TILE floats (4 × 1 KiB, stay in L1)
  *
  *   3. per tile, walk k = 0..in-1 once: load x[r..r+3, k] (4 scalars), stream Wt's row-slice
  *      k and update the 4 accumulator rows (each Wt element loaded once serves 4 rows);
@@ -41,6 +42,7 @@ public final class HostTensorOps implements TensorOps {
 
     static final int ROWS_PER_TILE = 4;
     static final int COLS_PER_TILE = 256;
+    static final int TRANSPOSE_BLOCK = 64;
     /** Multiply-adds below which a GEMM runs on the calling thread alone. */
     static final long PARALLEL_THRESHOLD = 1L << 18;
 
@@ -91,10 +93,18 @@ public final class HostTensorOps implements TensorOps {
     public static void gemm(MemorySegment x, MemorySegment weight, MemorySegment bias, MemorySegment y,
                             int rows, int in, int out, Activation activation) {
         float[] wt = new float[in * out];
-        for (int o = 0; o < out; o++) {
-            long base = (long) o * in;
-            for (int k = 0; k < in; k++) {
-                wt[k * out + o] = weight.getAtIndex(F, base + k);
+        // Blocked transpose: a TRANSPOSE_BLOCK² square of W is read row-wise and written column-wise
+        // while both stay in L1, instead of striding through all of Wt for every row of W.
+        for (int o0 = 0; o0 < out; o0 += TRANSPOSE_BLOCK) {
+            int o1 = Math.min(out, o0 + TRANSPOSE_BLOCK);
+            for (int k0 = 0; k0 < in; k0 += TRANSPOSE_BLOCK) {
+                int k1 = Math.min(in, k0 + TRANSPOSE_BLOCK);
+                for (int o = o0; o < o1; o++) {
+                    long base = (long) o * in;
+                    for (int k = k0; k < k1; k++) {
+                        wt[k * out + o] = weight.getAtIndex(F, base + k);
+                    }
+                }
             }
         }
         float[] b = new float[out];
@@ -116,10 +126,15 @@ public final class HostTensorOps implements TensorOps {
                                  int out, Activation activation, int r0, int j0) {
         int nr = Math.min(ROWS_PER_TILE, rows - r0);
         int nc = Math.min(COLS_PER_TILE, out - j0);
-        float[] acc = new float[ROWS_PER_TILE * COLS_PER_TILE];
-        for (int i = 0; i < ROWS_PER_TILE; i++) {
-            System.arraycopy(bias, j0, acc, i * COLS_PER_TILE, nc);
-        }
+        // Four accumulator rows, one Wt load feeding four multiply-adds.
+        float[] c0 = new float[COLS_PER_TILE];
+        float[] c1 = new float[COLS_PER_TILE];
+        float[] c2 = new float[COLS_PER_TILE];
+        float[] c3 = new float[COLS_PER_TILE];
+        System.arraycopy(bias, j0, c0, 0, nc);
+        System.arraycopy(bias, j0, c1, 0, nc);
+        System.arraycopy(bias, j0, c2, 0, nc);
+        System.arraycopy(bias, j0, c3, 0, nc);
         long x0 = (long) r0 * in;
         long x1 = nr > 1 ? x0 + in : x0;
         long x2 = nr > 2 ? x0 + 2L * in : x0;
@@ -132,16 +147,18 @@ public final class HostTensorOps implements TensorOps {
             int w = k * out + j0;
             for (int j = 0; j < nc; j++) {
                 float bw = wt[w + j];
-                acc[j] += a0 * bw;
-                acc[COLS_PER_TILE + j] += a1 * bw;
-                acc[2 * COLS_PER_TILE + j] += a2 * bw;
-                acc[3 * COLS_PER_TILE + j] += a3 * bw;
+                c0[j] += a0 * bw;
+                c1[j] += a1 * bw;
+                c2[j] += a2 * bw;
+                c3[j] += a3 * bw;
             }
         }
+        float[][] accumulators = {c0, c1, c2, c3};
         for (int i = 0; i < nr; i++) {
+            float[] acc = accumulators[i];
             long row = (long) (r0 + i) * out + j0;
             for (int j = 0; j < nc; j++) {
-                y.setAtIndex(F, row + j, activate(acc[i * COLS_PER_TILE + j], activation));
+                y.setAtIndex(F, row + j, activate(acc[j], activation));
             }
         }
     }

@@ -64,8 +64,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *       returns wholly free chunks to the source.</li>
  * </ol>
  *
- * <p>Statistics fields are volatile, written under the lock by one thread at a time and read
- * without it.
+ * <p>Statistics never take the lock: byte totals, peaks, counters and allocation latency live in a
+ * {@link BasicAllocatorMetrics} (atomics and adders); free bytes and the largest free segment are
+ * volatile fields written under the lock and read without it.
  */
 public final class BestFitAllocator implements DeviceAllocator {
 
@@ -147,18 +148,11 @@ public final class BestFitAllocator implements DeviceAllocator {
     private long fenceSequence;
     private boolean closed;
 
-    // statistics: written under the lock, read without it
-    private volatile long reservedBytes;
-    private volatile long allocatedBytes;
-    private volatile long allocatedRoundedBytes;
+    /** Reserved / allocated / requested bytes, peaks, counters and latency (lock-free; see its comment). */
+    private final BasicAllocatorMetrics metrics;
+    // free-space statistics: volatile, written under the lock (one writer at a time), read without it
     private volatile long freeBytes;
     private volatile long largestFreeBytes;
-    private volatile long allocations;
-    private volatile long frees;
-    private volatile long grows;
-    private volatile long failures;
-    /** The same events for the shared metrics view (lock-free counters, see BasicAllocatorMetrics). */
-    private final BasicAllocatorMetrics metrics;
 
     /** A best-fit allocator growing by {@link #DEFAULT_CHUNK_BYTES}, without allocation-site tracking. */
     public BestFitAllocator(ChunkSource source) {
@@ -177,12 +171,7 @@ public final class BestFitAllocator implements DeviceAllocator {
         }
         this.chunkBytes = chunkBytes;
         this.trackAllocationSites = trackAllocationSites;
-        this.metrics = new BasicAllocatorMetrics(source.name() + " best-fit", AllocatorMode.BEST_FIT);
-    }
-
-    @Override
-    public AllocatorMetrics metrics() {
-        return metrics;
+        this.metrics = new BasicAllocatorMetrics(source.name(), AllocatorMode.BEST_FIT);
     }
 
     @Override
@@ -194,14 +183,14 @@ public final class BestFitAllocator implements DeviceAllocator {
             recordFailure();
             throw new OutOfDeviceMemoryException(bytes, "cannot allocate " + bytes + " bytes: larger than any device");
         }
+        long start = System.nanoTime();
         long rounded = (bytes + ALIGNMENT - 1) & -ALIGNMENT;
         Throwable site = trackAllocationSites ? new Throwable("allocated here") : null;
         boolean trimmed = false;
-        long started = System.nanoTime();
         while (true) {
             Segment segment = take(rounded, bytes, stream, site);
             if (segment != null) { // a free segment fit (possibly one a concurrent grow added)
-                metrics.onAllocate(bytes, segment.size, System.nanoTime() - started);
+                metrics.onAllocate(bytes, segment.size, System.nanoTime() - start);
                 return new DeviceBlock(owner, segment.address, segment.size, bytes, stream, segment.address, site);
             }
             try {
@@ -265,9 +254,6 @@ public final class BestFitAllocator implements DeviceAllocator {
             segment.site = site;
             used.put(segment.address, segment);
             freeBytes -= segment.size;
-            allocatedBytes += requested;
-            allocatedRoundedBytes += segment.size;
-            allocations++;
             updateLargestFree();
             return segment;
         } finally {
@@ -290,10 +276,8 @@ public final class BestFitAllocator implements DeviceAllocator {
             }
             chunks.add(chunk);
             freeIndex.add(whole);
-            reservedBytes += bytes;
-            freeBytes += bytes;
-            grows++;
             metrics.onReserve(bytes);
+            freeBytes += bytes;
             updateLargestFree();
         } finally {
             lock.unlock();
@@ -315,11 +299,8 @@ public final class BestFitAllocator implements DeviceAllocator {
                 }
                 throw new IllegalStateException("free of a block this allocator does not own: " + block);
             }
-            allocatedBytes -= segment.requested;
-            allocatedRoundedBytes -= segment.size;
-            freeBytes += segment.size;
-            frees++;
             metrics.onFree(segment.requested, segment.size);
+            freeBytes += segment.size;
             segment.free = true;
             segment.stream = null;
             segment.site = null;
@@ -405,9 +386,8 @@ public final class BestFitAllocator implements DeviceAllocator {
                 if (candidate != null) {
                     freeIndex.remove(candidate);
                     chunks.remove(i);
-                    reservedBytes -= chunk.bytes;
-                    freeBytes -= chunk.bytes;
                     metrics.onUnreserve(chunk.bytes);
+                    freeBytes -= chunk.bytes;
                     released.add(candidate);
                 }
             }
@@ -448,13 +428,7 @@ public final class BestFitAllocator implements DeviceAllocator {
     }
 
     private void recordFailure() {
-        lock.lock();
-        try {
-            failures++;
-            metrics.onFailure();
-        } finally {
-            lock.unlock();
-        }
+        metrics.onFailure();
     }
 
     private String describeOutOfMemory(long bytes) {
@@ -463,7 +437,7 @@ public final class BestFitAllocator implements DeviceAllocator {
         double fragmentation = free == 0 ? 0.0 : 1.0 - (double) largest / free;
         return String.format("best-fit allocator on %s cannot allocate %d bytes: reserved %d, allocated %d "
                         + "(rounded %d), free in chunks %d, largest free segment %d, fragmentation %.3f",
-                source.name(), bytes, reservedBytes, allocatedBytes, allocatedRoundedBytes, free, largest,
+                source.name(), bytes, metrics.reservedBytes(), metrics.requestedBytes(), metrics.allocatedBytes(), free, largest,
                 fragmentation);
     }
 
@@ -494,10 +468,13 @@ public final class BestFitAllocator implements DeviceAllocator {
             chunks.clear();
             freeSegments = new ArrayList<>(freeIndex);
             freeIndex.clear();
-            reservedBytes = 0;
+            for (Segment segment : outstanding) {
+                metrics.onFree(segment.requested, segment.size);
+            }
+            for (Chunk chunk : toFree) {
+                metrics.onUnreserve(chunk.bytes);
+            }
             freeBytes = 0;
-            allocatedBytes = 0;
-            allocatedRoundedBytes = 0;
             largestFreeBytes = 0;
         } finally {
             lock.unlock();
@@ -542,19 +519,24 @@ public final class BestFitAllocator implements DeviceAllocator {
         return "unknown";
     }
 
+    @Override
+    public AllocatorMetrics metrics() {
+        return metrics;
+    }
+
     /** Bytes of chunks held from the source. */
     public long reservedBytes() {
-        return reservedBytes;
+        return metrics.reservedBytes();
     }
 
     /** Bytes requested by live blocks. */
-    public long allocatedBytes() {
-        return allocatedBytes;
+    public long requestedBytes() {
+        return metrics.requestedBytes();
     }
 
     /** Bytes of live blocks after rounding to 256. */
-    public long allocatedRoundedBytes() {
-        return allocatedRoundedBytes;
+    public long allocatedBytes() {
+        return metrics.allocatedBytes();
     }
 
     /** Free bytes inside held chunks. */
@@ -572,27 +554,10 @@ public final class BestFitAllocator implements DeviceAllocator {
         return free == 0 ? 0.0 : 1.0 - (double) largestFreeBytes / free;
     }
 
-    public long allocations() {
-        return allocations;
-    }
-
-    public long frees() {
-        return frees;
-    }
-
-    /** Chunks taken from the source. */
-    public long grows() {
-        return grows;
-    }
-
-    /** Allocations that failed with out-of-memory. */
-    public long failures() {
-        return failures;
-    }
-
     @Override
     public String toString() {
-        return "BestFitAllocator[" + source.name() + ", reserved=" + reservedBytes + ", allocated=" + allocatedBytes
+        return "BestFitAllocator[" + source.name() + ", reserved=" + metrics.reservedBytes() + ", allocated="
+                + metrics.allocatedBytes()
                 + ", largestFree=" + largestFreeBytes + "]";
     }
 }

@@ -22,6 +22,7 @@ import java.util.function.Function;
  *   peak live      = max over time of  sum(requested bytes of live blocks)   (what the program needed)
  *   peak reserved  = max over time of  bytes held from the ChunkSource       (what the device paid)
  *   overhead ratio = peak reserved / peak live                               (1.0 is perfect)
+ *   grows despite free = chunk allocations made while reserved - allocated &gt;= the request
  * </pre>
  * The allocator is built over a {@link StatisticsChunkSource} wrapping a source with no memory
  * behind it ({@link SimulatedChunkSource} by default), so any strategy can be measured the same
@@ -53,7 +54,7 @@ public final class TraceReplayer {
     /** What one replay measured. */
     public record Result(String strategy, int events, long allocations, long frees, long failedAllocations,
                          long unmatchedFrees, long peakLiveBytes, long peakReservedBytes, long chunkAllocations,
-                         long elapsedNanos) {
+                         long growsDespiteFreeBytes, long elapsedNanos) {
 
         /** peak reserved / peak live; NaN when nothing was live. */
         public double overhead() {
@@ -69,6 +70,93 @@ public final class TraceReplayer {
     private TraceReplayer() {
     }
 
+    /**
+     * Counts chunk allocations made while the allocator already held at least the requested bytes
+     * unused (reserved minus allocated, from its metrics): growth caused by fragmentation or by
+     * caching, not by demand. Replay is single-threaded, so plain fields suffice.
+     */
+    private static final class GrowthWitness implements ChunkSource {
+        private final ChunkSource upstream;
+        DeviceAllocator allocator;
+        long request;
+        long growsDespiteFree;
+
+        GrowthWitness(ChunkSource upstream) {
+            this.upstream = upstream;
+        }
+
+        @Override
+        public long allocate(long bytes) {
+            if (allocator != null) {
+                var metrics = allocator.metrics();
+                if (metrics.reservedBytes() - metrics.allocatedBytes() >= request) {
+                    growsDespiteFree++;
+                }
+            }
+            return upstream.allocate(bytes);
+        }
+
+        @Override
+        public void free(long address, long bytes) {
+            upstream.free(address, bytes);
+        }
+
+        @Override
+        public long capacityBytes() {
+            return upstream.capacityBytes();
+        }
+
+        @Override
+        public String name() {
+            return upstream.name();
+        }
+    }
+
+    /**
+     * The smallest simulated device (to within {@code granularityBytes}) on which the whole trace
+     * replays without a refused allocation: a second measure of fragmentation that counts only
+     * memory the allocator cannot do without (under pressure an allocator trims its caches and
+     * retries, so a high peak reserved on an unbounded device may cost nothing on a real one).
+     * Binary search between peak live and {@code maxBytes}; assumes more memory never causes a
+     * refusal. Returns -1 if the trace does not fit even in {@code maxBytes}.
+     */
+    public static long minimumCapacity(Trace trace, Strategy strategy, long maxBytes, long granularityBytes) {
+        if (replay(trace, strategy, maxBytes).failedAllocations() > 0) {
+            return -1;
+        }
+        long fits = maxBytes;
+        long low = Math.max(granularityBytes, peakLive(trace)) - 1; // nothing below peak live can fit
+        while (fits - low > granularityBytes) {
+            long mid = low + (fits - low) / 2;
+            if (replay(trace, strategy, mid).failedAllocations() == 0) {
+                fits = mid;
+            } else {
+                low = mid;
+            }
+        }
+        return fits;
+    }
+
+    /** The largest sum of live requested bytes in the trace (frees of unknown pointers ignored). */
+    public static long peakLive(Trace trace) {
+        HashMap<Long, Long> live = new HashMap<>();
+        long bytes = 0;
+        long peak = 0;
+        for (int i = 0; i < trace.size(); i++) {
+            if (trace.action(i) == Trace.ALLOCATE) {
+                live.put(trace.pointer(i), trace.bytes(i));
+                bytes += trace.bytes(i);
+                peak = Math.max(peak, bytes);
+            } else if (trace.action(i) == Trace.FREE) {
+                Long size = live.remove(trace.pointer(i));
+                if (size != null) {
+                    bytes -= size;
+                }
+            }
+        }
+        return peak;
+    }
+
     /** Replays against a fresh allocator over a simulated device of {@code capacityBytes}. */
     public static Result replay(Trace trace, Strategy strategy, long capacityBytes) {
         return replay(trace, strategy, new SimulatedChunkSource("replay", capacityBytes));
@@ -77,7 +165,9 @@ public final class TraceReplayer {
     /** Replays against a fresh allocator built over {@code source}. */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source) {
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
-        DeviceAllocator allocator = strategy.factory().apply(statistics);
+        GrowthWitness witness = new GrowthWitness(statistics);
+        DeviceAllocator allocator = strategy.factory().apply(witness);
+        witness.allocator = allocator;
         HashMap<Integer, AllocationStream> streams = new HashMap<>();
         HashMap<Long, DeviceBlock> live = new HashMap<>();
         long liveBytes = 0;
@@ -102,6 +192,7 @@ public final class TraceReplayer {
                     AllocationStream stream = streams.computeIfAbsent(trace.stream(i),
                             key -> new ReplayStream(streams.size()));
                     DeviceBlock block;
+                    witness.request = bytes;
                     try {
                         block = allocator.allocate(bytes, stream);
                     } catch (OutOfDeviceMemoryException e) {
@@ -133,6 +224,6 @@ public final class TraceReplayer {
             allocator.close();
         }
         return new Result(strategy.name(), n, allocations, frees, failed, unmatched, peakLive,
-                statistics.peakReservedBytes(), statistics.allocations(), elapsed);
+                statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed);
     }
 }

@@ -4,6 +4,7 @@ import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.metric.AllocatorMetrics;
 
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
@@ -101,6 +102,12 @@ public final class TracingAllocator implements DeviceAllocator {
         return delegate.mode();
     }
 
+    /** The wrapped allocator's metrics (tracing adds none of its own). */
+    @Override
+    public AllocatorMetrics metrics() {
+        return delegate.metrics();
+    }
+
     public DeviceAllocator delegate() {
         return delegate;
     }
@@ -109,11 +116,5 @@ public final class TracingAllocator implements DeviceAllocator {
     public void close() {
         recorder.stop();
         delegate.close();
-    }
-
-    /** The wrapped allocator's metrics: tracing adds no memory of its own. */
-    @Override
-    public io.gpupool.memory.metric.AllocatorMetrics metrics() {
-        return delegate.metrics();
     }
 }

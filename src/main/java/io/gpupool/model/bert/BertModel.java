@@ -12,6 +12,7 @@ import io.gpupool.model.InferenceModel;
 import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
+import io.gpupool.model.PlannedMemory;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.model.plan.ExecutionPlan;
 import io.gpupool.model.safetensors.SafetensorsFile;
@@ -50,7 +51,7 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  * The steps and their tensors form an {@link ExecutionPlan} built once at load; each intermediate
  * is released right after its last reader.
  */
-public final class BertModel implements InferenceModel {
+public final class BertModel implements InferenceModel, PlannedMemory {
 
     public static final String PLATFORM = "gpupool_bert";
     public static final String INPUT_IDS = "input_ids";
@@ -489,11 +490,13 @@ public final class BertModel implements InferenceModel {
     }
 
     /** Bytes of activations one request of this shape holds at its peak (see {@link ExecutionPlan#peakBytes}). */
+    @Override
     public long peakActivationBytes(int batch, int seq) {
         return plan.peakBytes(batch, seq);
     }
 
     /** The largest single activation a request of this shape allocates. */
+    @Override
     public long largestActivationBytes(int batch, int seq) {
         return plan.largestTensorBytes(batch, seq);
     }

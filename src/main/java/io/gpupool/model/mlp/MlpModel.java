@@ -9,6 +9,7 @@ import io.gpupool.model.InferenceModel;
 import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
+import io.gpupool.model.PlannedMemory;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.model.plan.ExecutionPlan;
 import io.gpupool.model.safetensors.SafetensorsFile;
@@ -39,7 +40,7 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  * Index {@code i} of {@code label} names {@link #classLabels()}{@code .get(i)} when the config lists
  * labels. Intermediates follow an {@link ExecutionPlan} like every model.
  */
-public final class MlpModel implements InferenceModel {
+public final class MlpModel implements InferenceModel, PlannedMemory {
 
     public static final String PLATFORM = "gpupool_mlp";
     public static final String INPUT = "input";
@@ -230,9 +231,15 @@ public final class MlpModel implements InferenceModel {
         return arch.classLabels();
     }
 
-    /** Bytes of activations one request of {@code batch} rows holds at its peak. */
-    public long peakActivationBytes(int batch) {
+    /** Bytes of activations one request of {@code batch} rows holds at its peak ({@code seq} is ignored). */
+    @Override
+    public long peakActivationBytes(int batch, int seq) {
         return plan.peakBytes(batch, 0);
+    }
+
+    @Override
+    public long largestActivationBytes(int batch, int seq) {
+        return plan.largestTensorBytes(batch, 0);
     }
 
     public long weightBytes() {

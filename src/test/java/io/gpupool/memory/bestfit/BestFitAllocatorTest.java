@@ -53,8 +53,8 @@ class BestFitAllocatorTest {
             assertThat(a.size()).isEqualTo(256);
             assertThat(b.size()).isEqualTo(512);
             assertThat(b.address()).isEqualTo(a.address() + 256);
-            assertThat(allocator.allocatedBytes()).isEqualTo(301);
-            assertThat(allocator.allocatedRoundedBytes()).isEqualTo(768);
+            assertThat(allocator.requestedBytes()).isEqualTo(301);
+            assertThat(allocator.allocatedBytes()).isEqualTo(768);
             assertThat(allocator.freeBytes()).isEqualTo(2 * MIB - 768);
             a.release();
             b.release();
@@ -78,7 +78,7 @@ class BestFitAllocatorTest {
             }
             assertThat(allocator.allocatedBytes()).isZero();
             assertThat(allocator.freeBytes()).isEqualTo(allocator.reservedBytes());
-            long chunks = allocator.grows();
+            long chunks = allocator.metrics().counters().grows();
             assertThat(allocator.trim()).isEqualTo(chunks * 8 * MIB); // every chunk was whole again
             assertThat(source.reservedBytes()).isZero();
         }
@@ -99,7 +99,7 @@ class BestFitAllocatorTest {
                     .hasMessageContaining("reserved 37748736")      // 16 MiB + 20 MiB
                     .hasMessageContaining("largest free segment 6291456")
                     .hasMessageContaining("fragmentation");
-            assertThat(allocator.failures()).isEqualTo(1);
+            assertThat(allocator.metrics().counters().failures()).isEqualTo(1);
             a.release();
             c.release();
         }

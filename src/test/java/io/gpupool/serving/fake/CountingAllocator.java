@@ -5,6 +5,8 @@ import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.metric.AllocatorMetrics;
+import io.gpupool.memory.metric.BasicAllocatorMetrics;
 
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -14,6 +16,7 @@ public final class CountingAllocator implements DeviceAllocator {
     private final long limitBytes;
     private final AtomicLong next = new AtomicLong(0x1000_0000L);
     public final AtomicLong allocatedBytes = new AtomicLong();
+    private final BasicAllocatorMetrics metrics = new BasicAllocatorMetrics("fake", AllocatorMode.DIRECT);
 
     public CountingAllocator(long limitBytes) {
         this.limitBytes = limitBytes;
@@ -33,8 +36,8 @@ public final class CountingAllocator implements DeviceAllocator {
     }
 
     @Override
-    public io.gpupool.memory.metric.AllocatorMetrics metrics() {
-        return new io.gpupool.memory.metric.BasicAllocatorMetrics("counting", AllocatorMode.DIRECT);
+    public AllocatorMetrics metrics() {
+        return metrics;
     }
 
     @Override

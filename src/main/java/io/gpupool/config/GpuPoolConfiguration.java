@@ -1,0 +1,244 @@
+package io.gpupool.config;
+
+import io.gpupool.backend.ComputeBackend;
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.cuda.CudaBackend;
+import io.gpupool.backend.host.HostBackend;
+import io.gpupool.kernels.TensorOps;
+import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.host.HostTensorOps;
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.bestfit.BestFitAllocator;
+import io.gpupool.memory.trace.TracingAllocator;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.PlannedMemory;
+import io.gpupool.serving.DeviceRuntime;
+import io.gpupool.serving.DeviceWorker;
+import io.gpupool.serving.InferenceHandler;
+import io.gpupool.serving.InferenceObserver;
+import io.gpupool.serving.InferenceService;
+import io.gpupool.serving.ModelRegistry;
+import io.gpupool.serving.ModelSource;
+import io.gpupool.serving.RequestDecoder;
+import io.gpupool.serving.ServingDevices;
+import io.gpupool.serving.ServingRoutes;
+import io.gpupool.serving.WarmUp;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.SmartLifecycle;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.web.reactive.function.server.RouterFunction;
+import org.springframework.web.reactive.function.server.ServerResponse;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The one place that decides what runs: which backend ({@code gpupool.backend}), and per device which
+ * allocator ({@code gpupool.memory.mode}), which kernels, how many streams, and which models.
+ *
+ * <pre>
+ *   backend ── auto/cuda: CudaBackend.tryCreate()  (auto falls back to host)
+ *            └ host:      HostBackend
+ *   per device:
+ *     chunks       device.chunkSource(), wrapped by FaultInjection when
+ *                  gpupool.memory.fault-injection.probability > 0 (testing only; armed after warm-up)
+ *     activations  TWO_LEVEL/GLOBAL_ONLY: DevicePool(device.chunkSource())
+ *                  BEST_FIT:              BestFitAllocator(device.chunkSource())
+ *                  DIRECT/CUDA_ASYNC:     device.nativeAllocator(mode)
+ *                  each behind a TracingAllocator (trace recording switched on and off at runtime)
+ *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
+ *     kernels      CudaTensorOps(gpupool.kernels.precision) on CUDA, HostTensorOps on the host
+ *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
+ *   models         every ModelSource bean (the repository at gpupool.models.path, plus any others)
+ *   warm-up        after start, on its own thread; /v2/health/ready answers 200 once it finished
+ * </pre>
+ */
+@Configuration(proxyBeanMethods = false)
+@EnableConfigurationProperties({GpuPoolProperties.class, KernelProperties.class})
+public class GpuPoolConfiguration {
+
+    private static final Logger log = LoggerFactory.getLogger(GpuPoolConfiguration.class);
+
+    /**
+     * Most events one allocation-trace recording keeps (operators start and stop it on
+     * {@code /actuator/gpupool/{device}/trace}); while not recording the decorator costs one volatile read.
+     */
+    static final int TRACE_CAPACITY = 1_000_000;
+
+    @Bean
+    GpuPoolSettings gpuPoolSettings(GpuPoolProperties properties) {
+        return properties.toSettings();
+    }
+
+    @Bean(destroyMethod = "close")
+    ComputeBackend computeBackend(GpuPoolSettings settings) {
+        ComputeBackend backend = switch (settings.backend()) {
+            case HOST -> new HostBackend();
+            case CUDA -> CudaBackend.tryCreate().orElseThrow(() -> new IllegalStateException(
+                    "gpupool.backend=cuda but no CUDA driver or device was found; use auto or host"));
+            case AUTO -> CudaBackend.tryCreate().<ComputeBackend>map(cuda -> cuda).orElseGet(HostBackend::new);
+        };
+        log.info("Backend {} with {} device(s): {}", backend.name(), backend.devices().size(),
+                backend.devices().stream().map(ComputeDevice::name).toList());
+        return backend;
+    }
+
+    @Bean
+    FaultInjection faultInjection(GpuPoolSettings settings) {
+        return new FaultInjection(settings.memory().faultProbability(), settings.memory().faultSeed());
+    }
+
+    @Bean(destroyMethod = "close")
+    ServingDevices servingDevices(ComputeBackend backend, GpuPoolSettings settings, FaultInjection faults,
+                                  KernelProperties kernels) {
+        List<DeviceRuntime> runtimes = new ArrayList<>();
+        for (ComputeDevice device : backend.devices()) {
+            TensorOps ops = backend instanceof CudaBackend
+                    ? new CudaTensorOps(device, kernels.getPrecision()) : new HostTensorOps();
+            DeviceAllocator activations = new TracingAllocator(
+                    activationAllocator(device, settings.memory(), faults.chunksOf(device)), TRACE_CAPACITY);
+            DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT)
+                    .orElseGet(() -> new DevicePool(device.chunkSource(),
+                            settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));
+            DeviceWorker worker = new DeviceWorker(device, activations, ops, settings.serving().streamsPerDevice(),
+                    settings.serving().queueCapacity());
+            runtimes.add(new DeviceRuntime(device, activations, weights, ops, worker));
+            log.info("Device {} ({}): {} allocator, {} streams, queue of {}", device.index(), device.name(),
+                    activations.mode(), settings.serving().streamsPerDevice(), settings.serving().queueCapacity());
+        }
+        return new ServingDevices(runtimes);
+    }
+
+    /** The activation allocator of {@code device} for the configured mode. */
+    static DeviceAllocator activationAllocator(ComputeDevice device, MemorySettings memory, ChunkSource chunks) {
+        return switch (memory.mode()) {
+            case TWO_LEVEL, GLOBAL_ONLY -> new DevicePool(chunks, memory.pool());
+            case BEST_FIT -> new BestFitAllocator(chunks, BestFitAllocator.DEFAULT_CHUNK_BYTES,
+                    memory.pool().trackAllocationSites());
+            case DIRECT, CUDA_ASYNC -> device.nativeAllocator(memory.mode()).orElseThrow(() ->
+                    new IllegalStateException("gpupool.memory.mode=" + memory.mode() + " is not offered by device "
+                            + device.index() + " (" + device.name() + ")"));
+        };
+    }
+
+    @Bean
+    ModelSource repositoryModelSource(GpuPoolSettings settings) {
+        return new RepositoryModelSource(settings.models().path(), settings.serving().streamsPerDevice());
+    }
+
+    @Bean(destroyMethod = "close")
+    ModelRegistry modelRegistry(ObjectProvider<ModelSource> sources, ServingDevices devices) {
+        List<ModelSource.Loaded> loaded = new ArrayList<>();
+        sources.orderedStream().forEach(source -> loaded.add(source.load(devices.devices())));
+        ModelRegistry registry = ModelRegistry.of(loaded);
+        log.info("Serving models {}; not served: {}", registry.models().stream().map(m -> m.name()).toList(),
+                registry.failures());
+        return registry;
+    }
+
+    @Bean
+    RequestDecoder requestDecoder(JsonMapper json, GpuPoolSettings settings) {
+        ServingSettings serving = settings.serving();
+        return new RequestDecoder(json, serving.maxBatchSize(), serving.maxSequenceLength(), serving.defaultTimeout());
+    }
+
+    @Bean
+    InferenceService inferenceService(ServingDevices devices, JsonMapper json,
+                                      ObjectProvider<InferenceObserver> observer) {
+        return new InferenceService(devices.devices(), json, observer.getIfAvailable(() -> InferenceObserver.NONE));
+    }
+
+    @Bean
+    InferenceHandler inferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service,
+                                      JsonMapper json, GpuPoolSettings settings,
+                                      ObjectProvider<InferenceObserver> observer) {
+        String version = GpuPoolConfiguration.class.getPackage().getImplementationVersion();
+        return new InferenceHandler(registry, decoder, service, json, version == null ? "dev" : version,
+                settings.serving().maxBodyBytes(), observer.getIfAvailable(() -> InferenceObserver.NONE));
+    }
+
+    @Bean
+    RouterFunction<ServerResponse> inferenceRoutes(InferenceHandler handler) {
+        return ServingRoutes.routes(handler);
+    }
+
+    @Bean
+    WarmUpLifecycle warmUpLifecycle(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings,
+                                    FaultInjection faults) {
+        ServingSettings serving = settings.serving();
+        WarmUp warmUp = new WarmUp(registry, devices.devices(), serving.maxBatchSize(), serving.maxSequenceLength(),
+                new PlannedPoolSizing());
+        return new WarmUpLifecycle(warmUp, serving.warmUp(), faults::arm);
+    }
+
+    /** Sizes from the models' liveness plans; reserves in a {@link DevicePool}, the only allocator with a reserve. */
+    static final class PlannedPoolSizing implements WarmUp.PoolSizing {
+
+        @Override
+        public long largestTensorBytes(InferenceModel model, int batch, int sequence) {
+            return model instanceof PlannedMemory planned ? planned.largestActivationBytes(batch, sequence) : 0;
+        }
+
+        @Override
+        public long reserve(DeviceRuntime device, long bytes) {
+            DeviceAllocator allocator = device.allocator();
+            if (allocator instanceof TracingAllocator tracing) {
+                allocator = tracing.delegate();
+            }
+            return allocator instanceof DevicePool pool ? pool.reserve(bytes) : 0;
+        }
+    }
+
+    /** Runs the warm-up on its own thread once the context has started, so liveness answers meanwhile. */
+    static final class WarmUpLifecycle implements SmartLifecycle {
+
+        private final WarmUp warmUp;
+        private final boolean enabled;
+        /** Runs once the warm-up finished or was skipped (arms fault injection). */
+        private final Runnable afterWarmUp;
+        private volatile boolean running;
+
+        WarmUpLifecycle(WarmUp warmUp, boolean enabled, Runnable afterWarmUp) {
+            this.warmUp = warmUp;
+            this.enabled = enabled;
+            this.afterWarmUp = afterWarmUp;
+        }
+
+        @Override
+        public void start() {
+            running = true;
+            if (!enabled) {
+                warmUp.skip();
+                afterWarmUp.run();
+                return;
+            }
+            Thread.ofPlatform().name("gpupool-warm-up").daemon(true).start(() -> {
+                try {
+                    warmUp.run();
+                } catch (RuntimeException e) {
+                    log.error("Warm-up failed", e);
+                } finally {
+                    afterWarmUp.run();
+                }
+            });
+        }
+
+        @Override
+        public void stop() {
+            running = false;
+        }
+
+        @Override
+        public boolean isRunning() {
+            return running;
+        }
+    }
+}

@@ -1,0 +1,225 @@
+package io.gpupool.config;
+
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.GrowthPolicy;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.util.unit.DataSize;
+
+import java.nio.file.Path;
+import java.time.Duration;
+
+/**
+ * Every {@code gpupool.*} setting, as bound from the environment. Validated once, by
+ * {@link #toSettings()}, into immutable records; nothing reads these beans afterwards.
+ */
+@ConfigurationProperties("gpupool")
+public class GpuPoolProperties {
+
+    /** Which compute backend runs the models: auto (CUDA when a driver and a device are found, else host), cuda (fail without one), host. */
+    private Backend backend = Backend.AUTO;
+
+    private final Memory memory = new Memory();
+
+    private final Serving serving = new Serving();
+
+    private final Models models = new Models();
+
+    /** Choice of {@code gpupool.backend}. */
+    public enum Backend { AUTO, CUDA, HOST }
+
+    public Backend getBackend() {
+        return backend;
+    }
+
+    public void setBackend(Backend backend) {
+        this.backend = backend;
+    }
+
+    public Memory getMemory() {
+        return memory;
+    }
+
+    public Serving getServing() {
+        return serving;
+    }
+
+    public Models getModels() {
+        return models;
+    }
+
+    /** Validates everything and returns the settings the application runs with. */
+    public GpuPoolSettings toSettings() {
+        return new GpuPoolSettings(backend, memory.toSettings(), serving.toSettings(), models.toSettings());
+    }
+
+    /** {@code gpupool.memory.*}: the activation pool of each device. */
+    public static class Memory {
+
+        /** Allocation strategy: TWO_LEVEL (stream-local caches over the global buddy pool), GLOBAL_ONLY, BEST_FIT, DIRECT (one device allocation per request), CUDA_ASYNC (the driver's stream-ordered allocator, CUDA only). */
+        private AllocatorMode mode = AllocatorMode.TWO_LEVEL;
+
+        /** Smallest buddy block; a power of two from 2MB to 64MB. Smaller requests share blocks through size classes. */
+        private DataSize minBlockSize = DataSize.ofMegabytes(2);
+
+        /** Largest buddy block; a power of two up to 4GB. Larger requests get a dedicated chunk. */
+        private DataSize maxBlockSize = DataSize.ofMegabytes(256);
+
+        /** How the pool grows: EAGER (reserve the initial size, never grow), LAZY (grow on demand), HYBRID (initial size, then on demand). */
+        private GrowthPolicy growthPolicy = GrowthPolicy.LAZY;
+
+        /** Bytes reserved at start for EAGER and HYBRID; must be empty for LAZY. Independently of this, warm-up reserves 1.5 x the largest tensor of the served models. */
+        private DataSize initialSize;
+
+        /** Size of the first chunk grown on demand; later chunks double up to max-growth-step. */
+        private DataSize growthStep = DataSize.ofMegabytes(256);
+
+        /** Largest chunk grown on demand. */
+        private DataSize maxGrowthStep = DataSize.ofGigabytes(1);
+
+        /** Most bytes the pool reserves from the device; when empty, cap-fraction of the device memory applies. */
+        private DataSize cap;
+
+        /** The cap as a fraction of device memory, in (0, 1], used when cap is empty. */
+        private double capFraction = 0.9;
+
+        /** Most bytes one stream's local cache holds (TWO_LEVEL). */
+        private DataSize localCacheSize = DataSize.ofMegabytes(256);
+
+        /** Most free blocks one stream caches per size class, 0 to 64. */
+        private int localCacheCountPerClass = 16;
+
+        /** A stream's size class left unused this long is flushed to the global level. */
+        private Duration localIdleAge = Duration.ofSeconds(10);
+
+        /** Free blocks of one order merge with their buddies once the order holds more than this many. */
+        private int coalesceThreshold = 10;
+
+        /** Reserved bytes kept even when idle; empty chunks above it go back to the device. */
+        private DataSize releaseThreshold = DataSize.ofBytes(0);
+
+        /** How long a chunk must stay empty before it goes back to the device. */
+        private Duration releaseIdleAge = Duration.ofSeconds(30);
+
+        /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
+        private boolean trackAllocationSites = false;
+
+        /** Testing only: make a share of chunk requests fail (see {@link FaultInjection}). */
+        private final FaultInjection faultInjection = new FaultInjection();
+
+        MemorySettings toSettings() {
+            return MemorySettings.of(this);
+        }
+
+        public AllocatorMode getMode() { return mode; }
+        public void setMode(AllocatorMode mode) { this.mode = mode; }
+        public DataSize getMinBlockSize() { return minBlockSize; }
+        public void setMinBlockSize(DataSize minBlockSize) { this.minBlockSize = minBlockSize; }
+        public DataSize getMaxBlockSize() { return maxBlockSize; }
+        public void setMaxBlockSize(DataSize maxBlockSize) { this.maxBlockSize = maxBlockSize; }
+        public GrowthPolicy getGrowthPolicy() { return growthPolicy; }
+        public void setGrowthPolicy(GrowthPolicy growthPolicy) { this.growthPolicy = growthPolicy; }
+        public DataSize getInitialSize() { return initialSize; }
+        public void setInitialSize(DataSize initialSize) { this.initialSize = initialSize; }
+        public DataSize getGrowthStep() { return growthStep; }
+        public void setGrowthStep(DataSize growthStep) { this.growthStep = growthStep; }
+        public DataSize getMaxGrowthStep() { return maxGrowthStep; }
+        public void setMaxGrowthStep(DataSize maxGrowthStep) { this.maxGrowthStep = maxGrowthStep; }
+        public DataSize getCap() { return cap; }
+        public void setCap(DataSize cap) { this.cap = cap; }
+        public double getCapFraction() { return capFraction; }
+        public void setCapFraction(double capFraction) { this.capFraction = capFraction; }
+        public DataSize getLocalCacheSize() { return localCacheSize; }
+        public void setLocalCacheSize(DataSize localCacheSize) { this.localCacheSize = localCacheSize; }
+        public int getLocalCacheCountPerClass() { return localCacheCountPerClass; }
+        public void setLocalCacheCountPerClass(int n) { this.localCacheCountPerClass = n; }
+        public Duration getLocalIdleAge() { return localIdleAge; }
+        public void setLocalIdleAge(Duration localIdleAge) { this.localIdleAge = localIdleAge; }
+        public int getCoalesceThreshold() { return coalesceThreshold; }
+        public void setCoalesceThreshold(int coalesceThreshold) { this.coalesceThreshold = coalesceThreshold; }
+        public DataSize getReleaseThreshold() { return releaseThreshold; }
+        public void setReleaseThreshold(DataSize releaseThreshold) { this.releaseThreshold = releaseThreshold; }
+        public Duration getReleaseIdleAge() { return releaseIdleAge; }
+        public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
+        public boolean isTrackAllocationSites() { return trackAllocationSites; }
+        public void setTrackAllocationSites(boolean track) { this.trackAllocationSites = track; }
+        public FaultInjection getFaultInjection() { return faultInjection; }
+    }
+
+    /**
+     * {@code gpupool.memory.fault-injection.*}: testing only. Makes a share of the pool's chunk requests
+     * to the device fail with out-of-memory, to exercise recovery and the 507 path under load. Applies to
+     * the pool modes (TWO_LEVEL, GLOBAL_ONLY, BEST_FIT); DIRECT and CUDA_ASYNC take no chunks.
+     */
+    public static class FaultInjection {
+
+        /** Share of chunk requests refused, in [0, 1]; 0 (the default) turns fault injection off. */
+        private double probability = 0.0;
+
+        /** Seed of the draws, so that a single-threaded run fails the same calls again. */
+        private long seed = 1;
+
+        public double getProbability() { return probability; }
+        public void setProbability(double probability) { this.probability = probability; }
+        public long getSeed() { return seed; }
+        public void setSeed(long seed) { this.seed = seed; }
+    }
+
+    /** {@code gpupool.serving.*}: streams, queues, limits and timeouts of the inference API. */
+    public static class Serving {
+
+        /** Streams per device, each with its own local pool cache; this many requests compute at once per device. */
+        private int streamsPerDevice = 4;
+
+        /** Requests that may wait for a stream, per device; one more is refused with 503 and Retry-After. */
+        private int queueCapacity = 64;
+
+        /** Time a request may take from arrival to answer unless its "timeout" parameter (microseconds) says otherwise; past it: 504. */
+        private Duration defaultTimeout = Duration.ofSeconds(30);
+
+        /** Largest request body accepted (JSON plus binary data); larger: 413. */
+        private DataSize maxBodySize = DataSize.ofMegabytes(64);
+
+        /** Largest batch accepted for any model (a model's own maximum can be lower); larger: 400. */
+        private int maxBatchSize = 64;
+
+        /** Longest sequence accepted for any model (a model's own maximum can be lower); longer: 400. */
+        private int maxSequenceLength = 512;
+
+        /** Run each model once at its largest size before reporting ready (sizes the pools, proves the models run). */
+        private boolean warmUp = true;
+
+        ServingSettings toSettings() {
+            return new ServingSettings(streamsPerDevice, queueCapacity, defaultTimeout, maxBodySize, maxBatchSize,
+                    maxSequenceLength, warmUp);
+        }
+
+        public int getStreamsPerDevice() { return streamsPerDevice; }
+        public void setStreamsPerDevice(int streamsPerDevice) { this.streamsPerDevice = streamsPerDevice; }
+        public int getQueueCapacity() { return queueCapacity; }
+        public void setQueueCapacity(int queueCapacity) { this.queueCapacity = queueCapacity; }
+        public Duration getDefaultTimeout() { return defaultTimeout; }
+        public void setDefaultTimeout(Duration defaultTimeout) { this.defaultTimeout = defaultTimeout; }
+        public DataSize getMaxBodySize() { return maxBodySize; }
+        public void setMaxBodySize(DataSize maxBodySize) { this.maxBodySize = maxBodySize; }
+        public int getMaxBatchSize() { return maxBatchSize; }
+        public void setMaxBatchSize(int maxBatchSize) { this.maxBatchSize = maxBatchSize; }
+        public int getMaxSequenceLength() { return maxSequenceLength; }
+        public void setMaxSequenceLength(int maxSequenceLength) { this.maxSequenceLength = maxSequenceLength; }
+        public boolean isWarmUp() { return warmUp; }
+        public void setWarmUp(boolean warmUp) { this.warmUp = warmUp; }
+    }
+
+    /** {@code gpupool.models.*}: where the models come from. */
+    public static class Models {
+
+        /** Folder with one sub-folder per model (config.json + model.safetensors), relative to the working directory. */
+        private Path path = Path.of("models");
+
+        ModelsSettings toSettings() {
+            return new ModelsSettings(path);
+        }
+
+        public Path getPath() { return path; }
+        public void setPath(Path path) { this.path = path; }
+    }
+}

@@ -1,0 +1,31 @@
+package io.gpupool.config;
+
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.Ordered;
+import org.springframework.core.annotation.Order;
+import org.springframework.security.config.web.server.ServerHttpSecurity;
+import org.springframework.security.web.server.SecurityWebFilterChain;
+import org.springframework.security.web.server.util.matcher.ServerWebExchangeMatchers;
+
+/**
+ * The inference API ({@code /v2/**}) is open, as Triton's and KServe's are: clients of the Open
+ * Inference Protocol send no credentials. CSRF protection is off for it because no browser session
+ * is involved. This chain matches only {@code /v2/**}; the actuator's own rules live with it.
+ */
+@Configuration(proxyBeanMethods = false)
+public class InferenceApiSecurity {
+
+    @Bean
+    @Order(Ordered.HIGHEST_PRECEDENCE)
+    SecurityWebFilterChain inferenceApiSecurityChain(ServerHttpSecurity http) {
+        return http.securityMatcher(ServerWebExchangeMatchers.pathMatchers("/v2", "/v2/**"))
+                .authorizeExchange(exchanges -> exchanges.anyExchange().permitAll())
+                .csrf(ServerHttpSecurity.CsrfSpec::disable)
+                .httpBasic(ServerHttpSecurity.HttpBasicSpec::disable)
+                .formLogin(ServerHttpSecurity.FormLoginSpec::disable)
+                .requestCache(ServerHttpSecurity.RequestCacheSpec::disable)
+                .securityContextRepository(org.springframework.security.web.server.context.NoOpServerSecurityContextRepository.getInstance())
+                .build();
+    }
+}

@@ -1,0 +1,359 @@
+package io.gpupool.memory;
+
+import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The global level: a binary buddy allocator over chunks, with deferred coalescing and one lock
+ * per order.
+ *
+ * <h2>Notation</h2>
+ * <pre>
+ *   u      unit = the minimum block (default 2 MiB); all offsets and lengths below are in units
+ *   order  k   a block of 2^k units, k = 0 .. top (top: the maximum block, default 2^7 u = 256 MiB)
+ *   key    (chunkId << 24) | offset       one free block in a free list; sorts by chunk, then offset
+ *   buddy  of block (offset o, order k) is at o XOR 2^k           (O(1), same chunk)
+ * </pre>
+ * A chunk of {@code L} units is split at creation into aligned power-of-two roots, largest first
+ * (e.g. 300 MiB = 256 + 32 + 8 + 4 MiB). Roots are never merged with each other; two free buddies of
+ * a valid block always lie in the same root, so the XOR rule needs no root table.
+ *
+ * <pre>
+ *   chunk (16 u, root order 4)
+ *   |<-------------- 8 u -------------->|<---- 4 u ---->|<- 2u ->|<- 2u ->|
+ *   | allocated run of 10 u (8 + 2) ...........|  free  | free 4 u        |   request of 10 u:
+ *   offset 0                           8      10       12               16  16 u block split once,
+ *                                                                             tail 12..16 and 10..12 freed
+ * </pre>
+ *
+ * <h2>Handles</h2>
+ * A run handed out is described by a packed long (see {@link #handle}): bits 40..61 chunk id,
+ * 16..39 offset, 0..15 length in units; bits 62..63 are 0 (the pool uses them for other kinds).
+ *
+ * <h2>Allocate a run of n units (n &lt;= 2^top)</h2>
+ * <ol>
+ *   <li>k = ceil(log2 n). For j = k .. top: if order j's list is non-empty (racy hint), lock j, pop the
+ *       lowest key (address-ordered: oldest chunk, lowest offset; keeps high blocks whole), add 2^j
+ *       to the chunk's live units, unlock. None found: return -1 (the pool coalesces or grows).</li>
+ *   <li>Split: while j &gt; k, j--, push the upper half (offset + 2^j) onto order j.</li>
+ *   <li>Tail trimming: the run keeps [o, o + n); the tail [o + n, o + 2^k) is pushed back as the
+ *       largest aligned blocks that fit, so a 10 u request holds 10 u, not 16 u.</li>
+ * </ol>
+ * <h2>Free a run</h2>
+ * Decompose [o, o + n) into aligned blocks (largest first) and push each onto its order; nothing
+ * merges now (deferred). A push that lifts an order's list above its trigger starts a merge of that order.
+ * <h2>Merge order k (coalesce)</h2>
+ * <ol>
+ *   <li>Lock k, then k + 1 (locks are always taken in ascending order).</li>
+ *   <li>Sort order k's keys; a key whose offset has bit k clear and whose successor equals key ^ 2^k
+ *       is a buddy pair: both leave order k, the lower key joins order k + 1.</li>
+ *   <li>The trigger of order k becomes survivors + threshold (an unmergeable list does not re-sort
+ *       on every free); continue with order k + 1 if it passed its trigger, holding its lock.</li>
+ * </ol>
+ *
+ * <h2>Concurrency, and why not one read-write lock</h2>
+ * Allocation and free both mutate free lists, so "allocate under a shared lock" would still race on
+ * the lists. Instead every order has its own small lock and its own array stack; an operation holds
+ * one order lock at a time except a merge, which holds two adjacent ones (ascending), and chunk
+ * release, which holds all (ascending). Sixteen streams contend only when they touch the same order
+ * at the same instant, and the stream-local level in front absorbs most traffic anyway. The critical
+ * sections are a few array stores. Free-block counts are mirrored in an {@link AtomicIntegerArray}
+ * (written under the order lock, read without it) so metrics and the empty-list hint never lock.
+ */
+final class BuddyLevel {
+
+    static final int CHUNK_SHIFT = 40;
+    static final int OFFSET_SHIFT = 16;
+    static final long OFFSET_MASK = (1L << 24) - 1;
+    static final long LENGTH_MASK = (1L << 16) - 1;
+    static final int MAX_CHUNKS = 1 << 22;
+    static final long MAX_CHUNK_UNITS = 1L << 24;
+
+    private final ChunkTable chunks;
+    private final int top;
+    private final ReentrantLock[] locks;
+    private final long[][] lists;
+    private final int[] sizes;
+    private final int[] triggers;
+    private final AtomicIntegerArray counts;
+    private volatile int threshold;
+    final LongAdder coalesces = new LongAdder();
+
+    BuddyLevel(ChunkTable chunks, int topOrder, int coalesceThreshold) {
+        this.chunks = chunks;
+        this.top = topOrder;
+        int orders = topOrder + 1;
+        locks = new ReentrantLock[orders];
+        lists = new long[orders][];
+        sizes = new int[orders];
+        triggers = new int[orders];
+        counts = new AtomicIntegerArray(orders);
+        threshold = coalesceThreshold;
+        for (int k = 0; k < orders; k++) {
+            locks[k] = new ReentrantLock();
+            lists[k] = new long[16];
+            triggers[k] = coalesceThreshold;
+        }
+    }
+
+    static long handle(int chunkId, long offset, long length) {
+        return ((long) chunkId << CHUNK_SHIFT) | (offset << OFFSET_SHIFT) | length;
+    }
+
+    static int chunkId(long handle) {
+        return (int) (handle >>> CHUNK_SHIFT) & (MAX_CHUNKS - 1);
+    }
+
+    static long offset(long handle) {
+        return (handle >>> OFFSET_SHIFT) & OFFSET_MASK;
+    }
+
+    static long length(long handle) {
+        return handle & LENGTH_MASK;
+    }
+
+    private static long key(int chunkId, long offset) {
+        return ((long) chunkId << 24) | offset;
+    }
+
+    int topOrder() {
+        return top;
+    }
+
+    void setThreshold(int newThreshold) {
+        threshold = newThreshold;
+    }
+
+    int freeBlocks(int order) {
+        return counts.get(order);
+    }
+
+    /** Adds the roots of a chunk already published in the table to the free lists. */
+    void addChunk(Chunk chunk) {
+        chunk.liveUnits.set(chunk.units);
+        freeRange(chunk.id, 0, chunk.units, chunk);
+    }
+
+    /**
+     * Allocates a run of {@code units} (1 .. 2^top).
+     *
+     * @return the run's handle, or -1 when no free block is large enough
+     */
+    long allocate(int units) {
+        int k = ceilLog2(units);
+        for (int j = k; j <= top; j++) {
+            if (counts.get(j) == 0) {
+                continue;
+            }
+            long key;
+            ReentrantLock lock = locks[j];
+            lock.lock();
+            try {
+                if (sizes[j] == 0) {
+                    continue;
+                }
+                key = popLowest(j);
+                chunks.get((int) (key >>> 24)).liveUnits.addAndGet(1L << j);
+            } finally {
+                lock.unlock();
+            }
+            int chunkId = (int) (key >>> 24);
+            long offset = key & OFFSET_MASK;
+            Chunk chunk = chunks.get(chunkId);
+            while (j > k) {                                     // step 2: split
+                j--;
+                push(j, key(chunkId, offset + (1L << j)), chunk);
+            }
+            freeRange(chunkId, offset + units, offset + (1L << k), chunk);   // step 3: tail trimming
+            return handle(chunkId, offset, units);
+        }
+        return -1;
+    }
+
+    /** Returns a run handed out by {@link #allocate}. */
+    void free(long handle) {
+        int chunkId = chunkId(handle);
+        long offset = offset(handle);
+        freeRange(chunkId, offset, offset + length(handle), chunks.get(chunkId));
+    }
+
+    /** Pushes [from, to) as the largest aligned blocks that fit, lowest address first. */
+    private void freeRange(int chunkId, long from, long to, Chunk chunk) {
+        long position = from;
+        while (position < to) {
+            int order = Math.min(Long.numberOfTrailingZeros(position), top);
+            while ((1L << order) > to - position) {
+                order--;
+            }
+            push(order, key(chunkId, position), chunk);
+            position += 1L << order;
+        }
+    }
+
+    private void push(int order, long key, Chunk chunk) {
+        boolean merge;
+        ReentrantLock lock = locks[order];
+        lock.lock();
+        try {
+            pushLocked(order, key);
+            if (chunk.liveUnits.addAndGet(-(1L << order)) == 0) {
+                chunk.emptySinceNanos = System.nanoTime();
+            }
+            merge = order < top && sizes[order] > triggers[order];
+        } finally {
+            lock.unlock();
+        }
+        if (merge) {
+            coalesce(order, false);
+        }
+    }
+
+    /**
+     * Removes and returns the lowest key of order {@code k} (oldest chunk, lowest offset): address-
+     * ordered reuse keeps live blocks packed at low addresses so that high blocks stay whole and
+     * merge. A linear scan: lists stay short because merges run once they pass the threshold.
+     */
+    private long popLowest(int k) {
+        long[] list = lists[k];
+        int last = sizes[k] - 1;
+        int lowest = last;
+        for (int i = last - 1; i >= 0; i--) {
+            if (list[i] < list[lowest]) {
+                lowest = i;
+            }
+        }
+        long key = list[lowest];
+        list[lowest] = list[last];
+        sizes[k] = last;
+        counts.lazySet(k, last);
+        return key;
+    }
+
+    private void pushLocked(int order, long key) {
+        long[] list = lists[order];
+        if (sizes[order] == list.length) {
+            list = lists[order] = Arrays.copyOf(list, list.length * 2);
+        }
+        list[sizes[order]++] = key;
+        counts.lazySet(order, sizes[order]);
+    }
+
+    /** Merges every order (before growing, on trim and recovery). */
+    void coalesceAll() {
+        coalesce(0, true);
+    }
+
+    /** Merges order {@code k} and, while they pass their triggers (or always when forced), the orders above. */
+    private void coalesce(int k, boolean force) {
+        if (k >= top) {
+            return;
+        }
+        locks[k].lock();
+        while (true) {
+            locks[k + 1].lock();
+            try {
+                mergeOrder(k);
+            } finally {
+                locks[k].unlock();
+            }
+            k++;
+            if (k >= top || !(force || sizes[k] > triggers[k])) {
+                locks[k].unlock();
+                return;
+            }
+        }
+    }
+
+    /** Step 2 and 3 of a merge; caller holds locks k and k + 1. */
+    private void mergeOrder(int k) {
+        long[] list = lists[k];
+        int n = sizes[k];
+        Arrays.sort(list, 0, n);
+        long bit = 1L << k;
+        int kept = 0;
+        for (int i = 0; i < n; i++) {
+            long key = list[i];
+            if ((key & bit) == 0 && i + 1 < n && list[i + 1] == (key ^ bit)) {
+                pushLocked(k + 1, key);
+                coalesces.increment();
+                i++;
+            } else {
+                list[kept++] = key;
+            }
+        }
+        sizes[k] = kept;
+        counts.lazySet(k, kept);
+        triggers[k] = kept + threshold;
+    }
+
+    /**
+     * Takes every free block of {@code chunk} out of the lists if the chunk is entirely free.
+     *
+     * @return true if the chunk was empty and is now detached (the caller returns it to the source)
+     */
+    boolean detachIfEmpty(Chunk chunk) {
+        for (ReentrantLock lock : locks) {
+            lock.lock();
+        }
+        try {
+            if (chunk.liveUnits.get() != 0) {
+                return false;
+            }
+            long found = 0;
+            for (int k = 0; k <= top; k++) {
+                long[] list = lists[k];
+                int kept = 0;
+                for (int i = 0; i < sizes[k]; i++) {
+                    if ((int) (list[i] >>> 24) == chunk.id) {
+                        found += 1L << k;
+                    } else {
+                        list[kept++] = list[i];
+                    }
+                }
+                sizes[k] = kept;
+                counts.lazySet(k, kept);
+                triggers[k] = Math.min(triggers[k], kept + threshold);
+            }
+            if (found != chunk.units) {
+                throw new IllegalStateException("buddy accounting broken: chunk " + chunk.id + " has " + chunk.units
+                        + " units but " + found + " were free");
+            }
+            chunk.liveUnits.set(Long.MIN_VALUE / 2);  // poisoned: never empty again
+            return true;
+        } finally {
+            for (int k = top; k >= 0; k--) {
+                locks[k].unlock();
+            }
+        }
+    }
+
+    /** Copies the free blocks as (chunkId, offset, order) triples; for tests and leak reports. */
+    long[][] snapshotFree() {
+        long[][] result = new long[top + 1][];
+        for (int k = 0; k <= top; k++) {
+            locks[k].lock();
+            try {
+                result[k] = Arrays.copyOf(lists[k], sizes[k]);
+            } finally {
+                locks[k].unlock();
+            }
+        }
+        return result;
+    }
+
+    /**
+     * The free keys of order {@code k} ({@code (chunkId << 24) | offset}), copied without the order
+     * lock: for the operators' block layout only ({@link BlockLayouts}), a racy picture that may mix
+     * two moments, never used for a decision.
+     */
+    long[] freeKeysUnlocked(int k) {
+        long[] list = lists[k];
+        return Arrays.copyOf(list, Math.max(0, Math.min(sizes[k], list.length)));
+    }
+
+    static int ceilLog2(long n) {
+        return n <= 1 ? 0 : 64 - Long.numberOfLeadingZeros(n - 1);
+    }
+}

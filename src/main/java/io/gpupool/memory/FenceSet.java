@@ -1,0 +1,159 @@
+package io.gpupool.memory;
+
+import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The fences protecting one chunk or slab: at most one per stream, the latest recorded when memory
+ * of this chunk left that stream for the global level (a later fence on a stream implies the earlier).
+ *
+ * <p>A fence recorded for a batch of frees is shared by every set the batch touched, so fences are
+ * wrapped in a reference-counted {@link Shared}; the underlying {@link StreamFence} is closed when
+ * the last set drops it. All methods synchronise on the set; they run on the global path only and
+ * {@link #isEmpty()} lets callers skip the monitor when there is nothing to wait for.
+ */
+final class FenceSet {
+
+    /** A fence shared by several sets; closed when the last one lets go. */
+    static final class Shared {
+        private static final AtomicLong SEQUENCE = new AtomicLong();
+
+        final StreamFence fence;
+        final int ordinal;
+        final long sequence;
+        private final AtomicInteger references = new AtomicInteger(1);
+
+        Shared(StreamFence fence, int ordinal) {
+            this.fence = fence;
+            this.ordinal = ordinal;
+            this.sequence = SEQUENCE.incrementAndGet();
+        }
+
+        Shared retain() {
+            references.incrementAndGet();
+            return this;
+        }
+
+        void release() {
+            if (references.decrementAndGet() == 0) {
+                fence.close();
+            }
+        }
+    }
+
+    private static final Shared[] NONE = new Shared[0];
+
+    private Shared[] byStream = NONE;
+    private volatile boolean empty = true;
+
+    boolean isEmpty() {
+        return empty;
+    }
+
+    /** Adds a reference to {@code fence}, replacing an older fence of the same stream. */
+    synchronized void add(Shared fence) {
+        fence.retain();
+        put(fence);
+        empty = false;
+    }
+
+    private void put(Shared fence) {
+        if (fence.ordinal >= byStream.length) {
+            byStream = Arrays.copyOf(byStream, Math.max(fence.ordinal + 1, byStream.length * 2));
+        }
+        Shared old = byStream[fence.ordinal];
+        if (old == null || old.sequence < fence.sequence) {
+            byStream[fence.ordinal] = fence;
+            if (old != null) {
+                old.release();
+            }
+        } else {
+            fence.release();
+        }
+    }
+
+    /**
+     * Makes {@code stream} wait for every other stream's pending fence; drops completed ones. The
+     * stream's own fence needs no wait (its work is ordered).
+     */
+    void makeWait(AllocationStream stream) {
+        if (empty) {
+            return;
+        }
+        synchronized (this) {
+            boolean any = false;
+            for (int i = 0; i < byStream.length; i++) {
+                Shared shared = byStream[i];
+                if (shared == null) {
+                    continue;
+                }
+                if (shared.fence.isComplete()) {
+                    byStream[i] = null;
+                    shared.release();
+                } else {
+                    any = true;
+                    if (i != stream.ordinal()) {
+                        shared.fence.makeWait(stream);
+                    }
+                }
+            }
+            empty = !any;
+        }
+    }
+
+    /** Blocks until every fence completed, then drops them (before the memory goes back to the source). */
+    synchronized void awaitAll() {
+        for (int i = 0; i < byStream.length; i++) {
+            Shared shared = byStream[i];
+            if (shared != null) {
+                shared.fence.await();
+                byStream[i] = null;
+                shared.release();
+            }
+        }
+        empty = true;
+    }
+
+    /** Adds a reference to each of {@code other}'s fences (a new slab inherits its chunk's fences). */
+    void copyFrom(FenceSet other) {
+        if (other.empty) {
+            return;
+        }
+        Shared[] taken;
+        synchronized (other) {
+            taken = other.byStream.clone();
+            for (Shared shared : taken) {
+                if (shared != null) {
+                    shared.retain();
+                }
+            }
+        }
+        synchronized (this) {
+            for (Shared shared : taken) {
+                if (shared != null) {
+                    put(shared);
+                    empty = false;
+                }
+            }
+        }
+    }
+
+    /** Moves all of {@code other}'s fences into this set (a slab returning to its chunk). */
+    void absorb(FenceSet other) {
+        Shared[] taken;
+        synchronized (other) {
+            taken = other.byStream;
+            other.byStream = NONE;
+            other.empty = true;
+        }
+        synchronized (this) {
+            for (Shared shared : taken) {
+                if (shared != null) {
+                    put(shared);
+                    empty = false;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+package io.gpupool.actuate;
+
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import io.gpupool.actuate.security.OperatorSecurityConfiguration;
+import org.springframework.boot.SpringApplication;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+
+/**
+ * The operations layer alone (actuator, security, meters) over two fake pools, without backends,
+ * models or serving: what the endpoint and security tests start. Run by hand with
+ * {@code ./mvnw spring-boot:test-run -Dspring-boot.run.main-class=io.gpupool.actuate.OperationsTestApplication}.
+ */
+@SpringBootConfiguration
+@EnableAutoConfiguration
+@Import({OperationsConfiguration.class, OperatorSecurityConfiguration.class})
+class OperationsTestApplication {
+
+    /** Serves the actuator and dashboard over the fake pools, for working on the page by hand. */
+    public static void main(String[] args) {
+        SpringApplication.run(OperationsTestApplication.class, args);
+    }
+
+    @Bean
+    FakePool cuda0() {
+        return new FakePool("cuda:0", true);
+    }
+
+    @Bean
+    FakePool cuda1() {
+        return new FakePool("cuda:1", false);
+    }
+
+    /** Readiness of the models, switched by the test. */
+    @Bean
+    AtomicBoolean modelsWarmedUp() {
+        return new AtomicBoolean();
+    }
+
+    @Bean
+    ModelsHealthIndicator modelsHealthIndicator(AtomicBoolean modelsWarmedUp) {
+        return new ModelsHealthIndicator(modelsWarmedUp::get, () -> Map.of("models", 2));
+    }
+}

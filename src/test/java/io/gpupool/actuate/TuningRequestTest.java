@@ -1,0 +1,88 @@
+package io.gpupool.actuate;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
+import org.junit.jupiter.api.Test;
+
+class TuningRequestTest {
+
+    static final long MIB = 1L << 20;
+
+    private static Map<String, String> fields(String... pairs) {
+        Map<String, String> map = new HashMap<>();
+        for (int i = 0; i < pairs.length; i += 2) {
+            map.put(pairs[i], pairs[i + 1]);
+        }
+        return map;
+    }
+
+    @Test
+    void sizesAndDurationsAcceptUnitsAndPlainNumbers() {
+        PoolTuning tuning = TuningRequest.parse(fields("localCacheBytesPerStream", "128MB", "growthStepBytes",
+                "536870912", "releaseIdleAge", "90s", "localIdleAge", "PT2S", "capFraction", "0.75",
+                "coalesceThreshold", "40"));
+        assertThat(tuning.localCacheBytesPerStream()).isEqualTo(128 * MIB);
+        assertThat(tuning.growthStepBytes()).isEqualTo(512 * MIB);
+        assertThat(tuning.releaseIdleAge()).isEqualTo(Duration.ofSeconds(90));
+        assertThat(tuning.localIdleAge()).isEqualTo(Duration.ofSeconds(2));
+        assertThat(tuning.capFraction()).isEqualTo(0.75);
+        assertThat(tuning.capBytes()).isZero(); // a fraction switches the byte cap off
+        assertThat(tuning.coalesceThreshold()).isEqualTo(40);
+        assertThat(tuning.localCacheCountPerClass()).isNull();
+    }
+
+    @Test
+    void blankFieldsAreLeftUnchanged() {
+        PoolTuning tuning = TuningRequest.parse(fields("coalesceThreshold", "5", "capBytes", " "));
+        assertThat(tuning.capBytes()).isNull();
+        assertThat(PoolConfig.defaults().apply(tuning).capFraction()).isEqualTo(0.9);
+    }
+
+    @Test
+    void unparseableTextNamesTheFieldAndWhatIsExpected() {
+        assertThatThrownBy(() -> TuningRequest.parse(fields("coalesceThreshold", "ten")))
+                .isInstanceOfSatisfying(TuningException.class, e -> {
+                    assertThat(e.field()).isEqualTo("coalesceThreshold");
+                    assertThat(e.value()).isEqualTo("ten");
+                    assertThat(e.allowed()).isEqualTo("an integer");
+                });
+        assertThatThrownBy(() -> TuningRequest.parse(fields("growthStepBytes", "big")))
+                .isInstanceOfSatisfying(TuningException.class, e -> assertThat(e.field()).isEqualTo("growthStepBytes"));
+    }
+
+    @Test
+    void anEmptyRequestListsTheFieldsThatCanBeTuned() {
+        assertThatThrownBy(() -> TuningRequest.parse(fields()))
+                .isInstanceOf(TuningException.class)
+                .hasMessageContaining("coalesceThreshold").hasMessageContaining("capFraction");
+    }
+
+    @Test
+    void thePoolsOwnRejectionIsTurnedIntoFieldValueAndRange() {
+        IllegalArgumentException fromPool = new IllegalArgumentException("gpupool.memory.capFraction = 1.5 is invalid; allowed: (0, 1]");
+        TuningException e = TuningException.fromPool(fromPool);
+        assertThat(e.field()).isEqualTo("capFraction");
+        assertThat(e.value()).isEqualTo("1.5");
+        assertThat(e.allowed()).isEqualTo("(0, 1]");
+        assertThat(e).hasMessage(fromPool.getMessage());
+
+        TuningException other = TuningException.fromPool(new IllegalArgumentException("something else"));
+        assertThat(other.field()).isNull();
+        assertThat(other).hasMessage("something else");
+    }
+
+    @Test
+    void theRealConfigurationRejectsWhatTheEndpointPassesThrough() {
+        PoolTuning tuning = TuningRequest.parse(fields("localCacheCountPerClass", "65"));
+        assertThatThrownBy(() -> PoolConfig.defaults().apply(tuning))
+                .satisfies(ex -> assertThat(TuningException.fromPool((IllegalArgumentException) ex).field())
+                        .isEqualTo("localCacheCountPerClass"));
+    }
+}

@@ -1,0 +1,75 @@
+package io.gpupool.config;
+
+import io.gpupool.backend.ComputeBackend;
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.serving.ModelRegistry;
+import io.gpupool.serving.ServedModel;
+import io.gpupool.serving.ServingDevices;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.jackson.autoconfigure.JacksonAutoConfiguration;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The wiring: which backend, allocator, streams and models a set of properties produces. */
+class GpuPoolConfigurationTest {
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(JacksonAutoConfiguration.class))
+            .withUserConfiguration(GpuPoolConfiguration.class)
+            .withPropertyValues("gpupool.backend=host", "gpupool.serving.warm-up=false");
+
+    @Test
+    void hostBackendWithTheShippedModels() {
+        runner.withPropertyValues("gpupool.memory.mode=DIRECT", "gpupool.serving.streams-per-device=3")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    assertThat(context.getBean(ComputeBackend.class).name()).isEqualTo("host");
+                    ServingDevices devices = context.getBean(ServingDevices.class);
+                    assertThat(devices.devices()).hasSize(1);
+                    assertThat(devices.devices().getFirst().allocator().mode()).isEqualTo(AllocatorMode.DIRECT);
+                    assertThat(devices.devices().getFirst().worker().streams()).hasSize(3);
+                    assertThat(context.getBean(ModelRegistry.class).models()).extracting(ServedModel::name)
+                            .contains("iris-mlp", "tiny-bert");
+                });
+    }
+
+    @Test
+    void poolModesGetThePool() {
+        runner.withPropertyValues("gpupool.memory.mode=GLOBAL_ONLY", "gpupool.models.path=does-not-exist")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    ServingDevices devices = context.getBean(ServingDevices.class);
+                    assertThat(devices.devices().getFirst().allocator())
+                            .isInstanceOfSatisfying(io.gpupool.memory.trace.TracingAllocator.class,
+                                    tracing -> assertThat(tracing.delegate()).isInstanceOf(io.gpupool.memory.DevicePool.class));
+                    assertThat(devices.devices().getFirst().allocator().mode()).isEqualTo(AllocatorMode.GLOBAL_ONLY);
+                    assertThat(context.getBean(ModelRegistry.class).models()).isEmpty();
+                });
+    }
+
+    @Test
+    void cudaAsyncIsRefusedOnTheHostNamingTheProperty() {
+        runner.withPropertyValues("gpupool.memory.mode=CUDA_ASYNC", "gpupool.models.path=does-not-exist")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessageContaining("gpupool.memory.mode=CUDA_ASYNC is not offered by device 0"));
+    }
+
+    @Test
+    void badServingValueNamesPropertyValueAndRange() {
+        runner.withPropertyValues("gpupool.serving.streams-per-device=0")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessage("gpupool.serving.streams-per-device = 0 is invalid; allowed: [1, 256]"));
+    }
+
+    @Test
+    void badMemoryValueNamesOurPropertyNotThePoolField() {
+        runner.withPropertyValues("gpupool.memory.min-block-size=3MB")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessageStartingWith("gpupool.memory.min-block-size = 3145728 is invalid"));
+        runner.withPropertyValues("gpupool.memory.growth-policy=LAZY", "gpupool.memory.initial-size=64MB")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessageContaining("gpupool.memory.initial-size = 67108864 is invalid"));
+    }
+}

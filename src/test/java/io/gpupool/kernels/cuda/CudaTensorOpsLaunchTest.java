@@ -1,0 +1,194 @@
+package io.gpupool.kernels.cuda;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.KernelFunction;
+import io.gpupool.backend.KernelModule;
+import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.kernels.TensorOps.Pooling;
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.StreamFence;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * Which kernel {@link CudaTensorOps} launches, with which grid, block and arguments: checked without a GPU
+ * against a device that records launches. A wrong grid or argument order would compute garbage on the GPU.
+ */
+class CudaTensorOpsLaunchTest {
+
+    record Launch(String kernel, int[] grid, int[] block, List<Object> arguments) {
+    }
+
+    private final RecordingDevice device = new RecordingDevice();
+    private final RecordingStream stream = new RecordingStream(device);
+
+    @Test
+    void modulesAreLoadedFromTheCommittedPtx() {
+        new CudaTensorOps(device);
+        assertThat(device.modules).containsExactly("gemm", "attention", "ops");
+    }
+
+    @Test
+    void fp32LinearAlwaysUsesTheExactKernelWithRowsOutInOrder() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32);
+        ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 300, 768, 200, Activation.GELU);
+        Launch launch = stream.only();
+        assertThat(launch.kernel()).isEqualTo("gemm_f32");
+        assertThat(launch.grid()).containsExactly(2, 3, 1);
+        assertThat(launch.block()).containsExactly(256, 1, 1);
+        assertThat(launch.arguments()).containsExactly(0x1000L, 0x2000L, 0L, 0x3000L, 300, 200, 768,
+                Activation.GELU.ordinal());
+    }
+
+    @Test
+    void tensorCoreLinearPicksTheTileByProductSize() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16);
+        ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 128, 768, 768, Activation.NONE);
+        ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 16384, 768, 3072, Activation.NONE);
+        assertThat(stream.launches.get(0).kernel()).isEqualTo("gemm_tc_bf16_64");
+        assertThat(stream.launches.get(0).grid()).containsExactly(12, 2, 1);
+        assertThat(stream.launches.get(0).block()).containsExactly(128, 1, 1);
+        assertThat(stream.launches.get(1).kernel()).isEqualTo("gemm_tc_bf16_128");
+        assertThat(stream.launches.get(1).grid()).containsExactly(24, 128, 1);
+        assertThat(stream.launches.get(1).block()).containsExactly(256, 1, 1);
+    }
+
+    @Test
+    void tensorCoreLinearFallsBackToFp32ForAnInnerSizeNotAMultipleOf4() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32);
+        ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 4096, 767, 4096, Activation.NONE);
+        ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 4096, 768, 4096, Activation.NONE);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("gemm_f32", "gemm_tc_tf32_128");
+    }
+
+    @Test
+    void misalignedLinearOperandsAreRejected() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32);
+        assertThatThrownBy(() -> ops.linear(stream, 0x1004, 0x2000, 0, 0x3000, 8, 8, 8, Activation.NONE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessage("x must be 16-byte aligned, got 0x1004");
+        assertThatThrownBy(() -> ops.linear(stream, 0x1000, 0x2000, 0, 0x3008, 8, 8, 8, Activation.NONE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("y must be 16-byte aligned");
+        assertThat(stream.launches).isEmpty();
+    }
+
+    @Test
+    void attentionPicksTheKernelByHeadSizeAndPrecision() {
+        CudaTensorOps fp32 = new CudaTensorOps(device);
+        CudaTensorOps bf16 = new CudaTensorOps(device, Precision.BF16);
+        fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
+        fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 2, 8);
+        fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 2, 96);
+        bf16.attention(stream, 0x1000, 0x1800, 0, 0x2000, 8, 100, 12, 64);
+        bf16.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 2, 32);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("attention_d64", "attention_d32",
+                "attention_d128", "attention_bf16_d64", "attention_d32");
+        assertThat(stream.launches.get(0).grid()).containsExactly(4, 12, 8);
+        assertThat(stream.launches.get(0).arguments()).containsExactly(0x1000L, 0L, 0x2000L, 100, 12, 64);
+        assertThat(stream.launches.get(3).grid()).containsExactly(2, 12, 8);
+        assertThat(stream.launches.get(3).arguments()).containsExactly(0x1000L, 0x1800L, 0x2000L, 100, 12);
+        assertThatThrownBy(() -> fp32.attention(stream, 0x1000, 0, 0, 0x2000, 1, 4, 1, 256))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("headDim 256");
+        assertThat(fp32.attentionWorkspaceBytes(32, 512, 12, 64)).isZero();
+    }
+
+    @Test
+    void rowKernelsGetOneBlockPerRow() {
+        CudaTensorOps ops = new CudaTensorOps(device);
+        ops.addLayerNorm(stream, 0x1000, 0, 0x2000, 0x3000, 0x1000, 77, 768, 1e-12f);
+        ops.pool(stream, 0x1000, 0x4000, 0x5000, 3, 16, 768, Pooling.MEAN);
+        ops.pool(stream, 0x1000, 0, 0x5000, 3, 16, 768, Pooling.CLS);
+        ops.softmax(stream, 0x1000, 0x1000, 5, 10);
+        ops.embeddingSum(stream, 0x100, 0, 0x1000, 0x2000, 0x3000, 0x4000, 3, 16, 768);
+        assertThat(stream.launches).extracting(Launch::kernel)
+                .containsExactly("add_layer_norm", "pool_mean", "pool_cls", "softmax_rows", "embedding_sum");
+        assertThat(stream.launches).extracting(l -> l.grid()[0]).containsExactly(77, 3, 3, 5, 48);
+        assertThat(stream.launches.get(0).arguments()).containsExactly(0x1000L, 0L, 0x2000L, 0x3000L, 0x1000L, 768,
+                1e-12f);
+        assertThat(stream.launches.get(3).block()).containsExactly(32, 1, 1);
+    }
+
+    @Test
+    void badArgumentsAreRejectedWithTheirName() {
+        CudaTensorOps ops = new CudaTensorOps(device);
+        assertThatThrownBy(() -> ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 0, 4, 4, Activation.NONE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessage("rows must be positive, got 0");
+        assertThatThrownBy(() -> ops.linear(stream, 0x1000, 0, 0, 0x3000, 4, 4, 4, Activation.NONE))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("weight");
+        assertThatThrownBy(() -> ops.addLayerNorm(stream, 0x1000, 0, 0x2000, 0x3000, 0x1000, 1, 8, 0f))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("eps");
+        assertThat(stream.launches).isEmpty();
+    }
+
+    // --- fakes ---------------------------------------------------------------------------------------------------
+
+    private record Function(String name) implements KernelFunction {
+    }
+
+    private static final class RecordingDevice implements ComputeDevice {
+        final List<String> modules = new ArrayList<>();
+
+        @Override
+        public KernelModule loadModule(String name, byte[] image) {
+            String text = new String(image, java.nio.charset.StandardCharsets.US_ASCII);
+            modules.add(name);
+            return kernel -> {
+                if (!text.contains(".visible .entry " + kernel + "(")) {
+                    throw new IllegalArgumentException("no kernel " + kernel + " in module " + name);
+                }
+                return new Function(kernel);
+            };
+        }
+
+        @Override public int index() { return 0; }
+        @Override public String name() { return "recording"; }
+        @Override public long totalMemory() { return 0; }
+        @Override public long freeMemory() { return 0; }
+        @Override public ChunkSource chunkSource() { throw new UnsupportedOperationException(); }
+        @Override public Optional<DeviceAllocator> nativeAllocator(AllocatorMode mode) { return Optional.empty(); }
+        @Override public DeviceStream createStream(int ordinal) { throw new UnsupportedOperationException(); }
+        @Override public void bindToCurrentThread() { }
+    }
+
+    private static final class RecordingStream implements DeviceStream {
+        final List<Launch> launches = new ArrayList<>();
+        private final ComputeDevice device;
+
+        RecordingStream(ComputeDevice device) {
+            this.device = device;
+        }
+
+        Launch only() {
+            assertThat(launches).hasSize(1);
+            return launches.getFirst();
+        }
+
+        @Override
+        public void launch(KernelFunction function, int gridX, int gridY, int gridZ, int blockX, int blockY,
+                           int blockZ, int sharedMemoryBytes, Object... arguments) {
+            launches.add(new Launch(function.name(), new int[] {gridX, gridY, gridZ},
+                    new int[] {blockX, blockY, blockZ}, List.of(arguments)));
+        }
+
+        @Override public ComputeDevice device() { return device; }
+        @Override public int ordinal() { return 0; }
+        @Override public StreamFence recordFence() { throw new UnsupportedOperationException(); }
+        @Override public void copyHostToDevice(MemorySegment source, long deviceAddress, long bytes) { }
+        @Override public void copyDeviceToHost(long deviceAddress, MemorySegment destination, long bytes) { }
+        @Override public void copyDeviceToDevice(long sourceAddress, long destinationAddress, long bytes) { }
+        @Override public void fill(long deviceAddress, byte value, long bytes) { }
+        @Override public void enqueueHostTask(Runnable task) { task.run(); }
+        @Override public void synchronize() { }
+        @Override public void close() { }
+    }
+}

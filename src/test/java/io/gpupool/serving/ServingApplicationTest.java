@@ -1,0 +1,135 @@
+package io.gpupool.serving;
+
+import io.gpupool.GpuPoolApplication;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.context.TypeExcludeFilter;
+import org.springframework.boot.context.properties.ConfigurationPropertiesScan;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.ComponentScan;
+import org.springframework.context.annotation.FilterType;
+import org.springframework.boot.webtestclient.autoconfigure.AutoConfigureWebTestClient;
+import org.springframework.http.MediaType;
+import org.springframework.test.web.reactive.server.WebTestClient;
+
+import java.time.Duration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The whole application on the host backend with the shipped example models (models/). */
+@SpringBootTest(classes = ServingApplicationTest.Application.class,
+        webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = {"gpupool.backend=host", "gpupool.serving.max-batch-size=16"})
+@AutoConfigureWebTestClient
+class ServingApplicationTest {
+
+    /**
+     * {@link GpuPoolApplication} as it ships, except that other test suites' own Spring Boot
+     * configurations under src/test (e.g. the operations layer alone) are not scanned in.
+     */
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @ConfigurationPropertiesScan(basePackageClasses = GpuPoolApplication.class)
+    @ComponentScan(basePackageClasses = GpuPoolApplication.class, excludeFilters = {
+            @ComponentScan.Filter(type = FilterType.CUSTOM, classes = TypeExcludeFilter.class),
+            @ComponentScan.Filter(type = FilterType.ANNOTATION, classes = SpringBootConfiguration.class)})
+    static class Application {
+    }
+
+    @Autowired
+    WebTestClient client;
+
+    @Autowired
+    ModelRegistry registry;
+
+    @BeforeEach
+    void waitForWarmUp() {
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (!registry.isWarmedUp()) {
+            assertThat(System.nanoTime()).as("warm-up finished within 60 s").isLessThan(deadline);
+            Thread.onSpinWait();
+        }
+    }
+
+    @Test
+    void readyAfterWarmUpWithBothExampleModels() {
+        client.get().uri("/v2/health/ready").exchange().expectStatus().isOk();
+        client.post().uri("/v2/repository/index").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$[?(@.name=='iris-mlp')].state").isEqualTo("READY")
+                .jsonPath("$[?(@.name=='tiny-bert')].state").isEqualTo("READY");
+    }
+
+    @Test
+    void irisMlpClassifiesASetosa() {
+        client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"id": "flower-1", "inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32",
+                          "data": [5.1, 3.5, 1.4, 0.2]}], "outputs": [{"name": "label"}]}""")
+                .exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.id").isEqualTo("flower-1")
+                .jsonPath("$.outputs[0].name").isEqualTo("label")
+                .jsonPath("$.outputs[0].datatype").isEqualTo("INT64")
+                .jsonPath("$.outputs[0].data[0]").isEqualTo(0);
+    }
+
+    @Test
+    void tinyBertPoolsEachSequence() {
+        client.get().uri("/v2/models/tiny-bert").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.inputs[0].name").isEqualTo("input_ids")
+                .jsonPath("$.inputs[0].shape[1]").isEqualTo(-1);
+        client.post().uri("/v2/models/tiny-bert/versions/1/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [
+                          {"name": "input_ids", "shape": [2, 4], "datatype": "INT64", "data": [[2, 7, 9, 3], [2, 5, 3, 0]]},
+                          {"name": "attention_mask", "shape": [2, 4], "datatype": "INT64", "data": [[1, 1, 1, 1], [1, 1, 1, 0]]}],
+                         "outputs": [{"name": "pooler_output"}]}""")
+                .exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[0].name").isEqualTo("pooler_output")
+                .jsonPath("$.outputs[0].shape[0]").isEqualTo(2)
+                .jsonPath("$.outputs[0].shape[1]").isEqualTo(32)
+                .jsonPath("$.outputs[0].data.length()").isEqualTo(64);
+    }
+
+    @Test
+    void irisMlpWithBinaryTensorDataBothWays() {
+        byte[] header = ("{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[2,4],"
+                + "\"parameters\":{\"binary_data_size\":32}}],\"parameters\":{\"binary_data_output\":true}}")
+                .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        java.nio.ByteBuffer body = java.nio.ByteBuffer.allocate(header.length + 32).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        body.put(header);
+        for (float v : new float[]{5.1f, 3.5f, 1.4f, 0.2f, 6.7f, 3.0f, 5.2f, 2.3f}) {
+            body.putFloat(v);
+        }
+        var result = client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, Integer.toString(header.length)).bodyValue(body.array())
+                .exchange().expectStatus().isOk().expectHeader().contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .expectBody(byte[].class).returnResult();
+        int jsonLength = Integer.parseInt(result.getResponseHeaders().getFirst(InferenceHandler.HEADER_LENGTH));
+        byte[] response = result.getResponseBody();
+        // probabilities [2, 3] FP32 (24 bytes) then label [2] INT64 (16 bytes), in the order of the outputs
+        assertThat(response.length - jsonLength).isEqualTo(24 + 16);
+        java.nio.ByteBuffer labels = java.nio.ByteBuffer.wrap(response, jsonLength + 24, 16)
+                .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        assertThat(new long[]{labels.getLong(), labels.getLong()}).containsExactly(0L, 2L);
+    }
+
+    @Test
+    void tokenOutsideTheVocabularyIs400() {
+        client.post().uri("/v2/models/tiny-bert/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [{"name": "input_ids", "shape": [1, 2], "datatype": "INT64", "data": [5, 100000]}]}""")
+                .exchange().expectStatus().isBadRequest().expectBody().jsonPath("$.error").exists();
+    }
+
+    @Test
+    void sequenceAboveTheModelMaximumIs400BeforeAnyWork() {
+        client.post().uri("/v2/models/tiny-bert/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("{\"inputs\": [{\"name\": \"input_ids\", \"shape\": [1, 65], \"datatype\": \"INT64\", \"data\": ["
+                        + "1,".repeat(64) + "1]}]}")
+                .exchange().expectStatus().isBadRequest().expectBody().jsonPath("$.error")
+                .isEqualTo("input 'input_ids': sequence length 65 is outside 1..64 (model 'tiny-bert' allows 64, "
+                        + "gpupool.serving.max-sequence-length=512)");
+    }
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""Short table of a harness JSON: failed checks, then per GEMM shape the TFLOP/s of each kernel, then attention."""
+import json
+import sys
+from collections import defaultdict
+
+doc = json.load(open(sys.argv[1]))
+entries = doc["entries"]
+checks = [e for e in entries if "check" in e]
+bad = [e for e in checks if not e["ok"]]
+print(f"{doc['device']}: {len(checks)} checks, {len(bad)} failed")
+for e in bad:
+    print("  FAIL", e["check"], e["max_abs"])
+worst = defaultdict(float)
+for e in checks:
+    kernel = e["check"].split()[0]
+    worst[kernel] = max(worst[kernel], e["max_abs"])
+print("  worst max_abs per kernel: " + ", ".join(f"{k} {v:.1e}" for k, v in sorted(worst.items())))
+shapes = defaultdict(dict)
+kernels = []
+for e in entries:
+    if e.get("bench") == "gemm":
+        shapes[(e["M"], e["N"], e["K"])][e["kernel"]] = e["tflops"]
+        if e["kernel"] not in kernels:
+            kernels.append(e["kernel"])
+short = [k.replace("gemm_", "") for k in kernels]
+print("GEMM TFLOP/s      " + " ".join(f"{k:>10}" for k in short))
+for (m, n, k), row in shapes.items():
+    print(f"{m:>6}x{n:>5}x{k:>5} " + " ".join(f"{row.get(x, 0):>10.1f}" for x in kernels))
+for e in entries:
+    if e.get("bench") == "attention":
+        print(f"attention {e['kernel']:>20} B{e['B']:<3} S{e['S']:<4} {e['ms']:8.4f} ms {e['tflops']:6.1f} TFLOP/s")
