@@ -102,6 +102,8 @@ public final class LoadDriver {
 
     private static final JsonMapper JSON = JsonMapper.builder().build();
     private static final int TIMEOUT = -3;
+    /** LOAD_TRACE=1 prints every request's case and status (debugging the server with the corpus). */
+    private static final boolean TRACE = "1".equals(System.getenv("LOAD_TRACE"));
 
     /** The parsed command line. */
     record Options(URI url, URI management, Workload.Mix mix, String model, int concurrency, double rate,
@@ -347,6 +349,9 @@ public final class LoadDriver {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             status = Recorder.TRANSPORT;
+        }
+        if (TRACE) {
+            log.printf(Locale.ROOT, "[trace] %s %s -> %d%n", Thread.currentThread(), request.caseName(), status);
         }
         if (status == TIMEOUT || status == Recorder.TRANSPORT) {
             unanswered.computeIfAbsent(request.caseName() + (cancel ? " (to be cancelled)" : ""),

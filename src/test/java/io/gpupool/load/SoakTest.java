@@ -40,8 +40,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * injected device out-of-memory on chunk requests, and an operator trimming the pool every 250 ms
  * (so that the pool keeps going back to the device for chunks, where the faults are injected).
  *
- * <p>Expected, and asserted: no 5xx other than the deliberate 503/504/507; the pool's allocated bytes
- * back to zero afterwards; the server still ready and answering. Timings are not asserted.
+ * <p>Expected, and asserted: no 5xx other than the deliberate 503/504/507; every request answered
+ * (the server's own timeout is 10 s, the client waits 20 s); the pool's allocated bytes back to zero
+ * afterwards; the server still ready and answering. Timings are not asserted.
  *
  * <p>The injection rate here is 20 % of chunk requests, not the 1 % of a long soak
  * ({@code tools/soak.sh}), so that a 25 s run surely injects some.
@@ -51,7 +52,8 @@ import static org.assertj.core.api.Assertions.assertThat;
         properties = {"gpupool.backend=host", "management.server.port=0",
                 "gpupool.memory.fault-injection.probability=0.2", "gpupool.memory.fault-injection.seed=8",
                 "gpupool.security.operator-password=" + SoakTest.OPERATOR_PASSWORD,
-                "gpupool.serving.streams-per-device=2", "gpupool.serving.queue-capacity=16"})
+                "gpupool.serving.streams-per-device=2", "gpupool.serving.queue-capacity=16",
+                "gpupool.serving.default-timeout=10s"})
 class SoakTest {
 
     static final String OPERATOR_PASSWORD = "soak-test-operator";
@@ -108,7 +110,7 @@ class SoakTest {
             LoadDriver.Options options = LoadDriver.parse("--url", "http://127.0.0.1:" + port,
                     "--actuator", "http://127.0.0.1:" + managementPort, "--mix", "bert=3,mlp=1", "--binary", "0.3",
                     "--malformed", "0.15", "--cancel", "0.05", "--concurrency", "6", "--duration", "25s",
-                    "--warmup", "0s", "--drain", "30s", "--label", "soak (CI)", "--out", "target/soak/soak.json",
+                    "--warmup", "0s", "--drain", "30s", "--timeout", "20s", "--label", "soak (CI)", "--out", "target/soak/soak.json",
                     "--quiet");
             result = new LoadDriver(options, System.out).run();
             result.write(options);
@@ -122,6 +124,9 @@ class SoakTest {
 
         assertThat(result.unexpected5xx()).as("5xx other than 503/504/507, by request: %s, first answers: %s",
                 report.get("unexpected"), report.get("first_answers")).isZero();
+        assertThat(report.get("unanswered").isEmpty())
+                .as("every request answered within the server's 10 s timeout; unanswered by request: %s",
+                        report.get("unanswered")).isTrue();
         assertThat(result.allocatedAfterDrain()).as("pool allocated bytes after the drain").isZero();
         for (DeviceRuntime device : devices.devices()) {
             assertThat(device.allocator().metrics().allocatedBytes()).as("device %d allocated bytes", device.index())
