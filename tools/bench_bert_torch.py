@@ -3,7 +3,7 @@
 
 BERT-base (hidden 768, 12 layers, 12 heads, FFN 3072) with seeded random weights, or the weights of a model
 folder (--model DIR, a save_pretrained checkpoint, e.g. the one gpupool serves) so both sides run the same
-weights. For each dtype (fp32 with TF32 off, bf16) and each batch x sequence (1/8/32 x 16/128/512) it reports
+weights. For each dtype (fp32 with TF32 off, tf32 = fp32 weights with TF32 matmuls on, bf16) and each batch x sequence (1/8/32 x 16/128/512) it reports
 the median forward time (CUDA events, after warm-up) of last_hidden_state with an all-ones attention mask.
 With --gemm it also times torch.nn.functional.linear (cuBLAS) at the shapes the CUDA harness times
 (4096^3 and BERT-base's four linear layers), as the library reference for our GEMM kernels.
@@ -49,9 +49,9 @@ def bench_bert(args, results):
     model = model.cuda().eval()
     vocab = model.config.vocab_size
     for dtype_name in args.dtypes:
-        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
+        torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
+        torch.backends.cudnn.allow_tf32 = dtype_name == "tf32"
         m = model.to(dtype)
         for batch in args.batches:
             for seq in args.seqs:
@@ -66,6 +66,8 @@ def bench_bert(args, results):
                        "ms": round(ms, 4), "attn": m.config._attn_implementation}
                 results.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def bench_gemm(args, results):
@@ -91,7 +93,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="save_pretrained folder to load instead of random BERT-base")
     p.add_argument("--attn", default="sdpa", help="transformers attention implementation (sdpa or eager)")
-    p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"])
+    p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "tf32", "bf16"])
     p.add_argument("--batches", nargs="+", type=int, default=[1, 8, 32])
     p.add_argument("--seqs", nargs="+", type=int, default=[16, 128, 512])
     p.add_argument("--warmup", type=int, default=3)

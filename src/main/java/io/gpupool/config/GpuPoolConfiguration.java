@@ -12,6 +12,7 @@ import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
+import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.PlannedMemory;
 import io.gpupool.serving.DeviceRuntime;
@@ -52,18 +53,25 @@ import java.util.List;
  *     activations  TWO_LEVEL/GLOBAL_ONLY: DevicePool(device.chunkSource())
  *                  BEST_FIT:              BestFitAllocator(device.chunkSource())
  *                  DIRECT/CUDA_ASYNC:     device.nativeAllocator(mode)
+ *                  each behind a TracingAllocator (trace recording switched on and off at runtime)
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
- *     kernels      CudaTensorOps on CUDA, HostTensorOps on the host
+ *     kernels      CudaTensorOps(gpupool.kernels.precision) on CUDA, HostTensorOps on the host
  *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
  *   models         every ModelSource bean (the repository at gpupool.models.path, plus any others)
  *   warm-up        after start, on its own thread; /v2/health/ready answers 200 once it finished
  * </pre>
  */
 @Configuration(proxyBeanMethods = false)
-@EnableConfigurationProperties(GpuPoolProperties.class)
+@EnableConfigurationProperties({GpuPoolProperties.class, KernelProperties.class})
 public class GpuPoolConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(GpuPoolConfiguration.class);
+
+    /**
+     * Most events one allocation-trace recording keeps (operators start and stop it on
+     * {@code /actuator/gpupool/{device}/trace}); while not recording the decorator costs one volatile read.
+     */
+    static final int TRACE_CAPACITY = 1_000_000;
 
     @Bean
     GpuPoolSettings gpuPoolSettings(GpuPoolProperties properties) {
@@ -89,11 +97,14 @@ public class GpuPoolConfiguration {
     }
 
     @Bean(destroyMethod = "close")
-    ServingDevices servingDevices(ComputeBackend backend, GpuPoolSettings settings, FaultInjection faults) {
+    ServingDevices servingDevices(ComputeBackend backend, GpuPoolSettings settings, FaultInjection faults,
+                                  KernelProperties kernels) {
         List<DeviceRuntime> runtimes = new ArrayList<>();
         for (ComputeDevice device : backend.devices()) {
-            TensorOps ops = backend instanceof CudaBackend ? new CudaTensorOps(device) : new HostTensorOps();
-            DeviceAllocator activations = activationAllocator(device, settings.memory(), faults.chunksOf(device));
+            TensorOps ops = backend instanceof CudaBackend
+                    ? new CudaTensorOps(device, kernels.getPrecision()) : new HostTensorOps();
+            DeviceAllocator activations = new TracingAllocator(
+                    activationAllocator(device, settings.memory(), faults.chunksOf(device)), TRACE_CAPACITY);
             DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT)
                     .orElseGet(() -> new DevicePool(device.chunkSource(),
                             settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));
@@ -147,10 +158,11 @@ public class GpuPoolConfiguration {
 
     @Bean
     InferenceHandler inferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service,
-                                      JsonMapper json, GpuPoolSettings settings) {
+                                      JsonMapper json, GpuPoolSettings settings,
+                                      ObjectProvider<InferenceObserver> observer) {
         String version = GpuPoolConfiguration.class.getPackage().getImplementationVersion();
         return new InferenceHandler(registry, decoder, service, json, version == null ? "dev" : version,
-                settings.serving().maxBodyBytes());
+                settings.serving().maxBodyBytes(), observer.getIfAvailable(() -> InferenceObserver.NONE));
     }
 
     @Bean
@@ -177,7 +189,11 @@ public class GpuPoolConfiguration {
 
         @Override
         public long reserve(DeviceRuntime device, long bytes) {
-            return device.allocator() instanceof DevicePool pool ? pool.reserve(bytes) : 0;
+            DeviceAllocator allocator = device.allocator();
+            if (allocator instanceof TracingAllocator tracing) {
+                allocator = tracing.delegate();
+            }
+            return allocator instanceof DevicePool pool ? pool.reserve(bytes) : 0;
         }
     }
 

@@ -23,7 +23,6 @@ import tools.jackson.databind.ObjectMapper;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 
 /**
  * The Open Inference Protocol (KServe v2) REST endpoints. Handlers never block: request bodies are
@@ -43,9 +42,16 @@ public final class InferenceHandler {
     private final ObjectMapper json;
     private final ServerMetadata serverMetadata;
     private final int maxBodyBytes;
+    private final InferenceObserver observer;
 
     public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
                             String serverVersion, int maxBodyBytes) {
+        this(registry, decoder, service, json, serverVersion, maxBodyBytes, InferenceObserver.NONE);
+    }
+
+    public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
+                            String serverVersion, int maxBodyBytes, InferenceObserver observer) {
+        this.observer = observer;
         this.registry = registry;
         this.decoder = decoder;
         this.service = service;
@@ -93,6 +99,8 @@ public final class InferenceHandler {
 
     /** POST /v2/models/{model}[/versions/{version}]/infer. */
     public Mono<ServerResponse> infer(ServerRequest request) {
+        // Set once the request is queued; failures before that are reported here, later ones by the service.
+        boolean[] queued = {false};
         return Mono.defer(() -> {
             ServedModel model;
             try {
@@ -108,9 +116,19 @@ public final class InferenceHandler {
             return body(request)
                     .publishOn(Schedulers.boundedElastic())
                     .map(body -> decoder.decode(model, body, headerLength))
-                    .flatMap(service::infer)
+                    .flatMap(validated -> {
+                        queued[0] = true;
+                        return service.infer(validated);
+                    })
                     .flatMap(InferenceHandler::respond);
-        }).onErrorResume(this::error);
+        }).onErrorResume(failure -> {
+            if (!queued[0]) {
+                String name = request.pathVariable("model");
+                boolean served = registry.models().stream().anyMatch(model -> model.name().equals(name));
+                observer.rejected(served ? name : null, ErrorStatus.of(failure));
+            }
+            return error(failure);
+        });
     }
 
     /** POST /v2/repository/index: every model found, with its state; {@code {"ready": true}} keeps ready ones. */
@@ -154,10 +172,9 @@ public final class InferenceHandler {
         return error(ServingException.notFound("no endpoint " + request.method() + " " + request.path()));
     }
 
+    /** The model named in the path, at the version in the path when there is one. */
     private ServedModel find(ServerRequest request) {
-        Optional<String> version = request.pathVariables().containsKey("version")
-                ? Optional.of(request.pathVariable("version")) : Optional.empty();
-        return registry.find(request.pathVariable("model"), version.orElse(null));
+        return registry.find(request.pathVariable("model"), request.pathVariables().get("version"));
     }
 
     private static void requireReady(ServedModel model) {

@@ -43,12 +43,30 @@ class HostDeviceStreamTest extends DeviceStreamContract {
         long chunk = device.chunkSource().allocate(4L << 20);
         assertThat(device.freeMemory()).isEqualTo(before - (4L << 20));
         var direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        var block = direct.allocate(100, stream(0));
+        DeviceStream stream = stream(0);
+        var block = direct.allocate(100, stream);
         assertThat(device.freeMemory()).isEqualTo(before - (4L << 20) - 256);
         block.release();
-        stream(0).synchronize(); // the direct free runs in stream order
+        stream.synchronize(); // the direct free runs in stream order on the block's stream
         device.chunkSource().free(chunk, 4L << 20);
         assertThat(device.freeMemory()).isEqualTo(before);
+        direct.close();
+    }
+
+    @Test
+    void directAllocatorMetricsFollowItsBlocks() {
+        var direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        var stream = stream(0);
+        var a = direct.allocate(100, stream);
+        var b = direct.allocate(1000, stream);
+        assertThat(direct.metrics().allocatedBytes()).isEqualTo(256 + 1024);
+        assertThat(direct.metrics().requestedBytes()).isEqualTo(1100);
+        assertThat(direct.metrics().reservedBytes()).isEqualTo(256 + 1024);
+        a.release();
+        b.release();
+        assertThat(direct.metrics().allocatedBytes()).isZero();
+        assertThat(direct.metrics().reservedBytes()).isZero();
+        assertThat(direct.metrics().peakAllocatedBytes()).isEqualTo(256 + 1024);
         direct.close();
     }
 

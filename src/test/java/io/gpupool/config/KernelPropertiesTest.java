@@ -1,0 +1,44 @@
+package io.gpupool.config;
+
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.jackson.autoconfigure.JacksonAutoConfiguration;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** {@code gpupool.kernels.precision}: bound with the application's configuration, FP32 unless asked otherwise. */
+class KernelPropertiesTest {
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(JacksonAutoConfiguration.class))
+            .withUserConfiguration(GpuPoolConfiguration.class)
+            .withPropertyValues("gpupool.backend=host", "gpupool.serving.warm-up=false",
+                    "gpupool.models.path=does-not-exist");
+
+    @Test
+    void exactFp32ByDefault() {
+        runner.run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBean(KernelProperties.class).getPrecision()).isEqualTo(Precision.FP32);
+        });
+    }
+
+    @Test
+    void tensorCorePrecisionIsBoundCaseInsensitively() {
+        runner.withPropertyValues("gpupool.kernels.precision=bf16").run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBean(KernelProperties.class).getPrecision()).isEqualTo(Precision.BF16);
+        });
+        runner.withPropertyValues("gpupool.kernels.precision=TF32").run(context ->
+                assertThat(context.getBean(KernelProperties.class).getPrecision()).isEqualTo(Precision.TF32));
+    }
+
+    @Test
+    void unknownPrecisionFailsStartupNamingTheProperty() {
+        runner.withPropertyValues("gpupool.kernels.precision=FP16").run(context ->
+                assertThat(context).getFailure().hasStackTraceContaining("gpupool.kernels.precision")
+                        .hasStackTraceContaining("FP16"));
+    }
+}
