@@ -102,8 +102,16 @@ public final class InferenceHandler {
         // Set once the request is queued; failures before that are reported here, later ones by the service.
         boolean[] queued = {false};
         return Mono.defer(() -> {
-            ServedModel model = find(request);
-            requireReady(model);
+            ServedModel model;
+            try {
+                model = find(request);
+                requireReady(model);
+            } catch (ServingException refused) {
+                // Read and drop the body before answering: a refusal sent while the request's bytes are
+                // still arriving left them on the kept-alive connection, and the client's next request
+                // on it hung (found by the load driver's malformed corpus: unknown model, then any request).
+                return discard(request).then(Mono.<ServerResponse>error(refused));
+            }
             String headerLength = request.headers().firstHeader(HEADER_LENGTH);
             return body(request)
                     .publishOn(Schedulers.boundedElastic())
@@ -180,6 +188,10 @@ public final class InferenceHandler {
     }
 
     /** The whole body, refused with 413 past the limit (by Content-Length at once, else while reading). */
+    private static Mono<Void> discard(ServerRequest request) {
+        return request.body(BodyExtractors.toDataBuffers()).doOnNext(DataBufferUtils::release).then();
+    }
+
     private Mono<byte[]> body(ServerRequest request) {
         long declared = request.headers().contentLength().orElse(-1);
         if (declared > maxBodyBytes) {
