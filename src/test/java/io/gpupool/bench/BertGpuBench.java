@@ -70,7 +70,7 @@ import java.util.TreeMap;
  * ({@code --budget-s}) skips what would not fit, and each shape's repetitions stop at {@code --shape-s}.
  *
  * <pre>
- *   BertGpuBench --model DIR --out FILE [--backend cuda|host] [--precisions FP32,TF32,BF16]
+ *   BertGpuBench --model DIR --out FILE [--backend cuda|host] [--precisions FP32,BF16,TF32X3,TF32]
  *                [--batches 1,8,32] [--seqs 16,128,512] [--warmup 3] [--reps 10]
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
  * </pre>
@@ -93,7 +93,7 @@ public final class BertGpuBench {
     static Options parse(String[] args) {
         Map<String, String> values = new LinkedHashMap<>();
         values.put("--backend", "cuda");
-        values.put("--precisions", "FP32,TF32,BF16");
+        values.put("--precisions", "FP32,BF16,TF32X3,TF32");
         values.put("--batches", "1,8,32");
         values.put("--seqs", "16,128,512");
         values.put("--warmup", "3");
