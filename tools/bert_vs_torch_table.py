@@ -82,6 +82,8 @@ def main():
               f"enqueued in {p['enqueue_ms_total']} ms; synced per op: "
               + ", ".join(f"{k} {v['ms']} ms/{v['calls']}" for k, v in top)
               + f"; between ops {p['between_ops_ms']} ms")
+    for e in ours_doc.get("errors", []):
+        print(f"- gpupool error: {e}")
     status = ours_doc.get("status")
     if status and status != "complete":
         print(f"\ngpupool benchmark status: {status}; skipped: {ours_doc.get('skipped')}")
