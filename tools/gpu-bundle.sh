@@ -19,14 +19,18 @@ export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 JUNIT_VERSION=${JUNIT_VERSION:-6.0.3}   # the JUnit Platform version Spring Boot 4.0.x manages
 MAX_BYTES=$((60 * 1024 * 1024))
 MODULES=java.base,java.logging,java.xml,java.scripting,jdk.unsupported,java.desktop,jdk.crypto.ec,java.management,java.naming,java.net.http,jdk.management,java.sql,java.instrument,jdk.jfr,java.compiler,java.security.jgss,jdk.zipfs,jdk.attach,java.rmi,jdk.net
+XZ_LEVEL=${XZ_LEVEL:-6}               # -6 gives ~52 MiB; lower is faster and larger
 NAME=gpupool-gpu-bundle
 STAGE=target/gpu-bundle/$NAME
+
+# Offline first (the usual warm ~/.m2), online when something is missing.
+mvnw() { ./mvnw -B -q -o "$@" || ./mvnw -B -q "$@"; }
 
 rm -rf target/gpu-bundle
 mkdir -p "$STAGE"/{app,lib,tools} dist
 
 echo "[bundle] compiling and packaging (tests compiled, not run)"
-./mvnw -B -q -o -DskipTests package
+mvnw -DskipTests package
 cp target/gpupool-*.jar.original "$STAGE/app/gpupool.jar" 2>/dev/null \
   || cp "$(ls target/gpupool-*.jar | grep -v -- '-sources' | head -1)" "$STAGE/app/gpupool.jar"
 cp -r target/test-classes "$STAGE/test-classes"
@@ -34,14 +38,13 @@ cp -r target/test-classes "$STAGE/test-classes"
 echo "[bundle] copying dependency jars"
 # JUnit comes from the console launcher; the Docker/Testcontainers stack and the JMH annotation
 # processor are of no use on a GPU host (tests tagged docker need a Docker engine) and would double the size.
-./mvnw -B -q -o dependency:copy-dependencies -DincludeScope=test -DoutputDirectory="$STAGE/lib" \
+mvnw dependency:copy-dependencies -DincludeScope=test -DoutputDirectory="$STAGE/lib" \
   -DexcludeGroupIds=org.junit.platform,org.junit.jupiter,org.junit.vintage,org.testcontainers,com.github.docker-java,net.java.dev.jna \
   -DexcludeArtifactIds=jmh-generator-annprocess,commons-compress,duct-tape,testcontainers,testcontainers-junit-jupiter
 
 echo "[bundle] fetching the JUnit console launcher $JUNIT_VERSION"
 ARTIFACT=org.junit.platform:junit-platform-console-standalone:$JUNIT_VERSION
-./mvnw -B -q -o dependency:copy -Dartifact=$ARTIFACT -DoutputDirectory="$STAGE/tools" -Dmdep.stripVersion=true \
-  || ./mvnw -B -q dependency:copy -Dartifact=$ARTIFACT -DoutputDirectory="$STAGE/tools" -Dmdep.stripVersion=true
+mvnw dependency:copy -Dartifact=$ARTIFACT -DoutputDirectory="$STAGE/tools" -Dmdep.stripVersion=true
 
 echo "[bundle] linking the Java runtime"
 "$JAVA_HOME/bin/jlink" --add-modules "$MODULES" --output "$STAGE/runtime" \
@@ -68,7 +71,7 @@ for folder in sys.argv[1:]:
 PY
 
 echo "[bundle] compressing"
-tar -C target/gpu-bundle -cf - "$NAME" | xz -T0 -6 > "dist/$NAME.tar.xz"
+tar -C target/gpu-bundle -cf - "$NAME" | xz -T0 -"$XZ_LEVEL" > "dist/$NAME.tar.xz"
 SIZE=$(stat -c %s "dist/$NAME.tar.xz")
 echo "[bundle] dist/$NAME.tar.xz: $((SIZE / 1024 / 1024)) MiB"
 if [ "$SIZE" -ge "$MAX_BYTES" ]; then

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# KServe v2 load driver against a server on loopback (io.gpupool.load.LoadDriver; options in its class comment).
+# Drives a running gpupool server on this machine with variable-size v2 infer requests and writes a
+# JSON report and an HTML page (io.gpupool.load.LoadDriver; all options: tools/loaddriver.sh --help).
 #
-#   tools/loaddriver.sh --model tiny-bert --concurrency 8 --duration 30s
-#   tools/loaddriver.sh --model tiny-bert --rate 200 --duration 1m --out target/load-rate.json --html target/load-rate.html
+#   tools/loaddriver.sh                                 # 20 s, 8 clients, tiny-bert, -> target/load/load.{json,html}
+#   tools/loaddriver.sh --mix bert=3,mlp=1 --rate 200 --duration 60s --out target/load/rate200.json
+#   tools/loaddriver.sh --malformed 0.1 --cancel 0.05 --check # fault/soak traffic; exit 1 on a broken expectation
+#
+# Works from a checkout (compiles with ./mvnw first; SKIP_BUILD=1 skips) and from inside the GPU bundle.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-if [ -z "${JAVA_HOME:-}" ]; then export JAVA_HOME=/usr/lib/jvm/temurin-25-jdk-amd64; fi
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  ./mvnw -B -o -q test-compile dependency:build-classpath -Dmdep.outputFile=target/cp.txt -Dmdep.includeScope=test
-fi
-exec "$JAVA_HOME/bin/java" -cp "target/test-classes:target/classes:$(cat target/cp.txt)" io.gpupool.load.LoadDriver "$@"
+# shellcheck source=tools/load-env.sh
+source "$(dirname "$0")/load-env.sh"
+cd "$ROOT"
+exec "$JAVA" ${LOAD_JAVA_OPTS:-} -cp "$TOOL_CP" io.gpupool.load.LoadDriver "$@"

@@ -1,27 +1,42 @@
 package io.gpupool.actuate;
 
 
+import java.util.ArrayList;
+import java.util.List;
+
 import io.gpupool.backend.ComputeBackend;
+import io.gpupool.serving.ServingDevices;
 import io.micrometer.core.instrument.MeterRegistry;
 import org.springframework.beans.factory.ObjectProvider;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.util.function.SingletonSupplier;
 
 /**
  * The operations beans: the {@code gpupool} endpoint and its web extension, the pool meters, the
  * inference metrics recorder and the health contributors {@code pool} and {@code device}.
  *
- * <p>Pools are found as {@link ManagedPool} beans, looked up on every call. Whoever opens the device
- * pools (the serving wiring) publishes them, e.g. as {@link DevicePoolAdapter}s.
+ * <p>Pools come from the serving devices and from {@link ManagedPool} beans (tests publish fakes).
  */
 @Configuration(proxyBeanMethods = false)
 public class OperationsConfiguration {
 
+    /**
+     * The pools of the serving devices ({@link ServingOperationsConfiguration#adapt}) plus any
+     * {@link ManagedPool} beans. Adapters are built once, on first use (after the devices are open),
+     * so trace recordings keep their state between calls.
+     */
     @Bean
-    @ConditionalOnMissingBean
-    public ManagedPools managedPools(ObjectProvider<ManagedPool> pools) {
-        return new ManagedPools(() -> pools.orderedStream().toList());
+    public ManagedPools managedPools(ObjectProvider<ServingDevices> devices, ObjectProvider<ManagedPool> beans) {
+        SingletonSupplier<List<ManagedPool>> fromDevices = SingletonSupplier.of(() -> {
+            ServingDevices serving = devices.getIfAvailable();
+            return serving == null ? List.of() : ServingOperationsConfiguration.adapt(serving.devices());
+        });
+        return new ManagedPools(() -> {
+            List<ManagedPool> all = new ArrayList<>(fromDevices.obtain());
+            beans.orderedStream().forEach(all::add);
+            return all;
+        });
     }
 
     @Bean

@@ -12,7 +12,7 @@ import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
-import io.gpupool.memory.source.FaultInjectingChunkSource;
+import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.PlannedMemory;
 import io.gpupool.serving.DeviceRuntime;
@@ -48,11 +48,12 @@ import java.util.List;
  *   backend ── auto/cuda: CudaBackend.tryCreate()  (auto falls back to host)
  *            └ host:      HostBackend
  *   per device:
- *     chunks       device.chunkSource(), wrapped in a FaultInjectingChunkSource when
- *                  gpupool.memory.fault-injection.probability > 0 (testing only)
+ *     chunks       device.chunkSource(), wrapped by FaultInjection when
+ *                  gpupool.memory.fault-injection.probability > 0 (testing only; armed after warm-up)
  *     activations  TWO_LEVEL/GLOBAL_ONLY: DevicePool(device.chunkSource())
  *                  BEST_FIT:              BestFitAllocator(device.chunkSource())
  *                  DIRECT/CUDA_ASYNC:     device.nativeAllocator(mode)
+ *                  each behind a TracingAllocator (trace recording switched on and off at runtime)
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
  *     kernels      CudaTensorOps(gpupool.kernels.precision) on CUDA, HostTensorOps on the host
  *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
@@ -65,6 +66,12 @@ import java.util.List;
 public class GpuPoolConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(GpuPoolConfiguration.class);
+
+    /**
+     * Most events one allocation-trace recording keeps (operators start and stop it on
+     * {@code /actuator/gpupool/{device}/trace}); while not recording the decorator costs one volatile read.
+     */
+    static final int TRACE_CAPACITY = 1_000_000;
 
     @Bean
     GpuPoolSettings gpuPoolSettings(GpuPoolProperties properties) {
@@ -84,13 +91,20 @@ public class GpuPoolConfiguration {
         return backend;
     }
 
+    @Bean
+    FaultInjection faultInjection(GpuPoolSettings settings) {
+        return new FaultInjection(settings.memory().faultProbability(), settings.memory().faultSeed());
+    }
+
     @Bean(destroyMethod = "close")
-    ServingDevices servingDevices(ComputeBackend backend, GpuPoolSettings settings, KernelProperties kernels) {
+    ServingDevices servingDevices(ComputeBackend backend, GpuPoolSettings settings, FaultInjection faults,
+                                  KernelProperties kernels) {
         List<DeviceRuntime> runtimes = new ArrayList<>();
         for (ComputeDevice device : backend.devices()) {
             TensorOps ops = backend instanceof CudaBackend
                     ? new CudaTensorOps(device, kernels.getPrecision()) : new HostTensorOps();
-            DeviceAllocator activations = activationAllocator(device, settings.memory());
+            DeviceAllocator activations = new TracingAllocator(
+                    activationAllocator(device, settings.memory(), faults.chunksOf(device)), TRACE_CAPACITY);
             DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT)
                     .orElseGet(() -> new DevicePool(device.chunkSource(),
                             settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));
@@ -104,26 +118,15 @@ public class GpuPoolConfiguration {
     }
 
     /** The activation allocator of {@code device} for the configured mode. */
-    static DeviceAllocator activationAllocator(ComputeDevice device, MemorySettings memory) {
+    static DeviceAllocator activationAllocator(ComputeDevice device, MemorySettings memory, ChunkSource chunks) {
         return switch (memory.mode()) {
-            case TWO_LEVEL, GLOBAL_ONLY -> new DevicePool(activationChunks(device, memory), memory.pool());
-            case BEST_FIT -> new BestFitAllocator(activationChunks(device, memory), BestFitAllocator.DEFAULT_CHUNK_BYTES,
+            case TWO_LEVEL, GLOBAL_ONLY -> new DevicePool(chunks, memory.pool());
+            case BEST_FIT -> new BestFitAllocator(chunks, BestFitAllocator.DEFAULT_CHUNK_BYTES,
                     memory.pool().trackAllocationSites());
             case DIRECT, CUDA_ASYNC -> device.nativeAllocator(memory.mode()).orElseThrow(() ->
                     new IllegalStateException("gpupool.memory.mode=" + memory.mode() + " is not offered by device "
                             + device.index() + " (" + device.name() + ")"));
         };
-    }
-
-    /** The device's chunks, failing a share of requests on purpose when fault injection is on. */
-    private static ChunkSource activationChunks(ComputeDevice device, MemorySettings memory) {
-        if (memory.faultProbability() == 0.0) {
-            return device.chunkSource();
-        }
-        log.warn("Fault injection is ON for device {}: {} % of chunk requests fail with out-of-memory (seed {}); "
-                + "testing only", device.index(), 100 * memory.faultProbability(), memory.faultSeed());
-        return new FaultInjectingChunkSource(device.chunkSource())
-                .failWithProbability(memory.faultProbability(), memory.faultSeed() + device.index());
     }
 
     @Bean
@@ -155,10 +158,11 @@ public class GpuPoolConfiguration {
 
     @Bean
     InferenceHandler inferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service,
-                                      JsonMapper json, GpuPoolSettings settings) {
+                                      JsonMapper json, GpuPoolSettings settings,
+                                      ObjectProvider<InferenceObserver> observer) {
         String version = GpuPoolConfiguration.class.getPackage().getImplementationVersion();
         return new InferenceHandler(registry, decoder, service, json, version == null ? "dev" : version,
-                settings.serving().maxBodyBytes());
+                settings.serving().maxBodyBytes(), observer.getIfAvailable(() -> InferenceObserver.NONE));
     }
 
     @Bean
@@ -167,11 +171,12 @@ public class GpuPoolConfiguration {
     }
 
     @Bean
-    WarmUpLifecycle warmUpLifecycle(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings) {
+    WarmUpLifecycle warmUpLifecycle(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings,
+                                    FaultInjection faults) {
         ServingSettings serving = settings.serving();
         WarmUp warmUp = new WarmUp(registry, devices.devices(), serving.maxBatchSize(), serving.maxSequenceLength(),
                 new PlannedPoolSizing());
-        return new WarmUpLifecycle(warmUp, serving.warmUp());
+        return new WarmUpLifecycle(warmUp, serving.warmUp(), faults::arm);
     }
 
     /** Sizes from the models' liveness plans; reserves in a {@link DevicePool}, the only allocator with a reserve. */
@@ -184,7 +189,11 @@ public class GpuPoolConfiguration {
 
         @Override
         public long reserve(DeviceRuntime device, long bytes) {
-            return device.allocator() instanceof DevicePool pool ? pool.reserve(bytes) : 0;
+            DeviceAllocator allocator = device.allocator();
+            if (allocator instanceof TracingAllocator tracing) {
+                allocator = tracing.delegate();
+            }
+            return allocator instanceof DevicePool pool ? pool.reserve(bytes) : 0;
         }
     }
 
@@ -193,11 +202,14 @@ public class GpuPoolConfiguration {
 
         private final WarmUp warmUp;
         private final boolean enabled;
+        /** Runs once the warm-up finished or was skipped (arms fault injection). */
+        private final Runnable afterWarmUp;
         private volatile boolean running;
 
-        WarmUpLifecycle(WarmUp warmUp, boolean enabled) {
+        WarmUpLifecycle(WarmUp warmUp, boolean enabled, Runnable afterWarmUp) {
             this.warmUp = warmUp;
             this.enabled = enabled;
+            this.afterWarmUp = afterWarmUp;
         }
 
         @Override
@@ -205,6 +217,7 @@ public class GpuPoolConfiguration {
             running = true;
             if (!enabled) {
                 warmUp.skip();
+                afterWarmUp.run();
                 return;
             }
             Thread.ofPlatform().name("gpupool-warm-up").daemon(true).start(() -> {
@@ -212,6 +225,8 @@ public class GpuPoolConfiguration {
                     warmUp.run();
                 } catch (RuntimeException e) {
                     log.error("Warm-up failed", e);
+                } finally {
+                    afterWarmUp.run();
                 }
             });
         }

@@ -103,6 +103,7 @@ public class GpuPoolProperties {
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
 
+        /** Testing only: make a share of chunk requests fail (see {@link FaultInjection}). */
         private final FaultInjection faultInjection = new FaultInjection();
 
         MemorySettings toSettings() {

@@ -54,20 +54,30 @@ public class OperationsWiring {
             names[device.index()] = selector(backend, device.index());
             metrics.registerDevice(names[device.index()]);
         }
-        return (model, device) -> {
-            InferenceMetrics.Request request = metrics.enqueued(model, names[device]);
-            return new InferenceObserver.Tracker() {
-                @Override
-                public void started() {
-                    request.started();
-                }
+        return new InferenceObserver() {
+            @Override
+            public Tracker enqueued(String model, int device) {
+                InferenceMetrics.Request request = metrics.enqueued(model, names[device]);
+                return new Tracker() {
+                    @Override
+                    public void started() {
+                        request.started();
+                    }
 
-                @Override
-                public void finished(int status) {
-                    request.finished(status == InferenceObserver.CANCELLED ? InferenceOutcome.CANCELLED
-                            : InferenceOutcome.ofStatus(status));
-                }
-            };
+                    @Override
+                    public void finished(int status) {
+                        request.finished(status == CANCELLED ? InferenceOutcome.CANCELLED
+                                : InferenceOutcome.ofStatus(status));
+                    }
+                };
+            }
+
+            @Override
+            public void rejected(String model, int status) {
+                // Never queued: entering and leaving a queue at once counts the outcome and nothing else.
+                metrics.enqueued(model == null ? InferenceMetrics.UNKNOWN_MODEL : model, names[0])
+                        .finished(InferenceOutcome.ofStatus(status));
+            }
         };
     }
 

@@ -34,8 +34,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <h2>Allocate a run of n units (n &lt;= 2^top)</h2>
  * <ol>
- *   <li>k = ceil(log2 n). For j = k .. top: if order j's list is non-empty (racy hint), lock j, pop,
- *       add 2^j to the chunk's live units, unlock. None found: return -1 (the pool coalesces or grows).</li>
+ *   <li>k = ceil(log2 n). For j = k .. top: if order j's list is non-empty (racy hint), lock j, pop the
+ *       lowest key (address-ordered: oldest chunk, lowest offset; keeps high blocks whole), add 2^j
+ *       to the chunk's live units, unlock. None found: return -1 (the pool coalesces or grows).</li>
  *   <li>Split: while j &gt; k, j--, push the upper half (offset + 2^j) onto order j.</li>
  *   <li>Tail trimming: the run keeps [o, o + n); the tail [o + n, o + 2^k) is pushed back as the
  *       largest aligned blocks that fit, so a 10 u request holds 10 u, not 16 u.</li>
@@ -153,8 +154,7 @@ final class BuddyLevel {
                 if (sizes[j] == 0) {
                     continue;
                 }
-                key = lists[j][--sizes[j]];
-                counts.lazySet(j, sizes[j]);
+                key = popLowest(j);
                 chunks.get((int) (key >>> 24)).liveUnits.addAndGet(1L << j);
             } finally {
                 lock.unlock();
@@ -208,6 +208,27 @@ final class BuddyLevel {
         if (merge) {
             coalesce(order, false);
         }
+    }
+
+    /**
+     * Removes and returns the lowest key of order {@code k} (oldest chunk, lowest offset): address-
+     * ordered reuse keeps live blocks packed at low addresses so that high blocks stay whole and
+     * merge. A linear scan: lists stay short because merges run once they pass the threshold.
+     */
+    private long popLowest(int k) {
+        long[] list = lists[k];
+        int last = sizes[k] - 1;
+        int lowest = last;
+        for (int i = last - 1; i >= 0; i--) {
+            if (list[i] < list[lowest]) {
+                lowest = i;
+            }
+        }
+        long key = list[lowest];
+        list[lowest] = list[last];
+        sizes[k] = last;
+        counts.lazySet(k, last);
+        return key;
     }
 
     private void pushLocked(int order, long key) {
@@ -320,6 +341,16 @@ final class BuddyLevel {
             }
         }
         return result;
+    }
+
+    /**
+     * The free keys of order {@code k} ({@code (chunkId << 24) | offset}), copied without the order
+     * lock: for the operators' block layout only ({@link BlockLayouts}), a racy picture that may mix
+     * two moments, never used for a decision.
+     */
+    long[] freeKeysUnlocked(int k) {
+        long[] list = lists[k];
+        return Arrays.copyOf(list, Math.max(0, Math.min(sizes[k], list.length)));
     }
 
     static int ceilLog2(long n) {

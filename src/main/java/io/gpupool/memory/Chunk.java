@@ -16,6 +16,8 @@ final class Chunk {
     /** When {@link #liveUnits} last reached 0 ({@link System#nanoTime()}). */
     volatile long emptySinceNanos;
     final FenceSet fences = new FenceSet();
+    /** A dedicated chunk whose block was freed and that waits in the pool's large cache. */
+    volatile boolean idleDedicated;
 
     Chunk(int id, long address, long bytes, long units, boolean dedicated) {
         this.id = id;

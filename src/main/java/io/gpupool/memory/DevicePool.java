@@ -1,6 +1,7 @@
 package io.gpupool.memory;
 
 import io.gpupool.memory.metric.AllocatorCounters;
+import io.gpupool.memory.metric.BlockLayoutMetric;
 import io.gpupool.memory.metric.ChunkMetric;
 import io.gpupool.memory.metric.FreeOrderMetric;
 import io.gpupool.memory.metric.LatencyDistribution;
@@ -28,7 +29,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * <h2>Levels</h2>
  * <pre>
  *   allocate(bytes, stream)
- *     |  bytes &gt; maxBlock ---------------------------------------&gt; dedicated chunk from the source
+ *     |  bytes &gt; maxBlock ------&gt; a freed dedicated chunk at most 1/8 larger, else a new one from the source
  *     |  class c = small class (bytes &lt; minBlock) or run of n = ceil(bytes / minBlock) blocks
  *     v
  *   LocalCache[stream.ordinal()]   lock-free for its owner          (hit: return)
@@ -38,7 +39,8 @@ import java.util.concurrent.locks.ReentrantLock;
  *     v nothing free
  *   coalesce all orders, retry                                       (hit: return)
  *     v
- *   grow lock: retry; grow one chunk (LAZY/HYBRID); on refusal or cap: staged recovery
+ *   grow lock: retry; if the local caches hold at least the request, flush them, coalesce, retry
+ *   grow one chunk (LAZY/HYBRID); on refusal or cap: staged recovery
  *     1. flush every local cache   2. release empty slabs   3. coalesce   4. retry
  *     5. return empty chunks (waiting for their fences)   6. grow by exactly the request   7. fail
  * </pre>
@@ -61,8 +63,16 @@ import java.util.concurrent.locks.ReentrantLock;
  * Local level: an owner word per stream (see {@link LocalCache}). Global level: one lock per buddy
  * order and one per small class (see {@link BuddyLevel}); merges hold two adjacent order locks,
  * chunk release holds all. Growth, recovery and chunk release are serialised by the grow lock, and
- * the source is called under it but outside every order lock. Lock order: owner word, grow lock,
- * order locks ascending / class locks. Nobody holding an owner word takes the grow lock.
+ * the source is called under it but outside every order lock. Lock order: grow lock, owner words,
+ * order locks ascending / class locks, fence-set monitors (leaves). Nobody holding an owner word
+ * takes the grow lock; recovery holds the grow lock and claims owner words to flush the caches.
+ *
+ * <h2>Housekeeping</h2>
+ * Nothing runs in the background: the owner of the pool calls {@link #maintain()} periodically
+ * (idle local classes, idle empty chunks and cached dedicated chunks go back) and {@link #trim()} on
+ * demand. Freed dedicated chunks (above the maximum block) wait in a small cache (at most
+ * {@value #LARGE_CACHE_ENTRIES}) for a request at most 1/8 smaller; a miss returns cached ones
+ * first, so the cache does not raise the peak.
  *
  * <h2>Statistics</h2>
  * Never locked. Local hits and local frees are single-writer counters in each {@link LocalCache};
@@ -79,6 +89,8 @@ public final class DevicePool implements DeviceAllocator {
     static final long KIND_SMALL = SmallObjects.KIND_SMALL;
     static final long KIND_DEDICATED = 2L << 62;
     static final int LATENCY_SAMPLE_EVERY = 16;
+    /** Freed dedicated chunks kept for reuse at most. */
+    static final int LARGE_CACHE_ENTRIES = 8;
 
     private final ChunkSource source;
     private volatile PoolConfig config;
@@ -98,7 +110,8 @@ public final class DevicePool implements DeviceAllocator {
     private final ReentrantLock growLock = new ReentrantLock();
     /** Next lazy chunk size; guarded by growLock. */
     private long nextStep;
-    private final List<PendingRelease> pendingDedicated = new ArrayList<>();
+    /** Freed dedicated chunks kept for reuse, oldest first; guarded by its own monitor. */
+    private final java.util.ArrayDeque<Chunk> largeFree = new java.util.ArrayDeque<>();
     private final Set<DeviceBlock> tracked = ConcurrentHashMap.newKeySet();
     /** trackAllocationSites, fixed at construction (not tunable). */
     private final boolean tracking;
@@ -127,9 +140,6 @@ public final class DevicePool implements DeviceAllocator {
     private final DeviceBlock.Owner owner = this::free;
     /** Counters of local caches that were detached, folded in so totals stay right. */
     private final LongAdder retiredLocalHits = new LongAdder();
-
-    private record PendingRelease(Chunk chunk, StreamFence fence) {
-    }
 
     /**
      * Creates the pool; with EAGER or HYBRID growth reserves {@code initialBytes} at once.
@@ -261,6 +271,14 @@ public final class DevicePool implements DeviceAllocator {
             if (handle >= 0) {
                 return handle;
             }
+            if (metrics.cachedBytes() >= bytes) {                 // the caches hold enough: reuse before growing
+                recover(false);
+                handle = buddy.allocate(units);
+                if (handle >= 0) {
+                    return handle;
+                }
+            }
+            releaseLarge(bytes);                                  // idle dedicated chunks go before we grow
             OutOfDeviceMemoryException refusal = null;
             if (config.growthPolicy() != GrowthPolicy.EAGER) {
                 try {
@@ -355,34 +373,89 @@ public final class DevicePool implements DeviceAllocator {
         return config.effectiveCapBytes(source.capacityBytes());
     }
 
+    /**
+     * A request above the maximum block: reuse a freed dedicated chunk of at most 1/8 more, else
+     * give cached chunks back until the request is covered (so the cache never raises the peak) and
+     * ask the source for a chunk of exactly the rounded request.
+     */
     private DeviceBlock allocateDedicated(long bytes, AllocationStream stream) {
         long size = roundUp(bytes);
-        long address;
-        try {
-            address = reserveFromSource(size);
-        } catch (OutOfDeviceMemoryException first) {
-            growLock.lock();
+        Chunk chunk = takeLarge(size);
+        if (chunk != null) {
+            chunk.fences.makeWait(stream);
+            globalHits.increment();
+        } else {
+            releaseLarge(size);
+            long address;
             try {
-                recoveries.increment();
-                long recovered = recover(true);
+                address = reserveFromSource(size);
+            } catch (OutOfDeviceMemoryException first) {
+                growLock.lock();
                 try {
-                    address = reserveFromSource(size);
-                } catch (OutOfDeviceMemoryException again) {
-                    failures.increment();
-                    throw outOfMemory(bytes, recovered, again);
+                    recoveries.increment();
+                    long recovered = recover(true);
+                    try {
+                        address = reserveFromSource(size);
+                    } catch (OutOfDeviceMemoryException again) {
+                        failures.increment();
+                        throw outOfMemory(bytes, recovered, again);
+                    }
+                } finally {
+                    growLock.unlock();
                 }
-            } finally {
-                growLock.unlock();
             }
+            long base = address;
+            chunk = chunks.add(id -> new Chunk(id, base, size, size >>> unitShift, true));
+            grows.increment();
         }
-        long base = address;
-        Chunk chunk = chunks.add(id -> new Chunk(id, base, size, size >>> unitShift, true));
-        grows.increment();
         allocations.increment();
-        allocatedBytes.add(size);
+        allocatedBytes.add(chunk.bytes);
         allocatedRequested.add(bytes);
         samplePeak();
-        return new DeviceBlock(owner, address, size, bytes, stream, KIND_DEDICATED | chunk.id, site());
+        return new DeviceBlock(owner, chunk.address, chunk.bytes, bytes, stream, KIND_DEDICATED | chunk.id, site());
+    }
+
+    private Chunk takeLarge(long size) {
+        synchronized (largeFree) {
+            Chunk best = null;
+            for (Chunk chunk : largeFree) {
+                if (chunk.bytes >= size && chunk.bytes - size <= size >>> 3
+                        && (best == null || chunk.bytes < best.bytes)) {
+                    best = chunk;
+                }
+            }
+            if (best != null) {
+                largeFree.remove(best);
+                best.idleDedicated = false;
+            }
+            return best;
+        }
+    }
+
+    /**
+     * Returns cached dedicated chunks to the source, oldest first, until {@code bytes} were returned
+     * (Long.MAX_VALUE: all), skipping those idle for less than {@code minIdleNanos}.
+     */
+    private long releaseLarge(long bytes, long minIdleNanos, long keepReserved) {
+        List<Chunk> victims = new ArrayList<>();
+        long total = 0;
+        long now = System.nanoTime();
+        synchronized (largeFree) {
+            for (var it = largeFree.iterator(); it.hasNext() && total < bytes; ) {
+                Chunk chunk = it.next();
+                if (now - chunk.emptySinceNanos >= minIdleNanos && reserved.get() - total - chunk.bytes >= keepReserved) {
+                    it.remove();
+                    victims.add(chunk);
+                    total += chunk.bytes;
+                }
+            }
+        }
+        victims.forEach(this::releaseChunk);
+        return total;
+    }
+
+    private long releaseLarge(long bytes) {
+        return releaseLarge(bytes, 0, 0);
     }
 
     private long roundUp(long bytes) {
@@ -441,14 +514,20 @@ public final class DevicePool implements DeviceAllocator {
         freedBytes.add(block.size());
         freedRequested.add(block.requestedBytes());
         Chunk chunk = chunks.get((int) (block.handle() & (BuddyLevel.MAX_CHUNKS - 1)));
-        StreamFence fence = stream.recordFence();
-        if (fence.isComplete()) {
-            fence.close();
-            releaseChunk(chunk);
-        } else {
-            synchronized (pendingDedicated) {
-                pendingDedicated.add(new PendingRelease(chunk, fence));
+        FenceSet.Shared fence = new FenceSet.Shared(stream.recordFence(), stream.ordinal());
+        chunk.fences.add(fence);
+        fence.release();
+        Chunk evicted = null;
+        synchronized (largeFree) {
+            chunk.emptySinceNanos = System.nanoTime();
+            chunk.idleDedicated = true;
+            largeFree.addLast(chunk);
+            if (largeFree.size() > LARGE_CACHE_ENTRIES) {
+                evicted = largeFree.removeFirst();
             }
+        }
+        if (evicted != null) {
+            releaseChunk(evicted);
         }
     }
 
@@ -575,7 +654,7 @@ public final class DevicePool implements DeviceAllocator {
         small.releaseEmpty(slabs);
         slabs.forEach(this::returnSlab);
         buddy.coalesceAll();
-        return releaseChunks ? releaseEmptyChunks(true) + releasePendingDedicated(true) : 0;
+        return releaseChunks ? releaseEmptyChunks(true) + releaseLarge(Long.MAX_VALUE) : 0;
     }
 
     /**
@@ -609,7 +688,8 @@ public final class DevicePool implements DeviceAllocator {
                 cache.flushIdleNow(idle);
             }
         }
-        long released = releasePendingDedicated(false);
+        PoolConfig cfg = config;
+        long released = releaseLarge(Long.MAX_VALUE, cfg.releaseIdleAge().toNanos(), cfg.releaseThresholdBytes());
         growLock.lock();
         try {
             return released + releaseEmptyChunks(false);
@@ -634,27 +714,6 @@ public final class DevicePool implements DeviceAllocator {
                 releaseChunk(chunk);
                 released += chunk.bytes;
             }
-        }
-        return released;
-    }
-
-    private long releasePendingDedicated(boolean wait) {
-        List<PendingRelease> ready = new ArrayList<>();
-        synchronized (pendingDedicated) {
-            pendingDedicated.removeIf(p -> {
-                if (wait || p.fence().isComplete()) {
-                    ready.add(p);
-                    return true;
-                }
-                return false;
-            });
-        }
-        long released = 0;
-        for (PendingRelease p : ready) {
-            p.fence().await();
-            p.fence().close();
-            releaseChunk(p.chunk());
-            released += p.chunk().bytes;
         }
         return released;
     }
@@ -753,7 +812,9 @@ public final class DevicePool implements DeviceAllocator {
             recover(false);
             leaks = describeOutstanding();
             closed = true;
-            releasePendingDedicated(true);
+            synchronized (largeFree) {
+                largeFree.clear();                                 // released with every chunk below
+            }
             for (Chunk chunk : chunks.all()) {
                 releaseChunk(chunk);
             }
@@ -820,10 +881,12 @@ public final class DevicePool implements DeviceAllocator {
         }
         for (Chunk chunk : chunks.all()) {
             if (chunk.dedicated) {
-                line.accept(chunk.address, chunk.bytes);
+                if (!chunk.idleDedicated) {
+                    line.accept(chunk.address, chunk.bytes);
+                }
                 continue;
             }
-            List<long[]> covered = busy.getOrDefault(chunk.id, List.of());
+            List<long[]> covered = busy.getOrDefault(chunk.id, new ArrayList<>());
             covered.sort(java.util.Comparator.comparingLong(r -> r[0]));
             long position = 0;
             for (long[] range : covered) {
@@ -902,7 +965,13 @@ public final class DevicePool implements DeviceAllocator {
 
     // ------------------------------------------------------------------ metrics
 
-    private final class Metrics implements PoolMetrics {
+    private final class Metrics implements PoolMetrics, BlockLayoutMetric {
+
+        /** The buddy map for operators; see {@link BlockLayouts} (no lock taken, a racy picture). */
+        @Override
+        public List<ChunkBlocks> layout() {
+            return BlockLayouts.layout(chunks.all(), buddy, caches, small, smallCount, unitShift);
+        }
 
         private long sumCaches(int stat) {
             long total = 0;
@@ -1028,7 +1097,8 @@ public final class DevicePool implements DeviceAllocator {
             for (Chunk chunk : chunks.all()) {
                 long live = Math.max(0, Math.min(chunk.units, chunk.liveUnits.get()));
                 result.add(new ChunkMetric(chunk.address, chunk.bytes,
-                        chunk.dedicated ? 0 : chunk.bytes - (live << unitShift), chunk.dedicated));
+                        chunk.dedicated ? (chunk.idleDedicated ? chunk.bytes : 0) : chunk.bytes - (live << unitShift),
+                        chunk.dedicated));
             }
             return result;
         }

@@ -29,7 +29,8 @@ import java.lang.invoke.VarHandle;
  *   <li>pop: claim, take the top entry of class c (a hit) or count a miss, release.</li>
  *   <li>push: claim; if class c is at its count cap, flush its older half to the global level (one
  *       fence for the batch); if the bytes cap would be passed, flush whole classes, largest first;
- *       push; release. A block larger than the bytes cap is not cached.</li>
+ *       push; release. A block larger than a quarter of the bytes cap is not cached (large blocks are
+ *       rare per request and expensive to strand in one stream).</li>
  *   <li>uses are stamped with the pool's coarse clock (a volatile long refreshed on global-level
  *       operations, maintenance and every 1024 local operations of any stream: no clock call on the
  *       hot path); every 1024 operations the owner flushes classes idle longer than
@@ -152,7 +153,7 @@ final class LocalCache {
     boolean push(int c, long handle, long size, long requested, PoolConfig config) {
         int countCap = config.localCacheCountPerClass();
         long bytesCap = config.localCacheBytesPerStream();
-        if (countCap == 0 || size > bytesCap || !tryClaim()) {
+        if (countCap == 0 || size > bytesCap >>> 2 || !tryClaim()) {
             return false;
         }
         try {
@@ -283,6 +284,22 @@ final class LocalCache {
             return flushIdle(System.nanoTime(), idleNanos);
         } finally {
             unclaim();
+        }
+    }
+
+    /**
+     * Passes every cached buddy-run handle (classes {@code firstRunClass} on) to {@code action}, read
+     * without claiming the owner word: for the operators' block layout only (a racy picture).
+     */
+    void forEachCachedRun(int firstRunClass, java.util.function.LongConsumer action) {
+        for (int c = firstRunClass; c < entries.length; c++) {
+            long[] stack = entries[c];
+            if (stack != null) {
+                int n = Math.min(counts[c], stack.length);
+                for (int i = 0; i < n; i++) {
+                    action.accept(stack[i]);
+                }
+            }
         }
     }
 }

@@ -28,7 +28,8 @@ import java.util.Objects;
  * @param capFraction              cap as a fraction of {@link ChunkSource#capacityBytes()} when capBytes is 0;
  *                                 in (0, 1]; default 0.9
  * @param localCacheBytesPerStream most bytes one stream's local cache holds; [0, 1 TiB]; 0 disables the
- *                                 local level in effect; default 256 MiB
+ *                                 local level in effect; blocks above a quarter of it are not cached
+ *                                 locally; default 256 MiB
  * @param localCacheCountPerClass  most free blocks one stream caches per size class; [0, 64]; default 16
  * @param localIdleAge             a local size class unused for longer is flushed to the global level; [0, 1 h];
  *                                 default 10 s

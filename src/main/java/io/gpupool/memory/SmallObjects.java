@@ -303,4 +303,13 @@ final class SmallObjects {
         }
         return result;
     }
+
+    /** Passes the buddy-run handle of every slab in use to {@code action} (copy-on-write table, no lock). */
+    void forEachSlabRun(java.util.function.LongConsumer action) {
+        for (Slab slab : slabTable) {
+            if (slab != null && !slab.detached) {
+                action.accept(slab.runHandle);
+            }
+        }
+    }
 }

@@ -39,8 +39,9 @@ import java.util.function.Function;
  *   <li>The job runs on a worker thread of this device, never on a Netty event-loop thread; the
  *       device is bound to the thread first.</li>
  *   <li>When the job ends (result, failure, or its subscriber is gone) the stream goes to the oldest
- *       queued job or back to the idle set. The release happens in the worker's {@code finally}, not
- *       in a reactive signal, so a cancelled or timed-out subscriber can never leak a lease.</li>
+ *       queued job or back to the idle set, and only then is the outcome signalled. The release
+ *       happens in the worker's {@code finally}, not in a reactive signal, so a cancelled or
+ *       timed-out subscriber can never leak a lease.</li>
  *   <li>Cancelling a queued job removes it from the queue; cancelling a running job lets it finish
  *       (device work cannot be interrupted) and drops its result; the model frees its memory as
  *       always.</li>
@@ -185,14 +186,19 @@ public final class DeviceWorker implements AutoCloseable {
         }
     }
 
-    /** Runs {@code first} and then queued jobs on {@code stream} until the queue is empty. */
+    /**
+     * Runs {@code first} and then queued jobs on {@code stream} until the queue is empty. Each job's
+     * result is signalled after its lease went back, so a client that sees its answer sees the stream free.
+     */
     private void runFrom(Job<?> first, DeviceStream stream) {
         Job<?> job = first;
         while (job != null) {
+            Runnable answer = Job.NOTHING;
             try {
-                job.run(new ExecutionContext(stream, allocator, ops), device);
+                answer = job.run(new ExecutionContext(stream, allocator, ops), device);
             } finally {
                 job = release(stream);
+                answer.run();
             }
         }
     }
@@ -253,20 +259,19 @@ public final class DeviceWorker implements AutoCloseable {
             this.sink = sink;
         }
 
-        void run(ExecutionContext context, ComputeDevice device) {
+        static final Runnable NOTHING = () -> { };
+
+        /** Runs the work (unless cancelled) and returns how to signal its outcome. */
+        Runnable run(ExecutionContext context, ComputeDevice device) {
             if (cancelled) {
-                return;
+                return NOTHING;
             }
             try {
                 device.bindToCurrentThread();
                 T result = work.apply(context);
-                if (result == null) {
-                    sink.success();
-                } else {
-                    sink.success(result);
-                }
+                return result == null ? sink::success : () -> sink.success(result);
             } catch (Throwable failure) {
-                sink.error(failure);
+                return () -> sink.error(failure);
             }
         }
     }

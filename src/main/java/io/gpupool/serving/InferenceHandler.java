@@ -43,9 +43,16 @@ public final class InferenceHandler {
     private final ObjectMapper json;
     private final ServerMetadata serverMetadata;
     private final int maxBodyBytes;
+    private final InferenceObserver observer;
 
     public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
                             String serverVersion, int maxBodyBytes) {
+        this(registry, decoder, service, json, serverVersion, maxBodyBytes, InferenceObserver.NONE);
+    }
+
+    public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
+                            String serverVersion, int maxBodyBytes, InferenceObserver observer) {
+        this.observer = observer;
         this.registry = registry;
         this.decoder = decoder;
         this.service = service;
@@ -93,6 +100,8 @@ public final class InferenceHandler {
 
     /** POST /v2/models/{model}[/versions/{version}]/infer. */
     public Mono<ServerResponse> infer(ServerRequest request) {
+        // Set once the request is queued; failures before that are reported here, later ones by the service.
+        boolean[] queued = {false};
         return Mono.defer(() -> {
             ServedModel model = find(request);
             requireReady(model);
@@ -100,9 +109,19 @@ public final class InferenceHandler {
             return body(request)
                     .publishOn(Schedulers.boundedElastic())
                     .map(body -> decoder.decode(model, body, headerLength))
-                    .flatMap(service::infer)
+                    .flatMap(validated -> {
+                        queued[0] = true;
+                        return service.infer(validated);
+                    })
                     .flatMap(InferenceHandler::respond);
-        }).onErrorResume(this::error);
+        }).onErrorResume(failure -> {
+            if (!queued[0]) {
+                String name = request.pathVariable("model");
+                boolean served = registry.models().stream().anyMatch(model -> model.name().equals(name));
+                observer.rejected(served ? name : null, ErrorStatus.of(failure));
+            }
+            return error(failure);
+        });
     }
 
     /** POST /v2/repository/index: every model found, with its state; {@code {"ready": true}} keeps ready ones. */

@@ -21,6 +21,14 @@ public interface InferenceObserver {
     /** A request for {@code model} entered the queue of {@code device}. */
     Tracker enqueued(String model, int device);
 
+    /**
+     * An inference request was answered with {@code status} before it reached a queue (bad request,
+     * unknown model, body too large, model not ready). {@code model} is null when no served model has
+     * that name.
+     */
+    default void rejected(String model, int status) {
+    }
+
     /** The life of one request after it was queued. */
     interface Tracker {
 

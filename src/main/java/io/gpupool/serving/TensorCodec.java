@@ -104,7 +104,7 @@ final class TensorCodec {
             case BF16 -> segment.set(SHORT, offset, toBfloat16(floating(input, type, index, node)));
             case FP32 -> segment.set(FLOAT, offset, floating(input, type, index, node));
             case FP64 -> {
-                if (!node.isNumber()) {
+                if (!node.isNumber() || !Double.isFinite(node.doubleValue())) {
                     throw badValue(input, type, index, node);
                 }
                 segment.set(DOUBLE, offset, node.doubleValue());
@@ -123,11 +123,16 @@ final class TensorCodec {
         return value;
     }
 
+    /** A JSON number within float range (1e999 parses as infinity and is refused, not rounded). */
     private static float floating(String input, DataType type, long index, JsonNode node) {
         if (!node.isNumber()) {
             throw badValue(input, type, index, node);
         }
-        return node.floatValue();
+        double value = node.doubleValue();
+        if (!Double.isFinite(value) || Math.abs(value) > Float.MAX_VALUE) {
+            throw badValue(input, type, index, node);
+        }
+        return (float) value;
     }
 
     private static ServingException badValue(String input, DataType type, long index, JsonNode node) {

@@ -14,7 +14,10 @@ import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-/** {@code gpupool.memory.fault-injection.*}: off by default, refuses chunk requests when on, validated. */
+/**
+ * {@code gpupool.memory.fault-injection.*}: off by default, refuses chunk requests when on (armed once
+ * the warm-up finished or was skipped, as here), validated.
+ */
 class FaultInjectionConfigurationTest {
 
     private final ApplicationContextRunner runner = new ApplicationContextRunner()
@@ -34,6 +37,7 @@ class FaultInjectionConfigurationTest {
                     assertThatThrownBy(() -> pool.allocate(1 << 20, stream))
                             .isInstanceOf(OutOfDeviceMemoryException.class);
                     assertThat(pool.metrics().allocatedBytes()).isZero();
+                    assertThat(context.getBean(FaultInjection.class).injectedFailures()).isPositive();
                 });
     }
 

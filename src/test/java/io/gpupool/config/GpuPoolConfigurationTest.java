@@ -42,7 +42,8 @@ class GpuPoolConfigurationTest {
                     assertThat(context).hasNotFailed();
                     ServingDevices devices = context.getBean(ServingDevices.class);
                     assertThat(devices.devices().getFirst().allocator())
-                            .isInstanceOf(io.gpupool.memory.DevicePool.class);
+                            .isInstanceOfSatisfying(io.gpupool.memory.trace.TracingAllocator.class,
+                                    tracing -> assertThat(tracing.delegate()).isInstanceOf(io.gpupool.memory.DevicePool.class));
                     assertThat(devices.devices().getFirst().allocator().mode()).isEqualTo(AllocatorMode.GLOBAL_ONLY);
                     assertThat(context.getBean(ModelRegistry.class).models()).isEmpty();
                 });

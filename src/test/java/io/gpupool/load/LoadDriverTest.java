@@ -1,9 +1,15 @@
 package io.gpupool.load;
 
+import com.sun.net.httpserver.HttpServer;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.SplittableRandom;
 
@@ -21,12 +27,11 @@ class LoadDriverTest {
                   {"name":"input_ids","datatype":"INT64","shape":[-1,-1]},
                   {"name":"attention_mask","datatype":"INT64","shape":[-1,-1]},
                   {"name":"token_type_ids","datatype":"INT64","shape":[-1,-1]}]}""");
-        LoadDriver driver = new LoadDriver(LoadDriver.parse(new String[]{"--batch-max", "4", "--seq-min", "8",
-                "--seq-max", "16", "--vocab", "50"}));
+        Workload.Mix mix = LoadDriver.parse("--batch-max", "4", "--seq-min", "8", "--seq-max", "16", "--vocab", "50").mix();
         SplittableRandom random = new SplittableRandom(1);
         for (int i = 0; i < 50; i++) {
             long[] tokens = new long[1];
-            JsonNode body = json.readTree(driver.payload(metadata, random, tokens));
+            JsonNode body = json.readTree(Workload.metadataPayload(metadata, mix, random, tokens));
             JsonNode ids = body.get("inputs").get(0);
             long batch = ids.get("shape").get(0).asLong();
             long seq = ids.get("shape").get(1).asLong();
@@ -48,8 +53,8 @@ class LoadDriverTest {
     void fixedDimensionsAreKeptAndFloatInputsGetNumbers() {
         JsonNode metadata = json.readTree("""
                 {"inputs":[{"name":"features","datatype":"FP32","shape":[-1,4]}]}""");
-        LoadDriver driver = new LoadDriver(LoadDriver.parse(new String[]{"--batch-max", "3"}));
-        JsonNode body = json.readTree(driver.payload(metadata, new SplittableRandom(2), new long[1]));
+        Workload.Mix mix = LoadDriver.parse("--batch-max", "3").mix();
+        JsonNode body = json.readTree(Workload.metadataPayload(metadata, mix, new SplittableRandom(2), new long[1]));
         JsonNode features = body.get("inputs").get(0);
         assertThat(features.get("shape").get(1).asLong()).isEqualTo(4);
         assertThat(features.get("data").size()).isEqualTo(4 * features.get("shape").get(0).asInt());
@@ -57,25 +62,95 @@ class LoadDriverTest {
     }
 
     @Test
-    void percentilesUseNearestRank() {
-        long[] sorted = new long[100];
-        for (int i = 0; i < 100; i++) {
-            sorted[i] = (i + 1) * 1_000_000L;
+    void bertMixStaysWithinBatchAndSequenceBoundsAndIsValidJson() {
+        Workload.Mix mix = LoadDriver.parse("--batch-max", "32", "--seq-median", "128", "--seq-max", "512").mix();
+        Workload workload = Workload.prepare(mix, 200, 3);
+        SplittableRandom random = new SplittableRandom(4);
+        int longest = 0;
+        for (int i = 0; i < 200; i++) {
+            Workload.Request request = workload.next(random);
+            JsonNode ids = json.readTree(request.body()).get("inputs").get(0);
+            int batch = ids.get("shape").get(0).asInt();
+            int seq = ids.get("shape").get(1).asInt();
+            assertThat(batch).isBetween(1, 32);
+            assertThat(seq).isBetween(1, 512);
+            assertThat(ids.get("data").size()).isEqualTo(batch * seq);
+            longest = Math.max(longest, seq);
         }
-        assertThat(LoadDriver.percentile(sorted, 0.5)).isEqualTo(50.0);
-        assertThat(LoadDriver.percentile(sorted, 0.99)).isEqualTo(99.0);
-        assertThat(LoadDriver.percentile(sorted, 0.999)).isEqualTo(100.0);
-        assertThat(LoadDriver.percentile(new long[0], 0.5)).isZero();
+        assertThat(longest).as("the log-normal tail reaches well past the median").isGreaterThan(200);
+    }
+
+    @Test
+    void percentilesUseNearestRank() {
+        int[] sorted = new int[100];
+        for (int i = 0; i < 100; i++) {
+            sorted[i] = i + 1;
+        }
+        assertThat(Recorder.quantile(sorted, 0.5)).isEqualTo(50.0);
+        assertThat(Recorder.quantile(sorted, 0.99)).isEqualTo(99.0);
+        assertThat(Recorder.quantile(sorted, 0.999)).isEqualTo(100.0);
+        assertThat(Recorder.quantile(new int[0], 0.5)).isNaN();
     }
 
     @Test
     void badOptionsAreRejectedByName() {
-        assertThatThrownBy(() -> LoadDriver.parse(new String[]{"--concurrency", "0"})).hasMessageContaining("--concurrency");
-        assertThatThrownBy(() -> LoadDriver.parse(new String[]{"--seq-min", "10", "--seq-max", "5"}))
-                .hasMessageContaining("--seq-max");
-        assertThatThrownBy(() -> LoadDriver.parse(new String[]{"--duration", "soon"})).hasMessageContaining("30s");
-        assertThatThrownBy(() -> LoadDriver.parse(new String[]{"--bogus", "1"})).hasMessageContaining("--bogus");
+        assertThatThrownBy(() -> LoadDriver.parse("--concurrency", "0")).hasMessageContaining("--concurrency");
+        assertThatThrownBy(() -> LoadDriver.parse("--seq-min", "10", "--seq-max", "5")).hasMessageContaining("--seq-max");
+        assertThatThrownBy(() -> LoadDriver.parse("--duration", "soon")).hasMessageContaining("30s");
+        assertThatThrownBy(() -> LoadDriver.parse("--bogus", "1")).hasMessageContaining("--bogus");
+        assertThatThrownBy(() -> LoadDriver.parse("--cancel", "2")).hasMessageContaining("--cancel");
         assertThat(LoadDriver.duration("--duration", "1.5m")).isEqualTo(Duration.ofSeconds(90));
         assertThat(LoadDriver.duration("--duration", "250ms")).isEqualTo(Duration.ofMillis(250));
+    }
+
+    @Test
+    void onlyLoopbackTargetsAreAccepted() {
+        assertThatThrownBy(() -> LoadDriver.requireLoopback(java.net.URI.create("http://192.0.2.1:8080")))
+                .hasMessageContaining("loopback");
+        LoadDriver.requireLoopback(java.net.URI.create("http://127.0.0.1:8080"));
+    }
+
+    /**
+     * Against a stand-in server that answers 200 to well-formed requests, 400 to malformed ones and a
+     * 500 to those using the binary extension: the report counts each, names the cases behind the 500s, and the checks fail.
+     */
+    @Test
+    void reportCountsStatusesAndNamesTheRequestBehindAnUnexpected500() throws Exception {
+        HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+        server.createContext("/", exchange -> {
+            byte[] body = exchange.getRequestBody().readAllBytes();
+            String text = new String(body, StandardCharsets.UTF_8);
+            int status = exchange.getRequestURI().getPath().equals("/v2/health/ready") ? 200
+                    : exchange.getRequestHeaders().containsKey("Inference-Header-Content-Length") ? 500
+                    : text.startsWith("{\"id\":\"load-") ? 200 : 400;
+            byte[] answer = "{}".getBytes(StandardCharsets.UTF_8);
+            exchange.sendResponseHeaders(status, answer.length);
+            exchange.getResponseBody().write(answer);
+            exchange.close();
+        });
+        server.start();
+        try {
+            String url = "http://127.0.0.1:" + server.getAddress().getPort();
+            LoadDriver.Options options = LoadDriver.parse("--url", url, "--actuator", "none", "--duration", "3s",
+                    "--warmup", "0s", "--concurrency", "2", "--malformed", "0.5", "--requests", "400", "--quiet",
+                    "--drain", "0s");
+            LoadDriver.Result result = new LoadDriver(options, new PrintStream(new ByteArrayOutputStream())).run();
+            JsonNode report = result.report();
+            long ok = report.get("status").path("200").asLong();
+            long bad = report.get("status").path("400").asLong();
+            long errors = report.get("status").path("500").asLong();
+            assertThat(ok + bad + errors).isEqualTo(report.get("requests").asLong()).isEqualTo(400);
+            assertThat(ok).isPositive();
+            assertThat(bad).isPositive();
+            assertThat(result.unexpected5xx()).isEqualTo(errors);
+            assertThat(errors).isPositive();
+            assertThat(report.get("unexpected").propertyNames()).isNotEmpty()
+                    .allSatisfy(name -> assertThat(name).startsWith("binary"));
+            assertThat(result.expectationsMet()).isFalse();
+            assertThat(report.get("latency_ms").get("count").asLong()).isEqualTo(ok);
+            assertThat(report.get("ready_after").asInt()).isEqualTo(200);
+        } finally {
+            server.stop(0);
+        }
     }
 }

@@ -61,7 +61,7 @@ class DevicePoolTest {
     }
 
     @Test
-    void requestsAboveTheMaximumBlockGetADedicatedChunkThatIsAccounted() {
+    void requestsAboveTheMaximumBlockGetADedicatedChunkThatIsAccountedAndReused() {
         try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
             DeviceBlock big = pool.allocate(300 * MIB + 5, s0);
             assertThat(big.size()).isEqualTo(302 * MIB);
@@ -70,21 +70,36 @@ class DevicePoolTest {
             assertThat(pool.metrics().allocatedBytes()).isEqualTo(302 * MIB);
             assertThat(pool.metrics().chunks()).singleElement().satisfies(c -> assertThat(c.dedicated()).isTrue());
             big.release();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            assertThat(pool.metrics().chunks().getFirst().freeBytes()).as("kept for reuse").isEqualTo(302 * MIB);
+            // at most 1/8 larger than the request: reused without asking the source
+            DeviceBlock again = pool.allocate(280 * MIB, s1);
+            assertThat(again.address()).isEqualTo(big.address());
+            assertThat(again.size()).isEqualTo(302 * MIB);
+            again.release();
+            // too large for the cached chunk: the cached one goes back first, so reserved does not pile up
+            DeviceBlock larger = pool.allocate(400 * MIB, s0);
+            assertThat(source.requests()).containsExactly(302 * MIB, 400 * MIB);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(400 * MIB);
+            larger.release();
+            assertThat(pool.trim()).isEqualTo(400 * MIB);
             assertThat(source.liveChunks()).isZero();
-            assertThat(pool.metrics().reservedBytes()).isZero();
         }
     }
 
     @Test
-    void dedicatedChunkWaitsForItsStreamBeforeGoingBack() {
+    void aReusedDedicatedChunkWaitsForItsPreviousStream() {
         try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
             DeviceBlock big = pool.allocate(512 * MIB, s0);
             s0.pending = true;
             big.release();
-            assertThat(source.liveChunks()).as("stream 0 may still use it").isEqualTo(1);
-            assertThat(pool.maintain()).isZero();
-            s0.fences.getLast().complete = true;
-            assertThat(pool.maintain()).isEqualTo(512 * MIB);
+            TestStream.TestFence fence = s0.fences.getLast();
+            DeviceBlock reused = pool.allocate(512 * MIB, s1);
+            assertThat(reused.address()).isEqualTo(big.address());
+            assertThat(fence.waiters).containsExactly(s1);
+            reused.release();
+            pool.trim();
+            assertThat(fence.awaited).isTrue();
             assertThat(source.liveChunks()).isZero();
         }
     }
@@ -252,23 +267,41 @@ class DevicePoolTest {
     }
 
     @Test
-    void outOfMemoryRecoveryFlushesLocalCachesAndRetries() {
-        FakeChunkSource limited = new FakeChunkSource(GIB);
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withCapFraction(1.0)
-                .withLocalCacheBytesPerStream(GIB));
-        try (DevicePool pool = new DevicePool(limited, config)) {
-            // stream 0 fills the device, then frees everything into its own cache
+    void cachedMemoryOfOtherStreamsIsReusedBeforeThePoolGrows() {
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withLocalCacheBytesPerStream(GIB));
+        try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
-            for (int i = 0; i < 16; i++) {
+            for (int i = 0; i < 4; i++) {
                 blocks.add(pool.allocate(64 * MIB, s0));
             }
             blocks.forEach(DeviceBlock::release);
-            assertThat(pool.metrics().cachedBytes()).isPositive();
-            // stream 1 wants a whole 256 MiB block: only possible after stream 0's cache is flushed and merged
-            limited.limit = limited.liveBytes();
+            assertThat(pool.metrics().cachedBytes()).isEqualTo(256 * MIB);
+            DeviceBlock big = pool.allocate(256 * MIB, s1);    // stream 0's cache is flushed and merged
+            assertThat(source.requests()).containsExactly(256 * MIB);
+            assertThat(pool.metrics().counters().recoveries()).isZero();
+            assertThat(pool.metrics().cachedBytes()).isZero();
+            big.release();
+        }
+    }
+
+    @Test
+    void outOfMemoryRecoveryFlushesLocalCachesAndRetries() {
+        FakeChunkSource limited = new FakeChunkSource(256 * MIB);
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withCapFraction(1.0)
+                .withLocalCacheCountPerClass(2));
+        try (DevicePool pool = new DevicePool(limited, config)) {
+            List<DeviceBlock> blocks = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                blocks.add(pool.allocate(64 * MIB, s0));
+            }
+            blocks.forEach(DeviceBlock::release);             // two stay in stream 0's cache, two go global
+            assertThat(pool.metrics().cachedBytes()).isEqualTo(128 * MIB);
+            // 256 MiB needs stream 0's cached blocks; the cache holds less than that, so the pool first asks
+            // the source, is refused, and recovers: flush caches, coalesce, retry
             DeviceBlock big = pool.allocate(256 * MIB, s1);
             assertThat(pool.metrics().counters().recoveries()).isEqualTo(1);
             assertThat(pool.metrics().cachedBytes()).isZero();
+            assertThat(limited.requests()).as("the first chunk, then one refused").containsExactly(256 * MIB, 256 * MIB);
             big.release();
         }
     }

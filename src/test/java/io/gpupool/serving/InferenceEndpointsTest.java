@@ -394,6 +394,22 @@ class InferenceEndpointsTest {
     }
 
     @Test
+    void outOfMemoryFromTheRealPoolAfterItsRecoveryIs507() {
+        fixture = ServingFixture.builder().realPool(4 * io.gpupool.memory.PoolConfig.MIB).build();
+        fixture.model("doubler").extraBytes = 8 * io.gpupool.memory.PoolConfig.MIB;
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isEqualTo(507).expectBody().jsonPath("$.error")
+                .value(containsString("out of device memory"));
+        assertThat(fixture.allocatedBytes()).isZero();
+        fixture.model("doubler").extraBytes = 0;
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isOk();
+        assertThat(fixture.pools.getFirst().metrics().counters().recoveries()).isPositive();
+    }
+
+    @Test
     void unexpectedFailureIs500() {
         fixture = ServingFixture.builder().build();
         fixture.model("doubler").gate = () -> {
@@ -414,6 +430,40 @@ class InferenceEndpointsTest {
         expectError(infer("doubler", """
                 {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
                 400, "model 'doubler' rejected the request: token id 500");
+    }
+
+    @Test
+    void everyInferenceRequestIsReportedOnceWithItsOutcome() {
+        java.util.List<String> events = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+        fixture = ServingFixture.builder().observer(new InferenceObserver() {
+            @Override
+            public Tracker enqueued(String model, int device) {
+                events.add("enqueued " + model + " on " + device);
+                return new Tracker() {
+                    @Override
+                    public void started() {
+                        events.add("started " + model);
+                    }
+
+                    @Override
+                    public void finished(int status) {
+                        events.add("finished " + model + " " + status);
+                    }
+                };
+            }
+
+            @Override
+            public void rejected(String model, int status) {
+                events.add("rejected " + model + " " + status);
+            }
+        }).build();
+        String ok = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""";
+        infer("doubler", ok).expectStatus().isOk();
+        infer("doubler", "{\"inputs\": []}").expectStatus().isBadRequest();
+        infer("nope", ok).expectStatus().isNotFound();
+        assertThat(events).containsExactly("enqueued doubler on 0", "started doubler", "finished doubler 200",
+                "rejected doubler 400", "rejected null 404");
     }
 
     @Test

@@ -93,6 +93,29 @@ class ServingApplicationTest {
     }
 
     @Test
+    void irisMlpWithBinaryTensorDataBothWays() {
+        byte[] header = ("{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[2,4],"
+                + "\"parameters\":{\"binary_data_size\":32}}],\"parameters\":{\"binary_data_output\":true}}")
+                .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        java.nio.ByteBuffer body = java.nio.ByteBuffer.allocate(header.length + 32).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        body.put(header);
+        for (float v : new float[]{5.1f, 3.5f, 1.4f, 0.2f, 6.7f, 3.0f, 5.2f, 2.3f}) {
+            body.putFloat(v);
+        }
+        var result = client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, Integer.toString(header.length)).bodyValue(body.array())
+                .exchange().expectStatus().isOk().expectHeader().contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .expectBody(byte[].class).returnResult();
+        int jsonLength = Integer.parseInt(result.getResponseHeaders().getFirst(InferenceHandler.HEADER_LENGTH));
+        byte[] response = result.getResponseBody();
+        // probabilities [2, 3] FP32 (24 bytes) then label [2] INT64 (16 bytes), in the order of the outputs
+        assertThat(response.length - jsonLength).isEqualTo(24 + 16);
+        java.nio.ByteBuffer labels = java.nio.ByteBuffer.wrap(response, jsonLength + 24, 16)
+                .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        assertThat(new long[]{labels.getLong(), labels.getLong()}).containsExactly(0L, 2L);
+    }
+
+    @Test
     void tokenOutsideTheVocabularyIs400() {
         client.post().uri("/v2/models/tiny-bert/infer").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue("""

@@ -33,6 +33,7 @@ final class ServingFixture implements AutoCloseable {
 
     final List<FakeDevice> devices = new ArrayList<>();
     final List<CountingAllocator> allocators = new ArrayList<>();
+    final List<io.gpupool.memory.DevicePool> pools = new ArrayList<>();
     final List<DeviceRuntime> runtimes = new ArrayList<>();
     final Map<String, Map<Integer, TestModel>> models = new HashMap<>();
     final ModelRegistry registry;
@@ -61,6 +62,11 @@ final class ServingFixture implements AutoCloseable {
         Builder timeout(Duration d) { timeout = d; return this; }
         Builder noWarmUp() { warmUp = false; return this; }
         Builder failures(List<ModelFailure> f) { failures = f; return this; }
+        long poolCap = -1;
+        InferenceObserver observer = InferenceObserver.NONE;
+        Builder observer(InferenceObserver o) { observer = o; return this; }
+        /** Use the real two-level pool over host memory, capped at {@code bytes}, instead of the counting fake. */
+        Builder realPool(long capBytes) { poolCap = capBytes; return this; }
 
         ServingFixture build() {
             return new ServingFixture(this);
@@ -70,9 +76,19 @@ final class ServingFixture implements AutoCloseable {
     private ServingFixture(Builder b) {
         for (int i = 0; i < b.deviceCount; i++) {
             FakeDevice device = new FakeDevice(i);
-            CountingAllocator allocator = new CountingAllocator(b.memoryLimit);
+            CountingAllocator counting = new CountingAllocator(b.memoryLimit);
+            io.gpupool.memory.DeviceAllocator allocator = counting;
+            if (b.poolCap > 0) {
+                long mib = io.gpupool.memory.PoolConfig.MIB;
+                allocator = new io.gpupool.memory.DevicePool(
+                        new io.gpupool.backend.host.HostBackend(b.poolCap * 4).devices().getFirst().chunkSource(),
+                        new io.gpupool.memory.PoolConfig(io.gpupool.memory.AllocatorMode.TWO_LEVEL, 2 * mib, 2 * mib,
+                                io.gpupool.memory.GrowthPolicy.LAZY, 0, 2 * mib, 2 * mib, b.poolCap, 0.9, 256 * mib,
+                                16, Duration.ofSeconds(10), 10, 0, Duration.ofSeconds(30), false));
+                pools.add((io.gpupool.memory.DevicePool) allocator);
+            }
             devices.add(device);
-            allocators.add(allocator);
+            allocators.add(counting);
             runtimes.add(new DeviceRuntime(device, allocator, allocator, null,
                     new DeviceWorker(device, allocator, null, b.streams, b.queue)));
         }
@@ -109,9 +125,9 @@ final class ServingFixture implements AutoCloseable {
             warmUp.run();
             models.values().forEach(m -> m.values().forEach(t -> t.invocations.set(0)));
         }
-        service = new InferenceService(runtimes, JSON);
+        service = new InferenceService(runtimes, JSON, b.observer);
         RequestDecoder decoder = new RequestDecoder(JSON, 64, 512, b.timeout);
-        InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody);
+        InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody, b.observer);
         client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler)).build();
     }
 
@@ -129,7 +145,8 @@ final class ServingFixture implements AutoCloseable {
     }
 
     long allocatedBytes() {
-        return allocators.stream().mapToLong(a -> a.allocatedBytes.get()).sum();
+        return allocators.stream().mapToLong(a -> a.allocatedBytes.get()).sum()
+                + pools.stream().mapToLong(p -> p.metrics().allocatedBytes()).sum();
     }
 
     static List<HostTensor> doubler(List<HostTensor> inputs) {
@@ -159,5 +176,6 @@ final class ServingFixture implements AutoCloseable {
     @Override
     public void close() {
         runtimes.forEach(r -> r.worker().close());
+        pools.forEach(io.gpupool.memory.DevicePool::close);
     }
 }

@@ -53,4 +53,15 @@ class TensorCodecTest {
         assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, 2, json("{\"a\": 1}")))
                 .hasMessageContaining("'data' must be a JSON array");
     }
+
+    @Test
+    void numbersBeyondTheFloatRangeAreRejectedNotTurnedIntoInfinity() {
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, 2, json("[1e999, 2]")))
+                .isInstanceOf(ServingException.class)
+                .hasMessageStartingWith("input 'x': element 0 (");
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, 1, json("[1e39]")))
+                .hasMessageEndingWith("is not a valid FP32 value");
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP64, 1, json("[-1e999]")))
+                .hasMessageEndingWith("is not a valid FP64 value");
+    }
 }

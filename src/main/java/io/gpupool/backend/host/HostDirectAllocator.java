@@ -1,5 +1,6 @@
 package io.gpupool.backend.host;
 
+import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.PerRequestAllocator;
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.AllocatorMode;
@@ -51,8 +52,20 @@ final class HostDirectAllocator extends PerRequestAllocator {
         return address;
     }
 
+    /**
+     * Frees in stream order: work queued on the block's stream before the release may still read
+     * the memory (cuMemFree gets this for free by synchronising; a host stream must queue the free).
+     */
     @Override
     protected void freeNative(long address, long size, AllocationStream stream) {
+        if (stream instanceof DeviceStream deviceStream) {
+            deviceStream.enqueueHostTask(() -> freeNow(address, size));
+        } else {
+            freeNow(address, size);
+        }
+    }
+
+    private void freeNow(long address, long size) {
         try {
             FREE.invokeExact(MemorySegment.ofAddress(address));
         } catch (Throwable t) {

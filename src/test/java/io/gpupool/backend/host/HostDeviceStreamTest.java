@@ -43,11 +43,52 @@ class HostDeviceStreamTest extends DeviceStreamContract {
         long chunk = device.chunkSource().allocate(4L << 20);
         assertThat(device.freeMemory()).isEqualTo(before - (4L << 20));
         var direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        var block = direct.allocate(100, stream(0));
+        DeviceStream stream = stream(0);
+        var block = direct.allocate(100, stream);
         assertThat(device.freeMemory()).isEqualTo(before - (4L << 20) - 256);
         block.release();
+        stream.synchronize(); // the direct free runs in stream order on the block's stream
         device.chunkSource().free(chunk, 4L << 20);
         assertThat(device.freeMemory()).isEqualTo(before);
+        direct.close();
+    }
+
+    @Test
+    void directAllocatorMetricsFollowItsBlocks() {
+        var direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        var stream = stream(0);
+        var a = direct.allocate(100, stream);
+        var b = direct.allocate(1000, stream);
+        assertThat(direct.metrics().allocatedBytes()).isEqualTo(256 + 1024);
+        assertThat(direct.metrics().requestedBytes()).isEqualTo(1100);
+        assertThat(direct.metrics().reservedBytes()).isEqualTo(256 + 1024);
+        a.release();
+        b.release();
+        assertThat(direct.metrics().allocatedBytes()).isZero();
+        assertThat(direct.metrics().reservedBytes()).isZero();
+        assertThat(direct.metrics().peakAllocatedBytes()).isEqualTo(256 + 1024);
+        direct.close();
+    }
+
+    @Test
+    void directFreeWaitsForWorkQueuedBeforeTheRelease() {
+        var direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        DeviceStream stream = stream(0);
+        long bytes = 64L << 20; // large enough that the C allocator unmaps it on free
+        var block = direct.allocate(bytes, stream);
+        long budgetWhileHeld = device.freeMemory();
+        occupy(stream, 100);
+        long[] sum = new long[1];
+        stream.enqueueHostTask(() -> {
+            var memory = java.lang.foreign.MemorySegment.ofAddress(block.address()).reinterpret(bytes);
+            memory.fill((byte) 1);
+            sum[0] = memory.get(java.lang.foreign.ValueLayout.JAVA_BYTE, bytes - 1);
+        });
+        block.release(); // while the stream still has the write queued
+        assertThat(device.freeMemory()).isEqualTo(budgetWhileHeld);
+        stream.synchronize();
+        assertThat(sum[0]).isEqualTo(1);
+        assertThat(device.freeMemory()).isEqualTo(budgetWhileHeld + bytes);
         direct.close();
     }
 

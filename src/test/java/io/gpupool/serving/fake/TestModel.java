@@ -26,6 +26,8 @@ public final class TestModel implements InferenceModel {
     private final List<TensorSpec> outputs;
     private final Function<List<HostTensor>, List<HostTensor>> compute;
     public volatile Runnable gate = () -> { };
+    /** Device bytes taken on top of the inputs' size, to drive the allocator into out-of-memory. */
+    public volatile long extraBytes;
     public final AtomicInteger invocations = new AtomicInteger();
     public final AtomicInteger devicesUsed = new AtomicInteger(-1);
     public volatile boolean closed;
@@ -79,7 +81,7 @@ public final class TestModel implements InferenceModel {
     public List<HostTensor> infer(List<HostTensor> given, Set<String> requestedOutputs, ExecutionContext context) {
         invocations.incrementAndGet();
         devicesUsed.set(context.stream().device().index());
-        long bytes = 1;
+        long bytes = 1 + extraBytes;
         for (HostTensor tensor : given) {
             bytes += tensor.data().byteSize();
         }

@@ -1,0 +1,275 @@
+package io.gpupool.load;
+
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+import tools.jackson.databind.node.ArrayNode;
+import tools.jackson.databind.node.ObjectNode;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The same build, the same workload, one allocator mode after the other: starts the server as its own
+ * process per mode ({@code gpupool.memory.mode}) on free loopback ports, waits until it is ready, runs
+ * the {@link LoadDriver} against it, stops it, and writes a combined JSON, a markdown table and an
+ * HTML page. Run by {@code tools/compare-allocators.sh}, from a checkout or from inside the GPU bundle.
+ *
+ * <pre>
+ *   for mode in modes:
+ *     1. ports P, M  = two free loopback ports
+ *     2. java -cp SERVER_CP io.gpupool.GpuPoolApplication --gpupool.memory.mode=mode ... (log: server-mode.log)
+ *     3. wait for /v2/health/ready = 200 (warm-up done), at most --startup-timeout
+ *     4. LoadDriver: warm-up, then measured run (mode.json, mode.html)
+ *     5. SIGTERM, wait; note whether the log reports blocks still outstanding at close
+ *   comparison.json, comparison.md, comparison.html
+ * </pre>
+ *
+ * Options of its own (everything else goes to every LoadDriver run): {@code --server-cp}, {@code --java},
+ * {@code --jvm-opts}, {@code --models}, {@code --backend}, {@code --modes}, {@code --out-dir},
+ * {@code --startup-timeout}, {@code --server-args} (space-separated extra server arguments).
+ */
+public final class AllocatorComparison {
+
+    private static final JsonMapper JSON = JsonMapper.builder().build();
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> values = new LinkedHashMap<>();
+        for (int i = 0; i < args.length; i++) {
+            String key = args[i].substring(2);
+            int eq = key.indexOf('=');
+            if (eq >= 0) {
+                values.put(key.substring(0, eq), key.substring(eq + 1));
+            } else if (key.equals("quiet") || key.equals("check")) {
+                values.put(key, "true");
+            } else {
+                values.put(key, args[++i]);
+            }
+        }
+        String serverCp = require(values, "server-cp");
+        String java = values.getOrDefault("java", Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        values.remove("java");
+        String jvmOpts = take(values, "jvm-opts", "");
+        String models = take(values, "models", "models");
+        String backend = take(values, "backend", "host");
+        List<String> modes = List.of(take(values, "modes", "TWO_LEVEL,GLOBAL_ONLY,BEST_FIT,DIRECT").split(","));
+        Path outDir = Path.of(take(values, "out-dir", "target/compare"));
+        Duration startup = LoadDriver.duration("--startup-timeout", take(values, "startup-timeout", "240s"));
+        String serverArgs = take(values, "server-args", "");
+        boolean check = Boolean.parseBoolean(values.getOrDefault("check", "false"));
+        Files.createDirectories(outDir);
+
+        List<JsonNode> reports = new ArrayList<>();
+        ObjectNode combined = JSON.createObjectNode();
+        combined.put("tool", "gpupool AllocatorComparison");
+        combined.put("started_at", Instant.now().toString());
+        combined.put("backend", backend);
+        combined.put("models", models);
+        combined.put("server_args", serverArgs);
+        combined.put("jvm_opts", jvmOpts);
+        ArrayNode rows = combined.putArray("modes");
+        boolean allMet = true;
+        for (String mode : modes) {
+            mode = mode.trim();
+            ObjectNode row = rows.addObject();
+            row.put("mode", mode);
+            int port = freePort();
+            int management = freePort();
+            List<String> command = new ArrayList<>();
+            command.add(java);
+            command.add("--enable-native-access=ALL-UNNAMED");
+            for (String opt : jvmOpts.split(" ")) {
+                if (!opt.isBlank()) {
+                    command.add(opt);
+                }
+            }
+            command.addAll(List.of("-cp", serverCp, "io.gpupool.GpuPoolApplication",
+                    "--server.address=127.0.0.1", "--server.port=" + port,
+                    "--management.server.address=127.0.0.1", "--management.server.port=" + management,
+                    "--gpupool.backend=" + backend, "--gpupool.memory.mode=" + mode, "--gpupool.models.path=" + models));
+            for (String arg : serverArgs.split(" ")) {
+                if (!arg.isBlank()) {
+                    command.add(arg);
+                }
+            }
+            Path log = outDir.resolve("server-" + mode + ".log");
+            System.err.printf(Locale.ROOT, "[compare] %s: starting the server on 127.0.0.1:%d (management %d), log %s%n",
+                    mode, port, management, log);
+            long started = System.nanoTime();
+            Process server = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+            try {
+                String failure = awaitReady(server, port, startup);
+                row.put("startup_s", Math.round((System.nanoTime() - started) / 1e7) / 100.0);
+                if (failure != null) {
+                    System.err.println("[compare] " + mode + ": " + failure + " (see " + log + ")");
+                    row.put("error", failure);
+                    allMet = false;
+                    continue;
+                }
+                Map<String, String> driverOptions = new LinkedHashMap<>(values);
+                driverOptions.remove("check");
+                driverOptions.put("url", "http://127.0.0.1:" + port);
+                driverOptions.put("actuator", "http://127.0.0.1:" + management);
+                driverOptions.put("label", mode);
+                driverOptions.put("out", outDir.resolve(mode + ".json").toString());
+                LoadDriver.Options options = LoadDriver.fromMap(driverOptions);
+                if (!driverOptions.isEmpty()) {
+                    throw new IllegalArgumentException("unknown option(s) " + driverOptions.keySet());
+                }
+                LoadDriver.Result result = new LoadDriver(options, System.err).run();
+                result.write(options);
+                System.err.println(result.summaryLine());
+                reports.add(result.report());
+                fillRow(row, result.report());
+                row.put("expectations_met", result.expectationsMet());
+                allMet &= result.expectationsMet();
+            } finally {
+                server.destroy();
+                if (!server.waitFor(60, TimeUnit.SECONDS)) {
+                    server.destroyForcibly().waitFor();
+                    row.put("shutdown", "killed after 60 s");
+                }
+                String text = Files.readString(log);
+                row.put("outstanding_at_close", text.contains("still outstanding") || text.contains("outstanding block"));
+            }
+        }
+        addRatios(rows);
+        Files.writeString(outDir.resolve("comparison.json"), JSON.writerWithDefaultPrettyPrinter().writeValueAsString(combined));
+        String markdown = markdown(combined);
+        Files.writeString(outDir.resolve("comparison.md"), markdown);
+        Files.writeString(outDir.resolve("comparison.html"),
+                LoadReportHtml.renderComparison("gpupool allocator comparison (" + backend + ")", reports));
+        System.out.print(markdown);
+        System.out.println("Written: " + outDir.toAbsolutePath().resolve("comparison.{json,md,html}")
+                + " and one <mode>.json/.html and server-<mode>.log per mode");
+        if (check && !allMet) {
+            System.exit(1);
+        }
+    }
+
+    private static void fillRow(ObjectNode row, JsonNode report) {
+        JsonNode latency = report.path("latency_ms");
+        row.put("throughput_rps", report.path("throughput_rps").asDouble());
+        for (String q : List.of("p50", "p90", "p99", "p99.9", "max")) {
+            row.put(q + "_ms", latency.path(q).asDouble());
+        }
+        row.put("requests", report.path("requests").asLong());
+        row.put("ok", report.path("status").path("200").asLong());
+        row.set("status", report.path("status"));
+        row.put("unexpected_5xx", report.path("unexpected_5xx").asLong());
+        long peakReserved = 0;
+        long peakAllocated = 0;
+        for (JsonNode device : report.path("pool_after").path("devices")) {
+            peakReserved += device.path("peakReservedBytes").asLong();
+            peakAllocated += device.path("peakAllocatedBytes").asLong();
+        }
+        row.put("pool_peak_reserved_bytes", peakReserved);
+        row.put("pool_peak_allocated_bytes", peakAllocated);
+        row.put("allocated_after_drain_bytes", LoadDriver.allocatedBytes(report.path("pool_after_drain")));
+        row.put("ready_after", report.path("ready_after").asInt());
+    }
+
+    /** Throughput and p99 of each mode relative to DIRECT (and CUDA_ASYNC where it ran). */
+    private static void addRatios(ArrayNode rows) {
+        for (String base : List.of("DIRECT", "CUDA_ASYNC")) {
+            JsonNode reference = null;
+            for (JsonNode row : rows) {
+                if (row.path("mode").asString("").equals(base) && row.has("throughput_rps")) {
+                    reference = row;
+                }
+            }
+            if (reference == null || reference.path("throughput_rps").asDouble() <= 0) {
+                continue;
+            }
+            String suffix = base.toLowerCase(Locale.ROOT);
+            for (JsonNode node : rows) {
+                if (node instanceof ObjectNode row && row.has("throughput_rps")) {
+                    row.put("throughput_vs_" + suffix, Math.round(100 * row.path("throughput_rps").asDouble()
+                            / reference.path("throughput_rps").asDouble()) / 100.0);
+                    row.put("p99_vs_" + suffix, Math.round(100 * row.path("p99_ms").asDouble()
+                            / reference.path("p99_ms").asDouble()) / 100.0);
+                }
+            }
+        }
+    }
+
+    static String markdown(JsonNode combined) {
+        StringBuilder md = new StringBuilder();
+        md.append(String.format(Locale.ROOT, "Backend `%s`, started %s.%n%n", combined.path("backend").asString(""),
+                combined.path("started_at").asString("")));
+        md.append("| mode | req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | × DIRECT req/s | × DIRECT p99 | not 200 | unexpected 5xx | pool peak reserved | allocated after drain | ready after |\n");
+        md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (JsonNode row : combined.path("modes")) {
+            if (row.has("error")) {
+                md.append("| ").append(row.path("mode").asString("")).append(" | failed: ")
+                        .append(row.path("error").asString("")).append(" |||||||||||\n");
+                continue;
+            }
+            md.append(String.format(Locale.ROOT, "| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s | %d | %d | %s | %d B | %d |%n",
+                    row.path("mode").asString(""), row.path("throughput_rps").asDouble(), row.path("p50_ms").asDouble(),
+                    row.path("p90_ms").asDouble(), row.path("p99_ms").asDouble(), row.path("p99.9_ms").asDouble(),
+                    row.has("throughput_vs_direct") ? String.format(Locale.ROOT, "%.2f", row.path("throughput_vs_direct").asDouble()) : "-",
+                    row.has("p99_vs_direct") ? String.format(Locale.ROOT, "%.2f", row.path("p99_vs_direct").asDouble()) : "-",
+                    row.path("requests").asLong() - row.path("ok").asLong(), row.path("unexpected_5xx").asLong(),
+                    row.path("pool_peak_reserved_bytes").asLong() == 0 ? "(no pool)"
+                            : String.format(Locale.ROOT, "%.0f MiB", row.path("pool_peak_reserved_bytes").asLong() / 1048576.0),
+                    row.path("allocated_after_drain_bytes").asLong(), row.path("ready_after").asInt()));
+        }
+        return md.toString();
+    }
+
+    /** Null when the server answered ready in time, else why not. */
+    private static String awaitReady(Process server, int port, Duration timeout) throws InterruptedException {
+        HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+        URI ready = URI.create("http://127.0.0.1:" + port + "/v2/health/ready");
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            if (!server.isAlive()) {
+                return "server exited with status " + server.exitValue() + " before it was ready";
+            }
+            try {
+                if (http.send(HttpRequest.newBuilder(ready).timeout(Duration.ofSeconds(5)).GET().build(),
+                        HttpResponse.BodyHandlers.discarding()).statusCode() == 200) {
+                    return null;
+                }
+            } catch (IOException notYetListening) {
+                // keep waiting
+            }
+            Thread.sleep(250);
+        }
+        return "server not ready within " + timeout;
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            return socket.getLocalPort();
+        }
+    }
+
+    private static String require(Map<String, String> values, String key) {
+        String value = values.remove(key);
+        if (value == null) {
+            throw new IllegalArgumentException("--" + key + " is required");
+        }
+        return value;
+    }
+
+    private static String take(Map<String, String> values, String key, String fallback) {
+        String value = values.remove(key);
+        return value == null ? fallback : value;
+    }
+}
