@@ -82,6 +82,8 @@ def main():
               f"enqueued in {p['enqueue_ms_total']} ms; synced per op: "
               + ", ".join(f"{k} {v['ms']} ms/{v['calls']}" for k, v in top)
               + f"; between ops {p['between_ops_ms']} ms")
+    if torch_doc and not torch_doc.get("complete", True):
+        print("\ntorch benchmark incomplete (cut short): its missing rows print as '-'")
     for e in ours_doc.get("errors", []):
         print(f"- gpupool error: {e}")
     status = ours_doc.get("status")
