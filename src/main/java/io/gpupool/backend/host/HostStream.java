@@ -18,7 +18,7 @@ import java.util.Objects;
  *
  * <p>A fence is the ticket of the last queued task and holds nothing native, so fences of the same
  * ticket are interchangeable: {@link #recordFence} hands out the previous fence again while no task
- * was queued since, and a pool freeing on an idle stream allocates no fence at all.
+ * was queued since, so a pool freeing again and again on an idle stream allocates no new fence.
  */
 final class HostStream implements DeviceStream {
 
