@@ -23,7 +23,6 @@ import tools.jackson.databind.ObjectMapper;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 
 /**
  * The Open Inference Protocol (KServe v2) REST endpoints. Handlers never block: request bodies are
@@ -165,10 +164,9 @@ public final class InferenceHandler {
         return error(ServingException.notFound("no endpoint " + request.method() + " " + request.path()));
     }
 
+    /** The model named in the path, at the version in the path when there is one. */
     private ServedModel find(ServerRequest request) {
-        Optional<String> version = request.pathVariables().containsKey("version")
-                ? Optional.of(request.pathVariable("version")) : Optional.empty();
-        return registry.find(request.pathVariable("model"), version.orElse(null));
+        return registry.find(request.pathVariable("model"), request.pathVariables().get("version"));
     }
 
     private static void requireReady(ServedModel model) {
