@@ -90,9 +90,16 @@ public final class DevicePool implements DeviceAllocator {
     static final long KIND_DEDICATED = 2L << 62;
     static final int LATENCY_SAMPLE_EVERY = 16;
     /** Freed dedicated chunks kept for reuse at most. */
-    static final int LARGE_CACHE_ENTRIES = 8;
+    static final int LARGE_CACHE_ENTRIES = 32;
+
+    /** Under ON_DEMAND the local caches together hold at most 1/this of allocated bytes (plus the floor below). */
+    static final int LOCAL_SHARE_DIVISOR = 8;
+    /** Floor of a stream's local cap under ON_DEMAND, in minimum blocks. */
+    static final int LOCAL_MIN_UNITS = 4;
 
     private final ChunkSource source;
+    /** allocated / (LOCAL_SHARE_DIVISOR * streams), refreshed by samplePeak; see {@link #localCapBytes}. */
+    private volatile long liveShareBytes;
     private volatile PoolConfig config;
     private final long minBlock;
     private final int unitShift;
@@ -272,7 +279,8 @@ public final class DevicePool implements DeviceAllocator {
             if (handle >= 0) {
                 return handle;
             }
-            if (metrics.cachedBytes() >= bytes) {                 // the caches hold enough: reuse before growing
+            boolean onDemand = config.growthPolicy() == GrowthPolicy.ON_DEMAND;
+            if (onDemand || metrics.cachedBytes() >= bytes) {     // reuse what the caches hold before growing
                 recover(false);
                 handle = buddy.allocate(units);
                 if (handle >= 0) {
@@ -280,8 +288,21 @@ public final class DevicePool implements DeviceAllocator {
                 }
             }
             releaseLarge(bytes);                                  // idle dedicated chunks go before we grow
+            if (onDemand) {
+                releaseEmptyChunksBelow(blockBytes);             // too small for this request: give back, then grow
+            }
             OutOfDeviceMemoryException refusal = null;
-            if (config.growthPolicy() != GrowthPolicy.EAGER) {
+            if (onDemand) {
+                try {
+                    grow(Math.max(blockBytes, maxBlock));
+                } catch (OutOfDeviceMemoryException e) {
+                    refusal = e;
+                }
+                handle = buddy.allocate(units);
+                if (handle >= 0) {
+                    return handle;
+                }
+            } else if (config.growthPolicy() != GrowthPolicy.EAGER) {
                 try {
                     growLazily(blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
@@ -392,7 +413,11 @@ public final class DevicePool implements DeviceAllocator {
             chunk.fences.makeWait(stream);
             globalHits.increment();
         } else {
-            releaseLarge(size);
+            if (config.growthPolicy() == GrowthPolicy.ON_DEMAND) {
+                releaseForDedicated(size);                         // free buddy chunks cannot serve it: give back
+            } else {
+                releaseLarge(size);
+            }
             long address;
             try {
                 address = reserveFromSource(size);
@@ -420,6 +445,22 @@ public final class DevicePool implements DeviceAllocator {
         allocatedRequested.add(bytes);
         samplePeak();
         return new DeviceBlock(owner, chunk.address, chunk.bytes, bytes, stream, KIND_DEDICATED | chunk.id, site());
+    }
+
+    /**
+     * ON_DEMAND before a new dedicated chunk: flush the local caches, coalesce, and return every
+     * empty buddy chunk and every cached dedicated chunk, so that the new chunk replaces memory
+     * nobody uses instead of adding to it.
+     */
+    private void releaseForDedicated(long size) {
+        growLock.lock();
+        try {
+            recover(false);
+            releaseEmptyChunksBelow(Long.MAX_VALUE);
+            releaseLarge(size);
+        } finally {
+            growLock.unlock();
+        }
     }
 
     private Chunk takeLarge(long size) {
@@ -722,6 +763,18 @@ public final class DevicePool implements DeviceAllocator {
         }
     }
 
+    /** Returns every empty buddy chunk smaller than {@code bytes} at once (ON_DEMAND, before growing). */
+    private long releaseEmptyChunksBelow(long bytes) {
+        long released = 0;
+        for (Chunk chunk : chunks.all()) {
+            if (!chunk.dedicated && chunk.bytes < bytes && chunk.liveUnits.get() == 0 && buddy.detachIfEmpty(chunk)) {
+                releaseChunk(chunk);
+                released += chunk.bytes;
+            }
+        }
+        return released;
+    }
+
     private long releaseEmptyChunks(boolean force) {
         long released = 0;
         long now = System.nanoTime();
@@ -958,7 +1011,25 @@ public final class DevicePool implements DeviceAllocator {
     }
 
     private void samplePeak() {
-        raise(peakAllocated, metrics.allocatedBytes());
+        long allocated = metrics.allocatedBytes();
+        raise(peakAllocated, allocated);
+        LocalCache[] current = caches;
+        liveShareBytes = allocated / (LOCAL_SHARE_DIVISOR * Math.max(1, current.length));
+    }
+
+    /**
+     * The bytes cap of one stream's local cache now: localCacheBytesPerStream, lowered under
+     * ON_DEMAND growth to a share of the pool's allocated bytes (1/{@value #LOCAL_SHARE_DIVISOR}
+     * of them spread over the streams, at least {@value #LOCAL_MIN_UNITS} minimum blocks), so
+     * that the caches together never strand more than a fixed fraction of live memory.
+     * Refreshed on every global-level operation (a plain volatile read on the hot path).
+     */
+    long localCapBytes(PoolConfig cfg) {
+        long fixed = cfg.localCacheBytesPerStream();
+        if (cfg.growthPolicy() != GrowthPolicy.ON_DEMAND) {
+            return fixed;
+        }
+        return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, liveShareBytes));
     }
 
     private static void raise(AtomicLong peak, long value) {

@@ -7,5 +7,12 @@ public enum GrowthPolicy {
     /** Start empty; grow on demand with chunks of growth step, doubling up to the largest step, within the cap. */
     LAZY,
     /** Reserve {@link PoolConfig#initialBytes()} at construction, then grow like {@link #LAZY}. */
-    HYBRID
+    HYBRID,
+    /**
+     * Reserve {@link PoolConfig#initialBytes()} (may be 0) at construction, then grow by what a miss
+     * needs: one chunk of the smallest power-of-two block that holds the request, after the local
+     * caches were flushed, the global level coalesced and empty chunks too small for the request
+     * returned. Reserved bytes track live bytes closely; each growth is one source call. The default.
+     */
+    ON_DEMAND
 }

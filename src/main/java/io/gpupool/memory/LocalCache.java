@@ -174,7 +174,7 @@ final class LocalCache {
      */
     boolean push(int c, long handle, long size, long requested, PoolConfig config) {
         int countCap = config.localCacheCountPerClass();
-        long bytesCap = config.localCacheBytesPerStream();
+        long bytesCap = pool.localCapBytes(config);
         if (countCap == 0 || size > bytesCap >>> 2 || !tryClaim()) {
             return false;
         }
@@ -227,7 +227,7 @@ final class LocalCache {
                 add(CACHED_BLOCKS, -1);
                 return handle;
             }
-            long room = (config.localCacheBytesPerStream() - bytes) / size;
+            long room = (pool.localCapBytes(config) - bytes) / size;
             int want = (int) Math.max(1, Math.min(Math.min(room, config.localCacheCountPerClass() / 2),
                     PoolConfig.MAX_LOCAL_COUNT_PER_CLASS - counts[c]));
             int got = small.take(c, entries[c], counts[c], want, stream);

@@ -114,7 +114,7 @@ public record PoolConfig(
 
     /** The defaults documented on each field. */
     public static PoolConfig defaults() {
-        return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.LAZY, 0,
+        return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 32 * MIB, GrowthPolicy.ON_DEMAND, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
                 Duration.ofSeconds(30), false);
     }
