@@ -1171,9 +1171,29 @@ public final class DevicePool implements DeviceAllocator {
             return total;
         }
 
+        /**
+         * The largest contiguous free range of the global level: adjacent free blocks of the top order
+         * in one chunk count as one range (they are never merged into a larger block, yet serve a
+         * dedicated-size request of the chunk's space just as well as one block would). Racy copy of
+         * the top-order list, no lock taken.
+         */
         @Override
         public long largestFreeBlockBytes() {
-            for (int k = buddy.topOrder(); k >= 0; k--) {
+            int top = buddy.topOrder();
+            if (buddy.freeBlocks(top) > 0) {
+                long[] keys = buddy.freeKeysUnlocked(top);
+                Arrays.sort(keys);
+                long step = 1L << top;
+                long longest = 0;
+                long run = 0;
+                for (int i = 0; i < keys.length; i++) {
+                    run = i > 0 && keys[i] == keys[i - 1] + step
+                            && (keys[i] >>> 24) == (keys[i - 1] >>> 24) ? run + 1 : 1;
+                    longest = Math.max(longest, run);
+                }
+                return Math.max(1, longest) * (minBlock << top);
+            }
+            for (int k = top; k >= 0; k--) {
                 if (buddy.freeBlocks(k) > 0) {
                     return minBlock << k;
                 }
