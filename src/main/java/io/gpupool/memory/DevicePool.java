@@ -30,6 +30,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <pre>
  *   allocate(bytes, stream)
  *     |  bytes &gt; maxBlock ------&gt; a freed dedicated chunk at most 1/8 larger, else a new one from the source
+ *     |                             (ON_DEMAND: first give back cached dedicated chunks and, if that did
+ *     |                              not cover the request, flush + coalesce and give back empty buddy chunks)
  *     |  class c = small class (bytes &lt; minBlock) or run of n = ceil(bytes / minBlock) blocks
  *     v
  *   LocalCache[stream.ordinal()]   lock-free for its owner          (hit: return)
@@ -39,11 +41,29 @@ import java.util.concurrent.locks.ReentrantLock;
  *     v nothing free
  *   coalesce all orders, retry                                       (hit: return)
  *     v
- *   grow lock: retry; if the local caches hold at least the request, flush them, coalesce, retry
- *   grow one chunk (LAZY/HYBRID); on refusal or cap: staged recovery
+ *   grow lock: retry; flush every local cache and coalesce, retry (ON_DEMAND always; LAZY/HYBRID
+ *     when the caches hold at least the request)
+ *   grow: ON_DEMAND returns empty chunks smaller than the request's block, then grows one chunk of
+ *     max(block of the request, maxBlock); LAZY/HYBRID grow the next doubling step.
+ *   on refusal or cap: staged recovery
  *     1. flush every local cache   2. release empty slabs   3. coalesce   4. retry
  *     5. return empty chunks (waiting for their fences)   6. grow by exactly the request   7. fail
  * </pre>
+ *
+ * <h2>Why ON_DEMAND is the default (fragmentation)</h2>
+ * Measured on the BERT serving trace (docs/benchmarks.md, "Fragmentation"), peak reserved / peak
+ * live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
+ * three places: (a) blocks stranded in the 16 streams' local caches (1.4 x live), (b) free buddy
+ * space in chunks that also hold live blocks, partly lazy steps grown far beyond the miss (1.4 x),
+ * (c) empty buddy chunks kept while a &gt; maxBlock request took a new dedicated chunk (0.65 x,
+ * global-only). ON_DEMAND answers each: (a) every miss flushes all caches before growing, and a
+ * stream caches at most its share of 1/{@value #LOCAL_SHARE_DIVISOR} of the allocated bytes;
+ * (b) growth adds one maxBlock-sized chunk, never a doubling step, and with 32 MiB maximum blocks
+ * a large run no longer needs a free aligned 128/256 MiB block; (c) a new dedicated chunk first
+ * replaces empty chunks. The price is source traffic: larger tensors get dedicated chunks of their
+ * own size (reused within 1/8 from a cache of {@value #LARGE_CACHE_ENTRIES}), and empty chunks go
+ * back as soon as a miss needs room, so the pool calls the source far more often than LAZY did.
+ * Local caches stay lock-free for their owner; the extra work is all on the miss path.
  *
  * <h2>Handles</h2>
  * Each {@link DeviceBlock} carries a packed {@code long} handle; bits 62..63 select the kind:

@@ -30,7 +30,9 @@ import java.lang.invoke.VarHandle;
  *   <li>push: claim; if class c is at its count cap, flush its older half to the global level (one
  *       fence for the batch); if the bytes cap would be passed, flush whole classes, largest first;
  *       push; release. A block larger than a quarter of the bytes cap is not cached (large blocks are
- *       rare per request and expensive to strand in one stream).</li>
+ *       rare per request and expensive to strand in one stream). The bytes cap is
+ *       {@link DevicePool#localCapBytes}: the configured cap, under ON_DEMAND growth lowered to the
+ *       stream's share of a fraction of the pool's allocated bytes (one volatile read).</li>
  *   <li>uses are stamped with the pool's coarse clock (a volatile long refreshed on global-level
  *       operations, maintenance and every 1024 local operations of any stream: no clock call on the
  *       hot path); every 1024 operations the owner flushes classes idle longer than

@@ -25,7 +25,7 @@ class DevicePoolTest {
      * tests in {@link OnDemandGrowthTest}).
      */
     static PoolConfig lazy256() {
-        return PoolConfig.defaults().withGrowth(GrowthPolicy.LAZY, 0).withBlocks(2 * MIB, 256 * MIB);
+        return io.gpupool.memory.trace.ReplayStrategies.lazy256();
     }
 
     private static PoolConfig globalOnly() {

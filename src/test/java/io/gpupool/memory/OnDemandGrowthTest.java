@@ -67,7 +67,7 @@ class OnDemandGrowthTest {
             pool.allocate(2 * MIB, s0).release();
             assertThat(pool.metrics().cachedBytes()).isEqualTo(2 * MIB);
         }
-        try (DevicePool lazy = new DevicePool(new FakeChunkSource(8 * GIB), DevicePoolTest.lazy256())) {
+        try (DevicePool lazy = new DevicePool(new FakeChunkSource(8 * GIB), io.gpupool.memory.trace.ReplayStrategies.lazy256())) {
             lazy.allocate(8 * MIB, s0).release();
             assertThat(lazy.metrics().cachedBytes()).as("LAZY keeps the fixed per-stream cap").isEqualTo(8 * MIB);
         }
@@ -110,7 +110,7 @@ class OnDemandGrowthTest {
         Trace trace = new InferenceTraceGenerator(InferenceTraceGenerator.Config.bertBase().withRequests(150)).generate();
         TraceReplayer.Result onDemand = TraceReplayer.replay(trace, ReplayStrategies.byName("two-level"), 141L << 30);
         TraceReplayer.Result lazy = TraceReplayer.replay(trace,
-                new TraceReplayer.Strategy("lazy", s -> new DevicePool(s, DevicePoolTest.lazy256())), 141L << 30);
+                new TraceReplayer.Strategy("lazy", s -> new DevicePool(s, io.gpupool.memory.trace.ReplayStrategies.lazy256())), 141L << 30);
 
         assertThat(onDemand.failedAllocations()).isZero();
         assertThat(onDemand.overhead()).isLessThan(1.25).isLessThan(lazy.overhead() / 2);

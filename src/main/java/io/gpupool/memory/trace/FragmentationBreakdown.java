@@ -7,6 +7,7 @@ import io.gpupool.memory.metric.ChunkMetric;
 import io.gpupool.memory.metric.PoolMetrics;
 import io.gpupool.memory.metric.SizeClassMetric;
 import io.gpupool.memory.source.SimulatedChunkSource;
+import io.gpupool.memory.source.StatisticsChunkSource;
 
 import java.util.HashMap;
 import java.util.Locale;
@@ -35,7 +36,7 @@ public final class FragmentationBreakdown {
     /** The split of reserved bytes at one moment; every field in bytes. */
     public record Breakdown(long reserved, long live, long rounding, long localCaches, long slabFree,
                             long buddyFreeInUsedChunks, long buddyFreeInEmptyChunks, long idleDedicated,
-                            int buddyChunks, int dedicatedChunks) {
+                            int buddyChunks, int dedicatedChunks, double localHitRate, long sourceAllocations) {
 
         public long rest() {
             return reserved - live - rounding - localCaches - slabFree - buddyFreeInUsedChunks
@@ -54,7 +55,9 @@ public final class FragmentationBreakdown {
             line(out, "  buddy free in empty chunks", buddyFreeInEmptyChunks, peakLive);
             line(out, "  idle dedicated chunks", idleDedicated, peakLive);
             line(out, "  rest", rest(), peakLive);
-            out.append(String.format(Locale.ROOT, "  chunks: %d buddy, %d dedicated%n", buddyChunks, dedicatedChunks));
+            out.append(String.format(Locale.ROOT, "  chunks at the peak: %d buddy, %d dedicated%n", buddyChunks, dedicatedChunks));
+            out.append(String.format(Locale.ROOT, "  whole replay: %d source allocations, local hit rate %.3f%n",
+                    sourceAllocations, localHitRate));
             return out.toString();
         }
 
@@ -92,12 +95,13 @@ public final class FragmentationBreakdown {
             }
         }
         return new Breakdown(metrics.reservedBytes(), live, metrics.allocatedBytes() - live, metrics.cachedBytes(),
-                slabFree, usedFree, emptyFree, idleDedicated, buddyChunks, dedicatedChunks);
+                slabFree, usedFree, emptyFree, idleDedicated, buddyChunks, dedicatedChunks, Double.NaN, -1);
     }
 
     /** Replays {@code trace} against {@code strategy} and returns the breakdown at the reservation's peak. */
     public static Breakdown atPeak(Trace trace, TraceReplayer.Strategy strategy, long capacityBytes) {
-        DeviceAllocator allocator = strategy.factory().apply(new SimulatedChunkSource("breakdown", capacityBytes));
+        StatisticsChunkSource source = new StatisticsChunkSource(new SimulatedChunkSource("breakdown", capacityBytes));
+        DeviceAllocator allocator = strategy.factory().apply(source);
         HashMap<Integer, AllocationStream> streams = new HashMap<>();
         HashMap<Long, DeviceBlock> live = new HashMap<>();
         long liveBytes = 0;
@@ -123,6 +127,14 @@ public final class FragmentationBreakdown {
                     }
                 }
             }
+            var counters = allocator.metrics().counters();
+            double hitRate = counters.allocations() == 0 ? 0 : (double) counters.localHits() / counters.allocations();
+            if (atPeak != null) {
+                atPeak = new Breakdown(atPeak.reserved(), atPeak.live(), atPeak.rounding(), atPeak.localCaches(),
+                        atPeak.slabFree(), atPeak.buddyFreeInUsedChunks(), atPeak.buddyFreeInEmptyChunks(),
+                        atPeak.idleDedicated(), atPeak.buddyChunks(), atPeak.dedicatedChunks(), hitRate,
+                        source.allocations());
+            }
         } finally {
             live.values().forEach(DeviceBlock::release);
             allocator.close();
@@ -133,7 +145,7 @@ public final class FragmentationBreakdown {
     /** {@code [--requests N] [--streams N] [--seed N] [--strategies a,b]}: prints the breakdown per strategy. */
     public static void main(String[] args) {
         InferenceTraceGenerator.Config config = InferenceTraceGenerator.Config.bertBase();
-        String names = "two-level,global-only";
+        String names = "two-level,global-only,two-level-lazy-256";
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--requests" -> config = config.withRequests(Integer.parseInt(args[i + 1]));
