@@ -1,5 +1,6 @@
 package io.gpupool.bench;
 
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import tools.jackson.databind.JsonNode;
@@ -7,6 +8,8 @@ import tools.jackson.databind.json.JsonMapper;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 
 import static io.gpupool.model.testing.Fixtures.fixture;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -44,6 +47,18 @@ class BertGpuBenchSmokeTest {
         JsonNode accuracy = doc.get("accuracy").get(0);
         assertThat(accuracy.get("max_abs_diff").asDouble()).isLessThan(1e-4);
         assertThat(accuracy.get("max_abs_reference").asDouble()).isPositive();
+    }
+
+    @Test
+    void unknownPrecisionIsReportedAndTheKnownOnesKept() {
+        BertGpuBench.Options options = BertGpuBench.parse(new String[]{
+                "--model", "m", "--out", "o", "--precisions", "fp32, FP8,tf32x3"});
+        List<String> errors = new ArrayList<>();
+
+        List<Precision> precisions = BertGpuBench.precisions(options.precisions(), errors);
+
+        assertThat(precisions).containsExactly(Precision.FP32, Precision.TF32X3);
+        assertThat(errors).singleElement().asString().startsWith("FP8: not a precision of these kernels");
     }
 
     @Test
