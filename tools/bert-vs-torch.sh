@@ -26,6 +26,7 @@ START=$SECONDS
 STATUS=0
 log() { echo "[bert-vs-torch +$((SECONDS - START))s] $*"; }
 fail() { log "FAILED: $*"; [ "$STATUS" -ne 0 ] || STATUS=1; }
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false   # everything is local
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bert-vs-torch.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
