@@ -61,7 +61,7 @@ import java.util.TreeMap;
  * <ol>
  *   <li>accuracy: with {@code reference.safetensors} in the model folder (tools/make_bert_base.py writes one), the
  *       max abs difference of last_hidden_state from transformers' FP32 output, per precision;</li>
- *   <li>profile (CUDA only, a few shapes): one forward with a {@link TimingOps} wrapper that synchronises after every
+ *   <li>profile (a few shapes): one forward with a {@link TimingOps} wrapper that synchronises after every
  *       op (device time per op kind) and one that does not (host time spent enqueueing), plus the time between ops
  *       (plan steps, pool allocations);</li>
  *   <li>the activation pool's peak and reserved bytes.</li>
@@ -228,15 +228,13 @@ public final class BertGpuBench {
                                     write(o.out(), doc);
                                 }
                             }
-                            if (cuda) {
-                                for (int[] bs : o.profile()) {
-                                    if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
-                                            || elapsed(started) > o.budgetSeconds()) {
-                                        continue;
-                                    }
-                                    profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
-                                    write(o.out(), doc);
+                            for (int[] bs : o.profile()) {
+                                if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
+                                        || elapsed(started) > o.budgetSeconds()) {
+                                    continue;
                                 }
+                                profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
+                                write(o.out(), doc);
                             }
                             Map<String, Object> poolStats = new LinkedHashMap<>();
                             poolStats.put("peak_allocated_bytes", pool.metrics().peakAllocatedBytes());

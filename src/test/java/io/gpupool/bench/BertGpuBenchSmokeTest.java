@@ -25,7 +25,8 @@ class BertGpuBenchSmokeTest {
         Path out = dir.resolve("bench.json");
         BertGpuBench.Options options = BertGpuBench.parse(new String[]{
                 "--backend", "host", "--model", fixture("tiny-bert").toString(), "--out", out.toString(),
-                "--batches", "1,2", "--seqs", "8,128", "--warmup", "1", "--reps", "3", "--budget-s", "60"});
+                "--batches", "1,2", "--seqs", "8,128", "--warmup", "1", "--reps", "3", "--budget-s", "60",
+                "--profile", "2x8,32x512"});
 
         int status = BertGpuBench.run(options);
 
@@ -43,6 +44,13 @@ class BertGpuBenchSmokeTest {
         }
         assertThat(doc.get("results").get(0).get("output").asString()).isEqualTo("pooler_output");
         assertThat(doc.get("results").get(1).get("output").asString()).isEqualTo("last_hidden_state");
+        // Profile: 2 layers -> embeddings, its LayerNorm, 7 ops per layer, pooler dense, CLS pool twice; 32x512 is
+        // above the model's maximum and left out.
+        assertThat(doc.get("profile")).hasSize(1);
+        JsonNode profile = doc.get("profile").get(0);
+        assertThat(profile.get("launches").asInt()).isEqualTo(2 + 7 * 2 + 3);
+        assertThat(profile.get("device_ms").get("attention").get("calls").asInt()).isEqualTo(2);
+        assertThat(profile.get("device_ms").get("linear 32->96").get("calls").asInt()).isEqualTo(2);
         // The fixture's reference was computed by transformers: FP32 on the host matches it.
         JsonNode accuracy = doc.get("accuracy").get(0);
         assertThat(accuracy.get("max_abs_diff").asDouble()).isLessThan(1e-4);
