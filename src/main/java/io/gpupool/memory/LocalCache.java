@@ -54,6 +54,7 @@ final class LocalCache {
     static final int CACHED_BLOCKS = 8;
     private static final int STATS = 9;
     private static final int SWEEP_MASK = 1023;
+    private static final int RETIRED = 2;
 
     private static final VarHandle OWNER;
     private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
@@ -91,15 +92,36 @@ final class LocalCache {
         return OWNER.compareAndSet(this, 0, 1);
     }
 
-    void claim() {
+    /**
+     * Waits for the owner word (maintenance from another thread).
+     *
+     * @return false if the cache was retired meanwhile (it is empty and must not be touched)
+     */
+    boolean claim() {
         int spins = 0;
         while (!OWNER.compareAndSet(this, 0, 1)) {
+            if ((int) OWNER.getVolatile(this) == RETIRED) {
+                return false;
+            }
             if (++spins < 64) {
                 Thread.onSpinWait();
             } else {
                 Thread.yield();
             }
         }
+        return true;
+    }
+
+    /**
+     * Flushes everything and marks the cache retired for good: later claims fail, so a thread still
+     * holding a reference goes to the global level.
+     */
+    void retire() {
+        if (!claim()) {
+            return;
+        }
+        flushAllClaimed();
+        OWNER.setRelease(this, RETIRED);
     }
 
     void unclaim() {
@@ -258,7 +280,9 @@ final class LocalCache {
 
     /** Empties the whole cache to the global level, from any thread (trim, recovery). */
     long flushAll() {
-        claim();
+        if (!claim()) {
+            return 0;
+        }
         try {
             return flushAllClaimed();
         } finally {
@@ -279,7 +303,9 @@ final class LocalCache {
 
     /** Flushes idle classes from any thread (maintenance). */
     long flushIdleNow(long idleNanos) {
-        claim();
+        if (!claim()) {
+            return 0;
+        }
         try {
             return flushIdle(System.nanoTime(), idleNanos);
         } finally {

@@ -70,7 +70,7 @@ import java.util.TreeMap;
  * ({@code --budget-s}) skips what would not fit, and each shape's repetitions stop at {@code --shape-s}.
  *
  * <pre>
- *   BertGpuBench --model DIR --out FILE [--backend cuda|host] [--precisions FP32,TF32,BF16]
+ *   BertGpuBench --model DIR --out FILE [--backend cuda|host] [--precisions FP32,BF16,TF32,TF32X3]
  *                [--batches 1,8,32] [--seqs 16,128,512] [--warmup 3] [--reps 10]
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
  * </pre>
@@ -93,7 +93,7 @@ public final class BertGpuBench {
     static Options parse(String[] args) {
         Map<String, String> values = new LinkedHashMap<>();
         values.put("--backend", "cuda");
-        values.put("--precisions", "FP32,TF32,BF16");
+        values.put("--precisions", "FP32,BF16,TF32,TF32X3");
         values.put("--batches", "1,8,32");
         values.put("--seqs", "16,128,512");
         values.put("--warmup", "3");
@@ -139,7 +139,7 @@ public final class BertGpuBench {
         return Arrays.stream(csv.split(",")).map(String::trim).mapToInt(Integer::parseInt).toArray();
     }
 
-    /** Runs the benchmark; 0 when every planned measurement ran, 2 when the budget cut some, 1 on failure. */
+    /** Runs the benchmark; 0 when every planned measurement ran, 2 when the budget cut some, 1 when one failed. */
     static int run(Options o) throws IOException {
         long started = System.nanoTime();
         Map<String, Object> doc = new LinkedHashMap<>();
@@ -147,6 +147,7 @@ public final class BertGpuBench {
         List<Map<String, Object>> accuracy = new ArrayList<>();
         List<Map<String, Object>> profiles = new ArrayList<>();
         List<String> skipped = new ArrayList<>();
+        List<String> errors = new ArrayList<>();
         doc.put("bench", "gpupool_bert");
         doc.put("status", "running");
         doc.put("java", Runtime.version().toString());
@@ -157,6 +158,7 @@ public final class BertGpuBench {
         doc.put("results", results);
         doc.put("profile", profiles);
         doc.put("skipped", skipped);
+        doc.put("errors", errors);
         write(o.out(), doc);
 
         ComputeBackend backend;
@@ -190,55 +192,63 @@ public final class BertGpuBench {
                 try (model) {
                     String small = smallOutput(model);
                     for (Precision precision : precisions) {
-                        TensorOps ops = cuda ? (precision == Precision.FP32 ? planning
-                                : new CudaTensorOps(device, precision)) : planning;
                         String label = cuda ? precision.name() : "FP32-host";
-                        ExecutionContext context = new ExecutionContext(stream, pool, ops);
-                        checkAccuracy(o, model, context, label, accuracy);
-                        write(o.out(), doc);
-                        for (int batch : o.batches()) {
-                            for (int seq : o.seqs()) {
-                                String shape = label + " " + batch + "x" + seq;
-                                if (batch > model.maxBatchSize() || seq > model.maxSequenceLength()) {
-                                    skipped.add(shape + ": above the model's maximum " + model.maxBatchSize() + "x"
-                                            + model.maxSequenceLength());
-                                    continue;
+                        try {
+                            TensorOps ops = cuda ? (precision == Precision.FP32 ? planning
+                                    : new CudaTensorOps(device, precision)) : planning;
+                            ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                            checkAccuracy(o, model, context, label, accuracy);
+                            write(o.out(), doc);
+                            for (int batch : o.batches()) {
+                                for (int seq : o.seqs()) {
+                                    String shape = label + " " + batch + "x" + seq;
+                                    if (batch > model.maxBatchSize() || seq > model.maxSequenceLength()) {
+                                        skipped.add(shape + ": above the model's maximum " + model.maxBatchSize() + "x"
+                                                + model.maxSequenceLength());
+                                        continue;
+                                    }
+                                    if (elapsed(started) > o.budgetSeconds()) {
+                                        skipped.add(shape + ": time budget of " + o.budgetSeconds() + " s spent");
+                                        continue;
+                                    }
+                                    List<HostTensor> inputs = inputs(batch, seq, vocab(model), batch * 1000L + seq);
+                                    for (String mode : List.of("forward", "full")) {
+                                        String output = mode.equals("forward") ? small : BertModel.LAST_HIDDEN_STATE;
+                                        Map<String, Object> row = new LinkedHashMap<>();
+                                        row.put("bench", "bert_forward");
+                                        row.put("precision", label);
+                                        row.put("mode", mode);
+                                        row.put("output", output);
+                                        row.put("batch", batch);
+                                        row.put("seq", seq);
+                                        row.putAll(time(o, model, context, inputs, output));
+                                        results.add(row);
+                                        log(row.toString());
+                                    }
+                                    write(o.out(), doc);
                                 }
-                                if (elapsed(started) > o.budgetSeconds()) {
-                                    skipped.add(shape + ": time budget of " + o.budgetSeconds() + " s spent");
-                                    continue;
-                                }
-                                List<HostTensor> inputs = inputs(batch, seq, vocab(model), batch * 1000L + seq);
-                                for (String mode : List.of("forward", "full")) {
-                                    String output = mode.equals("forward") ? small : BertModel.LAST_HIDDEN_STATE;
-                                    Map<String, Object> row = new LinkedHashMap<>();
-                                    row.put("bench", "bert_forward");
-                                    row.put("precision", label);
-                                    row.put("mode", mode);
-                                    row.put("output", output);
-                                    row.put("batch", batch);
-                                    row.put("seq", seq);
-                                    row.putAll(time(o, model, context, inputs, output));
-                                    results.add(row);
-                                    log(row.toString());
-                                }
-                                write(o.out(), doc);
                             }
-                        }
-                        if (cuda) {
-                            for (int[] bs : o.profile()) {
-                                if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
-                                        || elapsed(started) > o.budgetSeconds()) {
-                                    continue;
+                            if (cuda) {
+                                for (int[] bs : o.profile()) {
+                                    if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
+                                            || elapsed(started) > o.budgetSeconds()) {
+                                        continue;
+                                    }
+                                    profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
+                                    write(o.out(), doc);
                                 }
-                                profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
-                                write(o.out(), doc);
                             }
+                            Map<String, Object> poolStats = new LinkedHashMap<>();
+                            poolStats.put("peak_allocated_bytes", pool.metrics().peakAllocatedBytes());
+                            poolStats.put("reserved_bytes", pool.metrics().reservedBytes());
+                            doc.put("pool", poolStats);
+                        } catch (RuntimeException | LinkageError e) {
+                            // One precision failing (a kernel that does not load or launch) leaves the others
+                            // to run; a device fault that poisons the context fails them too, each recorded.
+                            errors.add(label + ": " + e);
+                            log("FAILED " + label + ": " + e);
+                            write(o.out(), doc);
                         }
-                        Map<String, Object> poolStats = new LinkedHashMap<>();
-                        poolStats.put("peak_allocated_bytes", pool.metrics().peakAllocatedBytes());
-                        poolStats.put("reserved_bytes", pool.metrics().reservedBytes());
-                        doc.put("pool", poolStats);
                     }
                 }
             } finally {
@@ -246,7 +256,8 @@ public final class BertGpuBench {
                 pool.close();
                 weights.close();
             }
-            doc.put("status", skipped.stream().anyMatch(s -> s.contains("budget")) ? "partial" : "complete");
+            doc.put("status", !errors.isEmpty() ? "errors"
+                    : skipped.stream().anyMatch(s -> s.contains("budget")) ? "partial" : "complete");
         } catch (RuntimeException | Error e) {
             doc.put("status", "failed: " + e);
             write(o.out(), doc);
@@ -255,7 +266,11 @@ public final class BertGpuBench {
         doc.put("elapsed_s", round(elapsed(started), 1));
         write(o.out(), doc);
         log("done in " + doc.get("elapsed_s") + " s: " + results.size() + " results, " + skipped.size() + " skipped");
-        return doc.get("status").equals("complete") ? 0 : 2;
+        return switch ((String) doc.get("status")) {
+            case "complete" -> 0;
+            case "partial" -> 2;
+            default -> 1;
+        };
     }
 
     /** The cheapest output to download: the pooled embedding, else the pooler output, else the hidden states. */

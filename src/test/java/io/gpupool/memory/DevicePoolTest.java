@@ -341,6 +341,23 @@ class DevicePoolTest {
     }
 
     @Test
+    void aRefusedStepFallsBackToOneBlockOfTheRequestsOrder() {
+        FakeChunkSource limited = new FakeChunkSource(GIB);
+        limited.limit = 16 * MIB;
+        try (DevicePool pool = new DevicePool(limited, PoolConfig.defaults())) {
+            DeviceBlock block = pool.allocate(10 * MIB, s0);    // 5 blocks need an aligned 8-block (16 MiB) root
+            assertThat(block.size()).isEqualTo(10 * MIB);
+            assertThat(limited.requests()).containsExactly(256 * MIB, 16 * MIB);
+            DeviceBlock four = pool.allocate(4 * MIB, s0);      // the trimmed tail (2 + 4 MiB) still serves
+            DeviceBlock two = pool.allocate(2 * MIB, s0);
+            assertThat(limited.requests()).hasSize(2);
+            block.release();
+            four.release();
+            two.release();
+        }
+    }
+
+    @Test
     void doubleReleaseFailsWithAClearMessage() {
         try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
             DeviceBlock block = pool.allocate(4096, s0);
