@@ -29,8 +29,8 @@ import java.lang.invoke.VarHandle;
  *   <li>pop: claim, take the top entry of class c (a hit) or count a miss, release.</li>
  *   <li>push: claim; if class c is at its count cap, flush its older half to the global level (one
  *       fence for the batch); if the bytes cap would be passed, flush the oldest entries of the
- *       largest classes until it fits; push; release. A block larger than a quarter of the bytes cap is not cached (large blocks are
- *       rare per request and expensive to strand in one stream).</li>
+ *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
+ *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).</li>
  *   <li>uses are stamped with the pool's coarse clock (a volatile long refreshed on global-level
  *       operations, maintenance and every 1024 local operations of any stream: no clock call on the
  *       hot path); every 1024 operations the owner flushes classes idle longer than
