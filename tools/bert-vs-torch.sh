@@ -26,6 +26,7 @@ START=$SECONDS
 STATUS=0
 log() { echo "[bert-vs-torch +$((SECONDS - START))s] $*"; }
 fail() { log "FAILED: $*"; [ "$STATUS" -ne 0 ] || STATUS=1; }
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false   # everything is local
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bert-vs-torch.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
@@ -37,7 +38,10 @@ RUNNER=""
 if [ -x target/gpu-bundle/gpupool-gpu-bundle/run-gpu-tests.sh ]; then
   RUNNER=target/gpu-bundle/gpupool-gpu-bundle/run-gpu-tests.sh
 elif [ -f "$BUNDLE" ]; then
-  if tar -C "$WORK" -xJf "$BUNDLE"; then
+  if tar -C "$WORK" -xJf "$BUNDLE" 2>/dev/null || python3 -c 'import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    t.extractall(sys.argv[2], filter="tar") if hasattr(tarfile, "tar_filter") else t.extractall(sys.argv[2])' \
+      "$BUNDLE" "$WORK"; then
     RUNNER="$WORK/gpupool-gpu-bundle/run-gpu-tests.sh"
   else
     fail "cannot unpack $BUNDLE"

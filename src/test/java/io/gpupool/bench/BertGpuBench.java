@@ -61,7 +61,7 @@ import java.util.TreeMap;
  * <ol>
  *   <li>accuracy: with {@code reference.safetensors} in the model folder (tools/make_bert_base.py writes one), the
  *       max abs difference of last_hidden_state from transformers' FP32 output, per precision;</li>
- *   <li>profile (CUDA only, a few shapes): one forward with a {@link TimingOps} wrapper that synchronises after every
+ *   <li>profile (a few shapes): one forward with a {@link TimingOps} wrapper that synchronises after every
  *       op (device time per op kind) and one that does not (host time spent enqueueing), plus the time between ops
  *       (plan steps, pool allocations);</li>
  *   <li>the activation pool's peak and reserved bytes.</li>
@@ -80,7 +80,7 @@ public final class BertGpuBench {
     private BertGpuBench() {
     }
 
-    record Options(Path model, Path out, String backend, List<Precision> precisions, int[] batches, int[] seqs,
+    record Options(Path model, Path out, String backend, List<String> precisions, int[] batches, int[] seqs,
                    int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile) {
     }
 
@@ -117,9 +117,9 @@ public final class BertGpuBench {
         if (!backend.equals("cuda") && !backend.equals("host")) {
             throw new IllegalArgumentException("--backend must be cuda or host, got " + backend);
         }
-        List<Precision> precisions = new ArrayList<>();
+        List<String> precisions = new ArrayList<>();
         for (String p : values.get("--precisions").split(",")) {
-            precisions.add(Precision.valueOf(p.trim().toUpperCase(Locale.ROOT)));
+            precisions.add(p.trim().toUpperCase(Locale.ROOT));   // resolved in run: an unknown one is an error there
         }
         List<int[]> profile = new ArrayList<>();
         if (!values.get("--profile").equals("none")) {
@@ -174,7 +174,7 @@ public final class BertGpuBench {
             backend = new HostBackend();
         }
         boolean cuda = o.backend().equals("cuda");
-        List<Precision> precisions = cuda ? o.precisions() : List.of(Precision.FP32);
+        List<Precision> precisions = precisions(cuda ? o.precisions() : List.of("FP32"), errors);
         try (backend) {
             ComputeDevice device = backend.devices().getFirst();
             device.bindToCurrentThread();
@@ -228,15 +228,13 @@ public final class BertGpuBench {
                                     write(o.out(), doc);
                                 }
                             }
-                            if (cuda) {
-                                for (int[] bs : o.profile()) {
-                                    if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
-                                            || elapsed(started) > o.budgetSeconds()) {
-                                        continue;
-                                    }
-                                    profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
-                                    write(o.out(), doc);
+                            for (int[] bs : o.profile()) {
+                                if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
+                                        || elapsed(started) > o.budgetSeconds()) {
+                                    continue;
                                 }
+                                profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
+                                write(o.out(), doc);
                             }
                             Map<String, Object> poolStats = new LinkedHashMap<>();
                             poolStats.put("peak_allocated_bytes", pool.metrics().peakAllocatedBytes());
@@ -271,6 +269,23 @@ public final class BertGpuBench {
             case "partial" -> 2;
             default -> 1;
         };
+    }
+
+    /**
+     * The precisions named that these kernels have, in order; each unknown name (a bundle older than the script)
+     * becomes an entry of {@code errors} instead of stopping the run.
+     */
+    static List<Precision> precisions(List<String> names, List<String> errors) {
+        List<Precision> precisions = new ArrayList<>();
+        for (String name : names) {
+            try {
+                precisions.add(Precision.valueOf(name));
+            } catch (IllegalArgumentException e) {
+                errors.add(name + ": not a precision of these kernels, expected one of "
+                        + Arrays.toString(Precision.values()));
+            }
+        }
+        return precisions;
     }
 
     /** The cheapest output to download: the pooled embedding, else the pooler output, else the hidden states. */
