@@ -207,7 +207,7 @@ class DevicePoolTest {
 
     @Test
     void localCacheRespectsItsByteCapAndKeepsLargeBlocksOut() {
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withLocalCacheBytesPerStream(16 * MIB));
+        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalCacheBytesPerStream(16 * MIB));
         try (DevicePool pool = new DevicePool(source, config)) {
             pool.allocate(6 * MIB, s0).release();              // above a quarter of the cap: straight to global
             assertThat(pool.metrics().cachedBytes()).isZero();
