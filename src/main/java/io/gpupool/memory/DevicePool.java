@@ -29,6 +29,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <h2>Levels</h2>
  * <pre>
  *   allocate(bytes, stream)
+ *     |  bytes &gt; maxBlock, ON_DEMAND: a span of adjacent free max blocks in one chunk (BuddyLevel.allocateSpan;
+ *     |                       chunks larger than maxBlock come from initialBytes or reserve()), else as below
  *     |  bytes &gt; maxBlock ------&gt; a freed dedicated chunk at most 1/8 larger, else a new one from the source
  *     |                             (ON_DEMAND: first give back cached dedicated chunks and, if that did
  *     |                              not cover the request, flush + coalesce and give back empty buddy chunks)
@@ -60,14 +62,17 @@ import java.util.concurrent.locks.ReentrantLock;
  * stream caches at most its share of 1/{@value #LOCAL_SHARE_DIVISOR} of the allocated bytes;
  * (b) growth adds one maxBlock-sized chunk, never a doubling step, and with 32 MiB maximum blocks
  * a large run no longer needs a free aligned 128/256 MiB block; (c) a new dedicated chunk first
- * replaces empty chunks. The price is source traffic: larger tensors get dedicated chunks of their
+ * replaces empty chunks. Spans let a large request use a warm-up chunk; growing chunks larger than
+ * maxBlock so that spans could replace dedicated chunks was measured and rejected (256 MiB growth:
+ * 1.37 x live with a quarter of the source calls; see docs/benchmarks.md). The price is source traffic: larger tensors get dedicated chunks of their
  * own size (reused within 1/8 from a cache of {@value #LARGE_CACHE_ENTRIES}), and empty chunks go
  * back as soon as a miss needs room, so the pool calls the source far more often than LAZY did.
  * Local caches stay lock-free for their owner; the extra work is all on the miss path.
  *
  * <h2>Handles</h2>
  * Each {@link DeviceBlock} carries a packed {@code long} handle; bits 62..63 select the kind:
- * 00 buddy run ({@link BuddyLevel#handle}), 01 small object ({@link SmallObjects#handle}),
+ * 00 buddy run or span ({@link BuddyLevel#handle}; a span's length exceeds maxBlock and it never
+ * enters a local cache), 01 small object ({@link SmallObjects#handle}),
  * 10 dedicated chunk (bits 0..21 chunk id). The local caches store these longs, so the hot path
  * allocates nothing but the {@code DeviceBlock}.
  *
@@ -124,6 +129,10 @@ public final class DevicePool implements DeviceAllocator {
     private final long minBlock;
     private final int unitShift;
     private final long maxBlock;
+    /** maxBlock in minimum blocks. */
+    private final int maxUnits;
+    /** Largest span a handle can describe (16-bit length in minimum blocks); larger requests get dedicated chunks. */
+    private final long maxSpanBytes;
     private final SizeClasses classes;
     private final int smallCount;
     private final long largestSmall;
@@ -184,6 +193,8 @@ public final class DevicePool implements DeviceAllocator {
         this.smallCount = classes.count();
         this.largestSmall = classes.size(smallCount - 1);
         int maxUnits = (int) (maxBlock >>> unitShift);
+        this.maxUnits = maxUnits;
+        this.maxSpanBytes = Math.min(BuddyLevel.LENGTH_MASK, BuddyLevel.MAX_CHUNK_UNITS) << unitShift;
         this.classBytes = new long[smallCount + maxUnits];
         for (int c = 0; c < classBytes.length; c++) {
             classBytes[c] = c < smallCount ? classes.size(c) : (long) (c - smallCount + 1) << unitShift;
@@ -216,7 +227,21 @@ public final class DevicePool implements DeviceAllocator {
         long start = sampled ? System.nanoTime() : 0;
         PoolConfig cfg = config;
         DeviceBlock block;
-        if (bytes > maxBlock) {
+        int spanUnits = (int) ((bytes + minBlock - 1) >>> unitShift);
+        long spanHandle = bytes > maxBlock && cfg.growthPolicy() == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
+                ? buddy.allocateSpan(spanUnits) : -1;
+        if (spanHandle >= 0) {
+            int units = spanUnits;                                  // exit 3: a span of adjacent free max blocks
+            long handle = spanHandle;
+            chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
+            globalHits.increment();
+            long size = (long) units << unitShift;
+            allocations.increment();
+            allocatedBytes.add(size);
+            allocatedRequested.add(bytes);
+            samplePeak();
+            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+        } else if (bytes > maxBlock) {
             block = allocateDedicated(bytes, stream);
         } else {
             int c = bytes <= largestSmall ? classes.indexOf(bytes)
@@ -276,10 +301,10 @@ public final class DevicePool implements DeviceAllocator {
 
     /** A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed. */
     private long allocateRun(int units, AllocationStream stream) {
-        long handle = buddy.allocate(units);
+        long handle = tryAllocate(units);
         if (handle < 0) {
             buddy.coalesceAll();                                   // deferred merge, then retry
-            handle = buddy.allocate(units);
+            handle = tryAllocate(units);
         }
         if (handle >= 0) {
             globalHits.increment();
@@ -290,19 +315,26 @@ public final class DevicePool implements DeviceAllocator {
         return handle;
     }
 
+    /** A run of at most one maximum block, or (ON_DEMAND) a span of adjacent maximum blocks. */
+    private long tryAllocate(int units) {
+        return units > maxUnits ? buddy.allocateSpan(units) : buddy.allocate(units);
+    }
+
     private long growAndAllocate(int units) {
         long bytes = (long) units << unitShift;
-        long blockBytes = minBlock << BuddyLevel.ceilLog2(units);  // a chunk must hold one block of the run's order
+        long blockBytes = units > maxUnits                        // a span: whole maximum blocks of one chunk
+                ? (long) ((units + maxUnits - 1) / maxUnits) * maxBlock
+                : minBlock << BuddyLevel.ceilLog2(units);          // a chunk must hold one block of the run's order
         growLock.lock();
         try {
-            long handle = buddy.allocate(units);                   // someone else may have grown
+            long handle = tryAllocate(units);                   // someone else may have grown
             if (handle >= 0) {
                 return handle;
             }
             boolean onDemand = config.growthPolicy() == GrowthPolicy.ON_DEMAND;
             if (onDemand || metrics.cachedBytes() >= bytes) {     // reuse what the caches hold before growing
                 recover(false);
-                handle = buddy.allocate(units);
+                handle = tryAllocate(units);
                 if (handle >= 0) {
                     return handle;
                 }
@@ -318,7 +350,7 @@ public final class DevicePool implements DeviceAllocator {
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                 }
-                handle = buddy.allocate(units);
+                handle = tryAllocate(units);
                 if (handle >= 0) {
                     return handle;
                 }
@@ -328,7 +360,7 @@ public final class DevicePool implements DeviceAllocator {
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                 }
-                handle = buddy.allocate(units);
+                handle = tryAllocate(units);
                 if (handle >= 0) {
                     return handle;
                 }
@@ -337,7 +369,7 @@ public final class DevicePool implements DeviceAllocator {
             }
             recoveries.increment();                                // staged recovery, steps 1-4
             long recovered = recover(true);
-            handle = buddy.allocate(units);
+            handle = tryAllocate(units);
             if (handle >= 0) {
                 return handle;
             }
@@ -350,7 +382,7 @@ public final class DevicePool implements DeviceAllocator {
                     refusal = e;
                     break;
                 }
-                handle = buddy.allocate(units);
+                handle = tryAllocate(units);
                 if (handle >= 0) {
                     return handle;
                 }
@@ -566,8 +598,9 @@ public final class DevicePool implements DeviceAllocator {
             return;
         }
         PoolConfig cfg = config;
-        int c = classOf(handle);
-        if (cfg.mode() == AllocatorMode.TWO_LEVEL
+        boolean span = (handle & KIND_MASK) == 0 && BuddyLevel.length(handle) > maxUnits;
+        int c = span ? -1 : classOf(handle);
+        if (!span && cfg.mode() == AllocatorMode.TWO_LEVEL
                 && cacheFor(stream).push(c, handle, block.size(), block.requestedBytes(), cfg)) {
             return;                                                // exit 1: kept in the stream's cache
         }

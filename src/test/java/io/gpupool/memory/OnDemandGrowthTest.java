@@ -88,6 +88,29 @@ class OnDemandGrowthTest {
     }
 
     @Test
+    void aLargeRequestTakesAdjacentMaximumBlocksOfTheWarmUpChunkInsteadOfADedicatedChunk() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+            pool.reserve(256 * MIB);                                // warm-up: one chunk of 8 maximum blocks
+            DeviceBlock small = pool.allocate(30 * MIB, s0);        // block 0
+            DeviceBlock large = pool.allocate(100 * MIB, s1);       // 4 blocks from 32 MiB on, tail trimmed
+
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(256 * MIB);
+            assertThat(source.requests()).containsExactly(256 * MIB);
+            assertThat(large.size()).isEqualTo(100 * MIB);
+            assertThat(large.address()).isEqualTo(small.address() + 32 * MIB);
+            assertThat(pool.metrics().globalFreeBytes()).isEqualTo(256 * MIB - 100 * MIB - 30 * MIB);
+
+            large.release();
+            assertThat(pool.metrics().cachedBytes()).as("spans never enter a local cache").isZero();
+            small.release();
+            PoolInvariants.freeSpaceIsWholeChunks(pool);
+            DeviceBlock again = pool.allocate(250 * MIB, s0);       // the whole chunk is one span again
+            assertThat(source.requests()).containsExactly(256 * MIB);
+            again.release();
+        }
+    }
+
+    @Test
     void adjacentFreeMaximumBlocksOfOneChunkCountAsOneContiguousRange() {
         PoolConfig lazy = PoolConfig.defaults().withGrowth(GrowthPolicy.LAZY, 0);   // one 256 MiB chunk, 32 MiB blocks
         try (DevicePool pool = new DevicePool(source, lazy.withMode(AllocatorMode.GLOBAL_ONLY))) {
