@@ -70,6 +70,7 @@ public final class LoadDriver {
               --actuator URL         management port (default http://127.0.0.1:8081); "none" skips pool reads
               --mix bert=W,mlp=W     request mix by weight (default bert=1)
               --bert-model NAME      (default tiny-bert)       --mlp-model NAME (default iris-mlp)
+              --bert-output NAME     the one output BERT requests ask for (default pooler_output)
               --model NAME           instead of the mix: any model, inputs filled from its metadata
               --batch-max N          BERT batch uniform in [1, N] (default 8, tiny-bert's maximum; 32 for bert-base)
               --seq-median X         BERT sequence length: log-normal median (default 24)
@@ -663,7 +664,8 @@ public final class LoadDriver {
     /** Builds options from a map of option names to values, removing the names it used. */
     static Options fromMap(Map<String, String> v) {
         double[] weights = mixWeights(take(v, "mix", "bert=1"));
-        Workload.Mix mix = new Workload.Mix(take(v, "bert-model", "tiny-bert"), take(v, "mlp-model", "iris-mlp"),
+        Workload.Mix mix = new Workload.Mix(take(v, "bert-model", "tiny-bert"), take(v, "bert-output", "pooler_output"),
+                take(v, "mlp-model", "iris-mlp"),
                 weights[0], weights[1], integer(v, "batch-max", 8), integer(v, "seq-min", 1),
                 number(v, "seq-median", 24), number(v, "seq-sigma", 0.6), integer(v, "seq-max", 64),
                 integer(v, "vocab", 100), integer(v, "mlp-batch-max", 32), number(v, "binary", 0),
