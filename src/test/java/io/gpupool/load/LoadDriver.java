@@ -223,7 +223,7 @@ public final class LoadDriver {
             log.printf(Locale.ROOT, "[load] warm-up %d ms%n", options.warmup().toMillis());
             drive(workload, new Recorder(1 << 20), options.warmup(), Long.MAX_VALUE, false, options.seed() + 1);
         }
-        Recorder recorder = new Recorder((int) Math.min(options.maxRequests(), 8_000_000));
+        Recorder recorder = new Recorder((int) Math.min(options.maxRequests(), 4_000_000));
         log.printf(Locale.ROOT, "[load] %s: %s for %d s%s%n", options.label(),
                 options.rate() > 0 ? "rate " + options.rate() + "/s" : "concurrency " + options.concurrency(),
                 options.duration().toSeconds(), options.maxRequests() < Long.MAX_VALUE ? " or " + options.maxRequests() + " requests" : "");
@@ -479,7 +479,7 @@ public final class LoadDriver {
     /** Per second of start time: 200 answers, other answers, p50 and p99 of the 200s. */
     private static ArrayNode timeline(Recorder recorder, double elapsed) {
         ArrayNode seconds = JSON.createArrayNode();
-        int buckets = (int) Math.ceil(elapsed);
+        int buckets = Math.max(1, (int) elapsed); // whole seconds: a last partial second would read as a drop
         long[] others = new long[buckets + 1];
         for (int i = 0, n = recorder.count(); i < n; i++) {
             if (recorder.status(i) != 200) {

@@ -99,7 +99,8 @@ final class LoadReportHtml {
                     .append("<td>").append(report.path("requests").asLong() - ok).append("</td>")
                     .append("<td").append(report.path("unexpected_5xx").asLong() > 0 ? " class=bad>" : ">")
                     .append(report.path("unexpected_5xx").asLong()).append("</td>")
-                    .append("<td>").append(LoadDriver.allocatedBytes(report.path("pool_after_drain"))).append(" B</td>")
+                    .append("<td>").append(report.path("pool_after_drain").path("devices").isEmpty() ? "n/a (no pool listed)"
+                            : LoadDriver.allocatedBytes(report.path("pool_after_drain")) + " B").append("</td>")
                     .append("<td>").append(report.path("ready_after").asInt()).append("</td></tr>\n");
         }
         return table.append("</table>\n").toString();
