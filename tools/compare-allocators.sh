@@ -10,7 +10,7 @@
 #                                                 dist/gpupool-gpu-bundle.tar.xz (tools/gpu-bundle.sh; unpacked
 #                                                 to a scratch folder, no JDK or Maven needed) or from inside
 #                                                 the unpacked bundle: CUDA backend,
-#                                                 the four modes + CUDA_ASYNC, 8 s warm-up + 30 s per mode,
+#                                                 the four modes + CUDA_ASYNC, 8 s warm-up + 25 s per mode,
 #                                                 a BERT-base-sized model (random weights, generated with
 #                                                 python3 + transformers when available; else tiny-bert)
 #                                                 -> compare-full/ in the bundle (or --out-dir; --pack FILE.tgz)
@@ -77,8 +77,8 @@ PY
     echo "[compare] python3 with torch and transformers not found: using tiny-bert" >&2
   fi
   PRESET_ARGS=(--backend cuda --modes TWO_LEVEL,GLOBAL_ONLY,BEST_FIT,DIRECT,CUDA_ASYNC --models "$MODEL_DIR"
-    "${BERT[@]}" --mix bert=1 --concurrency 16 --warmup 8s --duration 30s --drain 15s
-    --jvm-opts "-Xmx8g" --server-args "--gpupool.serving.queue-capacity=256" --quiet)
+    "${BERT[@]}" --mix bert=1 --concurrency 16 --warmup 8s --duration 25s --drain 15s --timeout 30s
+    --startup-timeout 120s --jvm-opts "-Xmx8g" --server-args "--gpupool.serving.queue-capacity=256" --quiet)
 fi
 
 HAS_OUT=0
