@@ -28,9 +28,9 @@ import java.lang.invoke.VarHandle;
  * <ol>
  *   <li>pop: claim, take the top entry of class c (a hit) or count a miss, release.</li>
  *   <li>push: claim; if class c is at its count cap, flush its older half to the global level (one
- *       fence for the batch); if the bytes cap would be passed, flush whole classes, largest first;
- *       push; release. A block larger than a quarter of the bytes cap is not cached (large blocks are
- *       rare per request and expensive to strand in one stream).</li>
+ *       fence for the batch); if the bytes cap would be passed, flush the oldest entries of the
+ *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
+ *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).</li>
  *   <li>uses are stamped with the pool's coarse clock (a volatile long refreshed on global-level
  *       operations, maintenance and every 1024 local operations of any stream: no clock call on the
  *       hot path); every 1024 operations the owner flushes classes idle longer than
@@ -185,11 +185,11 @@ final class LocalCache {
             if (counts[c] >= countCap) {
                 flushOldest(c, counts[c] - countCap / 2);
             }
-            if (bytes + size > bytesCap) {
-                for (int other = counts.length - 1; other >= 0 && bytes + size > bytesCap; other--) {
-                    if (counts[other] > 0) {
-                        flushOldest(other, counts[other]);
-                    }
+            for (int other = counts.length - 1; other >= 0 && bytes + size > bytesCap; other--) {
+                if (counts[other] > 0) {                  // largest classes first, only as many as needed
+                    long each = pool.classBytes(other);
+                    long excess = bytes + size - bytesCap;
+                    flushOldest(other, (int) Math.min(counts[other], (excess + each - 1) / each));
                 }
             }
             entries[c][counts[c]++] = handle;

@@ -9,12 +9,19 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
+import java.util.Base64;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
 
+import com.github.dockerjava.api.command.HealthState;
+import com.github.dockerjava.api.command.InspectContainerResponse;
+import com.github.dockerjava.api.model.AccessMode;
+import com.github.dockerjava.api.model.Bind;
+import com.github.dockerjava.api.model.Capability;
+import com.github.dockerjava.api.model.Volume;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -24,9 +31,9 @@ import org.junit.jupiter.api.TestInstance;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.containers.GenericContainer;
 import org.testcontainers.containers.output.OutputFrame;
-import org.testcontainers.containers.wait.strategy.Wait;
+import org.testcontainers.containers.ContainerLaunchException;
+import org.testcontainers.containers.wait.strategy.AbstractWaitStrategy;
 import org.testcontainers.images.builder.ImageFromDockerfile;
-import org.testcontainers.utility.MountableFile;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 import tools.jackson.databind.node.ObjectNode;
@@ -45,7 +52,8 @@ import tools.jackson.databind.node.ObjectNode;
  *       instead of running Maven.</li>
  * </ol>
  * The container runs with host networking (the CI engine has no bridge) on two free ports, the
- * shipped example models copied into its {@code /models} volume.
+ * shipped example model bound read-only into its {@code /models} volume, and the restrictions of the Helm
+ * chart's security context (read-only root file system, {@code /tmp} writable, no capabilities).
  *
  * <p>Skips only when no Docker engine answers, unless {@code GPUPOOL_REQUIRE_DOCKER=true}
  * (set by {@code .ci/run}, which starts the engine): then a missing engine fails the test.
@@ -60,7 +68,7 @@ class ContainerImageIT {
     private static final JsonMapper JSON = JsonMapper.builder().build();
 
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
-    private final List<String> logs = new ArrayList<>();
+    private final List<String> logs = new CopyOnWriteArrayList<>();
     private GenericContainer<?> server;
     private int appPort;
     private int managementPort;
@@ -107,21 +115,34 @@ class ContainerImageIT {
             .withEnv("MANAGEMENT_PORT", Integer.toString(managementPort))
             .withEnv("GPUPOOL_SECURITY_OPERATOR_PASSWORD", OPERATOR_PASSWORD)
             .withEnv("JDK_JAVA_OPTIONS", "-Xmx512m")
-            .withCopyFileToContainer(MountableFile.forHostPath(models), "/models/" + MODEL)
+            // As the Helm chart runs it: read-only root with /tmp writable, no capabilities, no
+            // privilege escalation. /tmp must allow exec: JCuda and Netty load the natives they unpack there.
+            .withTmpFs(Map.of("/tmp", "rw,exec,size=256m"))
+            .withCreateContainerCmdModifier(cmd -> cmd.getHostConfig()
+                // The model read-only, as the chart mounts the model volume. A plain bind (the
+                // engine is local): Testcontainers' own file-system bind first probes the engine
+                // with an alpine container, which would mean a pull.
+                .withBinds(new Bind(models.toString(), new Volume("/models/" + MODEL), AccessMode.ro))
+                .withReadonlyRootfs(true)
+                .withCapDrop(Capability.ALL)
+                .withSecurityOpts(List.of("no-new-privileges")))
             .withLogConsumer((OutputFrame frame) -> logs.add(frame.getUtf8StringWithoutLineEnding()))
             // The image's own HEALTHCHECK (readiness on the management port) decides when we start.
-            .waitingFor(Wait.forHealthcheck().withStartupTimeout(Duration.ofMinutes(3)));
+            .waitingFor(new HealthyOrExited().withStartupTimeout(Duration.ofMinutes(3)));
         try {
             server.start();
         } catch (RuntimeException e) {
-            throw new AssertionError("container did not become healthy; its log:\n" + String.join("\n", logs), e);
+            throw new AssertionError("container failed to start or to become healthy; its log:\n" + String.join("\n", logs), e);
         }
     }
 
     @AfterAll
     void stop() {
         if (server != null) {
+            String imageName = server.getDockerImageName();
             server.stop();
+            // Ryuk is off on CI, so nothing else removes the image this run built.
+            DockerClientFactory.lazyClient().removeImageCmd(imageName).withForce(true).exec();
         }
     }
 
@@ -175,8 +196,55 @@ class ContainerImageIT {
     void poolEndpointReportsTheDeviceMemoryPool() throws Exception {
         HttpResponse<String> pool = get(managementPort, "/actuator/gpupool");
         assertThat(pool.statusCode()).as(pool.body()).isEqualTo(200);
-        assertThat(JSON.readTree(pool.body()).isObject()).isTrue();
-        assertThat(pool.body()).containsIgnoringCase("pool");
+        JsonNode devices = JSON.readTree(pool.body()).path("devices");
+        assertThat(devices.size()).as("devices in %s", pool.body()).isPositive();
+        JsonNode device = devices.iterator().next();
+        // config/application.yml: TWO_LEVEL; config/application-host.yml: a 1GB cap.
+        assertThat(device.path("mode").asString()).as(pool.body()).isEqualTo("TWO_LEVEL");
+        assertThat(device.path("capBytes").asLong()).as(pool.body()).isEqualTo(1L << 30);
+    }
+
+    @Test
+    void trimmingThePoolNeedsTheOperatorCredentialFromTheEnvironment() throws Exception {
+        HttpRequest.Builder trim = HttpRequest.newBuilder(uri(managementPort, "/actuator/gpupool"))
+            .timeout(Duration.ofSeconds(20)).DELETE();
+        assertThat(http.send(trim.build(), HttpResponse.BodyHandlers.ofString()).statusCode()).isEqualTo(401);
+
+        String basic = Base64.getEncoder().encodeToString(("operator:" + OPERATOR_PASSWORD).getBytes());
+        HttpResponse<String> trimmed = http.send(trim.header("Authorization", "Basic " + basic).build(),
+            HttpResponse.BodyHandlers.ofString());
+        assertThat(trimmed.statusCode()).as(trimmed.body()).isEqualTo(200);
+    }
+
+    /**
+     * Waits until Docker reports the image's HEALTHCHECK healthy, and gives up at once when the
+     * container exits (a server that fails to start should not cost the whole start-up timeout).
+     */
+    private static final class HealthyOrExited extends AbstractWaitStrategy {
+        @Override
+        protected void waitUntilReady() {
+            long deadline = System.nanoTime() + startupTimeout.toNanos();
+            while (true) {
+                InspectContainerResponse.ContainerState state = waitStrategyTarget.getCurrentContainerInfo().getState();
+                if (!Boolean.TRUE.equals(state.getRunning())) {
+                    throw new ContainerLaunchException("container exited with code " + state.getExitCodeLong());
+                }
+                HealthState health = state.getHealth();
+                if (health != null && "healthy".equals(health.getStatus())) {
+                    return;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new ContainerLaunchException("container not healthy after " + startupTimeout
+                        + " (health: " + (health == null ? "none" : health.getStatus()) + ")");
+                }
+                try {
+                    Thread.sleep(500);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new ContainerLaunchException("interrupted while waiting for the container");
+                }
+            }
+        }
     }
 
     private HttpResponse<String> get(int port, String path) throws IOException, InterruptedException {

@@ -197,6 +197,23 @@ class DevicePoolTest {
     }
 
     @Test
+    void localCacheRespectsItsByteCapAndKeepsLargeBlocksOut() {
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withLocalCacheBytesPerStream(16 * MIB));
+        try (DevicePool pool = new DevicePool(source, config)) {
+            pool.allocate(6 * MIB, s0).release();              // above a quarter of the cap: straight to global
+            assertThat(pool.metrics().cachedBytes()).isZero();
+            List<DeviceBlock> blocks = new ArrayList<>();
+            for (int i = 0; i < 6; i++) {
+                blocks.add(pool.allocate(4 * MIB, s0));
+            }
+            blocks.forEach(DeviceBlock::release);
+            assertThat(pool.metrics().cachedBytes()).isEqualTo(16 * MIB);
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            PoolInvariants.freeSpaceIsWholeChunks(pool);
+        }
+    }
+
+    @Test
     void memoryMovingToAnotherStreamWaitsForTheFreeingStreamsFence() {
         try (DevicePool pool = new DevicePool(source, globalOnly())) {
             DeviceBlock a = pool.allocate(8 * MIB, s0);
