@@ -185,7 +185,7 @@ public final class AllocatorComparison {
     }
 
     /** Throughput and p99 of each mode relative to DIRECT (and CUDA_ASYNC where it ran). */
-    private static void addRatios(ArrayNode rows) {
+    static void addRatios(ArrayNode rows) {
         for (String base : List.of("DIRECT", "CUDA_ASYNC")) {
             JsonNode reference = null;
             for (JsonNode row : rows) {
