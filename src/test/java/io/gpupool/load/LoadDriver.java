@@ -422,7 +422,9 @@ public final class LoadDriver {
         report.put("elapsed_s", round(elapsed, 3));
         report.put("throughput_rps", round(ok / elapsed, 2));
         report.put("tokens_per_s", round(recorder.okTokens() / elapsed, 1));
-        report.set("latency_ms", latencyJson(recorder.successLatencies(null, 0, Long.MAX_VALUE)));
+        int[] okLatencies = recorder.successLatencies(null, 0, Long.MAX_VALUE);
+        report.set("latency_ms", latencyJson(okLatencies));
+        report.set("latency_histogram", histogram(okLatencies));
         ObjectNode byKind = report.putObject("latency_ms_by_kind");
         for (Workload.Kind kind : Workload.Kind.values()) {
             int[] sorted = recorder.successLatencies(kind, 0, Long.MAX_VALUE);
@@ -473,6 +475,36 @@ public final class LoadDriver {
         node.put("p99", round(Recorder.quantile(sortedMicros, 0.99) / 1000, 3));
         node.put("p99.9", round(Recorder.quantile(sortedMicros, 0.999) / 1000, 3));
         node.put("max", round(Recorder.quantile(sortedMicros, 1.0) / 1000, 3));
+        return node;
+    }
+
+    /**
+     * Counts of the 200 answers' latencies in buckets whose upper edges grow by √2 from 0.1 ms
+     * (0.1, 0.14, 0.2, 0.28, ... ms): {"le_ms": [...], "count": [...]}, empty buckets at both ends dropped.
+     */
+    static ObjectNode histogram(int[] sortedMicros) {
+        ObjectNode node = JSON.createObjectNode();
+        ArrayNode edges = node.putArray("le_ms");
+        ArrayNode counts = node.putArray("count");
+        if (sortedMicros.length == 0) {
+            return node;
+        }
+        double edge = 100; // µs
+        int i = 0;
+        boolean started = false;
+        while (i < sortedMicros.length) {
+            int count = 0;
+            while (i < sortedMicros.length && sortedMicros[i] <= edge) {
+                count++;
+                i++;
+            }
+            if (count > 0 || started) {
+                started = true;
+                edges.add(round(edge / 1000, 3));
+                counts.add(count);
+            }
+            edge *= Math.sqrt(2);
+        }
         return node;
     }
 

@@ -93,6 +93,22 @@ class LoadDriverTest {
     }
 
     @Test
+    void histogramBucketsCountEveryLatencyOnce() {
+        int[] sortedMicros = {90, 100, 101, 141, 142, 1000, 5000};
+        JsonNode histogram = LoadDriver.histogram(sortedMicros);
+        long total = 0;
+        for (JsonNode count : histogram.get("count")) {
+            total += count.asLong();
+        }
+        assertThat(total).isEqualTo(sortedMicros.length);
+        assertThat(histogram.get("le_ms").get(0).asDouble()).isEqualTo(0.1);
+        assertThat(histogram.get("count").get(0).asInt()).as("<= 0.1 ms").isEqualTo(2);
+        assertThat(histogram.get("count").get(1).asInt()).as("(0.1, 0.1414] ms: 101 and 141 µs").isEqualTo(2);
+        assertThat(histogram.get("count").get(2).asInt()).as("(0.1414, 0.2] ms: 142 µs").isEqualTo(1);
+        assertThat(histogram.get("le_ms").get(histogram.get("le_ms").size() - 1).asDouble()).isGreaterThanOrEqualTo(5.0);
+    }
+
+    @Test
     void badOptionsAreRejectedByName() {
         assertThatThrownBy(() -> LoadDriver.parse("--concurrency", "0")).hasMessageContaining("--concurrency");
         assertThatThrownBy(() -> LoadDriver.parse("--seq-min", "10", "--seq-max", "5")).hasMessageContaining("--seq-max");
