@@ -1,6 +1,8 @@
 package io.gpupool.memory.source;
 
 import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.metric.LatencyDistribution;
+import io.gpupool.memory.metric.Log2Histogram;
 
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
@@ -28,6 +30,7 @@ public final class StatisticsChunkSource implements ChunkSource {
     private final LongAdder allocateNanos = new LongAdder();
     private final LongAdder freeNanos = new LongAdder();
     private final AtomicLong maxAllocateNanos = new AtomicLong();
+    private final Log2Histogram allocateLatency = new Log2Histogram();
 
     public StatisticsChunkSource(ChunkSource upstream) {
         this.upstream = Objects.requireNonNull(upstream, "upstream");
@@ -114,6 +117,11 @@ public final class StatisticsChunkSource implements ChunkSource {
         return maxAllocateNanos.get();
     }
 
+    /** Distribution of upstream allocate times (successful or not), in power-of-two buckets. */
+    public LatencyDistribution allocateLatency() {
+        return allocateLatency;
+    }
+
     /** Total time spent in upstream free calls, in nanoseconds. */
     public long freeNanos() {
         return freeNanos.sum();
@@ -121,6 +129,7 @@ public final class StatisticsChunkSource implements ChunkSource {
 
     private void recordAllocateTime(long nanos) {
         allocateNanos.add(nanos);
+        allocateLatency.record(nanos);
         long max;
         while (nanos > (max = maxAllocateNanos.get())) {
             if (maxAllocateNanos.compareAndSet(max, nanos)) {

@@ -3,10 +3,12 @@ package io.gpupool.memory.trace;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DevicePool;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 
 /**
@@ -35,6 +37,62 @@ public final class ReplayStrategies {
     /** Every known strategy, in report order. */
     public static List<TraceReplayer.Strategy> all() {
         return List.copyOf(BY_NAME.values());
+    }
+
+    /**
+     * The pool strategies with {@code tuning} applied to the defaults, named {@code two-level*} and
+     * {@code global-only*}; best-fit unchanged.
+     */
+    public static List<TraceReplayer.Strategy> tuned(PoolTuning tuning) {
+        PoolConfig config = PoolConfig.defaults().apply(tuning);
+        return List.of(
+                new TraceReplayer.Strategy("two-level*", source -> new DevicePool(source, config)),
+                new TraceReplayer.Strategy("global-only*",
+                        source -> new DevicePool(source, config.withMode(AllocatorMode.GLOBAL_ONLY))),
+                byName("best-fit"));
+    }
+
+    /**
+     * Parses {@code key=value,...} into a {@link PoolTuning}. Keys: localCacheBytesPerStream,
+     * localCacheCountPerClass, coalesceThreshold, growthStepBytes, maxGrowthStepBytes; byte values
+     * take k, m or g suffixes (powers of 1024).
+     */
+    public static PoolTuning parseTuning(String spec) {
+        Long localBytes = null;
+        Integer localCount = null;
+        Integer coalesce = null;
+        Long growth = null;
+        Long maxGrowth = null;
+        for (String pair : spec.split(",")) {
+            String[] kv = pair.split("=", 2);
+            if (kv.length != 2) {
+                throw new IllegalArgumentException("pool tuning entries are key=value, got '" + pair + "'");
+            }
+            String key = kv[0].strip();
+            String value = kv[1].strip();
+            switch (key) {
+                case "localCacheBytesPerStream" -> localBytes = bytes(key, value);
+                case "localCacheCountPerClass" -> localCount = Integer.parseInt(value);
+                case "coalesceThreshold" -> coalesce = Integer.parseInt(value);
+                case "growthStepBytes" -> growth = bytes(key, value);
+                case "maxGrowthStepBytes" -> maxGrowth = bytes(key, value);
+                default -> throw new IllegalArgumentException("unknown pool tuning key '" + key + "'; known: "
+                        + "localCacheBytesPerStream, localCacheCountPerClass, coalesceThreshold, growthStepBytes, "
+                        + "maxGrowthStepBytes");
+            }
+        }
+        return new PoolTuning(localBytes, localCount, null, coalesce, null, null, growth, maxGrowth, null, null);
+    }
+
+    private static long bytes(String key, String value) {
+        String v = value.toLowerCase(Locale.ROOT);
+        long unit = v.endsWith("k") ? 1L << 10 : v.endsWith("m") ? 1L << 20 : v.endsWith("g") ? 1L << 30 : 1;
+        String digits = unit == 1 ? v : v.substring(0, v.length() - 1);
+        try {
+            return Math.multiplyExact(Long.parseLong(digits), unit);
+        } catch (NumberFormatException | ArithmeticException e) {
+            throw new IllegalArgumentException(key + " must be a byte count like 33554432 or 32m, got '" + value + "'");
+        }
     }
 
     public static TraceReplayer.Strategy byName(String name) {

@@ -22,6 +22,9 @@ import java.util.Locale;
  *     --strategies A,B      strategies to replay against (default: all known)
  *     --capacity-gib N      size of the simulated device (141)
  *     --json FILE           write the results as JSON
+ *     --pool-tuning K=V,..  replay the pool with these PoolTuning values applied to the defaults
+ *                           (strategies two-level*, global-only*, best-fit), e.g.
+ *                           localCacheBytesPerStream=32m,coalesceThreshold=1,maxGrowthStepBytes=256m
  *     --min-capacity        also search the smallest device each strategy runs the trace on
  *                           (binary search to 16 MiB; about 12 more replays per strategy)
  * </pre>
@@ -54,6 +57,8 @@ public final class TraceReplayMain {
                 case "--write-trace" -> writeTrace = Path.of(value(args, ++i, arg));
                 case "--json" -> json = Path.of(value(args, ++i, arg));
                 case "--capacity-gib" -> capacity = Long.parseLong(value(args, ++i, arg)) << 30;
+                case "--pool-tuning" -> strategies = ReplayStrategies.tuned(
+                        ReplayStrategies.parseTuning(value(args, ++i, arg)));
                 case "--strategies" -> {
                     strategies = new ArrayList<>();
                     for (String name : value(args, ++i, arg).split(",")) {

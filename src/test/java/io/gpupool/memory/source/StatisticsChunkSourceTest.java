@@ -27,6 +27,8 @@ class StatisticsChunkSourceTest {
         assertThat(stats.frees()).isEqualTo(2);
         assertThat(stats.reservedChunks()).isZero();
         assertThat(stats.allocateNanos()).isPositive();
+        assertThat(stats.allocateLatency().count()).isEqualTo(2);
+        assertThat(stats.allocateLatency().percentileNanos(1.0)).isGreaterThanOrEqualTo(stats.maxAllocateNanos());
     }
 
     @Test
