@@ -66,7 +66,7 @@ import json, sys, torch
 from transformers import BertConfig, BertModel
 torch.manual_seed(0)
 out = sys.argv[1]
-BertModel(BertConfig(), add_pooling_layer=True).eval().save_pretrained(out, safe_serialization=True)
+BertModel(BertConfig(), add_pooling_layer=True).eval().save_pretrained(out)  # safetensors
 config = json.load(open(out + "/config.json"))
 config["gpupool"] = {"max_batch_size": 32, "max_sequence_length": 512, "outputs": ["pooler_output"]}
 json.dump(config, open(out + "/config.json", "w"), indent=2)
