@@ -14,6 +14,7 @@ Prints one JSON document on stdout (and writes it to --out if given).
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 
@@ -66,6 +67,7 @@ def bench_bert(args, results):
                        "ms": round(ms, 4), "attn": m.config._attn_implementation}
                 results.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
+                write_doc(args, results, complete=False)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
@@ -89,6 +91,18 @@ def bench_gemm(args, results):
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
+def write_doc(args, results, complete):
+    """The JSON document; also written to --out (rewritten after every BERT row, so a run cut short keeps them)."""
+    doc = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "complete": complete,
+           "results": results}
+    text = json.dumps(doc, indent=1)
+    if args.out:
+        with open(args.out + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(args.out + ".tmp", args.out)
+    return text
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="save_pretrained folder to load instead of random BERT-base")
@@ -110,12 +124,7 @@ def main():
         bench_bert(args, results)
     if args.gemm:
         bench_gemm(args, results)
-    doc = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "results": results}
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    print(write_doc(args, results, complete=True))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@
 # target/gpu-bundle/gpupool-gpu-bundle if present). Steps, each time-boxed so the whole stays under ~5 min:
 #   1. unpack the bundle (JDK + classes) into a scratch folder
 #   2. python3 tools/make_bert_base.py: seeded BERT-base (save_pretrained) + reference outputs      (<= 120 s)
-#   3. python3 tools/bench_bert_torch.py --model that folder, fp32/tf32/bf16   -> OUT/bert-torch.json (<= 100 s)
-#   4. BertGpuBench (CUDA, DevicePool, FP32/TF32/BF16) on the same folder      -> OUT/bert-gpupool.json
+#   3. python3 tools/bench_bert_torch.py --model that folder, fp32/tf32/bf16   -> OUT/bert-torch.json (<= 130 s)
+#   4. BertGpuBench (CUDA, DevicePool; FP32, BF16, TF32, then TF32X3, the newest kernel, last)
+#      on the same folder                                                        -> OUT/bert-gpupool.json
 #      (budget: what is left of ~280 s; the JSON is rewritten after every shape)
 #   5. tools/bert_vs_torch_table.py                                            -> OUT/bert-vs-torch.md (printed)
 # A failing step is logged and the later steps still run on what exists; the exit status is that of the
@@ -25,6 +26,7 @@ START=$SECONDS
 STATUS=0
 log() { echo "[bert-vs-torch +$((SECONDS - START))s] $*"; }
 fail() { log "FAILED: $*"; [ "$STATUS" -ne 0 ] || STATUS=1; }
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false   # everything is local
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bert-vs-torch.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
@@ -36,7 +38,10 @@ RUNNER=""
 if [ -x target/gpu-bundle/gpupool-gpu-bundle/run-gpu-tests.sh ]; then
   RUNNER=target/gpu-bundle/gpupool-gpu-bundle/run-gpu-tests.sh
 elif [ -f "$BUNDLE" ]; then
-  if tar -C "$WORK" -xJf "$BUNDLE"; then
+  if tar -C "$WORK" -xJf "$BUNDLE" 2>/dev/null || python3 -c 'import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    t.extractall(sys.argv[2], filter="tar") if hasattr(tarfile, "tar_filter") else t.extractall(sys.argv[2])' \
+      "$BUNDLE" "$WORK"; then
     RUNNER="$WORK/gpupool-gpu-bundle/run-gpu-tests.sh"
   else
     fail "cannot unpack $BUNDLE"
@@ -58,7 +63,7 @@ fi
 
 # 3. PyTorch eager
 if [ -f "$MODEL/model.safetensors" ]; then
-  timeout 100 python3 tools/bench_bert_torch.py --model "$MODEL" --dtypes fp32 tf32 bf16 --reps "$REPS" \
+  timeout 130 python3 tools/bench_bert_torch.py --model "$MODEL" --dtypes fp32 tf32 bf16 --reps "$REPS" \
       --out "$OUT_DIR/bert-torch.json" > /dev/null \
     || fail "bench_bert_torch.py (status $?; rows done so far are in the log above)"
 fi
@@ -69,7 +74,7 @@ BUDGET=$((LEFT - 45))          # JVM start, weight load and PTX JIT are outside 
 if [ -n "$RUNNER" ] && [ -f "$MODEL/model.safetensors" ] && [ "$BUDGET" -gt 10 ]; then
   log "gpupool bench: budget ${BUDGET}s, hard limit $((LEFT - 5))s"
   timeout --kill-after=5 $((LEFT - 5)) "$RUNNER" --main io.gpupool.bench.BertGpuBench \
-      --model "$MODEL" --out "$OUT_DIR/bert-gpupool.json" --backend "${BACKEND:-cuda}" --precisions FP32,TF32,BF16 \
+      --model "$MODEL" --out "$OUT_DIR/bert-gpupool.json" --backend "${BACKEND:-cuda}" --precisions FP32,BF16,TF32,TF32X3 \
       --batches 1,8,32 --seqs 16,128,512 --warmup 3 --reps "$REPS" --budget-s "$BUDGET" --shape-s 3 \
     || { s=$?; [ "$s" -eq 2 ] && log "gpupool bench cut short by its budget (partial results kept)" \
          || fail "gpupool bench (status $s)"; }

@@ -9,6 +9,7 @@
 #     lib/              runtime and test dependency jars (JUnit itself comes from tools/)
 #     tools/            junit-platform-console-standalone.jar
 #     run-gpu-tests.sh  runs the gpu-tagged tests or a given main class
+#     compare-allocators.sh, loaddriver.sh, load-env.sh, models/   load driver and allocator comparison
 #
 # Usage: tools/gpu-bundle.sh            (JAVA_HOME must be a JDK 25; network only for the JUnit launcher
 #                                        if it is not yet in ~/.m2)
@@ -52,6 +53,9 @@ echo "[bundle] linking the Java runtime"
 
 cp tools/run-gpu-tests.sh "$STAGE/run-gpu-tests.sh"
 chmod +x "$STAGE/run-gpu-tests.sh"
+# The load driver and the allocator comparison (docs/benchmarks.md) with the example models they serve.
+cp tools/load-env.sh tools/loaddriver.sh tools/compare-allocators.sh "$STAGE/"
+cp -r models "$STAGE/models"
 
 echo "[bundle] re-storing jars uncompressed so that xz compresses across classes"
 python3 - "$STAGE/lib" "$STAGE/tools" <<'PY'

@@ -1,42 +1,28 @@
 package io.gpupool.actuate;
 
 
-import java.util.ArrayList;
-import java.util.List;
-
 import io.gpupool.backend.ComputeBackend;
-import io.gpupool.serving.ServingDevices;
 import io.micrometer.core.instrument.MeterRegistry;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.util.function.SingletonSupplier;
 
 /**
  * The operations beans: the {@code gpupool} endpoint and its web extension, the pool meters, the
  * inference metrics recorder and the health contributors {@code pool} and {@code device}.
  *
- * <p>Pools come from the serving devices and from {@link ManagedPool} beans (tests publish fakes).
+ * <p>Which pools there are is decided by the serving wiring ({@code config.OperationsWiring}).
  */
 @Configuration(proxyBeanMethods = false)
 public class OperationsConfiguration {
 
     /**
-     * The pools of the serving devices ({@link ServingOperationsConfiguration#adapt}) plus any
-     * {@link ManagedPool} beans. Adapters are built once, on first use (after the devices are open),
-     * so trace recordings keep their state between calls.
+     * Pools published as {@link ManagedPool} beans (tests publish fakes). The serving wiring
+     * ({@code config.OperationsWiring}) publishes the devices' pools as a primary {@link ManagedPools}.
      */
     @Bean
-    public ManagedPools managedPools(ObjectProvider<ServingDevices> devices, ObjectProvider<ManagedPool> beans) {
-        SingletonSupplier<List<ManagedPool>> fromDevices = SingletonSupplier.of(() -> {
-            ServingDevices serving = devices.getIfAvailable();
-            return serving == null ? List.of() : ServingOperationsConfiguration.adapt(serving.devices());
-        });
-        return new ManagedPools(() -> {
-            List<ManagedPool> all = new ArrayList<>(fromDevices.obtain());
-            beans.orderedStream().forEach(all::add);
-            return all;
-        });
+    public ManagedPools managedPools(ObjectProvider<ManagedPool> pools) {
+        return new ManagedPools(() -> pools.orderedStream().toList());
     }
 
     @Bean

@@ -45,7 +45,8 @@ import java.util.List;
  * allocator ({@code gpupool.memory.mode}), which kernels, how many streams, and which models.
  *
  * <pre>
- *   backend ── auto/cuda: CudaBackend.tryCreate()  (auto falls back to host)
+ *   backend ── auto/cuda: CudaBackend.tryCreate(options)  (auto falls back to host); options carry
+ *            │            gpupool.memory.expandable-segments (ignored, logged, on the host)
  *            └ host:      HostBackend
  *   per device:
  *     chunks       device.chunkSource(), wrapped by FaultInjection when
@@ -80,12 +81,18 @@ public class GpuPoolConfiguration {
 
     @Bean(destroyMethod = "close")
     ComputeBackend computeBackend(GpuPoolSettings settings) {
+        boolean expandable = settings.memory().expandableSegments();
+        CudaBackend.Options cudaOptions = CudaBackend.Options.defaults().withExpandableSegments(expandable);
         ComputeBackend backend = switch (settings.backend()) {
             case HOST -> new HostBackend();
-            case CUDA -> CudaBackend.tryCreate().orElseThrow(() -> new IllegalStateException(
+            case CUDA -> CudaBackend.tryCreate(cudaOptions).orElseThrow(() -> new IllegalStateException(
                     "gpupool.backend=cuda but no CUDA driver or device was found; use auto or host"));
-            case AUTO -> CudaBackend.tryCreate().<ComputeBackend>map(cuda -> cuda).orElseGet(HostBackend::new);
+            case AUTO -> CudaBackend.tryCreate(cudaOptions).<ComputeBackend>map(cuda -> cuda).orElseGet(HostBackend::new);
         };
+        if (expandable && !(backend instanceof CudaBackend)) {
+            log.info("gpupool.memory.expandable-segments=true is ignored: the {} backend has no virtual memory mapping",
+                    backend.name());
+        }
         log.info("Backend {} with {} device(s): {}", backend.name(), backend.devices().size(),
                 backend.devices().stream().map(ComputeDevice::name).toList());
         return backend;

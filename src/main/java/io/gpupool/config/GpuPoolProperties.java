@@ -103,6 +103,9 @@ public class GpuPoolProperties {
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
 
+        /** CUDA only: grow the pool inside one reserved virtual range (2MB granules mapped on demand) instead of separate cuMemAlloc chunks, so blocks of different growth steps can merge; ignored, with a log line, on the host backend. */
+        private boolean expandableSegments = false;
+
         /** Testing only: make a share of chunk requests fail (see {@link FaultInjection}). */
         private final FaultInjection faultInjection = new FaultInjection();
 
@@ -142,6 +145,8 @@ public class GpuPoolProperties {
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
         public boolean isTrackAllocationSites() { return trackAllocationSites; }
         public void setTrackAllocationSites(boolean track) { this.trackAllocationSites = track; }
+        public boolean isExpandableSegments() { return expandableSegments; }
+        public void setExpandableSegments(boolean expandableSegments) { this.expandableSegments = expandableSegments; }
         public FaultInjection getFaultInjection() { return faultInjection; }
     }
 

@@ -17,8 +17,11 @@ import java.util.Objects;
  * @param faultProbability share of chunk requests made to fail ({@code gpupool.memory.fault-injection.probability},
  *             testing only), 0 = off
  * @param faultSeed seed of those draws
+ * @param expandableSegments whether CUDA devices grow the pool in one reserved virtual range
+ *             ({@code gpupool.memory.expandable-segments}; the host backend ignores it)
  */
-public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultProbability, long faultSeed) {
+public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultProbability, long faultSeed,
+                             boolean expandableSegments) {
 
     private static final Map<String, String> PROPERTY_OF_FIELD = Map.ofEntries(
             Map.entry("minBlockBytes", "min-block-size"), Map.entry("maxBlockBytes", "max-block-size"),
@@ -44,6 +47,11 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
         this(mode, pool, 0.0, 1);
     }
 
+    /** Plain CUDA chunks (no expandable segments). */
+    public MemorySettings(AllocatorMode mode, PoolConfig pool, double faultProbability, long faultSeed) {
+        this(mode, pool, faultProbability, faultSeed, false);
+    }
+
     static MemorySettings of(GpuPoolProperties.Memory memory) {
         AllocatorMode poolMode = memory.getMode() == AllocatorMode.GLOBAL_ONLY ? AllocatorMode.GLOBAL_ONLY
                 : AllocatorMode.TWO_LEVEL;
@@ -55,7 +63,7 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
                     memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThreshold()),
                     memory.getReleaseIdleAge(), memory.isTrackAllocationSites());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
-                    memory.getFaultInjection().getSeed());
+                    memory.getFaultInjection().getSeed(), memory.isExpandableSegments());
         } catch (IllegalArgumentException | NullPointerException e) {
             throw new IllegalArgumentException(withPropertyNames(String.valueOf(e.getMessage())));
         }

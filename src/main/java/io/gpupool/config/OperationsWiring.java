@@ -6,8 +6,11 @@ import io.gpupool.actuate.InferenceOutcome;
 import io.gpupool.actuate.ManagedPool;
 import io.gpupool.actuate.ManagedPools;
 import io.gpupool.actuate.ModelsHealthIndicator;
+import io.gpupool.actuate.TracingAllocatorControl;
 import io.gpupool.backend.ComputeBackend;
+import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.InferenceObserver;
 import io.gpupool.serving.ModelFailure;
@@ -39,9 +42,15 @@ public class OperationsWiring {
     ManagedPools servingManagedPools(ServingDevices devices, ComputeBackend backend) {
         List<ManagedPool> pools = new ArrayList<>();
         for (DeviceRuntime device : devices.devices()) {
-            if (device.allocator() instanceof DevicePool pool) {
+            DeviceAllocator allocator = device.allocator();
+            TracingAllocatorControl trace = null;
+            if (allocator instanceof TracingAllocator tracing) {          // trace recording on the endpoint
+                trace = new TracingAllocatorControl(tracing);
+                allocator = tracing.delegate();
+            }
+            if (allocator instanceof DevicePool pool) {
                 pools.add(new DevicePoolAdapter(selector(backend, device.index()), pool,
-                        device.device().chunkSource().capacityBytes(), null));
+                        device.device().chunkSource().capacityBytes(), trace));
             }
         }
         return ManagedPools.of(pools);

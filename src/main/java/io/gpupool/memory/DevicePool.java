@@ -265,6 +265,7 @@ public final class DevicePool implements DeviceAllocator {
 
     private long growAndAllocate(int units) {
         long bytes = (long) units << unitShift;
+        long blockBytes = minBlock << BuddyLevel.ceilLog2(units);  // a chunk must hold one block of the run's order
         growLock.lock();
         try {
             long handle = buddy.allocate(units);                   // someone else may have grown
@@ -282,7 +283,7 @@ public final class DevicePool implements DeviceAllocator {
             OutOfDeviceMemoryException refusal = null;
             if (config.growthPolicy() != GrowthPolicy.EAGER) {
                 try {
-                    growLazily(bytes);
+                    growLazily(blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                 }
@@ -299,12 +300,18 @@ public final class DevicePool implements DeviceAllocator {
             if (handle >= 0) {
                 return handle;
             }
-            if (config.growthPolicy() != GrowthPolicy.EAGER) {    // steps 5-6: grow by exactly the request
+            // steps 5-6: grow by one block of the request's order; other streams allocate without the
+            // grow lock and may take the new chunk first, hence a few attempts
+            for (int attempt = 0; attempt < 3 && config.growthPolicy() != GrowthPolicy.EAGER; attempt++) {
                 try {
-                    grow(bytes);
-                    return buddy.allocate(units);
+                    grow(blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
+                    break;
+                }
+                handle = buddy.allocate(units);
+                if (handle >= 0) {
+                    return handle;
                 }
             }
             failures.increment();
@@ -514,9 +521,14 @@ public final class DevicePool implements DeviceAllocator {
         freedBytes.add(block.size());
         freedRequested.add(block.requestedBytes());
         Chunk chunk = chunks.get((int) (block.handle() & (BuddyLevel.MAX_CHUNKS - 1)));
-        FenceSet.Shared fence = new FenceSet.Shared(stream.recordFence(), stream.ordinal());
-        chunk.fences.add(fence);
-        fence.release();
+        StreamFence recorded = stream.recordFence();
+        if (recorded.isComplete()) {
+            recorded.close();
+        } else {
+            FenceSet.Shared fence = new FenceSet.Shared(recorded, stream.ordinal());
+            chunk.fences.add(fence);
+            fence.release();
+        }
         Chunk evicted = null;
         synchronized (largeFree) {
             chunk.emptySinceNanos = System.nanoTime();
@@ -533,7 +545,13 @@ public final class DevicePool implements DeviceAllocator {
 
     /** Frees handles from {@code stream} into the global level under one fence recorded on the stream. */
     void returnToGlobal(AllocationStream stream, long[] handles, int from, int to) {
-        FenceSet.Shared fence = new FenceSet.Shared(stream.recordFence(), stream.ordinal());
+        StreamFence recorded = stream.recordFence();
+        FenceSet.Shared fence = null;
+        if (recorded.isComplete()) {
+            recorded.close();                                      // nothing queued: no one needs to wait
+        } else {
+            fence = new FenceSet.Shared(recorded, stream.ordinal());
+        }
         List<SmallObjects.Slab> released = null;
         try {
             for (int i = from; i < to; i++) {
@@ -544,12 +562,16 @@ public final class DevicePool implements DeviceAllocator {
                     }
                     small.giveBack(handles, i, i + 1, fence, released);
                 } else {
-                    chunks.get(BuddyLevel.chunkId(handle)).fences.add(fence);
+                    if (fence != null) {
+                        chunks.get(BuddyLevel.chunkId(handle)).fences.add(fence);
+                    }
                     buddy.free(handle);
                 }
             }
         } finally {
-            fence.release();
+            if (fence != null) {
+                fence.release();
+            }
         }
         if (released != null) {
             released.forEach(this::returnSlab);
@@ -624,8 +646,7 @@ public final class DevicePool implements DeviceAllocator {
      * stays claimed for good, so a thread still holding it goes to the global level.
      */
     private void retire(LocalCache cache) {
-        cache.claim();
-        cache.flushAllClaimed();
+        cache.retire();
         long hits = cache.stat(LocalCache.HITS);
         retiredLocalHits.add(hits);
         allocations.add(hits);
@@ -666,7 +687,7 @@ public final class DevicePool implements DeviceAllocator {
     public long trim() {
         growLock.lock();
         try {
-            return recover(true);
+            return closed ? 0 : recover(true);
         } finally {
             growLock.unlock();
         }
@@ -680,6 +701,9 @@ public final class DevicePool implements DeviceAllocator {
      * @return bytes returned to the source
      */
     public long maintain() {
+        if (closed) {
+            return 0;
+        }
         long now = System.nanoTime();
         coarseNanos = now;
         long idle = config.localIdleAge().toNanos();

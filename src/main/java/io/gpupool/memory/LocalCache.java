@@ -28,9 +28,9 @@ import java.lang.invoke.VarHandle;
  * <ol>
  *   <li>pop: claim, take the top entry of class c (a hit) or count a miss, release.</li>
  *   <li>push: claim; if class c is at its count cap, flush its older half to the global level (one
- *       fence for the batch); if the bytes cap would be passed, flush whole classes, largest first;
- *       push; release. A block larger than a quarter of the bytes cap is not cached (large blocks are
- *       rare per request and expensive to strand in one stream).</li>
+ *       fence for the batch); if the bytes cap would be passed, flush the oldest entries of the
+ *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
+ *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).</li>
  *   <li>uses are stamped with the pool's coarse clock (a volatile long refreshed on global-level
  *       operations, maintenance and every 1024 local operations of any stream: no clock call on the
  *       hot path); every 1024 operations the owner flushes classes idle longer than
@@ -54,6 +54,7 @@ final class LocalCache {
     static final int CACHED_BLOCKS = 8;
     private static final int STATS = 9;
     private static final int SWEEP_MASK = 1023;
+    private static final int RETIRED = 2;
 
     private static final VarHandle OWNER;
     private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
@@ -91,15 +92,36 @@ final class LocalCache {
         return OWNER.compareAndSet(this, 0, 1);
     }
 
-    void claim() {
+    /**
+     * Waits for the owner word (maintenance from another thread).
+     *
+     * @return false if the cache was retired meanwhile (it is empty and must not be touched)
+     */
+    boolean claim() {
         int spins = 0;
         while (!OWNER.compareAndSet(this, 0, 1)) {
+            if ((int) OWNER.getVolatile(this) == RETIRED) {
+                return false;
+            }
             if (++spins < 64) {
                 Thread.onSpinWait();
             } else {
                 Thread.yield();
             }
         }
+        return true;
+    }
+
+    /**
+     * Flushes everything and marks the cache retired for good: later claims fail, so a thread still
+     * holding a reference goes to the global level.
+     */
+    void retire() {
+        if (!claim()) {
+            return;
+        }
+        flushAllClaimed();
+        OWNER.setRelease(this, RETIRED);
     }
 
     void unclaim() {
@@ -163,11 +185,11 @@ final class LocalCache {
             if (counts[c] >= countCap) {
                 flushOldest(c, counts[c] - countCap / 2);
             }
-            if (bytes + size > bytesCap) {
-                for (int other = counts.length - 1; other >= 0 && bytes + size > bytesCap; other--) {
-                    if (counts[other] > 0) {
-                        flushOldest(other, counts[other]);
-                    }
+            for (int other = counts.length - 1; other >= 0 && bytes + size > bytesCap; other--) {
+                if (counts[other] > 0) {                  // largest classes first, only as many as needed
+                    long each = pool.classBytes(other);
+                    long excess = bytes + size - bytesCap;
+                    flushOldest(other, (int) Math.min(counts[other], (excess + each - 1) / each));
                 }
             }
             entries[c][counts[c]++] = handle;
@@ -258,7 +280,9 @@ final class LocalCache {
 
     /** Empties the whole cache to the global level, from any thread (trim, recovery). */
     long flushAll() {
-        claim();
+        if (!claim()) {
+            return 0;
+        }
         try {
             return flushAllClaimed();
         } finally {
@@ -279,7 +303,9 @@ final class LocalCache {
 
     /** Flushes idle classes from any thread (maintenance). */
     long flushIdleNow(long idleNanos) {
-        claim();
+        if (!claim()) {
+            return 0;
+        }
         try {
             return flushIdle(System.nanoTime(), idleNanos);
         } finally {

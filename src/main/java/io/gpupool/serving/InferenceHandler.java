@@ -23,7 +23,6 @@ import tools.jackson.databind.ObjectMapper;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 
 /**
  * The Open Inference Protocol (KServe v2) REST endpoints. Handlers never block: request bodies are
@@ -103,8 +102,16 @@ public final class InferenceHandler {
         // Set once the request is queued; failures before that are reported here, later ones by the service.
         boolean[] queued = {false};
         return Mono.defer(() -> {
-            ServedModel model = find(request);
-            requireReady(model);
+            ServedModel model;
+            try {
+                model = find(request);
+                requireReady(model);
+            } catch (ServingException refused) {
+                // Read and drop the body before answering: a refusal sent while the request's bytes are
+                // still arriving left them on the kept-alive connection, and the client's next request
+                // on it hung (found by the load driver's malformed corpus: unknown model, then any request).
+                return discard(request).then(Mono.<ServerResponse>error(refused));
+            }
             String headerLength = request.headers().firstHeader(HEADER_LENGTH);
             return body(request)
                     .publishOn(Schedulers.boundedElastic())
@@ -165,10 +172,9 @@ public final class InferenceHandler {
         return error(ServingException.notFound("no endpoint " + request.method() + " " + request.path()));
     }
 
+    /** The model named in the path, at the version in the path when there is one. */
     private ServedModel find(ServerRequest request) {
-        Optional<String> version = request.pathVariables().containsKey("version")
-                ? Optional.of(request.pathVariable("version")) : Optional.empty();
-        return registry.find(request.pathVariable("model"), version.orElse(null));
+        return registry.find(request.pathVariable("model"), request.pathVariables().get("version"));
     }
 
     private static void requireReady(ServedModel model) {
@@ -182,6 +188,10 @@ public final class InferenceHandler {
     }
 
     /** The whole body, refused with 413 past the limit (by Content-Length at once, else while reading). */
+    private static Mono<Void> discard(ServerRequest request) {
+        return request.body(BodyExtractors.toDataBuffers()).doOnNext(DataBufferUtils::release).then();
+    }
+
     private Mono<byte[]> body(ServerRequest request) {
         long declared = request.headers().contentLength().orElse(-1);
         if (declared > maxBodyBytes) {

@@ -195,6 +195,35 @@ public abstract class DeviceStreamContract {
     }
 
     @Test
+    void aFenceRecordedAfterAClosedOneReportsOnlyItsOwnPoint() {
+        // backends may recycle a closed fence's native event: the next fence must not inherit its state
+        DeviceStream stream = stream(0);
+        for (int i = 0; i < 3; i++) {
+            StreamFence idle = stream.recordFence();
+            idle.await();
+            assertThat(idle.isComplete()).as("fence on an idle stream, round %d", i).isTrue();
+            idle.close();
+            occupy(stream, 200);
+            StreamFence busy = stream.recordFence();
+            assertThat(busy.isComplete()).as("fence behind 200 ms of work, round %d", i).isFalse();
+            busy.await();
+            assertThat(busy.isComplete()).isTrue();
+            busy.close();
+        }
+    }
+
+    @Test
+    void aFenceCanBeClosedAfterItsStream() {
+        // the pool drops fences when the memory is reused or returned, possibly after the stream is gone
+        DeviceStream stream = stream(0);
+        occupy(stream, 50);
+        StreamFence fence = stream.recordFence();
+        stream.close();
+        assertThatCode(fence::close).doesNotThrowAnyException();
+        assertThatCode(fence::close).as("close is idempotent").doesNotThrowAnyException();
+    }
+
+    @Test
     void fenceMakesAnotherStreamWaitWithoutBlockingTheCaller() {
         DeviceStream a = stream(0);
         DeviceStream b = stream(1);

@@ -61,7 +61,7 @@ import java.util.TreeMap;
  * <ol>
  *   <li>accuracy: with {@code reference.safetensors} in the model folder (tools/make_bert_base.py writes one), the
  *       max abs difference of last_hidden_state from transformers' FP32 output, per precision;</li>
- *   <li>profile (CUDA only, a few shapes): one forward with a {@link TimingOps} wrapper that synchronises after every
+ *   <li>profile (a few shapes): one forward with a {@link TimingOps} wrapper that synchronises after every
  *       op (device time per op kind) and one that does not (host time spent enqueueing), plus the time between ops
  *       (plan steps, pool allocations);</li>
  *   <li>the activation pool's peak and reserved bytes.</li>
@@ -70,7 +70,7 @@ import java.util.TreeMap;
  * ({@code --budget-s}) skips what would not fit, and each shape's repetitions stop at {@code --shape-s}.
  *
  * <pre>
- *   BertGpuBench --model DIR --out FILE [--backend cuda|host] [--precisions FP32,TF32,BF16]
+ *   BertGpuBench --model DIR --out FILE [--backend cuda|host] [--precisions FP32,BF16,TF32,TF32X3]
  *                [--batches 1,8,32] [--seqs 16,128,512] [--warmup 3] [--reps 10]
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
  * </pre>
@@ -80,7 +80,7 @@ public final class BertGpuBench {
     private BertGpuBench() {
     }
 
-    record Options(Path model, Path out, String backend, List<Precision> precisions, int[] batches, int[] seqs,
+    record Options(Path model, Path out, String backend, List<String> precisions, int[] batches, int[] seqs,
                    int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile) {
     }
 
@@ -93,7 +93,7 @@ public final class BertGpuBench {
     static Options parse(String[] args) {
         Map<String, String> values = new LinkedHashMap<>();
         values.put("--backend", "cuda");
-        values.put("--precisions", "FP32,TF32,BF16");
+        values.put("--precisions", "FP32,BF16,TF32,TF32X3");
         values.put("--batches", "1,8,32");
         values.put("--seqs", "16,128,512");
         values.put("--warmup", "3");
@@ -117,9 +117,9 @@ public final class BertGpuBench {
         if (!backend.equals("cuda") && !backend.equals("host")) {
             throw new IllegalArgumentException("--backend must be cuda or host, got " + backend);
         }
-        List<Precision> precisions = new ArrayList<>();
+        List<String> precisions = new ArrayList<>();
         for (String p : values.get("--precisions").split(",")) {
-            precisions.add(Precision.valueOf(p.trim().toUpperCase(Locale.ROOT)));
+            precisions.add(p.trim().toUpperCase(Locale.ROOT));   // resolved in run: an unknown one is an error there
         }
         List<int[]> profile = new ArrayList<>();
         if (!values.get("--profile").equals("none")) {
@@ -139,7 +139,7 @@ public final class BertGpuBench {
         return Arrays.stream(csv.split(",")).map(String::trim).mapToInt(Integer::parseInt).toArray();
     }
 
-    /** Runs the benchmark; 0 when every planned measurement ran, 2 when the budget cut some, 1 on failure. */
+    /** Runs the benchmark; 0 when every planned measurement ran, 2 when the budget cut some, 1 when one failed. */
     static int run(Options o) throws IOException {
         long started = System.nanoTime();
         Map<String, Object> doc = new LinkedHashMap<>();
@@ -147,6 +147,7 @@ public final class BertGpuBench {
         List<Map<String, Object>> accuracy = new ArrayList<>();
         List<Map<String, Object>> profiles = new ArrayList<>();
         List<String> skipped = new ArrayList<>();
+        List<String> errors = new ArrayList<>();
         doc.put("bench", "gpupool_bert");
         doc.put("status", "running");
         doc.put("java", Runtime.version().toString());
@@ -157,6 +158,7 @@ public final class BertGpuBench {
         doc.put("results", results);
         doc.put("profile", profiles);
         doc.put("skipped", skipped);
+        doc.put("errors", errors);
         write(o.out(), doc);
 
         ComputeBackend backend;
@@ -172,7 +174,7 @@ public final class BertGpuBench {
             backend = new HostBackend();
         }
         boolean cuda = o.backend().equals("cuda");
-        List<Precision> precisions = cuda ? o.precisions() : List.of(Precision.FP32);
+        List<Precision> precisions = precisions(cuda ? o.precisions() : List.of("FP32"), errors);
         try (backend) {
             ComputeDevice device = backend.devices().getFirst();
             device.bindToCurrentThread();
@@ -190,42 +192,42 @@ public final class BertGpuBench {
                 try (model) {
                     String small = smallOutput(model);
                     for (Precision precision : precisions) {
-                        TensorOps ops = cuda ? (precision == Precision.FP32 ? planning
-                                : new CudaTensorOps(device, precision)) : planning;
                         String label = cuda ? precision.name() : "FP32-host";
-                        ExecutionContext context = new ExecutionContext(stream, pool, ops);
-                        checkAccuracy(o, model, context, label, accuracy);
-                        write(o.out(), doc);
-                        for (int batch : o.batches()) {
-                            for (int seq : o.seqs()) {
-                                String shape = label + " " + batch + "x" + seq;
-                                if (batch > model.maxBatchSize() || seq > model.maxSequenceLength()) {
-                                    skipped.add(shape + ": above the model's maximum " + model.maxBatchSize() + "x"
-                                            + model.maxSequenceLength());
-                                    continue;
+                        try {
+                            TensorOps ops = cuda ? (precision == Precision.FP32 ? planning
+                                    : new CudaTensorOps(device, precision)) : planning;
+                            ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                            checkAccuracy(o, model, context, label, accuracy);
+                            write(o.out(), doc);
+                            for (int batch : o.batches()) {
+                                for (int seq : o.seqs()) {
+                                    String shape = label + " " + batch + "x" + seq;
+                                    if (batch > model.maxBatchSize() || seq > model.maxSequenceLength()) {
+                                        skipped.add(shape + ": above the model's maximum " + model.maxBatchSize() + "x"
+                                                + model.maxSequenceLength());
+                                        continue;
+                                    }
+                                    if (elapsed(started) > o.budgetSeconds()) {
+                                        skipped.add(shape + ": time budget of " + o.budgetSeconds() + " s spent");
+                                        continue;
+                                    }
+                                    List<HostTensor> inputs = inputs(batch, seq, vocab(model), batch * 1000L + seq);
+                                    for (String mode : List.of("forward", "full")) {
+                                        String output = mode.equals("forward") ? small : BertModel.LAST_HIDDEN_STATE;
+                                        Map<String, Object> row = new LinkedHashMap<>();
+                                        row.put("bench", "bert_forward");
+                                        row.put("precision", label);
+                                        row.put("mode", mode);
+                                        row.put("output", output);
+                                        row.put("batch", batch);
+                                        row.put("seq", seq);
+                                        row.putAll(time(o, model, context, inputs, output));
+                                        results.add(row);
+                                        log(row.toString());
+                                    }
+                                    write(o.out(), doc);
                                 }
-                                if (elapsed(started) > o.budgetSeconds()) {
-                                    skipped.add(shape + ": time budget of " + o.budgetSeconds() + " s spent");
-                                    continue;
-                                }
-                                List<HostTensor> inputs = inputs(batch, seq, vocab(model), batch * 1000L + seq);
-                                for (String mode : List.of("forward", "full")) {
-                                    String output = mode.equals("forward") ? small : BertModel.LAST_HIDDEN_STATE;
-                                    Map<String, Object> row = new LinkedHashMap<>();
-                                    row.put("bench", "bert_forward");
-                                    row.put("precision", label);
-                                    row.put("mode", mode);
-                                    row.put("output", output);
-                                    row.put("batch", batch);
-                                    row.put("seq", seq);
-                                    row.putAll(time(o, model, context, inputs, output));
-                                    results.add(row);
-                                    log(row.toString());
-                                }
-                                write(o.out(), doc);
                             }
-                        }
-                        if (cuda) {
                             for (int[] bs : o.profile()) {
                                 if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
                                         || elapsed(started) > o.budgetSeconds()) {
@@ -234,11 +236,17 @@ public final class BertGpuBench {
                                 profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
                                 write(o.out(), doc);
                             }
+                            Map<String, Object> poolStats = new LinkedHashMap<>();
+                            poolStats.put("peak_allocated_bytes", pool.metrics().peakAllocatedBytes());
+                            poolStats.put("reserved_bytes", pool.metrics().reservedBytes());
+                            doc.put("pool", poolStats);
+                        } catch (RuntimeException | LinkageError e) {
+                            // One precision failing (a kernel that does not load or launch) leaves the others
+                            // to run; a device fault that poisons the context fails them too, each recorded.
+                            errors.add(label + ": " + e);
+                            log("FAILED " + label + ": " + e);
+                            write(o.out(), doc);
                         }
-                        Map<String, Object> poolStats = new LinkedHashMap<>();
-                        poolStats.put("peak_allocated_bytes", pool.metrics().peakAllocatedBytes());
-                        poolStats.put("reserved_bytes", pool.metrics().reservedBytes());
-                        doc.put("pool", poolStats);
                     }
                 }
             } finally {
@@ -246,7 +254,8 @@ public final class BertGpuBench {
                 pool.close();
                 weights.close();
             }
-            doc.put("status", skipped.stream().anyMatch(s -> s.contains("budget")) ? "partial" : "complete");
+            doc.put("status", !errors.isEmpty() ? "errors"
+                    : skipped.stream().anyMatch(s -> s.contains("budget")) ? "partial" : "complete");
         } catch (RuntimeException | Error e) {
             doc.put("status", "failed: " + e);
             write(o.out(), doc);
@@ -255,7 +264,28 @@ public final class BertGpuBench {
         doc.put("elapsed_s", round(elapsed(started), 1));
         write(o.out(), doc);
         log("done in " + doc.get("elapsed_s") + " s: " + results.size() + " results, " + skipped.size() + " skipped");
-        return doc.get("status").equals("complete") ? 0 : 2;
+        return switch ((String) doc.get("status")) {
+            case "complete" -> 0;
+            case "partial" -> 2;
+            default -> 1;
+        };
+    }
+
+    /**
+     * The precisions named that these kernels have, in order; each unknown name (a bundle older than the script)
+     * becomes an entry of {@code errors} instead of stopping the run.
+     */
+    static List<Precision> precisions(List<String> names, List<String> errors) {
+        List<Precision> precisions = new ArrayList<>();
+        for (String name : names) {
+            try {
+                precisions.add(Precision.valueOf(name));
+            } catch (IllegalArgumentException e) {
+                errors.add(name + ": not a precision of these kernels, expected one of "
+                        + Arrays.toString(Precision.values()));
+            }
+        }
+        return precisions;
     }
 
     /** The cheapest output to download: the pooled embedding, else the pooler output, else the hidden states. */

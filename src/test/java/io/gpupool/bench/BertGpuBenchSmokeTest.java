@@ -1,5 +1,6 @@
 package io.gpupool.bench;
 
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import tools.jackson.databind.JsonNode;
@@ -7,6 +8,8 @@ import tools.jackson.databind.json.JsonMapper;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 
 import static io.gpupool.model.testing.Fixtures.fixture;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -22,7 +25,8 @@ class BertGpuBenchSmokeTest {
         Path out = dir.resolve("bench.json");
         BertGpuBench.Options options = BertGpuBench.parse(new String[]{
                 "--backend", "host", "--model", fixture("tiny-bert").toString(), "--out", out.toString(),
-                "--batches", "1,2", "--seqs", "8,128", "--warmup", "1", "--reps", "3", "--budget-s", "60"});
+                "--batches", "1,2", "--seqs", "8,128", "--warmup", "1", "--reps", "3", "--budget-s", "60",
+                "--profile", "2x8,32x512"});
 
         int status = BertGpuBench.run(options);
 
@@ -40,10 +44,29 @@ class BertGpuBenchSmokeTest {
         }
         assertThat(doc.get("results").get(0).get("output").asString()).isEqualTo("pooler_output");
         assertThat(doc.get("results").get(1).get("output").asString()).isEqualTo("last_hidden_state");
+        // Profile: 2 layers -> embeddings, its LayerNorm, 7 ops per layer, pooler dense, CLS pool twice; 32x512 is
+        // above the model's maximum and left out.
+        assertThat(doc.get("profile")).hasSize(1);
+        JsonNode profile = doc.get("profile").get(0);
+        assertThat(profile.get("launches").asInt()).isEqualTo(2 + 7 * 2 + 3);
+        assertThat(profile.get("device_ms").get("attention").get("calls").asInt()).isEqualTo(2);
+        assertThat(profile.get("device_ms").get("linear 32->96").get("calls").asInt()).isEqualTo(2);
         // The fixture's reference was computed by transformers: FP32 on the host matches it.
         JsonNode accuracy = doc.get("accuracy").get(0);
         assertThat(accuracy.get("max_abs_diff").asDouble()).isLessThan(1e-4);
         assertThat(accuracy.get("max_abs_reference").asDouble()).isPositive();
+    }
+
+    @Test
+    void unknownPrecisionIsReportedAndTheKnownOnesKept() {
+        BertGpuBench.Options options = BertGpuBench.parse(new String[]{
+                "--model", "m", "--out", "o", "--precisions", "fp32, FP8,tf32x3"});
+        List<String> errors = new ArrayList<>();
+
+        List<Precision> precisions = BertGpuBench.precisions(options.precisions(), errors);
+
+        assertThat(precisions).containsExactly(Precision.FP32, Precision.TF32X3);
+        assertThat(errors).singleElement().asString().startsWith("FP8: not a precision of these kernels");
     }
 
     @Test

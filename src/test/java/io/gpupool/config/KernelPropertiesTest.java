@@ -33,6 +33,8 @@ class KernelPropertiesTest {
         });
         runner.withPropertyValues("gpupool.kernels.precision=TF32").run(context ->
                 assertThat(context.getBean(KernelProperties.class).getPrecision()).isEqualTo(Precision.TF32));
+        runner.withPropertyValues("gpupool.kernels.precision=tf32x3").run(context ->
+                assertThat(context.getBean(KernelProperties.class).getPrecision()).isEqualTo(Precision.TF32X3));
     }
 
     @Test

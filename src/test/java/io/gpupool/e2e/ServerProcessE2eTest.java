@@ -126,6 +126,7 @@ class ServerProcessE2eTest {
         JsonNode devices;
         while (true) {
             devices = JSON.readTree(get("/actuator/gpupool", managementPort).body()).get("devices");
+            assertThat(devices.size()).as("pools reported by /actuator/gpupool").isPositive();
             long allocated = 0;
             for (JsonNode device : devices) {
                 allocated += device.get("global").get("allocatedBytes").asLong();
@@ -145,8 +146,15 @@ class ServerProcessE2eTest {
         // Some hang-ups arrived while their request was still queued or running: the server saw them.
         JsonNode cancelledRequests = JSON.readTree(get("/actuator/metrics/gpupool.inference.requests?tag=outcome:cancelled",
                 managementPort).body());
-        assertThat(cancelledRequests.get("measurements").get(0).get("value").asDouble())
-                .as("requests the server counted as cancelled by their client").isPositive();
+        double serverCancelled = cancelledRequests.get("measurements").get(0).get("value").asDouble();
+        assertThat(serverCancelled).as("requests the server counted as cancelled by their client").isPositive();
+        for (JsonNode device : devices) {
+            System.out.printf("e2e %s: %d answered, %d hung up (%.0f cancelled on the server), peak allocated %d B, "
+                            + "reserved %d B, allocations %d = frees %d%n", device.get("device").asString(), ok, cancelled,
+                    serverCancelled, device.get("global").get("peakAllocatedBytes").asLong(),
+                    device.get("global").get("reservedBytes").asLong(), device.get("counters").get("allocations").asLong(),
+                    device.get("counters").get("frees").asLong());
+        }
         // And the server still answers afterwards.
         assertThat(post("/v2/models/iris-mlp/infer", irisRequest(random, 3)).statusCode()).isEqualTo(200);
     }

@@ -76,7 +76,7 @@ public final class LoadDriver {
               --seq-sigma X          ... and shape (default 0.6)
               --seq-min N, --seq-max N  ... clipped to [N, N] (default 1 and 64, tiny-bert's maximum; 512 for bert-base)
               --vocab N              token ids uniform in [1, N) (default 100, tiny-bert's vocabulary)
-              --mlp-batch-max N      MLP batch uniform in [1, N] (default 256)
+              --mlp-batch-max N      MLP batch uniform in [1, N] (default 32)
               --binary X             share of BERT requests using the binary data extension (default 0)
               --malformed X          share of requests drawn from the malformed corpus (default 0)
               --cancel X             share of requests abandoned mid-flight (default 0)
@@ -102,6 +102,8 @@ public final class LoadDriver {
 
     private static final JsonMapper JSON = JsonMapper.builder().build();
     private static final int TIMEOUT = -3;
+    /** LOAD_TRACE=1 prints every request's case and status (debugging the server with the corpus). */
+    private static final boolean TRACE = "1".equals(System.getenv("LOAD_TRACE"));
 
     /** The parsed command line. */
     record Options(URI url, URI management, Workload.Mix mix, String model, int concurrency, double rate,
@@ -217,13 +219,13 @@ public final class LoadDriver {
         }
         report.put("malformed_cases", workload.malformedCases().size());
         if (!options.warmup().isZero()) {
-            log.printf(Locale.ROOT, "[load] warm-up %s%n", options.warmup());
+            log.printf(Locale.ROOT, "[load] warm-up %d ms%n", options.warmup().toMillis());
             drive(workload, new Recorder(1 << 20), options.warmup(), Long.MAX_VALUE, false, options.seed() + 1);
         }
         Recorder recorder = new Recorder((int) Math.min(options.maxRequests(), 8_000_000));
-        log.printf(Locale.ROOT, "[load] %s: %s for %s%s%n", options.label(),
+        log.printf(Locale.ROOT, "[load] %s: %s for %d s%s%n", options.label(),
                 options.rate() > 0 ? "rate " + options.rate() + "/s" : "concurrency " + options.concurrency(),
-                options.duration(), options.maxRequests() < Long.MAX_VALUE ? " or " + options.maxRequests() + " requests" : "");
+                options.duration().toSeconds(), options.maxRequests() < Long.MAX_VALUE ? " or " + options.maxRequests() + " requests" : "");
         double elapsed = drive(workload, recorder, options.duration(), options.maxRequests(), options.progress(),
                 options.seed());
 
@@ -326,6 +328,12 @@ public final class LoadDriver {
                     ? answer.get(cancelAfterNanos, TimeUnit.NANOSECONDS)
                     : answer.get(options.timeout().toMillis() + 5_000, TimeUnit.MILLISECONDS);
             status = response.statusCode();
+            if (request.kind() != Workload.Kind.MALFORMED && status >= 400 && status < 500) {
+                String key = request.kind().name().toLowerCase(Locale.ROOT) + " -> " + status;
+                refusedWellFormed.computeIfAbsent(key, k -> new LongAdder()).increment();
+                firstUnexpectedBody.putIfAbsent(key, new String(response.body(), 0,
+                        Math.min(300, response.body().length), StandardCharsets.UTF_8));
+            }
             if (Recorder.isUnexpected(status)) {
                 firstUnexpectedBody.putIfAbsent(request.caseName() + " -> " + status,
                         new String(response.body(), 0, Math.min(300, response.body().length), StandardCharsets.UTF_8));
@@ -342,9 +350,20 @@ public final class LoadDriver {
             Thread.currentThread().interrupt();
             status = Recorder.TRANSPORT;
         }
+        if (TRACE) {
+            log.printf(Locale.ROOT, "[trace] %s %s -> %d%n", Thread.currentThread(), request.caseName(), status);
+        }
+        if (status == TIMEOUT || status == Recorder.TRANSPORT) {
+            unanswered.computeIfAbsent(request.caseName() + (cancel ? " (to be cancelled)" : ""),
+                    k -> new LongAdder()).increment();
+        }
         recorder.record(request, micros(startNanos - origin), micros(System.nanoTime() - startNanos), status);
     }
 
+    /** Well-formed requests answered with 4xx, by kind and status (a driver or server bug either way); first answers in firstUnexpectedBody. */
+    private final Map<String, LongAdder> refusedWellFormed = new ConcurrentHashMap<>();
+    /** Requests that got no answer (client timeout or I/O error), by case. */
+    private final Map<String, LongAdder> unanswered = new ConcurrentHashMap<>();
     private final Map<String, String> firstUnexpectedBody = new ConcurrentHashMap<>();
     private final java.util.concurrent.atomic.AtomicReference<String> firstTransportError =
             new java.util.concurrent.atomic.AtomicReference<>();
@@ -412,13 +431,17 @@ public final class LoadDriver {
         }
         ObjectNode unexpectedJson = report.putObject("unexpected");
         recorder.unexpectedByCase().forEach((name, count) -> unexpectedJson.put(name, count.sum()));
-        ObjectNode bodies = report.putObject("unexpected_first_bodies");
+        ObjectNode bodies = report.putObject("first_answers");
         firstUnexpectedBody.forEach(bodies::put);
         ObjectNode surprises = report.putObject("malformed_not_4xx");
         recorder.malformedSurprises().forEach((name, counts) -> {
             ObjectNode byCode = surprises.putObject(name);
             counts.forEach((code, count) -> byCode.put(String.valueOf(code), count.sum()));
         });
+        ObjectNode refusedJson = report.putObject("well_formed_refused");
+        refusedWellFormed.forEach((answer, count) -> refusedJson.put(answer, count.sum()));
+        ObjectNode unansweredJson = report.putObject("unanswered");
+        unanswered.forEach((name, count) -> unansweredJson.put(name, count.sum()));
         if (firstTransportError.get() != null) {
             report.put("first_transport_error", firstTransportError.get());
         }
@@ -643,7 +666,7 @@ public final class LoadDriver {
         Workload.Mix mix = new Workload.Mix(take(v, "bert-model", "tiny-bert"), take(v, "mlp-model", "iris-mlp"),
                 weights[0], weights[1], integer(v, "batch-max", 8), integer(v, "seq-min", 1),
                 number(v, "seq-median", 24), number(v, "seq-sigma", 0.6), integer(v, "seq-max", 64),
-                integer(v, "vocab", 100), integer(v, "mlp-batch-max", 256), number(v, "binary", 0),
+                integer(v, "vocab", 100), integer(v, "mlp-batch-max", 32), number(v, "binary", 0),
                 number(v, "malformed", 0));
         String management = take(v, "actuator", "http://127.0.0.1:8081");
         String model = take(v, "model", "");

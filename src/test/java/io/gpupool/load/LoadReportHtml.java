@@ -34,7 +34,7 @@ final class LoadReportHtml {
         if (!report.path("unexpected").isEmpty()) {
             html.append("<h2 class=bad>Unexpected 5xx by request</h2><pre>")
                     .append(escape(report.path("unexpected").toString())).append("\n")
-                    .append(escape(report.path("unexpected_first_bodies").toString())).append("</pre>\n");
+                    .append(escape(report.path("first_answers").toString())).append("</pre>\n");
         }
         if (!report.path("malformed_not_4xx").isEmpty()) {
             html.append("<h2>Malformed requests not answered with 4xx</h2><pre>")

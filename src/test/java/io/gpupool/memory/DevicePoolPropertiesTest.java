@@ -8,6 +8,7 @@ import net.jqwik.api.From;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
 import net.jqwik.api.Tuple;
+import net.jqwik.api.constraints.IntRange;
 import net.jqwik.api.constraints.Size;
 
 import java.util.ArrayList;
@@ -36,13 +37,17 @@ class DevicePoolPropertiesTest {
 
     @Property(tries = 80)
     void randomSequencesKeepThePoolSound(@ForAll @Size(max = 250) List<@From("actions") Action> actions,
-                                         @ForAll boolean twoLevel) {
+                                         @ForAll boolean twoLevel,
+                                         @ForAll @IntRange(min = 0, max = 150) int initialMiB) {
         FakeChunkSource source = new FakeChunkSource(GIB);
         PoolConfig config = PoolConfig.defaults().withBlocks(2 * MIB, 32 * MIB)
                 .apply(PoolTuning.none().withGrowthStepBytes(64 * MIB).withMaxGrowthStepBytes(256 * MIB)
                         .withLocalCacheCountPerClass(4).withLocalCacheBytesPerStream(64 * MIB)
                         .withCoalesceThreshold(3))
                 .withMode(twoLevel ? AllocatorMode.TWO_LEVEL : AllocatorMode.GLOBAL_ONLY);
+        if (initialMiB > 0) {      // HYBRID: an odd first chunk (e.g. 150 MiB = 128 + 16 + 4 + 2) exercises the roots
+            config = config.withGrowth(GrowthPolicy.HYBRID, initialMiB * MIB);
+        }
         TestStream[] streams = {new TestStream(0), new TestStream(1), new TestStream(2), new TestStream(3)};
         DevicePool pool = new DevicePool(source, config);
         List<DeviceBlock> live = new ArrayList<>();

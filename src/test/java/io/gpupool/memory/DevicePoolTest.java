@@ -197,6 +197,23 @@ class DevicePoolTest {
     }
 
     @Test
+    void localCacheRespectsItsByteCapAndKeepsLargeBlocksOut() {
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withLocalCacheBytesPerStream(16 * MIB));
+        try (DevicePool pool = new DevicePool(source, config)) {
+            pool.allocate(6 * MIB, s0).release();              // above a quarter of the cap: straight to global
+            assertThat(pool.metrics().cachedBytes()).isZero();
+            List<DeviceBlock> blocks = new ArrayList<>();
+            for (int i = 0; i < 6; i++) {
+                blocks.add(pool.allocate(4 * MIB, s0));
+            }
+            blocks.forEach(DeviceBlock::release);
+            assertThat(pool.metrics().cachedBytes()).isEqualTo(16 * MIB);
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            PoolInvariants.freeSpaceIsWholeChunks(pool);
+        }
+    }
+
+    @Test
     void memoryMovingToAnotherStreamWaitsForTheFreeingStreamsFence() {
         try (DevicePool pool = new DevicePool(source, globalOnly())) {
             DeviceBlock a = pool.allocate(8 * MIB, s0);
@@ -337,6 +354,23 @@ class DevicePoolTest {
             DeviceBlock block = pool.allocate(64 * MIB, s0);
             assertThat(limited.requests()).containsExactly(256 * MIB, 64 * MIB);
             block.release();
+        }
+    }
+
+    @Test
+    void aRefusedStepFallsBackToOneBlockOfTheRequestsOrder() {
+        FakeChunkSource limited = new FakeChunkSource(GIB);
+        limited.limit = 16 * MIB;
+        try (DevicePool pool = new DevicePool(limited, PoolConfig.defaults())) {
+            DeviceBlock block = pool.allocate(10 * MIB, s0);    // 5 blocks need an aligned 8-block (16 MiB) root
+            assertThat(block.size()).isEqualTo(10 * MIB);
+            assertThat(limited.requests()).containsExactly(256 * MIB, 16 * MIB);
+            DeviceBlock four = pool.allocate(4 * MIB, s0);      // the trimmed tail (2 + 4 MiB) still serves
+            DeviceBlock two = pool.allocate(2 * MIB, s0);
+            assertThat(limited.requests()).hasSize(2);
+            block.release();
+            four.release();
+            two.release();
         }
     }
 

@@ -20,6 +20,11 @@ import java.util.Optional;
 @Tag("gpu")
 class GpuReferenceOutputsTest extends ReferenceOutputsContract {
 
+    /** The kernels' precision; FP32 here, the one every backend is held to at 1e-4. */
+    protected CudaTensorOps.Precision precision() {
+        return CudaTensorOps.Precision.FP32;
+    }
+
     @Override
     protected Backend openBackend() {
         Optional<CudaBackend> created = CudaBackend.tryCreate();
@@ -27,7 +32,7 @@ class GpuReferenceOutputsTest extends ReferenceOutputsContract {
         CudaBackend cuda = created.get();
         ComputeDevice device = cuda.devices().getFirst();
         device.bindToCurrentThread();
-        CudaTensorOps ops = new CudaTensorOps(device);
+        CudaTensorOps ops = new CudaTensorOps(device, precision());
         DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
         DeviceAllocator requests = device.nativeAllocator(AllocatorMode.CUDA_ASYNC)
                 .or(() -> device.nativeAllocator(AllocatorMode.DIRECT)).orElseThrow();

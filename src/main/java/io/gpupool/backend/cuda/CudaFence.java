@@ -7,7 +7,6 @@ import jcuda.driver.CUresult;
 
 import java.util.concurrent.atomic.AtomicBoolean;
 
-import static jcuda.driver.JCudaDriver.cuEventDestroy;
 import static jcuda.driver.JCudaDriver.cuEventQuery;
 import static jcuda.driver.JCudaDriver.cuEventSynchronize;
 import static jcuda.driver.JCudaDriver.cuStreamWaitEvent;
@@ -15,18 +14,23 @@ import static jcuda.driver.JCudaDriver.cuStreamWaitEvent;
 /**
  * A fence on a CUDA stream: a timing-free event recorded on it. {@link #makeWait} is a device-side
  * wait (cuStreamWaitEvent): the waiting stream's later work starts after the event, the host never
- * blocks. {@link #close} destroys the event (once); the driver keeps a recorded event alive until it
- * completes, so closing early is safe.
+ * blocks. {@link #close} (once) hands the event back to the recording stream's {@link EventRecycler},
+ * which keeps it for a later fence or destroys it; either is safe while the event is still pending:
+ * a re-record overwrites it for later queries only, waits already enqueued keep the state they
+ * captured, and the driver keeps a destroyed pending event alive until it completes. A closed fence
+ * refuses every other call, so a stale reference never reads an event that now belongs to a newer fence.
  */
 final class CudaFence implements StreamFence {
 
     private final CudaDevice device;
     private final CUevent event;
+    private final EventRecycler<CUevent> recycler;
     private final AtomicBoolean closed = new AtomicBoolean();
 
-    CudaFence(CudaDevice device, CUevent event) {
+    CudaFence(CudaDevice device, CUevent event, EventRecycler<CUevent> recycler) {
         this.device = device;
         this.event = event;
+        this.recycler = recycler;
     }
 
     @Override
@@ -60,11 +64,11 @@ final class CudaFence implements StreamFence {
         Cu.check("cuEventSynchronize", cuEventSynchronize(event), "fence on " + device.label());
     }
 
+    /** Returns the event to its stream's recycler (no driver call unless the recycler is full or closed). */
     @Override
     public void close() {
         if (closed.compareAndSet(false, true)) {
-            device.makeCurrent();
-            Cu.check("cuEventDestroy", cuEventDestroy(event));
+            recycler.release(event);
         }
     }
 

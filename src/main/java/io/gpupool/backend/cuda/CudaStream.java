@@ -14,7 +14,6 @@ import jcuda.driver.CUstream_flags;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
-import java.util.concurrent.ConcurrentLinkedQueue;
 
 import static jcuda.driver.JCudaDriver.cuEventCreate;
 import static jcuda.driver.JCudaDriver.cuEventDestroy;
@@ -48,6 +47,13 @@ import static jcuda.driver.JCudaDriver.cuStreamSynchronize;
  * <h2>Host tasks</h2>
  * {@link #enqueueHostTask} runs the task on the worker after all device work enqueued before it;
  * device work enqueued after it does not wait for it (see {@link CudaStreamWorker}).
+ *
+ * <h2>Events are recycled</h2>
+ * Fences ({@link #recordFence}) and the worker's entries both need a timing-free event. They take it
+ * from the stream's {@link EventRecycler} (at most {@link #SPARE_EVENTS} idle) and give it back when
+ * the fence is closed or the worker entry is done, so a steady state records events without creating
+ * or destroying any. Closing the stream destroys the spare events; fences still open then destroy
+ * their event when they are closed.
  */
 public final class CudaStream implements DeviceStream {
 
@@ -55,19 +61,34 @@ public final class CudaStream implements DeviceStream {
     private final int ordinal;
     private final CUstream stream = new CUstream();
     private final CudaStreamWorker worker;
-    private final ConcurrentLinkedQueue<CUevent> spareEvents = new ConcurrentLinkedQueue<>();
-    private final CudaStreamWorker.Cleanup recycleEvent = spareEvents::add;
+    private final EventRecycler<CUevent> events;
+    private final CudaStreamWorker.Cleanup recycleEvent;
     private final PinnedStagingPool.StagingStream stagingTwin;
     private boolean closed;
 
+    /** Most idle events a stream keeps for later fences and worker entries. */
+    static final int SPARE_EVENTS = 64;
+
     CudaStream(CudaDevice device, int ordinal) {
+        this(device, ordinal, SPARE_EVENTS);
+    }
+
+    /** {@code spareEvents} = 0 turns event recycling off (benchmark baseline: create and destroy per fence). */
+    CudaStream(CudaDevice device, int ordinal, int spareEvents) {
         this.device = device;
         this.ordinal = ordinal;
+        this.events = new EventRecycler<>(new DriverEvents(device), spareEvents, device.label() + " stream " + ordinal);
+        this.recycleEvent = events::release;
         device.makeCurrent();
         Cu.check("cuStreamCreate", cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING),
                 device.label() + " stream " + ordinal);
         this.worker = new CudaStreamWorker(device, "gpupool-" + device.label() + "-stream-" + ordinal);
         this.stagingTwin = new PinnedStagingPool.StagingStream(ordinal);
+    }
+
+    /** The stream's event recycler (package use: tests and benchmarks read its counters). */
+    EventRecycler<CUevent> events() {
+        return events;
     }
 
     /** The JCuda stream handle (package use only). */
@@ -87,15 +108,14 @@ public final class CudaStream implements DeviceStream {
 
     @Override
     public StreamFence recordFence() {
+        CUevent event = events.acquire();
         device.makeCurrent();
-        CUevent event = new CUevent();
-        Cu.check("cuEventCreate", cuEventCreate(event, CUevent_flags.CU_EVENT_DISABLE_TIMING));
         int result = cuEventRecord(event, stream);
         if (result != 0) {
-            cuEventDestroy(event);
+            events.release(event);
             Cu.check("cuEventRecord", result, "fence on stream " + ordinal);
         }
-        return new CudaFence(device, event);
+        return new CudaFence(device, event, events);
     }
 
     @Override
@@ -117,7 +137,7 @@ public final class CudaStream implements DeviceStream {
             }
             afterDeviceWork(null, event -> {
                 staging.release(slot);
-                spareEvents.add(event);
+                events.release(event);
             });
         }
     }
@@ -142,7 +162,7 @@ public final class CudaStream implements DeviceStream {
             afterDeviceWork(() -> MemorySegment.copy(PinnedStagingPool.segment(slot.address(), piece), 0, destination, at, piece),
                     event -> {
                         staging.release(slot);
-                        spareEvents.add(event);
+                        events.release(event);
                     });
         }
     }
@@ -217,8 +237,10 @@ public final class CudaStream implements DeviceStream {
         worker.drain();
         worker.stop();
         Throwable hostFailure = worker.takeFailure();
-        for (CUevent event; (event = spareEvents.poll()) != null; ) {
-            cuEventDestroy(event);
+        try {
+            events.close();
+        } catch (RuntimeException e) {
+            hostFailure = hostFailure == null ? e : hostFailure;
         }
         Cu.check("cuStreamDestroy", cuStreamDestroy(stream));
         Cu.check("cuStreamSynchronize", result, "closing stream " + ordinal);
@@ -232,17 +254,31 @@ public final class CudaStream implements DeviceStream {
 
     /** Records an event now and has the worker run {@code task} and then {@code cleanup} after it. */
     private void afterDeviceWork(Runnable task, CudaStreamWorker.Cleanup cleanup) {
-        CUevent event = spareEvents.poll();
-        if (event == null) {
-            event = new CUevent();
-            Cu.check("cuEventCreate", cuEventCreate(event, CUevent_flags.CU_EVENT_DISABLE_TIMING));
-        }
+        CUevent event = events.acquire();
         int result = cuEventRecord(event, stream);
         if (result != 0) {
-            spareEvents.add(event);
+            events.release(event);
             Cu.check("cuEventRecord", result, "stream " + ordinal);
         }
         worker.submit(event, task, cleanup);
+    }
+
+    /** Timing-free events of {@code device}'s context: {@link EventRecycler}'s driver calls. */
+    private record DriverEvents(CudaDevice device) implements EventRecycler.Events<CUevent> {
+
+        @Override
+        public CUevent create() {
+            device.makeCurrent();
+            CUevent event = new CUevent();
+            Cu.check("cuEventCreate", cuEventCreate(event, CUevent_flags.CU_EVENT_DISABLE_TIMING), device.label());
+            return event;
+        }
+
+        @Override
+        public void destroy(CUevent event) {
+            device.makeCurrent();
+            Cu.check("cuEventDestroy", cuEventDestroy(event), device.label());
+        }
     }
 
     private static void rethrow(Throwable failure) {

@@ -5,7 +5,9 @@ import io.gpupool.memory.StreamFence;
 
 /**
  * A fence on a host stream: the ticket of the last task queued on that stream when the fence was
- * recorded. It is complete once the stream's worker has run that task. Holds no native resource.
+ * recorded. It is complete once the stream's worker has run that task. Holds no native resource and
+ * never changes, so one instance may be handed out for every fence of the same ticket (closing it is
+ * a no-op and it stays usable).
  */
 final class HostFence implements StreamFence {
 
@@ -15,6 +17,10 @@ final class HostFence implements StreamFence {
     HostFence(OrderedWorker worker, long ticket) {
         this.worker = worker;
         this.ticket = ticket;
+    }
+
+    long ticket() {
+        return ticket;
     }
 
     @Override

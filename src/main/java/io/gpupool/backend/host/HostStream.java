@@ -15,12 +15,18 @@ import java.util.Objects;
  *
  * <p>Kernels do not exist on the host: {@link #launch} throws, and host kernels are run with
  * {@link #enqueueHostTask}, which gives them the same ordering as device work on a GPU stream.
+ *
+ * <p>A fence is the ticket of the last queued task and holds nothing native, so fences of the same
+ * ticket are interchangeable: {@link #recordFence} hands out the previous fence again while no task
+ * was queued since, so a pool freeing again and again on an idle stream allocates no new fence.
  */
 final class HostStream implements DeviceStream {
 
     private final HostDevice device;
     private final int ordinal;
     private final OrderedWorker worker;
+    /** The fence recorded last; immutable, so a racy read only costs a new fence. */
+    private volatile HostFence lastFence;
 
     HostStream(HostDevice device, int ordinal) {
         this.device = device;
@@ -39,7 +45,14 @@ final class HostStream implements DeviceStream {
 
     @Override
     public StreamFence recordFence() {
-        return new HostFence(worker, worker.lastTicket());
+        long ticket = worker.lastTicket();
+        HostFence last = lastFence;
+        if (last != null && last.ticket() == ticket) {
+            return last; // nothing queued since: the same point in the queue
+        }
+        HostFence fence = new HostFence(worker, ticket);
+        lastFence = fence;
+        return fence;
     }
 
     @Override

@@ -23,8 +23,8 @@ import java.util.Objects;
  *   embeddingSum  ops/embedding_sum              (batch·seq)                 ≤256
  *   linear        gemm/gemm_f32                  (⌈out/128⌉, ⌈rows/128⌉)     256   precision FP32, or a
  *                                                                                  shape the others reject
- *                 gemm/gemm_tc_{tf32,bf16}_128   (⌈out/128⌉, ⌈rows/128⌉)     256   enough 128² tiles
- *                 gemm/gemm_tc_{tf32,bf16}_64    (⌈out/64⌉,  ⌈rows/64⌉)      128   small products
+ *                 gemm/gemm_tc_{tf32,bf16,tf32x3}_128 (⌈out/128⌉, ⌈rows/128⌉) 256   enough 128² tiles
+ *                 gemm/gemm_tc_{tf32,bf16,tf32x3}_64  (⌈out/64⌉,  ⌈rows/64⌉)   128   small products
  *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   FP32, by head size
  *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
@@ -37,7 +37,10 @@ import java.util.Objects;
  * matches a float reference to rounding (the mode the tests compare with transformers at 1e-4).
  * {@link Precision#TF32} and {@link Precision#BF16} run on the tensor cores with FP32 accumulation; inputs and
  * outputs stay FP32 in memory and operands are rounded as they are loaded (TF32 truncates to a 10-bit mantissa,
- * BF16 rounds to nearest-even 8 bits), so no bf16 copy of the weights is needed. The tensor-core kernels need
+ * BF16 rounds to nearest-even 8 bits), so no bf16 copy of the weights is needed. {@link Precision#TF32X3} splits
+ * each FP32 operand into two TF32 parts and sums three tensor-core products (hi·hi + hi·lo + lo·hi): close to FP32
+ * accuracy (about 2^-21 relative per product) at a third of the TF32 rate, an alternative to FP32 on large
+ * products; attention stays FP32 with it. The tensor-core kernels need
  * {@code in % 4 == 0}; other shapes fall back to the FP32 kernel.
  *
  * <p>Attention computes in FP32, except under {@link Precision#BF16} with head size 64 (BERT-base and most
@@ -52,7 +55,7 @@ import java.util.Objects;
 public final class CudaTensorOps implements TensorOps {
 
     /** How {@link #linear} multiplies. */
-    public enum Precision { FP32, TF32, BF16 }
+    public enum Precision { FP32, TF32, BF16, TF32X3 }
 
     /** Threads per block of the row-wise kernels. */
     private static final int ROW_BLOCK = 256;
@@ -92,7 +95,11 @@ public final class CudaTensorOps implements TensorOps {
         KernelModule attention = device.loadModule("attention", ptx("attention"));
         KernelModule ops = device.loadModule("ops", ptx("ops"));
         gemmF32 = gemm.function("gemm_f32");
-        String tc = precision == Precision.BF16 ? "bf16" : "tf32";
+        String tc = switch (precision) {
+            case BF16 -> "bf16";
+            case TF32X3 -> "tf32x3";
+            default -> "tf32";
+        };
         gemmLarge = precision == Precision.FP32 ? gemmF32 : gemm.function("gemm_tc_" + tc + "_128");
         gemmSmall = precision == Precision.FP32 ? gemmF32 : gemm.function("gemm_tc_" + tc + "_64");
         attention32 = attention.function("attention_d32");

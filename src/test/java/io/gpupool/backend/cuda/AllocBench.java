@@ -30,6 +30,12 @@ import java.util.function.Supplier;
  * before its first kernel). The pool runs in its default two-level mode, in global-only mode and on
  * expandable segments.
  *
+ * <p>Global-only records a fence per free, so it runs twice: {@code pool-global-only} on the normal
+ * streams (fence events recycled per stream) and {@code pool-global-only-no-recycle} on streams whose
+ * recycler keeps no spare (cuEventCreate + cuEventDestroy per fence, the behaviour before recycling).
+ * Each row also reports {@code eventsCreated}, the events its stream created during the row, next to
+ * {@code pairs}: with recycling it stays near zero, without it equals the number of fences.
+ *
  * <p>Run from the GPU bundle: {@code ./run-gpu-tests.sh --main io.gpupool.backend.cuda.AllocBench out.json}
  */
 public final class AllocBench {
@@ -48,17 +54,23 @@ public final class AllocBench {
         CudaDevice device = (CudaDevice) backend.devices().getFirst();
         device.bindToCurrentThread();
         List<CudaStream> streams = new ArrayList<>();
+        List<CudaStream> noRecycleStreams = new ArrayList<>();
         for (int i = 0; i < 16; i++) {
             streams.add(device.createStream(i));
+            noRecycleStreams.add(new CudaStream(device, i, 0));
         }
 
-        Map<String, Supplier<DeviceAllocator>> allocators = new LinkedHashMap<>();
-        allocators.put("pool", () -> new DevicePool(device.plainChunkSource(), PoolConfig.defaults()));
-        allocators.put("pool-global-only", () -> new DevicePool(device.plainChunkSource(),
-                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)));
-        allocators.put("pool-expandable", () -> new DevicePool(device.expandableChunkSource(), PoolConfig.defaults()));
-        allocators.put("direct", () -> device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow());
-        allocators.put("cuda-async", () -> device.nativeAllocator(AllocatorMode.CUDA_ASYNC).orElseThrow());
+        Map<String, Variant> allocators = new LinkedHashMap<>();
+        allocators.put("pool", new Variant(() -> new DevicePool(device.plainChunkSource(), PoolConfig.defaults()), streams));
+        allocators.put("pool-global-only", new Variant(() -> new DevicePool(device.plainChunkSource(),
+                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)), streams));
+        allocators.put("pool-global-only-no-recycle", new Variant(() -> new DevicePool(device.plainChunkSource(),
+                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)), noRecycleStreams));
+        allocators.put("pool-expandable", new Variant(() -> new DevicePool(device.expandableChunkSource(),
+                PoolConfig.defaults()), streams));
+        allocators.put("direct", new Variant(() -> device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow(), streams));
+        allocators.put("cuda-async", new Variant(() -> device.nativeAllocator(AllocatorMode.CUDA_ASYNC).orElseThrow(),
+                streams));
 
         StringBuilder json = new StringBuilder();
         json.append("{\n  \"device\": \"").append(device.name()).append("\",\n");
@@ -67,33 +79,39 @@ public final class AllocBench {
         json.append("  \"pairNanos\": [\n");
         boolean first = true;
         for (var entry : allocators.entrySet()) {
-            DeviceAllocator allocator = entry.getValue().get();
+            DeviceAllocator allocator = entry.getValue().allocator().get();
+            CudaStream stream = entry.getValue().streams().getFirst();
             for (long size : SIZES) {
-                double[] result = singleStream(allocator, streams.getFirst(), size, roundMillis);
-                System.out.printf(Locale.ROOT, "%-10s %10d B  best %10.0f ns/pair  median %10.0f ns/pair%n",
-                        entry.getKey(), size, result[0], result[1]);
+                long createdBefore = stream.events().created();
+                double[] result = singleStream(allocator, stream, size, roundMillis);
+                long eventsCreated = stream.events().created() - createdBefore;
+                System.out.printf(Locale.ROOT, "%-27s %10d B  best %10.0f ns/pair  median %10.0f ns/pair"
+                        + "  %d events created for %d pairs%n",
+                        entry.getKey(), size, result[0], result[1], eventsCreated, (long) result[2]);
                 json.append(first ? "" : ",\n").append(String.format(Locale.ROOT,
-                        "    {\"allocator\": \"%s\", \"bytes\": %d, \"bestNanos\": %.1f, \"medianNanos\": %.1f}",
-                        entry.getKey(), size, result[0], result[1]));
+                        "    {\"allocator\": \"%s\", \"bytes\": %d, \"bestNanos\": %.1f, \"medianNanos\": %.1f,"
+                                + " \"pairs\": %d, \"eventsCreated\": %d}",
+                        entry.getKey(), size, result[0], result[1], (long) result[2], eventsCreated));
                 first = false;
             }
-            streams.getFirst().synchronize();
+            stream.synchronize();
             allocator.close();
         }
         json.append("\n  ],\n  \"aggregate\": [\n");
         first = true;
         for (var entry : allocators.entrySet()) {
-            DeviceAllocator allocator = entry.getValue().get();
+            DeviceAllocator allocator = entry.getValue().allocator().get();
+            List<CudaStream> variantStreams = entry.getValue().streams();
             for (int threads : THREADS) {
-                double pairsPerSecond = aggregate(device, allocator, streams.subList(0, threads), roundMillis * 3);
-                System.out.printf(Locale.ROOT, "%-10s %2d streams  %,14.0f pairs/s (%d B)%n",
+                double pairsPerSecond = aggregate(device, allocator, variantStreams.subList(0, threads), roundMillis * 3);
+                System.out.printf(Locale.ROOT, "%-27s %2d streams  %,14.0f pairs/s (%d B)%n",
                         entry.getKey(), threads, pairsPerSecond, THREAD_SIZE);
                 json.append(first ? "" : ",\n").append(String.format(Locale.ROOT,
                         "    {\"allocator\": \"%s\", \"streams\": %d, \"bytes\": %d, \"pairsPerSecond\": %.0f}",
                         entry.getKey(), threads, THREAD_SIZE, pairsPerSecond));
                 first = false;
             }
-            for (CudaStream stream : streams) {
+            for (CudaStream stream : variantStreams) {
                 stream.synchronize();
             }
             allocator.close();
@@ -102,17 +120,25 @@ public final class AllocBench {
         for (CudaStream stream : streams) {
             stream.close();
         }
+        for (CudaStream stream : noRecycleStreams) {
+            stream.close();
+        }
         backend.close();
         Files.writeString(out, json);
         System.out.println("wrote " + out.toAbsolutePath());
     }
 
-    /** {best, median} nanoseconds per allocate+release pair on one stream. */
+    /** An allocator under test and the streams it runs on. */
+    private record Variant(Supplier<DeviceAllocator> allocator, List<CudaStream> streams) {
+    }
+
+    /** {best, median} nanoseconds per allocate+release pair on one stream, then the pairs run (warm-up included). */
     private static double[] singleStream(DeviceAllocator allocator, AllocationStream stream, long size, long roundMillis) {
         for (int i = 0; i < 200; i++) {
             allocator.allocate(size, stream).release();
         }
         int rounds = 7;
+        long total = 200;
         double[] perPair = new double[rounds];
         for (int r = 0; r < rounds; r++) {
             long deadline = System.nanoTime() + roundMillis * 1_000_000;
@@ -127,9 +153,10 @@ public final class AllocBench {
                 now = System.nanoTime();
             } while (now < deadline);
             perPair[r] = (double) (now - start) / pairs;
+            total += pairs;
         }
         java.util.Arrays.sort(perPair);
-        return new double[] {perPair[0], perPair[rounds / 2]};
+        return new double[] {perPair[0], perPair[rounds / 2], total};
     }
 
     /** Pairs per second summed over one thread per stream, each looping allocate+release for {@code millis}. */

@@ -5,6 +5,8 @@ import io.gpupool.backend.KernelModule;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -139,6 +141,41 @@ class CudaBackendGpuTest {
             fence.close();
         } finally {
             device.plainChunkSource().free(chunk, 4 * MIB);
+        }
+    }
+
+    @Test
+    void globalOnlyPoolRecyclesFenceEventsInsteadOfCreatingOnePerFree() {
+        // every GLOBAL_ONLY free records a fence; its event must come back for the next one
+        DevicePool pool = new DevicePool(device.plainChunkSource(), PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY));
+        try (CudaStream stream = device.createStream(0)) {
+            try {
+                for (int i = 0; i < 2000; i++) {
+                    pool.allocate(64 << 10, stream).release();
+                }
+                stream.synchronize();
+            } finally {
+                pool.close();
+            }
+            EventRecycler<?> events = stream.events();
+            assertThat(events.created() + events.reused()).as("fences recorded").isGreaterThanOrEqualTo(2000);
+            assertThat(events.created()).as("events created for 2000 fences").isLessThanOrEqualTo(CudaStream.SPARE_EVENTS);
+        }
+    }
+
+    @Test
+    void fenceEventsComeBackToTheirStreamWhenClosedOnAnotherThread() throws Exception {
+        try (CudaStream a = device.createStream(0)) {
+            var fence = a.recordFence();
+            long createdBefore = a.events().created();
+            Thread closer = Thread.ofPlatform().start(fence::close);
+            closer.join();
+            var next = a.recordFence();
+            assertThat(a.events().created()).as("the closed fence's event was reused").isEqualTo(createdBefore);
+            next.await();
+            assertThat(next.isComplete()).isTrue();
+            next.close();
+            assertThatThrownBy(fence::isComplete).as("a closed fence refuses use").isInstanceOf(IllegalStateException.class);
         }
     }
 

@@ -38,6 +38,22 @@ class HostDeviceStreamTest extends DeviceStreamContract {
     }
 
     @Test
+    void fencesOfAnIdleStreamAreOneObjectAndANewOneFollowsQueuedWork() {
+        DeviceStream stream = stream(0);
+        var first = stream.recordFence();
+        first.close(); // a no-op on the host: the fence stays usable for whoever got it too
+        var again = stream.recordFence();
+        assertThat(again).as("no task queued since: no new fence").isSameAs(first);
+        assertThat(again.isComplete()).isTrue();
+        occupy(stream, 200);
+        var busy = stream.recordFence();
+        assertThat(busy).isNotSameAs(first);
+        assertThat(busy.isComplete()).isFalse();
+        assertThat(first.isComplete()).isTrue();
+        busy.await();
+    }
+
+    @Test
     void chunksAndDirectBlocksShareTheBudget() {
         long before = device.freeMemory();
         long chunk = device.chunkSource().allocate(4L << 20);

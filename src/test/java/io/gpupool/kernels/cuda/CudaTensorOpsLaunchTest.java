@@ -65,6 +65,20 @@ class CudaTensorOpsLaunchTest {
     }
 
     @Test
+    void splitTf32PrecisionLaunchesTheThreeProductKernelsAndKeepsFp32Attention() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32X3);
+        ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 128, 768, 768, Activation.NONE);
+        ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 16384, 768, 3072, Activation.GELU);
+        ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 4, 5, 6, Activation.NONE);
+        ops.attention(stream, 0x4000, 0, 0, 0x5000, 2, 128, 12, 64);
+        assertThat(stream.launches).extracting(Launch::kernel)
+                .containsExactly("gemm_tc_tf32x3_64", "gemm_tc_tf32x3_128", "gemm_f32", "attention_d64");
+        assertThat(stream.launches.get(0).block()).containsExactly(128, 1, 1);
+        assertThat(stream.launches.get(1).grid()).containsExactly(24, 128, 1);
+        assertThat(stream.launches.get(1).block()).containsExactly(256, 1, 1);
+    }
+
+    @Test
     void tensorCoreLinearFallsBackToFp32ForAnInnerSizeNotAMultipleOf4() {
         CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32);
         ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 4096, 767, 4096, Activation.NONE);
