@@ -30,6 +30,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <pre>
  *   allocate(bytes, stream)
  *     |  bytes &gt; maxBlock ------&gt; a freed dedicated chunk at most 1/8 larger, else a new one from the source
+ *     |                             (ON_DEMAND: first give back cached dedicated chunks and, if that did
+ *     |                              not cover the request, flush + coalesce and give back empty buddy chunks)
  *     |  class c = small class (bytes &lt; minBlock) or run of n = ceil(bytes / minBlock) blocks
  *     v
  *   LocalCache[stream.ordinal()]   lock-free for its owner          (hit: return)
@@ -39,11 +41,29 @@ import java.util.concurrent.locks.ReentrantLock;
  *     v nothing free
  *   coalesce all orders, retry                                       (hit: return)
  *     v
- *   grow lock: retry; if the local caches hold at least the request, flush them, coalesce, retry
- *   grow one chunk (LAZY/HYBRID); on refusal or cap: staged recovery
+ *   grow lock: retry; flush every local cache and coalesce, retry (ON_DEMAND always; LAZY/HYBRID
+ *     when the caches hold at least the request)
+ *   grow: ON_DEMAND returns empty chunks smaller than the request's block, then grows one chunk of
+ *     max(block of the request, maxBlock); LAZY/HYBRID grow the next doubling step.
+ *   on refusal or cap: staged recovery
  *     1. flush every local cache   2. release empty slabs   3. coalesce   4. retry
  *     5. return empty chunks (waiting for their fences)   6. grow by exactly the request   7. fail
  * </pre>
+ *
+ * <h2>Why ON_DEMAND is the default (fragmentation)</h2>
+ * Measured on the BERT serving trace (docs/benchmarks.md, "Fragmentation"), peak reserved / peak
+ * live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
+ * three places: (a) blocks stranded in the 16 streams' local caches (1.4 x live), (b) free buddy
+ * space in chunks that also hold live blocks, partly lazy steps grown far beyond the miss (1.4 x),
+ * (c) empty buddy chunks kept while a &gt; maxBlock request took a new dedicated chunk (0.65 x,
+ * global-only). ON_DEMAND answers each: (a) every miss flushes all caches before growing, and a
+ * stream caches at most its share of 1/{@value #LOCAL_SHARE_DIVISOR} of the allocated bytes;
+ * (b) growth adds one maxBlock-sized chunk, never a doubling step, and with 32 MiB maximum blocks
+ * a large run no longer needs a free aligned 128/256 MiB block; (c) a new dedicated chunk first
+ * replaces empty chunks. The price is source traffic: larger tensors get dedicated chunks of their
+ * own size (reused within 1/8 from a cache of {@value #LARGE_CACHE_ENTRIES}), and empty chunks go
+ * back as soon as a miss needs room, so the pool calls the source far more often than LAZY did.
+ * Local caches stay lock-free for their owner; the extra work is all on the miss path.
  *
  * <h2>Handles</h2>
  * Each {@link DeviceBlock} carries a packed {@code long} handle; bits 62..63 select the kind:
@@ -90,9 +110,16 @@ public final class DevicePool implements DeviceAllocator {
     static final long KIND_DEDICATED = 2L << 62;
     static final int LATENCY_SAMPLE_EVERY = 16;
     /** Freed dedicated chunks kept for reuse at most. */
-    static final int LARGE_CACHE_ENTRIES = 8;
+    static final int LARGE_CACHE_ENTRIES = 32;
+
+    /** Under ON_DEMAND the local caches together hold at most 1/this of allocated bytes (plus the floor below). */
+    static final int LOCAL_SHARE_DIVISOR = 8;
+    /** Floor of a stream's local cap under ON_DEMAND, in minimum blocks. */
+    static final int LOCAL_MIN_UNITS = 4;
 
     private final ChunkSource source;
+    /** allocated / (LOCAL_SHARE_DIVISOR * streams), refreshed by samplePeak; see {@link #localCapBytes}. */
+    private volatile long liveShareBytes;
     private volatile PoolConfig config;
     private final long minBlock;
     private final int unitShift;
@@ -272,7 +299,8 @@ public final class DevicePool implements DeviceAllocator {
             if (handle >= 0) {
                 return handle;
             }
-            if (metrics.cachedBytes() >= bytes) {                 // the caches hold enough: reuse before growing
+            boolean onDemand = config.growthPolicy() == GrowthPolicy.ON_DEMAND;
+            if (onDemand || metrics.cachedBytes() >= bytes) {     // reuse what the caches hold before growing
                 recover(false);
                 handle = buddy.allocate(units);
                 if (handle >= 0) {
@@ -280,8 +308,21 @@ public final class DevicePool implements DeviceAllocator {
                 }
             }
             releaseLarge(bytes);                                  // idle dedicated chunks go before we grow
+            if (onDemand) {
+                releaseEmptyChunksBelow(blockBytes);             // too small for this request: give back, then grow
+            }
             OutOfDeviceMemoryException refusal = null;
-            if (config.growthPolicy() != GrowthPolicy.EAGER) {
+            if (onDemand) {
+                try {
+                    grow(Math.max(blockBytes, maxBlock));
+                } catch (OutOfDeviceMemoryException e) {
+                    refusal = e;
+                }
+                handle = buddy.allocate(units);
+                if (handle >= 0) {
+                    return handle;
+                }
+            } else if (config.growthPolicy() != GrowthPolicy.EAGER) {
                 try {
                     growLazily(blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
@@ -392,7 +433,11 @@ public final class DevicePool implements DeviceAllocator {
             chunk.fences.makeWait(stream);
             globalHits.increment();
         } else {
-            releaseLarge(size);
+            if (config.growthPolicy() == GrowthPolicy.ON_DEMAND) {
+                releaseForDedicated(size);                         // free buddy chunks cannot serve it: give back
+            } else {
+                releaseLarge(size);
+            }
             long address;
             try {
                 address = reserveFromSource(size);
@@ -420,6 +465,22 @@ public final class DevicePool implements DeviceAllocator {
         allocatedRequested.add(bytes);
         samplePeak();
         return new DeviceBlock(owner, chunk.address, chunk.bytes, bytes, stream, KIND_DEDICATED | chunk.id, site());
+    }
+
+    /**
+     * ON_DEMAND before a new dedicated chunk: flush the local caches, coalesce, and return every
+     * empty buddy chunk and every cached dedicated chunk, so that the new chunk replaces memory
+     * nobody uses instead of adding to it.
+     */
+    private void releaseForDedicated(long size) {
+        growLock.lock();
+        try {
+            recover(false);
+            releaseEmptyChunksBelow(Long.MAX_VALUE);
+            releaseLarge(size);
+        } finally {
+            growLock.unlock();
+        }
     }
 
     private Chunk takeLarge(long size) {
@@ -722,6 +783,18 @@ public final class DevicePool implements DeviceAllocator {
         }
     }
 
+    /** Returns every empty buddy chunk smaller than {@code bytes} at once (ON_DEMAND, before growing). */
+    private long releaseEmptyChunksBelow(long bytes) {
+        long released = 0;
+        for (Chunk chunk : chunks.all()) {
+            if (!chunk.dedicated && chunk.bytes < bytes && chunk.liveUnits.get() == 0 && buddy.detachIfEmpty(chunk)) {
+                releaseChunk(chunk);
+                released += chunk.bytes;
+            }
+        }
+        return released;
+    }
+
     private long releaseEmptyChunks(boolean force) {
         long released = 0;
         long now = System.nanoTime();
@@ -958,7 +1031,25 @@ public final class DevicePool implements DeviceAllocator {
     }
 
     private void samplePeak() {
-        raise(peakAllocated, metrics.allocatedBytes());
+        long allocated = metrics.allocatedBytes();
+        raise(peakAllocated, allocated);
+        LocalCache[] current = caches;
+        liveShareBytes = allocated / (LOCAL_SHARE_DIVISOR * Math.max(1, current.length));
+    }
+
+    /**
+     * The bytes cap of one stream's local cache now: localCacheBytesPerStream, lowered under
+     * ON_DEMAND growth to a share of the pool's allocated bytes (1/{@value #LOCAL_SHARE_DIVISOR}
+     * of them spread over the streams, at least {@value #LOCAL_MIN_UNITS} minimum blocks), so
+     * that the caches together never strand more than a fixed fraction of live memory.
+     * Refreshed on every global-level operation (a plain volatile read on the hot path).
+     */
+    long localCapBytes(PoolConfig cfg) {
+        long fixed = cfg.localCacheBytesPerStream();
+        if (cfg.growthPolicy() != GrowthPolicy.ON_DEMAND) {
+            return fixed;
+        }
+        return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, liveShareBytes));
     }
 
     private static void raise(AtomicLong peak, long value) {
@@ -1100,9 +1191,29 @@ public final class DevicePool implements DeviceAllocator {
             return total;
         }
 
+        /**
+         * The largest contiguous free range of the global level: adjacent free blocks of the top order
+         * in one chunk count as one range (they are never merged into a larger block, yet serve a
+         * dedicated-size request of the chunk's space just as well as one block would). Racy copy of
+         * the top-order list, no lock taken.
+         */
         @Override
         public long largestFreeBlockBytes() {
-            for (int k = buddy.topOrder(); k >= 0; k--) {
+            int top = buddy.topOrder();
+            if (buddy.freeBlocks(top) > 0) {
+                long[] keys = buddy.freeKeysUnlocked(top);
+                Arrays.sort(keys);
+                long step = 1L << top;
+                long longest = 0;
+                long run = 0;
+                for (int i = 0; i < keys.length; i++) {
+                    run = i > 0 && keys[i] == keys[i - 1] + step
+                            && (keys[i] >>> 24) == (keys[i - 1] >>> 24) ? run + 1 : 1;
+                    longest = Math.max(longest, run);
+                }
+                return Math.max(1, longest) * (minBlock << top);
+            }
+            for (int k = top; k >= 0; k--) {
                 if (buddy.freeBlocks(k) > 0) {
                     return minBlock << k;
                 }
