@@ -62,7 +62,7 @@ public class GpuPoolProperties {
         private DataSize minBlockSize = DataSize.ofMegabytes(2);
 
         /** Largest buddy block; a power of two up to 4GB. Larger requests get a dedicated chunk of their own size (2MB granule). */
-        private DataSize maxBlockSize = DataSize.ofMegabytes(32);
+        private DataSize maxBlockSize = DataSize.ofMegabytes(256);
 
         /** How the pool grows: ON_DEMAND (optional initial size, then flush caches, coalesce, return empty chunks and grow by what a miss needs), EAGER (reserve the initial size, never grow), LAZY (grow in chunks doubling from growth-step), HYBRID (initial size, then LAZY). */
         private GrowthPolicy growthPolicy = GrowthPolicy.ON_DEMAND;

@@ -16,8 +16,9 @@ import java.util.Objects;
  * @param minBlockBytes            smallest buddy block; a power of two in [2 MiB, 64 MiB]; default 2 MiB.
  *                                 Requests below it are served by the small-object cache
  * @param maxBlockBytes            largest buddy block; a power of two in [minBlockBytes, 4 GiB] and at most
- *                                 2^15 minimum blocks; default 32 MiB (peak reserved within 1.15 x live on the
- *                                 BERT trace; 256 MiB makes far fewer source calls but reserves ~1.8 x live).
+ *                                 2^15 minimum blocks; default 256 MiB. On the BERT trace 256 MiB reserves
+ *                                 ~1.9 x live with ~0.4 device allocations per request; 32 MiB reaches 1.14 x
+ *                                 but needs ~25 device allocations per request (docs/benchmarks.md).
  *                                 Larger requests get a dedicated chunk of their own size
  * @param growthPolicy             ON_DEMAND, EAGER, LAZY or HYBRID; default ON_DEMAND (see {@link GrowthPolicy})
  * @param initialBytes             bytes reserved at construction for EAGER / HYBRID / ON_DEMAND (0 for LAZY); at most
@@ -118,7 +119,7 @@ public record PoolConfig(
 
     /** The defaults documented on each field. */
     public static PoolConfig defaults() {
-        return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 32 * MIB, GrowthPolicy.ON_DEMAND, 0,
+        return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.ON_DEMAND, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
                 Duration.ofSeconds(30), false);
     }

@@ -28,6 +28,10 @@ public final class ReplayStrategies {
                 source -> new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))));
         add(new TraceReplayer.Strategy("best-fit", BestFitAllocator::new));
         add(new TraceReplayer.Strategy("two-level-lazy-256", source -> new DevicePool(source, lazy256())));
+        add(new TraceReplayer.Strategy("two-level-ondemand-64",
+                source -> new DevicePool(source, onDemand(64 * PoolConfig.MIB))));
+        add(new TraceReplayer.Strategy("two-level-ondemand-256",
+                source -> new DevicePool(source, onDemand(256 * PoolConfig.MIB))));
     }
 
     private ReplayStrategies() {
@@ -36,6 +40,11 @@ public final class ReplayStrategies {
     /** The defaults before ON_DEMAND: LAZY growth doubling 256 MiB to 1 GiB, 256 MiB maximum block. */
     public static PoolConfig lazy256() {
         return PoolConfig.defaults().withGrowth(GrowthPolicy.LAZY, 0).withBlocks(2 * PoolConfig.MIB, 256 * PoolConfig.MIB);
+    }
+
+    /** ON_DEMAND growth with a larger maximum block: fewer device allocations, more reserve. */
+    public static PoolConfig onDemand(long maxBlockBytes) {
+        return PoolConfig.defaults().withBlocks(2 * PoolConfig.MIB, maxBlockBytes);
     }
 
     private static void add(TraceReplayer.Strategy strategy) {
