@@ -32,6 +32,7 @@ import java.util.Objects;
  *                   gemm/gemm_splitk_act        (as init)                   256   only if activation ≠ NONE
  *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   FP32, by head size
  *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
+ *                 attention/attention_tf32_d64   (⌈seq/64⌉, heads, batch)    128   TF32 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
  *   pool          ops/pool_cls | ops/pool_mean   (batch)                     ≤256
  *   softmax       ops/softmax_rows               (rows)                      ≤256
@@ -61,9 +62,11 @@ import java.util.Objects;
  * Results differ from the unsplit kernels only in the order of the FP32 additions (~1e-7 relative). No
  * workspace is needed. Turned off with {@code -Dgpupool.kernels.splitK=false} (read once, at class load).
  *
- * <p>Attention computes in FP32, except under {@link Precision#BF16} with head size 64 (BERT-base and most
- * BERT-family models), where a tensor-core kernel rounds Q, K, V and the probabilities to bf16 (FP32 softmax and
- * accumulation). LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
+ * <p>Attention computes in FP32, except with head size 64 (BERT-base and most BERT-family models) under
+ * {@link Precision#BF16}, where a tensor-core kernel rounds Q, K, V and the probabilities to bf16, and under
+ * {@link Precision#TF32}, where one rounds them to TF32 (FP32 softmax and accumulation in both). The TF32 one is
+ * turned off (FP32 attention under TF32) with {@code -Dgpupool.kernels.tf32Attention=false}. {@link
+ * Precision#TF32X3} and {@link Precision#FP32} always use the FP32 kernels. LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
  * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0.
  *
  * <p>Arguments are checked (positive dimensions, non-null required pointers, 16-byte aligned linear operands:
@@ -98,6 +101,9 @@ public final class CudaTensorOps implements TensorOps {
     private static final int SPLIT_K_PASS_MAX_BLOCKS = 1024;
     /** {@code -Dgpupool.kernels.splitK=false} turns split-K off for instances built without an explicit choice. */
     static final boolean SPLIT_K_DEFAULT = Boolean.parseBoolean(System.getProperty("gpupool.kernels.splitK", "true"));
+    /** {@code -Dgpupool.kernels.tf32Attention=false}: FP32 attention under TF32 precision (read once). */
+    static final boolean TF32_ATTENTION_DEFAULT =
+            Boolean.parseBoolean(System.getProperty("gpupool.kernels.tf32Attention", "true"));
 
     private final ComputeDevice device;
     private final Precision precision;
@@ -113,6 +119,8 @@ public final class CudaTensorOps implements TensorOps {
     private final KernelFunction attention64;
     private final KernelFunction attention128;
     private final KernelFunction attentionBf16;
+    private final KernelFunction attentionTf32;
+    private final boolean tf32Attention;
     private final KernelFunction embeddingSum;
     private final KernelFunction addLayerNorm;
     private final KernelFunction poolCls;
@@ -134,9 +142,15 @@ public final class CudaTensorOps implements TensorOps {
 
     /** As {@link #CudaTensorOps(ComputeDevice, Precision)}, with split-K for few-tile products on or off. */
     public CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK) {
+        this(device, precision, splitK, TF32_ATTENTION_DEFAULT);
+    }
+
+    /** Also chooses whether {@link Precision#TF32} uses the TF32 tensor-core attention (head size 64). */
+    public CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention) {
         this.device = Objects.requireNonNull(device, "device");
         this.precision = Objects.requireNonNull(precision, "precision");
         this.splitK = splitK;
+        this.tf32Attention = tf32Attention;
         KernelModule gemm = device.loadModule("gemm", ptx("gemm"));
         KernelModule attention = device.loadModule("attention", ptx("attention"));
         KernelModule ops = device.loadModule("ops", ptx("ops"));
@@ -156,6 +170,7 @@ public final class CudaTensorOps implements TensorOps {
         attention64 = attention.function("attention_d64");
         attention128 = attention.function("attention_d128");
         attentionBf16 = attention.function("attention_bf16_d64");
+        attentionTf32 = attention.function("attention_tf32_d64");
         embeddingSum = ops.function("embedding_sum");
         addLayerNorm = ops.function("add_layer_norm");
         poolCls = ops.function("pool_cls");
@@ -170,6 +185,11 @@ public final class CudaTensorOps implements TensorOps {
 
     public Precision precision() {
         return precision;
+    }
+
+    /** Whether {@link Precision#TF32} runs head-size-64 attention on the tensor cores. */
+    public boolean tf32Attention() {
+        return tf32Attention;
     }
 
     /** Whether few-tile products are split along K (see the class comment). */
@@ -286,9 +306,10 @@ public final class CudaTensorOps implements TensorOps {
         if (heads > 65535 || batch > 65535) {
             throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
         }
-        if (precision == Precision.BF16 && headDim == 64 && (qkv & 15) == 0) {
-            stream.launch(attentionBf16, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0,
-                    qkv, attentionMask, context, seq, heads);
+        boolean tensorCores = precision == Precision.BF16 || precision == Precision.TF32 && tf32Attention;
+        if (tensorCores && headDim == 64 && (qkv & 15) == 0) {
+            stream.launch(precision == Precision.BF16 ? attentionBf16 : attentionTf32, ceilDiv(seq, 64), heads, batch,
+                    128, 1, 1, 0, qkv, attentionMask, context, seq, heads);
             return;
         }
         KernelFunction kernel;

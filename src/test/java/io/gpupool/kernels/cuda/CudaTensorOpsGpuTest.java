@@ -155,6 +155,12 @@ class CudaTensorOpsGpuTest {
         checkAttention(new CudaTensorOps(device, Precision.BF16), new int[] {64}, 3e-2);
     }
 
+    @Test
+    void tf32AttentionIsCloseToReference() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32, true, true);
+        checkAttention(ops, new int[] {64}, 5e-3);
+    }
+
     private void checkAttention(CudaTensorOps ops, int[] headDims, double tolerance) {
         for (int headDim : headDims) {
             int batch = 3;

@@ -187,6 +187,25 @@ class CudaTensorOpsLaunchTest {
     }
 
     @Test
+    void tf32PrecisionUsesTheTf32TensorCoreAttentionForHeadSize64UnlessTurnedOff() {
+        CudaTensorOps tf32 = new CudaTensorOps(device, Precision.TF32, true, true);
+        CudaTensorOps off = new CudaTensorOps(device, Precision.TF32, true, false);
+        CudaTensorOps x3 = new CudaTensorOps(device, Precision.TF32X3, true, true);
+        tf32.attention(stream, 0x1000, 0x1800, 0, 0x2000, 8, 100, 12, 64);
+        tf32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 2, 32);
+        tf32.attention(stream, 0x1008, 0, 0, 0x2000, 8, 100, 12, 64);   // misaligned qkv: FP32 kernel
+        off.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
+        x3.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("attention_tf32_d64", "attention_d32",
+                "attention_d64", "attention_d64", "attention_d64");
+        assertThat(stream.launches.getFirst().grid()).containsExactly(2, 12, 8);
+        assertThat(stream.launches.getFirst().block()).containsExactly(128, 1, 1);
+        assertThat(stream.launches.getFirst().arguments()).containsExactly(0x1000L, 0x1800L, 0x2000L, 100, 12);
+        assertThat(new CudaTensorOps(device, Precision.TF32).tf32Attention())
+                .isEqualTo(!"false".equalsIgnoreCase(System.getProperty("gpupool.kernels.tf32Attention")));
+    }
+
+    @Test
     void rowKernelsGetOneBlockPerRow() {
         CudaTensorOps ops = new CudaTensorOps(device);
         ops.addLayerNorm(stream, 0x1000, 0, 0x2000, 0x3000, 0x1000, 77, 768, 1e-12f);
