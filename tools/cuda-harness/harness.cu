@@ -237,12 +237,12 @@ static void checkGemm(const std::string& kernel, int M, int N, int K, int act, d
     cudaFree(dx); cudaFree(dw); if (db) cudaFree(db); cudaFree(dy);
 }
 
-// The FP32 kernels take (qkv, mask, ctx, S, H, D) on 32-query tiles; the BF16 one (qkv, mask, ctx, S, H), 64.
+// The FP32 kernels take (qkv, mask, ctx, S, H, D) on 32-query tiles; the BF16 and TF32 ones (qkv, mask, ctx, S, H), 64.
 static void launchAttention(const std::string& kernel, Args& a, float* dq, int* dm, float* dc, int B, int S, int H,
                             int D) {
     a.store.clear();
     a.add(dq).add(dm).add(dc).add(S).add(H);
-    if (kernel == "attention_bf16_d64") {
+    if (kernel == "attention_bf16_d64" || kernel == "attention_tf32_d64") {
         launch(kernel, dim3((S + 63) / 64, H, B), dim3(128), a);
     } else {
         a.add(D);
@@ -493,7 +493,8 @@ int main(int argc, char** argv) {
                               "gemm_tc_tf32x3_128", "gemm_tc_tf32x3_64", "gemm_splitk_init", "gemm_splitk_act",
                               "gemm_f32_splitk", "gemm_tc_tf32_64_splitk", "gemm_tc_tf32x3_64_splitk",
                               "gemm_tc_bf16_64_splitk"});
-    loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64"});
+    loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64",
+                                   "attention_tf32_d64"});
     loadPtx(argv[1], "ops", {"embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"});
 
     json << "{\n  \"device\": \"" << prop.name << "\",\n  \"entries\": [";
@@ -538,6 +539,9 @@ int main(int argc, char** argv) {
     checkAttention("attention_bf16_d64", 3, 77, 3, 64, true, 3e-2);
     checkAttention("attention_bf16_d64", 2, 200, 2, 64, false, 3e-2);
     checkAttention("attention_bf16_d64", 3, 5, 1, 64, true, 3e-2);
+    checkAttention("attention_tf32_d64", 3, 77, 3, 64, true, 5e-3);
+    checkAttention("attention_tf32_d64", 2, 200, 2, 64, false, 5e-3);
+    checkAttention("attention_tf32_d64", 3, 5, 1, 64, true, 5e-3);
     checkLayerNorm(50, 768, true);
     checkLayerNorm(7, 33, false);
     checkEmbeddingAndPooling();
@@ -566,7 +570,7 @@ int main(int argc, char** argv) {
         }
     for (int b : {1, 8, 32})
         for (int s : {128, 512})
-            for (const char* k : {"attention_d64", "attention_bf16_d64"}) timeAttention(k, b, s, 12, 64, reps);
+            for (const char* k : {"attention_d64", "attention_bf16_d64", "attention_tf32_d64"}) timeAttention(k, b, s, 12, 64, reps);
 
     json << "\n  ],\n  \"failures\": " << failures << "\n}\n";
     std::ofstream out(argv[2]);
