@@ -6,11 +6,14 @@
 #   tools/compare-allocators.sh quick [OPTIONS]   host backend, TWO_LEVEL GLOBAL_ONLY BEST_FIT DIRECT,
 #                                                 tiny-bert + iris-mlp, 4 s warm-up + 15 s per mode
 #                                                 -> target/compare/quick/
-#   ./compare-allocators.sh full [OPTIONS]        inside the GPU bundle (tools/gpu-bundle.sh): CUDA backend,
-#                                                 the four modes + CUDA_ASYNC, 8 s warm-up + 30 s per mode,
+#   tools/compare-allocators.sh full [OPTIONS]    on the GPU machine, from a checkout with the bundle
+#                                                 dist/gpupool-gpu-bundle.tar.xz (tools/gpu-bundle.sh; unpacked
+#                                                 to a scratch folder, no JDK or Maven needed) or from inside
+#                                                 the unpacked bundle: CUDA backend,
+#                                                 the four modes + CUDA_ASYNC, 8 s warm-up + 25 s per mode,
 #                                                 a BERT-base-sized model (random weights, generated with
 #                                                 python3 + transformers when available; else tiny-bert)
-#                                                 -> ./compare-full/ (or --out-dir)
+#                                                 -> compare-full/ in the bundle (or --out-dir; --pack FILE.tgz)
 #
 # OPTIONS are AllocatorComparison's (--modes, --out-dir, --backend, --models, --server-args "...",
 # --jvm-opts "...", --startup-timeout) and LoadDriver's (--concurrency, --rate, --duration, --mix, ...;
@@ -22,8 +25,21 @@ case "$PRESET" in
   quick|full) shift ;;
   *) echo "usage: $0 quick|full [OPTIONS]   (see the header of this script)" >&2; exit 2 ;;
 esac
+SELF_DIR=$(cd "$(dirname "$0")" && pwd)
+# In a checkout without a JDK (the GPU machine): run the copy inside the bundle built by tools/gpu-bundle.sh.
+if [ ! -x "$SELF_DIR/runtime/bin/java" ] && [ ! -x "${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}/bin/java" ]; then
+  BUNDLE=${BUNDLE:-$SELF_DIR/../dist/gpupool-gpu-bundle.tar.xz}
+  if [ ! -f "$BUNDLE" ]; then
+    echo "[compare] no JDK here and no bundle at $BUNDLE (build it with tools/gpu-bundle.sh)" >&2
+    exit 2
+  fi
+  SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/gpupool-compare.XXXXXX")
+  echo "[compare] unpacking $BUNDLE into $SCRATCH" >&2
+  tar -xJf "$BUNDLE" -C "$SCRATCH"
+  exec "$SCRATCH/gpupool-gpu-bundle/compare-allocators.sh" "$PRESET" "$@"
+fi
 # shellcheck source=tools/load-env.sh
-source "$(dirname "$0")/load-env.sh"
+source "$SELF_DIR/load-env.sh"
 cd "$ROOT"
 
 PACK=""
@@ -50,7 +66,7 @@ import json, sys, torch
 from transformers import BertConfig, BertModel
 torch.manual_seed(0)
 out = sys.argv[1]
-BertModel(BertConfig(), add_pooling_layer=True).eval().save_pretrained(out, safe_serialization=True)
+BertModel(BertConfig(), add_pooling_layer=True).eval().save_pretrained(out)  # safetensors
 config = json.load(open(out + "/config.json"))
 config["gpupool"] = {"max_batch_size": 32, "max_sequence_length": 512, "outputs": ["pooler_output"]}
 json.dump(config, open(out + "/config.json", "w"), indent=2)
@@ -61,8 +77,8 @@ PY
     echo "[compare] python3 with torch and transformers not found: using tiny-bert" >&2
   fi
   PRESET_ARGS=(--backend cuda --modes TWO_LEVEL,GLOBAL_ONLY,BEST_FIT,DIRECT,CUDA_ASYNC --models "$MODEL_DIR"
-    "${BERT[@]}" --mix bert=1 --concurrency 16 --warmup 8s --duration 30s --drain 15s
-    --jvm-opts "-Xmx8g" --server-args "--gpupool.serving.queue-capacity=256" --quiet)
+    "${BERT[@]}" --mix bert=1 --concurrency 16 --warmup 8s --duration 25s --drain 15s --timeout 30s
+    --startup-timeout 120s --jvm-opts "-Xmx8g" --server-args "--gpupool.serving.queue-capacity=256" --quiet)
 fi
 
 HAS_OUT=0

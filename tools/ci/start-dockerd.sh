@@ -24,6 +24,19 @@ if ! command -v dockerd >/dev/null 2>&1; then
   exit 1
 fi
 
+# An engine killed without cleaning up (e.g. at the end of an earlier session) leaves pid files
+# behind; dockerd refuses to start while such a pid belongs to a live process of another program.
+for stale in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
+  if [ -s "$stale" ]; then
+    pid=$(cat "$stale")
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null || true)
+    case "$comm" in
+      dockerd|containerd) ;;
+      *) echo "removing stale $stale (pid $pid is ${comm:-gone})"; rm -f "$stale" ;;
+    esac
+  fi
+done
+
 echo "starting dockerd (log: $DOCKERD_LOG)"
 HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
   nohup dockerd --bridge=none --iptables=false --ip6tables=false \

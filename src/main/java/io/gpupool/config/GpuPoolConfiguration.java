@@ -37,6 +37,7 @@ import org.springframework.web.reactive.function.server.RouterFunction;
 import org.springframework.web.reactive.function.server.ServerResponse;
 import tools.jackson.databind.json.JsonMapper;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -122,6 +123,15 @@ public class GpuPoolConfiguration {
                     activations.mode(), settings.serving().streamsPerDevice(), settings.serving().queueCapacity());
         }
         return new ServingDevices(runtimes);
+    }
+
+    /**
+     * Calls {@code maintain()} on every device pool once a second (a daemon thread, stopped before
+     * the devices close: this bean depends on them).
+     */
+    @Bean(destroyMethod = "close")
+    PoolMaintenance poolMaintenance(ServingDevices devices) {
+        return new PoolMaintenance(PoolMaintenance.poolsOf(devices.devices()), Duration.ofSeconds(1));
     }
 
     /** The activation allocator of {@code device} for the configured mode. */

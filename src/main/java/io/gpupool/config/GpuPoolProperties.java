@@ -61,11 +61,11 @@ public class GpuPoolProperties {
         /** Smallest buddy block; a power of two from 2MB to 64MB. Smaller requests share blocks through size classes. */
         private DataSize minBlockSize = DataSize.ofMegabytes(2);
 
-        /** Largest buddy block; a power of two up to 4GB. Larger requests get a dedicated chunk. */
-        private DataSize maxBlockSize = DataSize.ofMegabytes(256);
+        /** Largest buddy block; a power of two up to 4GB. Larger requests get a dedicated chunk of their own size (2MB granule). */
+        private DataSize maxBlockSize = DataSize.ofMegabytes(32);
 
-        /** How the pool grows: EAGER (reserve the initial size, never grow), LAZY (grow on demand), HYBRID (initial size, then on demand). */
-        private GrowthPolicy growthPolicy = GrowthPolicy.LAZY;
+        /** How the pool grows: ON_DEMAND (optional initial size, then flush caches, coalesce, return empty chunks and grow by what a miss needs), EAGER (reserve the initial size, never grow), LAZY (grow in chunks doubling from growth-step), HYBRID (initial size, then LAZY). */
+        private GrowthPolicy growthPolicy = GrowthPolicy.ON_DEMAND;
 
         /** Bytes reserved at start for EAGER and HYBRID; must be empty for LAZY. Independently of this, warm-up reserves 1.5 x the largest tensor of the served models. */
         private DataSize initialSize;

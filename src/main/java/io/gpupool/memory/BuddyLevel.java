@@ -41,6 +41,13 @@ import java.util.concurrent.locks.ReentrantLock;
  *   <li>Tail trimming: the run keeps [o, o + n); the tail [o + n, o + 2^k) is pushed back as the
  *       largest aligned blocks that fit, so a 10 u request holds 10 u, not 16 u.</li>
  * </ol>
+ * <h2>Spans (ON_DEMAND, requests above the top order)</h2>
+ * A request of n &gt; 2^top units takes m = ceil(n / 2^top) free top-order blocks that lie next to each
+ * other in one chunk: lock top, sort its keys, take the lowest run of m keys each 2^top above the
+ * previous (same chunk id), unlock, then trim the tail [o + n, o + m 2^top) as above. Top-order
+ * blocks never merge, so adjacency is the only way to serve such a request from buddy space; the
+ * handle's 16-bit length bounds a span at 2^16 - 1 units.
+ *
  * <h2>Free a run</h2>
  * Decompose [o, o + n) into aligned blocks (largest first) and push each onto its order; nothing
  * merges now (deferred). A push that lifts an order's list above its trigger starts a merge of that order.
@@ -172,7 +179,51 @@ final class BuddyLevel {
         return -1;
     }
 
-    /** Returns a run handed out by {@link #allocate}. */
+    /**
+     * Allocates a span of {@code units} &gt; 2^top: the lowest run of adjacent free top-order blocks
+     * of one chunk that covers it, tail trimmed like a run (see "Spans" in the class comment).
+     *
+     * @return the span's handle, or -1 when no chunk has enough adjacent free top-order blocks
+     */
+    long allocateSpan(int units) {
+        long step = 1L << top;
+        int blocks = (int) ((units + step - 1) >>> top);
+        long start;
+        ReentrantLock lock = locks[top];
+        lock.lock();
+        try {
+            int n = sizes[top];
+            if (n < blocks) {
+                return -1;
+            }
+            long[] list = lists[top];
+            Arrays.sort(list, 0, n);
+            int found = -1;
+            int run = 0;
+            for (int i = 0; i < n && found < 0; i++) {
+                run = i > 0 && list[i] == list[i - 1] + step && (list[i] >>> 24) == (list[i - 1] >>> 24) ? run + 1 : 1;
+                if (run == blocks) {
+                    found = i - blocks + 1;
+                }
+            }
+            if (found < 0) {
+                return -1;
+            }
+            start = list[found];
+            System.arraycopy(list, found + blocks, list, found, n - found - blocks);
+            sizes[top] = n - blocks;
+            counts.lazySet(top, n - blocks);
+            chunks.get((int) (start >>> 24)).liveUnits.addAndGet((long) blocks << top);
+        } finally {
+            lock.unlock();
+        }
+        int chunkId = (int) (start >>> 24);
+        long offset = start & OFFSET_MASK;
+        freeRange(chunkId, offset + units, offset + ((long) blocks << top), chunks.get(chunkId));   // tail trimming
+        return handle(chunkId, offset, units);
+    }
+
+    /** Returns a run handed out by {@link #allocate} or a span from {@link #allocateSpan}. */
     void free(long handle) {
         int chunkId = chunkId(handle);
         long offset = offset(handle);

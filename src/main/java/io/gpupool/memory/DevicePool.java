@@ -29,7 +29,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * <h2>Levels</h2>
  * <pre>
  *   allocate(bytes, stream)
+ *     |  bytes &gt; maxBlock, ON_DEMAND: a span of adjacent free max blocks in one chunk (BuddyLevel.allocateSpan;
+ *     |                       chunks larger than maxBlock come from initialBytes or reserve()), else as below
  *     |  bytes &gt; maxBlock ------&gt; a freed dedicated chunk at most 1/8 larger, else a new one from the source
+ *     |                             (ON_DEMAND: first give back cached dedicated chunks and, if that did
+ *     |                              not cover the request, flush + coalesce and give back empty buddy chunks)
  *     |  class c = small class (bytes &lt; minBlock) or run of n = ceil(bytes / minBlock) blocks
  *     v
  *   LocalCache[stream.ordinal()]   lock-free for its owner          (hit: return)
@@ -39,15 +43,36 @@ import java.util.concurrent.locks.ReentrantLock;
  *     v nothing free
  *   coalesce all orders, retry                                       (hit: return)
  *     v
- *   grow lock: retry; if the local caches hold at least the request, flush them, coalesce, retry
- *   grow one chunk (LAZY/HYBRID); on refusal or cap: staged recovery
+ *   grow lock: retry; flush every local cache and coalesce, retry (ON_DEMAND always; LAZY/HYBRID
+ *     when the caches hold at least the request)
+ *   grow: ON_DEMAND returns empty chunks smaller than the request's block, then grows one chunk of
+ *     max(block of the request, maxBlock); LAZY/HYBRID grow the next doubling step.
+ *   on refusal or cap: staged recovery
  *     1. flush every local cache   2. release empty slabs   3. coalesce   4. retry
  *     5. return empty chunks (waiting for their fences)   6. grow by exactly the request   7. fail
  * </pre>
  *
+ * <h2>Why ON_DEMAND is the default (fragmentation)</h2>
+ * Measured on the BERT serving trace (docs/benchmarks.md, "Fragmentation"), peak reserved / peak
+ * live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
+ * three places: (a) blocks stranded in the 16 streams' local caches (1.4 x live), (b) free buddy
+ * space in chunks that also hold live blocks, partly lazy steps grown far beyond the miss (1.4 x),
+ * (c) empty buddy chunks kept while a &gt; maxBlock request took a new dedicated chunk (0.65 x,
+ * global-only). ON_DEMAND answers each: (a) every miss flushes all caches before growing, and a
+ * stream caches at most its share of 1/{@value #LOCAL_SHARE_DIVISOR} of the allocated bytes;
+ * (b) growth adds one maxBlock-sized chunk, never a doubling step, and with 32 MiB maximum blocks
+ * a large run no longer needs a free aligned 128/256 MiB block; (c) a new dedicated chunk first
+ * replaces empty chunks. Spans let a large request use a warm-up chunk; growing chunks larger than
+ * maxBlock so that spans could replace dedicated chunks was measured and rejected (256 MiB growth:
+ * 1.37 x live with a quarter of the source calls; see docs/benchmarks.md). The price is source traffic: larger tensors get dedicated chunks of their
+ * own size (reused within 1/8 from a cache of {@value #LARGE_CACHE_ENTRIES}), and empty chunks go
+ * back as soon as a miss needs room, so the pool calls the source far more often than LAZY did.
+ * Local caches stay lock-free for their owner; the extra work is all on the miss path.
+ *
  * <h2>Handles</h2>
  * Each {@link DeviceBlock} carries a packed {@code long} handle; bits 62..63 select the kind:
- * 00 buddy run ({@link BuddyLevel#handle}), 01 small object ({@link SmallObjects#handle}),
+ * 00 buddy run or span ({@link BuddyLevel#handle}; a span's length exceeds maxBlock and it never
+ * enters a local cache), 01 small object ({@link SmallObjects#handle}),
  * 10 dedicated chunk (bits 0..21 chunk id). The local caches store these longs, so the hot path
  * allocates nothing but the {@code DeviceBlock}.
  *
@@ -90,13 +115,24 @@ public final class DevicePool implements DeviceAllocator {
     static final long KIND_DEDICATED = 2L << 62;
     static final int LATENCY_SAMPLE_EVERY = 16;
     /** Freed dedicated chunks kept for reuse at most. */
-    static final int LARGE_CACHE_ENTRIES = 8;
+    static final int LARGE_CACHE_ENTRIES = 32;
+
+    /** Under ON_DEMAND the local caches together hold at most 1/this of allocated bytes (plus the floor below). */
+    static final int LOCAL_SHARE_DIVISOR = 8;
+    /** Floor of a stream's local cap under ON_DEMAND, in minimum blocks. */
+    static final int LOCAL_MIN_UNITS = 4;
 
     private final ChunkSource source;
+    /** allocated / (LOCAL_SHARE_DIVISOR * streams), refreshed by samplePeak; see {@link #localCapBytes}. */
+    private volatile long liveShareBytes;
     private volatile PoolConfig config;
     private final long minBlock;
     private final int unitShift;
     private final long maxBlock;
+    /** maxBlock in minimum blocks. */
+    private final int maxUnits;
+    /** Largest span a handle can describe (16-bit length in minimum blocks); larger requests get dedicated chunks. */
+    private final long maxSpanBytes;
     private final SizeClasses classes;
     private final int smallCount;
     private final long largestSmall;
@@ -157,6 +193,8 @@ public final class DevicePool implements DeviceAllocator {
         this.smallCount = classes.count();
         this.largestSmall = classes.size(smallCount - 1);
         int maxUnits = (int) (maxBlock >>> unitShift);
+        this.maxUnits = maxUnits;
+        this.maxSpanBytes = Math.min(BuddyLevel.LENGTH_MASK, BuddyLevel.MAX_CHUNK_UNITS) << unitShift;
         this.classBytes = new long[smallCount + maxUnits];
         for (int c = 0; c < classBytes.length; c++) {
             classBytes[c] = c < smallCount ? classes.size(c) : (long) (c - smallCount + 1) << unitShift;
@@ -189,7 +227,21 @@ public final class DevicePool implements DeviceAllocator {
         long start = sampled ? System.nanoTime() : 0;
         PoolConfig cfg = config;
         DeviceBlock block;
-        if (bytes > maxBlock) {
+        int spanUnits = (int) ((bytes + minBlock - 1) >>> unitShift);
+        long spanHandle = bytes > maxBlock && cfg.growthPolicy() == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
+                ? buddy.allocateSpan(spanUnits) : -1;
+        if (spanHandle >= 0) {
+            int units = spanUnits;                                  // exit 3: a span of adjacent free max blocks
+            long handle = spanHandle;
+            chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
+            globalHits.increment();
+            long size = (long) units << unitShift;
+            allocations.increment();
+            allocatedBytes.add(size);
+            allocatedRequested.add(bytes);
+            samplePeak();
+            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+        } else if (bytes > maxBlock) {
             block = allocateDedicated(bytes, stream);
         } else {
             int c = bytes <= largestSmall ? classes.indexOf(bytes)
@@ -249,10 +301,10 @@ public final class DevicePool implements DeviceAllocator {
 
     /** A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed. */
     private long allocateRun(int units, AllocationStream stream) {
-        long handle = buddy.allocate(units);
+        long handle = tryAllocate(units);
         if (handle < 0) {
             buddy.coalesceAll();                                   // deferred merge, then retry
-            handle = buddy.allocate(units);
+            handle = tryAllocate(units);
         }
         if (handle >= 0) {
             globalHits.increment();
@@ -263,31 +315,52 @@ public final class DevicePool implements DeviceAllocator {
         return handle;
     }
 
+    /** A run of at most one maximum block, or (ON_DEMAND) a span of adjacent maximum blocks. */
+    private long tryAllocate(int units) {
+        return units > maxUnits ? buddy.allocateSpan(units) : buddy.allocate(units);
+    }
+
     private long growAndAllocate(int units) {
         long bytes = (long) units << unitShift;
-        long blockBytes = minBlock << BuddyLevel.ceilLog2(units);  // a chunk must hold one block of the run's order
+        long blockBytes = units > maxUnits                        // a span: whole maximum blocks of one chunk
+                ? (long) ((units + maxUnits - 1) / maxUnits) * maxBlock
+                : minBlock << BuddyLevel.ceilLog2(units);          // a chunk must hold one block of the run's order
         growLock.lock();
         try {
-            long handle = buddy.allocate(units);                   // someone else may have grown
+            long handle = tryAllocate(units);                   // someone else may have grown
             if (handle >= 0) {
                 return handle;
             }
-            if (metrics.cachedBytes() >= bytes) {                 // the caches hold enough: reuse before growing
+            boolean onDemand = config.growthPolicy() == GrowthPolicy.ON_DEMAND;
+            if (onDemand || metrics.cachedBytes() >= bytes) {     // reuse what the caches hold before growing
                 recover(false);
-                handle = buddy.allocate(units);
+                handle = tryAllocate(units);
                 if (handle >= 0) {
                     return handle;
                 }
             }
             releaseLarge(bytes);                                  // idle dedicated chunks go before we grow
+            if (onDemand) {
+                releaseEmptyChunksBelow(blockBytes);             // too small for this request: give back, then grow
+            }
             OutOfDeviceMemoryException refusal = null;
-            if (config.growthPolicy() != GrowthPolicy.EAGER) {
+            if (onDemand) {
+                try {
+                    grow(Math.max(blockBytes, maxBlock));
+                } catch (OutOfDeviceMemoryException e) {
+                    refusal = e;
+                }
+                handle = tryAllocate(units);
+                if (handle >= 0) {
+                    return handle;
+                }
+            } else if (config.growthPolicy() != GrowthPolicy.EAGER) {
                 try {
                     growLazily(blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                 }
-                handle = buddy.allocate(units);
+                handle = tryAllocate(units);
                 if (handle >= 0) {
                     return handle;
                 }
@@ -296,7 +369,7 @@ public final class DevicePool implements DeviceAllocator {
             }
             recoveries.increment();                                // staged recovery, steps 1-4
             long recovered = recover(true);
-            handle = buddy.allocate(units);
+            handle = tryAllocate(units);
             if (handle >= 0) {
                 return handle;
             }
@@ -309,7 +382,7 @@ public final class DevicePool implements DeviceAllocator {
                     refusal = e;
                     break;
                 }
-                handle = buddy.allocate(units);
+                handle = tryAllocate(units);
                 if (handle >= 0) {
                     return handle;
                 }
@@ -392,7 +465,11 @@ public final class DevicePool implements DeviceAllocator {
             chunk.fences.makeWait(stream);
             globalHits.increment();
         } else {
-            releaseLarge(size);
+            if (config.growthPolicy() == GrowthPolicy.ON_DEMAND) {
+                releaseForDedicated(size);                         // free buddy chunks cannot serve it: give back
+            } else {
+                releaseLarge(size);
+            }
             long address;
             try {
                 address = reserveFromSource(size);
@@ -420,6 +497,22 @@ public final class DevicePool implements DeviceAllocator {
         allocatedRequested.add(bytes);
         samplePeak();
         return new DeviceBlock(owner, chunk.address, chunk.bytes, bytes, stream, KIND_DEDICATED | chunk.id, site());
+    }
+
+    /**
+     * ON_DEMAND before a new dedicated chunk: flush the local caches, coalesce, and return every
+     * empty buddy chunk and every cached dedicated chunk, so that the new chunk replaces memory
+     * nobody uses instead of adding to it.
+     */
+    private void releaseForDedicated(long size) {
+        growLock.lock();
+        try {
+            recover(false);
+            releaseEmptyChunksBelow(Long.MAX_VALUE);
+            releaseLarge(size);
+        } finally {
+            growLock.unlock();
+        }
     }
 
     private Chunk takeLarge(long size) {
@@ -505,8 +598,9 @@ public final class DevicePool implements DeviceAllocator {
             return;
         }
         PoolConfig cfg = config;
-        int c = classOf(handle);
-        if (cfg.mode() == AllocatorMode.TWO_LEVEL
+        boolean span = (handle & KIND_MASK) == 0 && BuddyLevel.length(handle) > maxUnits;
+        int c = span ? -1 : classOf(handle);
+        if (!span && cfg.mode() == AllocatorMode.TWO_LEVEL
                 && cacheFor(stream).push(c, handle, block.size(), block.requestedBytes(), cfg)) {
             return;                                                // exit 1: kept in the stream's cache
         }
@@ -720,6 +814,18 @@ public final class DevicePool implements DeviceAllocator {
         } finally {
             growLock.unlock();
         }
+    }
+
+    /** Returns every empty buddy chunk smaller than {@code bytes} at once (ON_DEMAND, before growing). */
+    private long releaseEmptyChunksBelow(long bytes) {
+        long released = 0;
+        for (Chunk chunk : chunks.all()) {
+            if (!chunk.dedicated && chunk.bytes < bytes && chunk.liveUnits.get() == 0 && buddy.detachIfEmpty(chunk)) {
+                releaseChunk(chunk);
+                released += chunk.bytes;
+            }
+        }
+        return released;
     }
 
     private long releaseEmptyChunks(boolean force) {
@@ -958,7 +1064,25 @@ public final class DevicePool implements DeviceAllocator {
     }
 
     private void samplePeak() {
-        raise(peakAllocated, metrics.allocatedBytes());
+        long allocated = metrics.allocatedBytes();
+        raise(peakAllocated, allocated);
+        LocalCache[] current = caches;
+        liveShareBytes = allocated / (LOCAL_SHARE_DIVISOR * Math.max(1, current.length));
+    }
+
+    /**
+     * The bytes cap of one stream's local cache now: localCacheBytesPerStream, lowered under
+     * ON_DEMAND growth to a share of the pool's allocated bytes (1/{@value #LOCAL_SHARE_DIVISOR}
+     * of them spread over the streams, at least {@value #LOCAL_MIN_UNITS} minimum blocks), so
+     * that the caches together never strand more than a fixed fraction of live memory.
+     * Refreshed on every global-level operation (a plain volatile read on the hot path).
+     */
+    long localCapBytes(PoolConfig cfg) {
+        long fixed = cfg.localCacheBytesPerStream();
+        if (cfg.growthPolicy() != GrowthPolicy.ON_DEMAND) {
+            return fixed;
+        }
+        return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, liveShareBytes));
     }
 
     private static void raise(AtomicLong peak, long value) {
@@ -1100,9 +1224,29 @@ public final class DevicePool implements DeviceAllocator {
             return total;
         }
 
+        /**
+         * The largest contiguous free range of the global level: adjacent free blocks of the top order
+         * in one chunk count as one range (they are never merged into a larger block, yet serve a
+         * dedicated-size request of the chunk's space just as well as one block would). Racy copy of
+         * the top-order list, no lock taken.
+         */
         @Override
         public long largestFreeBlockBytes() {
-            for (int k = buddy.topOrder(); k >= 0; k--) {
+            int top = buddy.topOrder();
+            if (buddy.freeBlocks(top) > 0) {
+                long[] keys = buddy.freeKeysUnlocked(top);
+                Arrays.sort(keys);
+                long step = 1L << top;
+                long longest = 0;
+                long run = 0;
+                for (int i = 0; i < keys.length; i++) {
+                    run = i > 0 && keys[i] == keys[i - 1] + step
+                            && (keys[i] >>> 24) == (keys[i - 1] >>> 24) ? run + 1 : 1;
+                    longest = Math.max(longest, run);
+                }
+                return Math.max(1, longest) * (minBlock << top);
+            }
+            for (int k = top; k >= 0; k--) {
                 if (buddy.freeBlocks(k) > 0) {
                     return minBlock << k;
                 }

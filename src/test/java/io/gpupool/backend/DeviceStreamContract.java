@@ -4,6 +4,8 @@ import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.StreamFence;
 import org.junit.jupiter.api.AfterEach;
@@ -180,6 +182,23 @@ public abstract class DeviceStreamContract {
         stream.enqueueHostTask(ran::incrementAndGet);
         assertThatCode(stream::synchronize).doesNotThrowAnyException();
         assertThat(ran.get()).isEqualTo(2);
+    }
+
+    @Test
+    void aPoolClosedAfterItsStreamsReturnsEverything() {
+        // shutdown order is not guaranteed: the pool flushes the closed streams' caches, recording
+        // fences on them, and must still give every chunk back
+        DevicePool pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
+        DeviceStream first = stream(0);
+        DeviceStream second = stream(1);
+        long before = device.freeMemory();
+        pool.allocate(3 * MIB, first).release();
+        pool.allocate(64 * 1024, second).release();
+        first.close();
+        second.close();
+        assertThat(first.recordFence().isComplete()).isTrue();
+        assertThatCode(pool::close).doesNotThrowAnyException();
+        assertThat(device.freeMemory()).isGreaterThanOrEqualTo(before);
     }
 
     @Test

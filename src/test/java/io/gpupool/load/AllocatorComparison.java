@@ -177,6 +177,7 @@ public final class AllocatorComparison {
             peakReserved += device.path("peakReservedBytes").asLong();
             peakAllocated += device.path("peakAllocatedBytes").asLong();
         }
+        row.put("pool_listed", report.path("pool_after").path("devices").size() > 0);
         row.put("pool_peak_reserved_bytes", peakReserved);
         row.put("pool_peak_allocated_bytes", peakAllocated);
         row.put("allocated_after_drain_bytes", LoadDriver.allocatedBytes(report.path("pool_after_drain")));
@@ -184,7 +185,7 @@ public final class AllocatorComparison {
     }
 
     /** Throughput and p99 of each mode relative to DIRECT (and CUDA_ASYNC where it ran). */
-    private static void addRatios(ArrayNode rows) {
+    static void addRatios(ArrayNode rows) {
         for (String base : List.of("DIRECT", "CUDA_ASYNC")) {
             JsonNode reference = null;
             for (JsonNode row : rows) {
@@ -219,15 +220,16 @@ public final class AllocatorComparison {
                         .append(row.path("error").asString("")).append(" |||||||||||\n");
                 continue;
             }
-            md.append(String.format(Locale.ROOT, "| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s | %d | %d | %s | %d B | %d |%n",
+            boolean pool = row.path("pool_listed").asBoolean();
+            md.append(String.format(Locale.ROOT, "| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s | %d | %d | %s | %s | %d |%n",
                     row.path("mode").asString(""), row.path("throughput_rps").asDouble(), row.path("p50_ms").asDouble(),
                     row.path("p90_ms").asDouble(), row.path("p99_ms").asDouble(), row.path("p99.9_ms").asDouble(),
                     row.has("throughput_vs_direct") ? String.format(Locale.ROOT, "%.2f", row.path("throughput_vs_direct").asDouble()) : "-",
                     row.has("p99_vs_direct") ? String.format(Locale.ROOT, "%.2f", row.path("p99_vs_direct").asDouble()) : "-",
                     row.path("requests").asLong() - row.path("ok").asLong(), row.path("unexpected_5xx").asLong(),
-                    row.path("pool_peak_reserved_bytes").asLong() == 0 ? "(no pool)"
+                    !pool ? "n/a (not listed)"
                             : String.format(Locale.ROOT, "%.0f MiB", row.path("pool_peak_reserved_bytes").asLong() / 1048576.0),
-                    row.path("allocated_after_drain_bytes").asLong(), row.path("ready_after").asInt()));
+                    !pool ? "n/a" : row.path("allocated_after_drain_bytes").asLong() + " B", row.path("ready_after").asInt()));
         }
         return md.toString();
     }

@@ -70,6 +70,7 @@ public final class LoadDriver {
               --actuator URL         management port (default http://127.0.0.1:8081); "none" skips pool reads
               --mix bert=W,mlp=W     request mix by weight (default bert=1)
               --bert-model NAME      (default tiny-bert)       --mlp-model NAME (default iris-mlp)
+              --bert-output NAME     the one output BERT requests ask for (default pooler_output)
               --model NAME           instead of the mix: any model, inputs filled from its metadata
               --batch-max N          BERT batch uniform in [1, N] (default 8, tiny-bert's maximum; 32 for bert-base)
               --seq-median X         BERT sequence length: log-normal median (default 24)
@@ -222,7 +223,7 @@ public final class LoadDriver {
             log.printf(Locale.ROOT, "[load] warm-up %d ms%n", options.warmup().toMillis());
             drive(workload, new Recorder(1 << 20), options.warmup(), Long.MAX_VALUE, false, options.seed() + 1);
         }
-        Recorder recorder = new Recorder((int) Math.min(options.maxRequests(), 8_000_000));
+        Recorder recorder = new Recorder((int) Math.min(options.maxRequests(), 4_000_000));
         log.printf(Locale.ROOT, "[load] %s: %s for %d s%s%n", options.label(),
                 options.rate() > 0 ? "rate " + options.rate() + "/s" : "concurrency " + options.concurrency(),
                 options.duration().toSeconds(), options.maxRequests() < Long.MAX_VALUE ? " or " + options.maxRequests() + " requests" : "");
@@ -421,7 +422,9 @@ public final class LoadDriver {
         report.put("elapsed_s", round(elapsed, 3));
         report.put("throughput_rps", round(ok / elapsed, 2));
         report.put("tokens_per_s", round(recorder.okTokens() / elapsed, 1));
-        report.set("latency_ms", latencyJson(recorder.successLatencies(null, 0, Long.MAX_VALUE)));
+        int[] okLatencies = recorder.successLatencies(null, 0, Long.MAX_VALUE);
+        report.set("latency_ms", latencyJson(okLatencies));
+        report.set("latency_histogram", histogram(okLatencies));
         ObjectNode byKind = report.putObject("latency_ms_by_kind");
         for (Workload.Kind kind : Workload.Kind.values()) {
             int[] sorted = recorder.successLatencies(kind, 0, Long.MAX_VALUE);
@@ -475,10 +478,40 @@ public final class LoadDriver {
         return node;
     }
 
+    /**
+     * Counts of the 200 answers' latencies in buckets whose upper edges grow by √2 from 0.1 ms
+     * (0.1, 0.14, 0.2, 0.28, ... ms): {"le_ms": [...], "count": [...]}, empty buckets at both ends dropped.
+     */
+    static ObjectNode histogram(int[] sortedMicros) {
+        ObjectNode node = JSON.createObjectNode();
+        ArrayNode edges = node.putArray("le_ms");
+        ArrayNode counts = node.putArray("count");
+        if (sortedMicros.length == 0) {
+            return node;
+        }
+        double edge = 100; // µs
+        int i = 0;
+        boolean started = false;
+        while (i < sortedMicros.length) {
+            int count = 0;
+            while (i < sortedMicros.length && sortedMicros[i] <= edge) {
+                count++;
+                i++;
+            }
+            if (count > 0 || started) {
+                started = true;
+                edges.add(round(edge / 1000, 3));
+                counts.add(count);
+            }
+            edge *= Math.sqrt(2);
+        }
+        return node;
+    }
+
     /** Per second of start time: 200 answers, other answers, p50 and p99 of the 200s. */
     private static ArrayNode timeline(Recorder recorder, double elapsed) {
         ArrayNode seconds = JSON.createArrayNode();
-        int buckets = (int) Math.ceil(elapsed);
+        int buckets = Math.max(1, (int) elapsed); // whole seconds: a last partial second would read as a drop
         long[] others = new long[buckets + 1];
         for (int i = 0, n = recorder.count(); i < n; i++) {
             if (recorder.status(i) != 200) {
@@ -663,7 +696,8 @@ public final class LoadDriver {
     /** Builds options from a map of option names to values, removing the names it used. */
     static Options fromMap(Map<String, String> v) {
         double[] weights = mixWeights(take(v, "mix", "bert=1"));
-        Workload.Mix mix = new Workload.Mix(take(v, "bert-model", "tiny-bert"), take(v, "mlp-model", "iris-mlp"),
+        Workload.Mix mix = new Workload.Mix(take(v, "bert-model", "tiny-bert"), take(v, "bert-output", "pooler_output"),
+                take(v, "mlp-model", "iris-mlp"),
                 weights[0], weights[1], integer(v, "batch-max", 8), integer(v, "seq-min", 1),
                 number(v, "seq-median", 24), number(v, "seq-sigma", 0.6), integer(v, "seq-max", 64),
                 integer(v, "vocab", 100), integer(v, "mlp-batch-max", 32), number(v, "binary", 0),

@@ -93,6 +93,22 @@ class LoadDriverTest {
     }
 
     @Test
+    void histogramBucketsCountEveryLatencyOnce() {
+        int[] sortedMicros = {90, 100, 101, 141, 142, 1000, 5000};
+        JsonNode histogram = LoadDriver.histogram(sortedMicros);
+        long total = 0;
+        for (JsonNode count : histogram.get("count")) {
+            total += count.asLong();
+        }
+        assertThat(total).isEqualTo(sortedMicros.length);
+        assertThat(histogram.get("le_ms").get(0).asDouble()).isEqualTo(0.1);
+        assertThat(histogram.get("count").get(0).asInt()).as("<= 0.1 ms").isEqualTo(2);
+        assertThat(histogram.get("count").get(1).asInt()).as("(0.1, 0.1414] ms: 101 and 141 µs").isEqualTo(2);
+        assertThat(histogram.get("count").get(2).asInt()).as("(0.1414, 0.2] ms: 142 µs").isEqualTo(1);
+        assertThat(histogram.get("le_ms").get(histogram.get("le_ms").size() - 1).asDouble()).isGreaterThanOrEqualTo(5.0);
+    }
+
+    @Test
     void badOptionsAreRejectedByName() {
         assertThatThrownBy(() -> LoadDriver.parse("--concurrency", "0")).hasMessageContaining("--concurrency");
         assertThatThrownBy(() -> LoadDriver.parse("--seq-min", "10", "--seq-max", "5")).hasMessageContaining("--seq-max");
@@ -152,5 +168,48 @@ class LoadDriverTest {
         } finally {
             server.stop(0);
         }
+    }
+
+    /** Open loop: requests are issued at the given rate whatever the answers, and none is skipped here. */
+    @Test
+    void openLoopIssuesAtTheGivenRate() throws Exception {
+        HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+        server.createContext("/", exchange -> {
+            exchange.getRequestBody().readAllBytes();
+            exchange.sendResponseHeaders(200, -1);
+            exchange.close();
+        });
+        server.start();
+        try {
+            LoadDriver.Options options = LoadDriver.parse("--url", "http://127.0.0.1:" + server.getAddress().getPort(),
+                    "--actuator", "none", "--rate", "50", "--duration", "2s", "--warmup", "0s", "--quiet",
+                    "--drain", "0s");
+            JsonNode report = new LoadDriver(options, new PrintStream(new ByteArrayOutputStream())).run().report();
+            assertThat(report.get("requests").asLong()).isEqualTo(100);
+            assertThat(report.get("skipped").asLong()).isZero();
+            assertThat(report.get("options").get("rate").asDouble()).isEqualTo(50.0);
+        } finally {
+            server.stop(0);
+        }
+    }
+
+    /** The comparison table: ratios against DIRECT, and modes that failed or list no pool shown as such. */
+    @Test
+    void comparisonTableGivesRatiosAgainstDirect() {
+        JsonNode combined = json.readTree("""
+                {"backend":"cuda","started_at":"t","modes":[
+                  {"mode":"TWO_LEVEL","throughput_rps":230,"p50_ms":1,"p90_ms":2,"p99_ms":9,"p99.9_ms":10,
+                   "requests":100,"ok":100,"unexpected_5xx":0,"pool_listed":true,
+                   "pool_peak_reserved_bytes":1073741824,"allocated_after_drain_bytes":0,"ready_after":200},
+                  {"mode":"DIRECT","throughput_rps":200,"p50_ms":1,"p90_ms":2,"p99_ms":10,"p99.9_ms":11,
+                   "requests":90,"ok":88,"unexpected_5xx":0,"pool_listed":false,"ready_after":200},
+                  {"mode":"CUDA_ASYNC","error":"server exited with status 1 before it was ready"}]}""");
+        AllocatorComparison.addRatios((tools.jackson.databind.node.ArrayNode) combined.get("modes"));
+        assertThat(combined.get("modes").get(0).get("throughput_vs_direct").asDouble()).isEqualTo(1.15);
+        assertThat(combined.get("modes").get(0).get("p99_vs_direct").asDouble()).isEqualTo(0.9);
+        String table = AllocatorComparison.markdown(combined);
+        assertThat(table).contains("| TWO_LEVEL | 230.0 | 1.00 | 2.00 | 9.00 | 10.00 | 1.15 | 0.90 | 0 | 0 | 1024 MiB | 0 B | 200 |")
+                .contains("| DIRECT | 200.0 | 1.00 | 2.00 | 10.00 | 11.00 | 1.00 | 1.00 | 2 | 0 | n/a (not listed) | n/a | 200 |")
+                .contains("| CUDA_ASYNC | failed: server exited with status 1 before it was ready |");
     }
 }

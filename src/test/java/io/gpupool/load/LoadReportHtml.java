@@ -22,8 +22,8 @@ final class LoadReportHtml {
     static String render(JsonNode report) {
         StringBuilder html = head("gpupool load: " + report.path("label").asString(""));
         html.append("<h1>gpupool load run: ").append(escape(report.path("label").asString(""))).append("</h1>\n");
-        html.append("<p>").append(escape(report.path("started_at").asString(""))).append(" &middot; ")
-                .append(escape(report.path("options").toString())).append("</p>\n");
+        html.append("<p>").append(escape(report.path("started_at").asString(""))).append("</p>\n<pre>")
+                .append(escape(report.path("options").toString())).append("</pre>\n");
         html.append(summaryTable(List.of(report)));
         html.append("<h2>Answers by status</h2>\n<table><tr><th>status</th><th>count</th></tr>\n");
         for (Map.Entry<String, JsonNode> entry : report.path("status").properties()) {
@@ -46,6 +46,8 @@ final class LoadReportHtml {
                 "req/s", true));
         html.append("<h2>Latency per second of start (ms)</h2>\n");
         html.append(chart(List.of(series("p50", timeline, "p50_ms"), series("p99", timeline, "p99_ms")), "ms", false));
+        html.append("<h2>Latency histogram (200 answers; bucket upper edges in ms, √2 apart)</h2>\n");
+        html.append(bars(report.path("latency_histogram")));
         html.append("<h2>Pool (management port /actuator/gpupool)</h2>\n");
         html.append(poolTable(report));
         return html.append("</body></html>\n").toString();
@@ -99,7 +101,8 @@ final class LoadReportHtml {
                     .append("<td>").append(report.path("requests").asLong() - ok).append("</td>")
                     .append("<td").append(report.path("unexpected_5xx").asLong() > 0 ? " class=bad>" : ">")
                     .append(report.path("unexpected_5xx").asLong()).append("</td>")
-                    .append("<td>").append(LoadDriver.allocatedBytes(report.path("pool_after_drain"))).append(" B</td>")
+                    .append("<td>").append(report.path("pool_after_drain").path("devices").isEmpty() ? "n/a (no pool listed)"
+                            : LoadDriver.allocatedBytes(report.path("pool_after_drain")) + " B").append("</td>")
                     .append("<td>").append(report.path("ready_after").asInt()).append("</td></tr>\n");
         }
         return table.append("</table>\n").toString();
@@ -208,6 +211,48 @@ final class LoadReportHtml {
             svg.append(String.format(Locale.ROOT, "<rect x='%.1f' y='%d' width='12' height='3' fill='%s'/>"
                             + "<text x='%.1f' y='%d'>%s</text>%n", left + plotW + 10, top + 8 + i * 16, colour,
                     left + plotW + 26, top + 12 + i * 16, escape(s.name())));
+        }
+        return svg.append("</svg>\n").toString();
+    }
+
+    /** Vertical bars, one per histogram bucket, labelled with every other upper edge. */
+    static String bars(JsonNode histogram) {
+        JsonNode edges = histogram.path("le_ms");
+        JsonNode counts = histogram.path("count");
+        int n = counts.size();
+        if (n == 0) {
+            return "<p>no successful requests</p>\n";
+        }
+        int width = 760;
+        int height = 200;
+        int left = 56;
+        int bottom = 30;
+        int top = 10;
+        double max = 1;
+        for (JsonNode count : counts) {
+            max = Math.max(max, count.asDouble());
+        }
+        max = niceCeiling(max);
+        double plotW = width - left - 20;
+        double plotH = height - top - bottom;
+        double barW = plotW / n;
+        StringBuilder svg = new StringBuilder(String.format(Locale.ROOT,
+                "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d'>%n", width, height));
+        for (int g = 0; g <= 4; g++) {
+            double y = top + plotH - g * plotH / 4;
+            svg.append(String.format(Locale.ROOT, "<line x1='%d' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>"
+                    + "<text x='%d' y='%.1f' text-anchor='end'>%s</text>%n", left, y, left + plotW, y, left - 4, y + 4,
+                    trim(max * g / 4)));
+        }
+        for (int i = 0; i < n; i++) {
+            double h = counts.get(i).asDouble() / max * plotH;
+            double x = left + i * barW;
+            svg.append(String.format(Locale.ROOT, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'/>%n",
+                    x + 1, top + plotH - h, Math.max(1, barW - 2), h, COLOURS[0]));
+            if (i % 2 == 0) {
+                svg.append(String.format(Locale.ROOT, "<text x='%.1f' y='%d' text-anchor='middle'>%s</text>%n",
+                        x + barW, height - 10, trim(edges.get(i).asDouble())));
+            }
         }
         return svg.append("</svg>\n").toString();
     }

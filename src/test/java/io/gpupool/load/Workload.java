@@ -30,7 +30,9 @@ import java.util.SplittableRandom;
  *
  * <p>Bodies are generated once, up front ({@link #prepare}), and then drawn at random, so the driver
  * spends its time sending, not formatting numbers. A share of the BERT bodies ({@code binaryShare})
- * uses the binary tensor data extension (INT64 little-endian after the JSON header).
+ * uses the binary tensor data extension (INT64 little-endian after the JSON header). BERT requests ask
+ * for one small output ({@code bertOutput}, default {@code pooler_output} [batch, hidden]) so that the
+ * answer's JSON does not dominate what is measured.
  */
 final class Workload {
 
@@ -45,7 +47,7 @@ final class Workload {
     enum Kind { BERT, MLP, MALFORMED }
 
     /** What a run sends; see {@link LoadDriver} for the command-line names. */
-    record Mix(String bertModel, String mlpModel, double bertWeight, double mlpWeight, int batchMax, int seqMin,
+    record Mix(String bertModel, String bertOutput, String mlpModel, double bertWeight, double mlpWeight, int batchMax, int seqMin,
                double seqMedian, double seqSigma, int seqMax, int vocab, int mlpBatchMax, double binaryShare,
                double malformedShare) {
 
@@ -106,8 +108,8 @@ final class Workload {
                 int batch = 1 + random.nextInt(mix.batchMax());
                 int seq = sequenceLength(random, mix);
                 boolean binary = random.nextDouble() < mix.binaryShare();
-                workload.bert.add(binary ? bertBinary(mix.bertModel(), random, batch, seq, mix.vocab())
-                        : bertJson(mix.bertModel(), random, batch, seq, mix.vocab()));
+                workload.bert.add(binary ? bertBinary(mix.bertModel(), random, batch, seq, mix.vocab(), mix.bertOutput())
+                        : bertJson(mix.bertModel(), random, batch, seq, mix.vocab(), mix.bertOutput()));
             }
             if (mix.mlpWeight() > 0) {
                 workload.mlp.add(mlpJson(mix.mlpModel(), random, 1 + random.nextInt(mix.mlpBatchMax())));
@@ -125,7 +127,7 @@ final class Workload {
      */
     static Workload fromMetadata(Mix mix, String model, JsonNode metadata, int variants, long seed) {
         SplittableRandom random = new SplittableRandom(seed);
-        Workload workload = new Workload(new Mix(model, model, 1, 0, mix.batchMax(), mix.seqMin(), mix.seqMedian(),
+        Workload workload = new Workload(new Mix(model, mix.bertOutput(), model, 1, 0, mix.batchMax(), mix.seqMin(), mix.seqMedian(),
                 mix.seqSigma(), mix.seqMax(), mix.vocab(), 1, 0, mix.malformedShare()),
                 mix.malformedShare() > 0 ? malformedCorpus(mix) : List.of());
         for (int i = 0; i < variants; i++) {
@@ -214,7 +216,7 @@ final class Workload {
         return "/v2/models/" + model + "/infer";
     }
 
-    static Request bertJson(String model, SplittableRandom random, int batch, int seq, int vocab) {
+    static Request bertJson(String model, SplittableRandom random, int batch, int seq, int vocab, String output) {
         StringBuilder ids = new StringBuilder(batch * seq * 3);
         StringBuilder mask = new StringBuilder(batch * seq * 2);
         for (int b = 0; b < batch; b++) {
@@ -228,18 +230,19 @@ final class Workload {
         String body = """
                 {"id":"load-%d-%d","inputs":[\
                 {"name":"input_ids","shape":[%d,%d],"datatype":"INT64","data":[%s]},\
-                {"name":"attention_mask","shape":[%d,%d],"datatype":"INT64","data":[%s]}]}"""
-                .formatted(batch, seq, batch, seq, ids, batch, seq, mask);
+                {"name":"attention_mask","shape":[%d,%d],"datatype":"INT64","data":[%s]}],\
+                "outputs":[{"name":"%s"}]}"""
+                .formatted(batch, seq, batch, seq, ids, batch, seq, mask, output);
         return new Request(Kind.BERT, "bert b" + batch + " s" + seq, inferPath(model),
                 body.getBytes(StandardCharsets.UTF_8), null, "application/json", (long) batch * seq);
     }
 
-    static Request bertBinary(String model, SplittableRandom random, int batch, int seq, int vocab) {
+    static Request bertBinary(String model, SplittableRandom random, int batch, int seq, int vocab, String output) {
         int n = batch * seq;
         String header = """
                 {"inputs":[{"name":"input_ids","shape":[%d,%d],"datatype":"INT64","parameters":{"binary_data_size":%d}}],\
-                "outputs":[{"name":"pooler_output","parameters":{"binary_data":true}}]}"""
-                .formatted(batch, seq, 8L * n);
+                "outputs":[{"name":"%s","parameters":{"binary_data":true}}]}"""
+                .formatted(batch, seq, 8L * n, output);
         byte[] json = header.getBytes(StandardCharsets.UTF_8);
         ByteBuffer body = ByteBuffer.allocate(json.length + 8 * n).order(ByteOrder.LITTLE_ENDIAN);
         body.put(json);

@@ -18,7 +18,7 @@ class BlockLayoutsTest {
     void aQuietPoolShowsAllocatedCachedSplitAndFreeBlocksCoveringEachChunkExactly() {
         FakeChunkSource source = new FakeChunkSource(4L << 30);
         TestStream stream = new TestStream(0);
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, DevicePoolTest.lazy256())) {
             DeviceBlock big = pool.allocate(10 * MIB, stream);        // 10 MiB run: 8 + 2 after tail trimming
             DeviceBlock cached = pool.allocate(4 * MIB, stream);
             DeviceBlock tiny = pool.allocate(1000, stream);            // a small object: its slab is split

@@ -19,8 +19,17 @@ class DevicePoolTest {
     private final TestStream s0 = new TestStream(0);
     private final TestStream s1 = new TestStream(1);
 
+    /**
+     * The defaults before ON_DEMAND growth became the default: LAZY doubling chunks from 256 MiB and
+     * a 256 MiB maximum block. Most tests here state that policy's behaviour (ON_DEMAND has its own
+     * tests in {@link OnDemandGrowthTest}).
+     */
+    static PoolConfig lazy256() {
+        return io.gpupool.memory.trace.ReplayStrategies.lazy256();
+    }
+
     private static PoolConfig globalOnly() {
-        return PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY);
+        return lazy256().withMode(AllocatorMode.GLOBAL_ONLY);
     }
 
     @Test
@@ -42,7 +51,7 @@ class DevicePoolTest {
 
     @Test
     void everyAddressIs256ByteAlignedAndSmallRequestsUseSizeClasses() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             List<DeviceBlock> blocks = new ArrayList<>();
             for (long bytes : new long[] {1, 255, 256, 257, 1000, 3000, 70_000, 1_900_000, 2 * MIB + 1}) {
                 DeviceBlock block = pool.allocate(bytes, s0);
@@ -62,7 +71,7 @@ class DevicePoolTest {
 
     @Test
     void requestsAboveTheMaximumBlockGetADedicatedChunkThatIsAccountedAndReused() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             DeviceBlock big = pool.allocate(300 * MIB + 5, s0);
             assertThat(big.size()).isEqualTo(302 * MIB);
             assertThat(source.requests()).containsExactly(302 * MIB);
@@ -89,7 +98,7 @@ class DevicePoolTest {
 
     @Test
     void aReusedDedicatedChunkWaitsForItsPreviousStream() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             DeviceBlock big = pool.allocate(512 * MIB, s0);
             s0.pending = true;
             big.release();
@@ -149,7 +158,7 @@ class DevicePoolTest {
 
     @Test
     void reserveGrowsToTheWarmUpSize() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             assertThat(pool.reserve(100 * MIB)).isEqualTo(100 * MIB);
             assertThat(pool.reserve(90 * MIB)).isZero();
             assertThat(pool.metrics().reservedBytes()).isEqualTo(100 * MIB);
@@ -161,7 +170,7 @@ class DevicePoolTest {
 
     @Test
     void blocksFreedToTheStreamCacheAreReusedWithoutTheGlobalLevel() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             DeviceBlock first = pool.allocate(6 * MIB, s0);
             long address = first.address();
             first.release();
@@ -182,7 +191,7 @@ class DevicePoolTest {
 
     @Test
     void localCacheRespectsItsCountCapAndOverflowsToTheGlobalLevel() {
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withLocalCacheCountPerClass(4));
+        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalCacheCountPerClass(4));
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
             for (int i = 0; i < 10; i++) {
@@ -198,7 +207,7 @@ class DevicePoolTest {
 
     @Test
     void localCacheRespectsItsByteCapAndKeepsLargeBlocksOut() {
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withLocalCacheBytesPerStream(16 * MIB));
+        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalCacheBytesPerStream(16 * MIB));
         try (DevicePool pool = new DevicePool(source, config)) {
             pool.allocate(6 * MIB, s0).release();              // above a quarter of the cap: straight to global
             assertThat(pool.metrics().cachedBytes()).isZero();
@@ -285,7 +294,7 @@ class DevicePoolTest {
 
     @Test
     void cachedMemoryOfOtherStreamsIsReusedBeforeThePoolGrows() {
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withLocalCacheBytesPerStream(GIB));
+        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalCacheBytesPerStream(GIB));
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
@@ -304,7 +313,7 @@ class DevicePoolTest {
     @Test
     void outOfMemoryRecoveryFlushesLocalCachesAndRetries() {
         FakeChunkSource limited = new FakeChunkSource(256 * MIB);
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withCapFraction(1.0)
+        PoolConfig config = lazy256().apply(PoolTuning.none().withCapFraction(1.0)
                 .withLocalCacheCountPerClass(2));
         try (DevicePool pool = new DevicePool(limited, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
@@ -326,7 +335,7 @@ class DevicePoolTest {
     @Test
     void outOfMemoryMessageStatesTheNumbers() {
         FakeChunkSource limited = new FakeChunkSource(GIB);
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withCapBytes(512 * MIB));
+        PoolConfig config = lazy256().apply(PoolTuning.none().withCapBytes(512 * MIB));
         try (DevicePool pool = new DevicePool(limited, config)) {
             DeviceBlock a = pool.allocate(200 * MIB, s0);
             DeviceBlock b = pool.allocate(30 * MIB, s0);
@@ -350,7 +359,7 @@ class DevicePoolTest {
     void sourceRefusalFallsBackToAChunkOfExactlyTheRequest() {
         FakeChunkSource limited = new FakeChunkSource(GIB);
         limited.limit = 100 * MIB;
-        try (DevicePool pool = new DevicePool(limited, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(limited, lazy256())) {
             DeviceBlock block = pool.allocate(64 * MIB, s0);
             assertThat(limited.requests()).containsExactly(256 * MIB, 64 * MIB);
             block.release();
@@ -361,7 +370,7 @@ class DevicePoolTest {
     void aRefusedStepFallsBackToOneBlockOfTheRequestsOrder() {
         FakeChunkSource limited = new FakeChunkSource(GIB);
         limited.limit = 16 * MIB;
-        try (DevicePool pool = new DevicePool(limited, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(limited, lazy256())) {
             DeviceBlock block = pool.allocate(10 * MIB, s0);    // 5 blocks need an aligned 8-block (16 MiB) root
             assertThat(block.size()).isEqualTo(10 * MIB);
             assertThat(limited.requests()).containsExactly(256 * MIB, 16 * MIB);
@@ -376,7 +385,7 @@ class DevicePoolTest {
 
     @Test
     void doubleReleaseFailsWithAClearMessage() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             DeviceBlock block = pool.allocate(4096, s0);
             block.retain();
             assertThat(block.release()).isFalse();
@@ -388,7 +397,7 @@ class DevicePoolTest {
 
     @Test
     void closeReportsOutstandingBlocksWithTheirAllocationSite() {
-        DevicePool pool = new DevicePool(source, PoolConfig.defaults().withTrackAllocationSites(true));
+        DevicePool pool = new DevicePool(source, lazy256().withTrackAllocationSites(true));
         TestStream s3 = new TestStream(3);
         pool.allocate(3 * MIB, s3);
         pool.allocate(1000, s0).release();
@@ -401,7 +410,7 @@ class DevicePoolTest {
 
     @Test
     void closeWithoutTrackingStillCountsOutstandingBlocks() {
-        DevicePool pool = new DevicePool(source, PoolConfig.defaults());
+        DevicePool pool = new DevicePool(source, lazy256());
         DeviceBlock run = pool.allocate(3 * MIB, s0);
         DeviceBlock object = pool.allocate(3000, s0);
         DeviceBlock big = pool.allocate(300 * MIB, s0);
@@ -447,7 +456,7 @@ class DevicePoolTest {
 
     @Test
     void idleLocalClassesAreFlushedByMaintenance() {
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withLocalIdleAge(Duration.ZERO));
+        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalIdleAge(Duration.ZERO));
         try (DevicePool pool = new DevicePool(source, config)) {
             pool.allocate(8 * MIB, s0).release();
             pool.allocate(1024, s0).release();
@@ -459,7 +468,7 @@ class DevicePoolTest {
 
     @Test
     void detachingAStreamFlushesItsCacheAndKeepsTheCounters() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             pool.allocate(8 * MIB, s0).release();
             pool.allocate(8 * MIB, s0).release();
             pool.detachStream(s0);
@@ -473,7 +482,7 @@ class DevicePoolTest {
 
     @Test
     void tuningIsValidatedAsAWholeAndRejectedTuningChangesNothing() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             assertThatThrownBy(() -> pool.tune(PoolTuning.none().withCoalesceThreshold(5).withLocalCacheCountPerClass(65)))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("localCacheCountPerClass = 65").hasMessageContaining("[0, 64]");
@@ -532,7 +541,7 @@ class DevicePoolTest {
 
     @Test
     void badArgumentsAreRejected() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, lazy256())) {
             assertThatThrownBy(() -> pool.allocate(0, s0)).hasMessageContaining("bytes = 0");
             assertThatThrownBy(() -> pool.allocate(-5, s0)).hasMessageContaining("bytes = -5");
             assertThatThrownBy(() -> pool.allocate(5, new TestStream(-1))).hasMessageContaining("ordinal = -1");

@@ -64,7 +64,8 @@ public final class CudaStream implements DeviceStream {
     private final EventRecycler<CUevent> events;
     private final CudaStreamWorker.Cleanup recycleEvent;
     private final PinnedStagingPool.StagingStream stagingTwin;
-    private boolean closed;
+    /** Read by other threads: the pool's maintenance and close record fences on any stream. */
+    private volatile boolean closed;
 
     /** Most idle events a stream keeps for later fences and worker entries. */
     static final int SPARE_EVENTS = 64;
@@ -108,6 +109,9 @@ public final class CudaStream implements DeviceStream {
 
     @Override
     public StreamFence recordFence() {
+        if (closed) {
+            return StreamFence.completed(); // close() synchronised: nothing queued remains
+        }
         CUevent event = events.acquire();
         device.makeCurrent();
         int result = cuEventRecord(event, stream);

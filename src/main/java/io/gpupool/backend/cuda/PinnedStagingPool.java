@@ -41,31 +41,12 @@ final class PinnedStagingPool implements AutoCloseable {
 
     private static final long MIB = 1L << 20;
 
-    /** A fence that is complete when recorded (see the class comment). */
-    private static final StreamFence COMPLETE = new StreamFence() {
-        @Override
-        public boolean isComplete() {
-            return true;
-        }
-
-        @Override
-        public void makeWait(AllocationStream stream) {
-        }
-
-        @Override
-        public void await() {
-        }
-
-        @Override
-        public void close() {
-        }
-    };
 
     /** The staging pool's view of a CUDA stream: same ordinal, complete fences. */
     record StagingStream(int ordinal) implements AllocationStream {
         @Override
         public StreamFence recordFence() {
-            return COMPLETE;
+            return StreamFence.completed();
         }
     }
 

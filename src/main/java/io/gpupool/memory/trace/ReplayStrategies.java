@@ -2,6 +2,7 @@ package io.gpupool.memory.trace;
 
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.bestfit.BestFitAllocator;
@@ -14,7 +15,8 @@ import java.util.Map;
 /**
  * The allocation strategies the replay tool knows by name: the two-level pool and the global pool
  * alone, both with {@link PoolConfig#defaults()} (the cap fraction applies to the simulated
- * device), and the best-fit baseline with its default 64 MiB growth step.
+ * device), the best-fit baseline with its default 64 MiB growth step, and "two-level-lazy-256":
+ * the two-level pool with the defaults before ON_DEMAND growth, kept for before/after comparisons.
  */
 public final class ReplayStrategies {
 
@@ -25,9 +27,15 @@ public final class ReplayStrategies {
         add(new TraceReplayer.Strategy("global-only",
                 source -> new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))));
         add(new TraceReplayer.Strategy("best-fit", BestFitAllocator::new));
+        add(new TraceReplayer.Strategy("two-level-lazy-256", source -> new DevicePool(source, lazy256())));
     }
 
     private ReplayStrategies() {
+    }
+
+    /** The defaults before ON_DEMAND: LAZY growth doubling 256 MiB to 1 GiB, 256 MiB maximum block. */
+    public static PoolConfig lazy256() {
+        return PoolConfig.defaults().withGrowth(GrowthPolicy.LAZY, 0).withBlocks(2 * PoolConfig.MIB, 256 * PoolConfig.MIB);
     }
 
     private static void add(TraceReplayer.Strategy strategy) {

@@ -9,24 +9,6 @@ import io.gpupool.memory.StreamFence;
  */
 public record ReplayStream(int ordinal) implements AllocationStream {
 
-    private static final StreamFence COMPLETE = new StreamFence() {
-        @Override
-        public boolean isComplete() {
-            return true;
-        }
-
-        @Override
-        public void makeWait(AllocationStream stream) {
-        }
-
-        @Override
-        public void await() {
-        }
-
-        @Override
-        public void close() {
-        }
-    };
 
     public ReplayStream {
         if (ordinal < 0) {
@@ -36,6 +18,6 @@ public record ReplayStream(int ordinal) implements AllocationStream {
 
     @Override
     public StreamFence recordFence() {
-        return COMPLETE;
+        return StreamFence.completed();
     }
 }

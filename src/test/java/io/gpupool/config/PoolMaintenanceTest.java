@@ -1,0 +1,55 @@
+package io.gpupool.config;
+
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.source.SimulatedChunkSource;
+import io.gpupool.memory.trace.ReplayStream;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class PoolMaintenanceTest {
+
+    private static DevicePool poolReleasingAtOnce() {
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withReleaseIdleAge(Duration.ZERO));
+        return new DevicePool(new SimulatedChunkSource("test", 1L << 34), config);
+    }
+
+    @Test
+    void emptyChunksGoBackWithoutAnyoneCallingMaintain() throws InterruptedException {
+        try (DevicePool pool = poolReleasingAtOnce();
+             PoolMaintenance maintenance = new PoolMaintenance(List.of(pool), Duration.ofMillis(10))) {
+            pool.allocate(30 << 20, new ReplayStream(0)).release();
+            assertThat(pool.metrics().reservedBytes()).isPositive();
+            for (int i = 0; i < 500 && pool.metrics().reservedBytes() > 0; i++) {
+                Thread.sleep(10);
+            }
+            assertThat(pool.metrics().reservedBytes()).isZero();
+        }
+    }
+
+    @Test
+    void closeStopsTheDaemonThread() {
+        try (DevicePool pool = poolReleasingAtOnce()) {
+            PoolMaintenance maintenance = new PoolMaintenance(List.of(pool), Duration.ofMillis(10));
+            assertThat(maintenanceThreads()).isNotEmpty().allMatch(Thread::isDaemon);
+            maintenance.close();
+            assertThat(maintenanceThreads()).isEmpty();
+        }
+    }
+
+    @Test
+    void aPeriodOfZeroIsRefused() {
+        assertThatThrownBy(() -> new PoolMaintenance(List.of(), Duration.ZERO)).hasMessageContaining("period = PT0S");
+    }
+
+    private static List<Thread> maintenanceThreads() {
+        return Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> t.getName().equals("gpupool-pool-maintenance") && t.isAlive()).toList();
+    }
+}
