@@ -156,19 +156,68 @@ static double activate(double v, int act) {
 static const char* ACT_NAMES[] = {"none", "gelu", "relu", "tanh"};
 
 // ---------------------------------------------------------------------------------------------------------------------
+// Split-K (the same plan as CudaTensorOps.splitSlices / splitChunk; keep the two in step)
+// ---------------------------------------------------------------------------------------------------------------------
+
+static const int SPLIT_K_TARGET_BLOCKS = 264, SPLIT_K_MIN_CHUNK = 128, SPLIT_K_MAX = 16;
+
+static int splitChunk(int K, int slices) { return ((K + slices - 1) / slices + 15) / 16 * 16; }
+
+// Slices for a product of `tiles` output tiles; 1 = not split.
+static int splitSlices(long tiles, int K) {
+    if (tiles >= SPLIT_K_TARGET_BLOCKS) return 1;
+    long s = std::min<long>(SPLIT_K_MAX, std::min<long>(SPLIT_K_TARGET_BLOCKS / tiles, K / SPLIT_K_MIN_CHUNK));
+    if (s < 2) return 1;
+    int chunk = splitChunk(K, (int) s);
+    return (K + chunk - 1) / chunk;
+}
+
+// A "split:<kernel>" name runs what CudaTensorOps launches for a split product: gemm_splitk_init (Y = bias),
+// <kernel>_splitk over (tiles, slices), gemm_splitk_act when act != 0. slices <= 0: the CudaTensorOps plan.
+static bool isSplit(const std::string& kernel) { return kernel.rfind("split:", 0) == 0; }
+
+static int launchGemm(const std::string& kernel, float* dx, float* dw, float* db, float* dy, int M, int N, int K,
+                      int act, int slices = 0) {
+    bool split = isSplit(kernel);
+    std::string base = split ? kernel.substr(6) : kernel;
+    bool tc = base != "gemm_f32";
+    int tile = base.find("_64") != std::string::npos ? 64 : 128;
+    dim3 grid((N + tile - 1) / tile, (M + tile - 1) / tile);
+    dim3 block(tc && tile == 64 ? 128 : 256);
+    Args a;
+    if (!split) {
+        a.add(dx).add(dw).add(db).add(dy).add(M).add(N).add(K).add(act);
+        launch(base, grid, block, a);
+        return 1;
+    }
+    if (slices <= 0) slices = splitSlices((long) grid.x * grid.y, K);
+    int chunk = splitChunk(K, std::max(slices, 1));
+    grid.z = (K + chunk - 1) / chunk;
+    long total = (long) M * N;
+    dim3 passGrid((unsigned) std::min<long>(1024, (total + 255) / 256));
+    Args init;
+    init.add(db).add(dy).add(M).add(N);
+    launch("gemm_splitk_init", passGrid, dim3(256), init);
+    a.add(dx).add(dw).add(dy).add(M).add(N).add(K).add(chunk);
+    launch(base + "_splitk", grid, block, a);
+    if (act != 0) {
+        Args pass;
+        pass.add(dy).add(M).add(N).add(act);
+        launch("gemm_splitk_act", passGrid, dim3(256), pass);
+    }
+    return (int) grid.z;
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
 // Checks
 // ---------------------------------------------------------------------------------------------------------------------
 
-static void checkGemm(const std::string& kernel, int M, int N, int K, int act, double tol) {
+static void checkGemm(const std::string& kernel, int M, int N, int K, int act, double tol, int slices = 0,
+                      bool withBias = true) {
     auto x = randomVector((size_t) M * K), w = randomVector((size_t) N * K, 0.1f), bias = randomVector(N);
-    float *dx = upload(x), *dw = upload(w), *db = upload(bias), *dy = poisoned((size_t) M * N);
-    bool tc = kernel != "gemm_f32";
-    int tile = kernel.find("_64") != std::string::npos ? 64 : 128;
-    dim3 grid(tc ? (N + tile - 1) / tile : (N + 127) / 128, tc ? (M + tile - 1) / tile : (M + 127) / 128);
-    dim3 block(tc ? (tile == 64 ? 128 : 256) : 256);
-    Args a;
-    a.add(dx).add(dw).add(db).add(dy).add(M).add(N).add(K).add(act);
-    launch(kernel, grid, block, a);
+    if (!withBias) std::fill(bias.begin(), bias.end(), 0.0f);
+    float *dx = upload(x), *dw = upload(w), *db = withBias ? upload(bias) : nullptr, *dy = poisoned((size_t) M * N);
+    int used = launchGemm(kernel, dx, dw, db, dy, M, N, K, act, slices);
     auto got = download(dy, (size_t) M * N);
     std::vector<double> ref((size_t) M * N);
     for (int i = 0; i < M; ++i)
@@ -178,17 +227,22 @@ static void checkGemm(const std::string& kernel, int M, int N, int K, int act, d
             ref[(size_t) i * N + j] = activate(s, act);
         }
     char name[128];
-    std::snprintf(name, sizeof name, "%s %dx%dx%d %s", kernel.c_str(), M, N, K, ACT_NAMES[act]);
+    if (isSplit(kernel)) {
+        std::snprintf(name, sizeof name, "%s %dx%dx%d %s s%d%s", kernel.c_str(), M, N, K, ACT_NAMES[act], used,
+                      withBias ? "" : " nobias");
+    } else {
+        std::snprintf(name, sizeof name, "%s %dx%dx%d %s", kernel.c_str(), M, N, K, ACT_NAMES[act]);
+    }
     report(name, got, ref, tol);
-    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
+    cudaFree(dx); cudaFree(dw); if (db) cudaFree(db); cudaFree(dy);
 }
 
-// The FP32 kernels take (qkv, mask, ctx, S, H, D) on 32-query tiles; the BF16 one (qkv, mask, ctx, S, H), 64.
+// The FP32 kernels take (qkv, mask, ctx, S, H, D) on 32-query tiles; the BF16 and TF32 ones (qkv, mask, ctx, S, H), 64.
 static void launchAttention(const std::string& kernel, Args& a, float* dq, int* dm, float* dc, int B, int S, int H,
                             int D) {
     a.store.clear();
     a.add(dq).add(dm).add(dc).add(S).add(H);
-    if (kernel == "attention_bf16_d64") {
+    if (kernel == "attention_bf16_d64" || kernel == "attention_tf32_d64") {
         launch(kernel, dim3((S + 63) / 64, H, B), dim3(128), a);
     } else {
         a.add(D);
@@ -391,16 +445,10 @@ static void timeGemm(const std::string& label, const std::string& kernel, int M,
     std::vector<float> x = randomVector((size_t) M * K), w = randomVector((size_t) N * K, 0.05f),
                        bias = randomVector(N);
     float *dx = upload(x), *dw = upload(w), *db = upload(bias), *dy = poisoned((size_t) M * N);
-    bool tc = kernel != "gemm_f32";
-    int tile = kernel.find("_64") != std::string::npos ? 64 : 128;
-    dim3 grid((N + tile - 1) / tile, (M + tile - 1) / tile);
-    dim3 block(tc && tile == 64 ? 128 : 256);
     int act = 0;
-    Args a;
-    a.add(dx).add(dw).add(db).add(dy).add(M).add(N).add(K).add(act);
-    double ms = medianMs([&] { launch(kernel, grid, block, a); }, reps);
+    double ms = medianMs([&] { launchGemm(kernel, dx, dw, db, dy, M, N, K, act); }, reps);
     double tflops = 2.0 * M * N * K / (ms * 1e-3) / 1e12;
-    std::printf("%-10s %-18s M=%-6d N=%-5d K=%-5d %9.4f ms %8.1f TFLOP/s\n", label.c_str(), kernel.c_str(), M, N, K,
+    std::printf("%-10s %-26s M=%-6d N=%-5d K=%-5d %9.4f ms %8.1f TFLOP/s\n", label.c_str(), kernel.c_str(), M, N, K,
                 ms, tflops);
     char buf[256];
     std::snprintf(buf, sizeof buf,
@@ -441,8 +489,12 @@ int main(int argc, char** argv) {
     CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
 
-    loadPtx(argv[1], "gemm", {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64"});
-    loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64"});
+    loadPtx(argv[1], "gemm", {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64",
+                              "gemm_tc_tf32x3_128", "gemm_tc_tf32x3_64", "gemm_splitk_init", "gemm_splitk_act",
+                              "gemm_f32_splitk", "gemm_tc_tf32_64_splitk", "gemm_tc_tf32x3_64_splitk",
+                              "gemm_tc_bf16_64_splitk"});
+    loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64",
+                                   "attention_tf32_d64"});
     loadPtx(argv[1], "ops", {"embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"});
 
     json << "{\n  \"device\": \"" << prop.name << "\",\n  \"entries\": [";
@@ -463,6 +515,22 @@ int main(int argc, char** argv) {
         checkGemm(k, 129, 70, 36, 2, 4e-2);
         checkGemm(k, 1, 2, 4, 0, 4e-2);
     }
+    // Split-K: the plan CudaTensorOps uses (slices 0) and forced slice counts, every activation, no bias, K not a
+    // multiple of 16 (short last slice), K % 4 != 0 (FP32 kernel only: the tensor-core kernels need K % 4 == 0).
+    for (int act = 0; act < 4; ++act) checkGemm("split:gemm_f32", 200, 300, 260, act, 1e-5);
+    checkGemm("split:gemm_f32", 131, 301, 257, 1, 1e-5, 3);
+    checkGemm("split:gemm_f32", 1, 7, 300, 2, 1e-5, 5, false);
+    checkGemm("split:gemm_f32", 128, 768, 3072, 0, 2e-5);                 // BERT FFN down, 1x128: 16 slices
+    checkGemm("gemm_tc_tf32x3_64", 200, 300, 260, 1, 2e-5);
+    checkGemm("gemm_tc_tf32x3_128", 200, 300, 260, 1, 2e-5);
+    const std::pair<const char*, double> splitTc[] = {
+        {"split:gemm_tc_tf32_64", 1e-2}, {"split:gemm_tc_tf32x3_64", 2e-5}, {"split:gemm_tc_bf16_64", 8e-2}};
+    for (const auto& [k, tol] : splitTc) {
+        for (int act = 0; act < 4; ++act) checkGemm(k, 130, 200, 520, act, tol);
+        checkGemm(k, 100, 130, 1000, 1, tol, 7, false);                    // last slice 136 (8.5 k-tiles)
+        checkGemm(k, 129, 70, 36, 3, tol, 2);                              // 2 slices: 32 and 4 (a partial k-tile)
+        checkGemm(k, 128, 768, 3072, 0, tol * 2);                          // BERT FFN down, 1x128
+    }
     checkAttention("attention_d64", 3, 77, 3, 64, true);
     checkAttention("attention_d64", 2, 128, 2, 64, false);
     checkAttention("attention_d32", 3, 5, 4, 8, true);
@@ -471,6 +539,9 @@ int main(int argc, char** argv) {
     checkAttention("attention_bf16_d64", 3, 77, 3, 64, true, 3e-2);
     checkAttention("attention_bf16_d64", 2, 200, 2, 64, false, 3e-2);
     checkAttention("attention_bf16_d64", 3, 5, 1, 64, true, 3e-2);
+    checkAttention("attention_tf32_d64", 3, 77, 3, 64, true, 5e-3);
+    checkAttention("attention_tf32_d64", 2, 200, 2, 64, false, 5e-3);
+    checkAttention("attention_tf32_d64", 3, 5, 1, 64, true, 5e-3);
     checkLayerNorm(50, 768, true);
     checkLayerNorm(7, 33, false);
     checkEmbeddingAndPooling();
@@ -480,16 +551,26 @@ int main(int argc, char** argv) {
     // GEMM throughput.
     const int reps = quick ? 5 : 20;
     const std::vector<std::string> all = {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128",
-                                          "gemm_tc_bf16_64"};
+                                          "gemm_tc_bf16_64", "gemm_tc_tf32x3_128", "gemm_tc_tf32x3_64"};
+    // Split-K as CudaTensorOps runs it (init + split GEMM; act NONE so no activation pass), timed only for the
+    // shapes its plan splits (f32: 128x128 tiles, tensor cores: 64x64 tiles).
+    const std::vector<std::string> splits = {"split:gemm_f32", "split:gemm_tc_tf32_64", "split:gemm_tc_tf32x3_64",
+                                             "split:gemm_tc_bf16_64"};
     for (const auto& k : all) timeGemm("square", k, 4096, 4096, 4096, reps);
     const int ms[] = {128, 512, 1024, 4096, 16384};               // batch·seq for 1/8/32 × 128/512
     const int nk[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};   // QKV, out-proj, FFN up, FFN down
     for (int m : ms)
-        for (auto& s : nk)
+        for (auto& s : nk) {
             for (const auto& k : all) timeGemm("bert", k, m, s[0], s[1], reps);
+            for (const auto& k : splits) {
+                int tile = k == "split:gemm_f32" ? 128 : 64;
+                long tiles = (long) ((s[0] + tile - 1) / tile) * ((m + tile - 1) / tile);
+                if (splitSlices(tiles, s[1]) > 1) timeGemm("bert-split", k, m, s[0], s[1], reps);
+            }
+        }
     for (int b : {1, 8, 32})
         for (int s : {128, 512})
-            for (const char* k : {"attention_d64", "attention_bf16_d64"}) timeAttention(k, b, s, 12, 64, reps);
+            for (const char* k : {"attention_d64", "attention_bf16_d64", "attention_tf32_d64"}) timeAttention(k, b, s, 12, 64, reps);
 
     json << "\n  ],\n  \"failures\": " << failures << "\n}\n";
     std::ofstream out(argv[2]);

@@ -24,9 +24,11 @@ for e in entries:
         if e["kernel"] not in kernels:
             kernels.append(e["kernel"])
 short = [k.replace("gemm_", "") for k in kernels]
-print("GEMM TFLOP/s      " + " ".join(f"{k:>10}" for k in short))
+widths = [max(10, len(k)) for k in short]
+print("GEMM TFLOP/s      " + " ".join(f"{k:>{w}}" for k, w in zip(short, widths)))
 for (m, n, k), row in shapes.items():
-    print(f"{m:>6}x{n:>5}x{k:>5} " + " ".join(f"{row.get(x, 0):>10.1f}" for x in kernels))
+    print(f"{m:>6}x{n:>5}x{k:>5} " + " ".join(f"{row[x]:>{w}.1f}" if x in row else " " * (w - 1) + "-"
+                                          for x, w in zip(kernels, widths)))
 for e in entries:
     if e.get("bench") == "attention":
         print(f"attention {e['kernel']:>20} B{e['B']:<3} S{e['S']:<4} {e['ms']:8.4f} ms {e['tflops']:6.1f} TFLOP/s")

@@ -349,3 +349,169 @@ attention_bf16_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------------
+// TF32 tensor-core variant for head size 64, used when linear layers run in TF32.
+//
+// Same tiling as attention_bf16_d64 (4 warps, 16 queries per warp, key tiles of 64, online softmax on the FP32
+// accumulators), with mma m16n8k8 on TF32 operands. Q, K, V and P are rounded to TF32 (cvt.rna: nearest, ties
+// away) rather than truncated: relative error ~2^-11 per operand, about 8x below bf16.
+//   - Q fragments come straight from global memory (once per block, scaled by 1/8, exact).
+//   - K and V are staged as FP32 rows of 64 + 4 pad floats: with 68-float rows the 32 lanes of a fragment load
+//     (8 rows g x 4 columns q) fall in 32 distinct banks for K (68g + q) and for V (68·2q + g).
+//   - P to A fragment without shuffles: the accumulator gives lane (g, q) keys 2q and 2q+1 of an 8-key block,
+//     the A fragment wants k columns q and q+4. A sum over keys does not depend on their order, so the P·V step
+//     reads logical k = q as key 2q and k = q + 4 as key 2q + 1, and fetches V rows in that same order.
+// ---------------------------------------------------------------------------------------------------------------------
+
+#define TA_LD 68   // floats per staged K / V row
+
+static __device__ __forceinline__ unsigned ta_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+static __device__ __forceinline__ void ta_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Stores rows [row0, row0+64) of one operand as TF32 bit patterns, TA_LD floats per row (zeros past S).
+static __device__ __forceinline__ void ta_stage(unsigned* dst, const float* base, size_t ld, int row0, int S) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int f = threadIdx.x + i * 128;
+        const int r = f >> 4;
+        const int c4 = f & 15;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (row0 + r < S) v = *reinterpret_cast<const float4*>(base + (size_t) (row0 + r) * ld + c4 * 4);
+        *reinterpret_cast<uint4*>(dst + r * TA_LD + c4 * 4) = make_uint4(ta_tf32(v.x), ta_tf32(v.y), ta_tf32(v.z),
+                                                                          ta_tf32(v.w));
+    }
+}
+
+// Grid (ceil(S / 64), H, B), 128 threads. Head size exactly 64; qkv rows 16-byte aligned (H·64 floats apart).
+extern "C" __global__ void __launch_bounds__(128)
+attention_tf32_d64(const float* __restrict__ qkv, const int* __restrict__ mask, float* __restrict__ ctx, int S,
+                   int H) {
+    constexpr int D = 64;
+    __shared__ __align__(16) unsigned Ks[64 * TA_LD];
+    __shared__ __align__(16) unsigned Vs[64 * TA_LD];
+    __shared__ int valid[64];
+
+    const int b = blockIdx.z;
+    const int h = blockIdx.y;
+    const int q0 = blockIdx.x * 64;
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int g = lane >> 2;
+    const int q = lane & 3;
+    const size_t ld = (size_t) 3 * H * D;
+    const float* base = qkv + (size_t) b * S * ld + (size_t) h * D;
+
+    // A fragments of Q (rows g, g+8 of the warp's 16; columns q, q+4 of each 8-wide k step).
+    unsigned qa[8][4];
+    {
+        const int r0 = q0 + warp * 16 + g;
+        const int r1 = r0 + 8;
+#pragma unroll
+        for (int ks = 0; ks < 8; ++ks) {
+            const int c = ks * 8 + q;
+            qa[ks][0] = ta_tf32(r0 < S ? base[(size_t) r0 * ld + c] * 0.125f : 0.0f);
+            qa[ks][1] = ta_tf32(r1 < S ? base[(size_t) r1 * ld + c] * 0.125f : 0.0f);
+            qa[ks][2] = ta_tf32(r0 < S ? base[(size_t) r0 * ld + c + 4] * 0.125f : 0.0f);
+            qa[ks][3] = ta_tf32(r1 < S ? base[(size_t) r1 * ld + c + 4] * 0.125f : 0.0f);
+        }
+    }
+
+    float o[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY};
+    float l[2] = {0.0f, 0.0f};
+
+    for (int k0 = 0; k0 < S; k0 += 64) {
+        __syncthreads();   // the previous tile is consumed
+        ta_stage(Ks, base + (size_t) H * D, ld, k0, S);
+        ta_stage(Vs, base + (size_t) 2 * H * D, ld, k0, S);
+        if (tid < 64) {
+            const int j = k0 + tid;
+            valid[tid] = j >= S ? 0 : (mask == nullptr || mask[(size_t) b * S + j] != 0) ? 1 : 2;
+        }
+        __syncthreads();
+
+        float s[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[i][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < 8; ++ks) {
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb) {
+                const unsigned* k = Ks + (nb * 8 + g) * TA_LD + ks * 8 + q;
+                ta_mma(s[nb], qa[ks], k[0], k[4]);
+            }
+        }
+
+        float tileMax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int v = valid[nb * 8 + 2 * q + (e & 1)];
+                s[nb][e] = v == 1 ? s[nb][e] : (v == 2 ? -3.402823466e38f : -INFINITY);
+                tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[nb][e]);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
+            tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
+            const float mNew = fmaxf(m[r], tileMax[r]);
+            alpha[r] = expf(m[r] - mNew);
+            m[r] = mNew;
+            l[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                s[nb][e] = expf(s[nb][e] - m[e >> 1]);
+                l[e >> 1] += s[nb][e];
+                o[nb][e] *= alpha[e >> 1];
+            }
+
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+            // Logical k = q is key 2q (accumulator element 0 / 2), k = q + 4 is key 2q + 1 (element 1 / 3).
+            const unsigned a[4] = {ta_tf32(s[kk][0]), ta_tf32(s[kk][2]), ta_tf32(s[kk][1]), ta_tf32(s[kk][3])};
+            const unsigned* v = Vs + (kk * 8 + 2 * q) * TA_LD + g;
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb) ta_mma(o[nb], a, v[nb * 8], v[TA_LD + nb * 8]);
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int s = q0 + warp * 16 + g + r * 8;
+        if (s >= S) continue;
+        const float inv = 1.0f / l[r];
+        float* out = ctx + ((size_t) b * S + s) * H * D + (size_t) h * D;
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb) {
+            *reinterpret_cast<float2*>(out + nb * 8 + 2 * q) = make_float2(o[nb][r * 2] * inv, o[nb][r * 2 + 1] * inv);
+        }
+    }
+}

@@ -39,22 +39,26 @@
 #define SG_BK 8
 #define SG_PAD 4
 
-static __device__ __forceinline__ void sg_load4(const float* __restrict__ p, int rows, int K, int row, int k,
-                                                float out[4]) {
-    if (row < rows && k + 3 < K && (K & 3) == 0) {
+// Loads p[row, k..k+3] (row stride K) with zeros past `rows` rows and past column kEnd.
+static __device__ __forceinline__ void sg_load4(const float* __restrict__ p, int rows, int K, int kEnd, int row,
+                                                int k, float out[4]) {
+    if (row < rows && k + 3 < kEnd && (K & 3) == 0) {
         float4 v = __ldg(reinterpret_cast<const float4*>(p + (size_t) row * K + k));
         out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
     } else {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            out[i] = (row < rows && k + i < K) ? __ldg(p + (size_t) row * K + k + i) : 0.0f;
+            out[i] = (row < rows && k + i < kEnd) ? __ldg(p + (size_t) row * K + k + i) : 0.0f;
         }
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-gemm_f32(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
-         float* __restrict__ Y, int M, int N, int K, int act) {
+// SPLITK: this block sums only k in [blockIdx.z * kChunk, min(K, (blockIdx.z + 1) * kChunk)) and atomically adds
+// its raw partial sums to Y (prepared by gemm_splitk_init, finished by gemm_splitk_act); bias and act unused.
+template <bool SPLITK>
+__device__ __forceinline__ void gemm_f32_body(const float* __restrict__ X, const float* __restrict__ W,
+                                              const float* __restrict__ bias, float* __restrict__ Y, int M, int N,
+                                              int K, int act, int kChunk) {
     __shared__ __align__(16) float As[2][SG_BK][SG_BM + SG_PAD];
     __shared__ __align__(16) float Bs[2][SG_BK][SG_BN + SG_PAD];
 
@@ -73,9 +77,11 @@ gemm_f32(const float* __restrict__ X, const float* __restrict__ W, const float* 
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
 
-    const int kTiles = (K + SG_BK - 1) / SG_BK;
-    sg_load4(X, M, K, m0 + loadRow, loadK, aReg);
-    sg_load4(W, N, K, n0 + loadRow, loadK, bReg);
+    const int kBegin = SPLITK ? blockIdx.z * kChunk : 0;
+    const int kEnd = SPLITK ? min(K, kBegin + kChunk) : K;
+    const int kTiles = (kEnd - kBegin + SG_BK - 1) / SG_BK;
+    sg_load4(X, M, K, kEnd, m0 + loadRow, kBegin + loadK, aReg);
+    sg_load4(W, N, K, kEnd, n0 + loadRow, kBegin + loadK, bReg);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         As[0][loadK + i][loadRow] = aReg[i];
@@ -87,8 +93,8 @@ gemm_f32(const float* __restrict__ X, const float* __restrict__ W, const float* 
         const int cur = t & 1;
         const bool more = t + 1 < kTiles;
         if (more) {
-            sg_load4(X, M, K, m0 + loadRow, (t + 1) * SG_BK + loadK, aReg);
-            sg_load4(W, N, K, n0 + loadRow, (t + 1) * SG_BK + loadK, bReg);
+            sg_load4(X, M, K, kEnd, m0 + loadRow, kBegin + (t + 1) * SG_BK + loadK, aReg);
+            sg_load4(W, N, K, kEnd, n0 + loadRow, kBegin + (t + 1) * SG_BK + loadK, bReg);
         }
 #pragma unroll
         for (int kk = 0; kk < SG_BK; ++kk) {
@@ -120,22 +126,69 @@ gemm_f32(const float* __restrict__ X, const float* __restrict__ W, const float* 
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int col = n0 + half * 64 + tx * 4;
-            float v[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int c = col + j;
-                float b = (bias != nullptr && c < N) ? __ldg(bias + c) : 0.0f;
-                v[j] = gp_activate(acc[i][half * 4 + j] + b, act);
-            }
             float* out = Y + (size_t) row * N + col;
-            if (col + 3 < N && (N & 3) == 0) {
-                *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
+            if (SPLITK) {
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    if (col + j < N) out[j] = v[j];
+                    if (col + j < N) atomicAdd(out + j, acc[i][half * 4 + j]);
+            } else {
+                float v[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int c = col + j;
+                    float b = (bias != nullptr && c < N) ? __ldg(bias + c) : 0.0f;
+                    v[j] = gp_activate(acc[i][half * 4 + j] + b, act);
+                }
+                if (col + 3 < N && (N & 3) == 0) {
+                    *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        if (col + j < N) out[j] = v[j];
+                }
             }
         }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_f32(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
+         float* __restrict__ Y, int M, int N, int K, int act) {
+    gemm_f32_body<false>(X, W, bias, Y, M, N, K, act, K);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_f32_splitk(const float* __restrict__ X, const float* __restrict__ W, float* __restrict__ Y, int M, int N,
+                int K, int kChunk) {
+    gemm_f32_body<true>(X, W, nullptr, Y, M, N, K, ACT_NONE, kChunk);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Split-K (products with too few output tiles to fill the device, e.g. 128 tokens x 768 outputs x K 3072):
+//
+//        K                          grid z = slice s of kChunk columns of K (the last one may be shorter)
+//   +----+----+----+                1. gemm_splitk_init   Y = bias (or 0), one thread per element
+//   | s0 | s1 | s2 |  x  Wᵀ  ->     2. gemm_*_splitk      each (tile, s) block atomically adds its partial sum
+//   +----+----+----+                3. gemm_splitk_act    Y = act(Y) in place, launched only when act != NONE
+//
+// The sum is complete only after step 2 has finished, so the activation cannot be fused into the atomic
+// epilogue; step 3 costs one extra pass over Y, small next to the products that get split. The result differs
+// from the unsplit kernels only in the order of the FP32 additions (slices arrive in any order).
+// ---------------------------------------------------------------------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_splitk_init(const float* __restrict__ bias, float* __restrict__ Y, int M, int N) {
+    const size_t total = (size_t) M * N;
+    for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t) gridDim.x * blockDim.x) {
+        Y[i] = bias != nullptr ? __ldg(bias + i % N) : 0.0f;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_splitk_act(float* __restrict__ Y, int M, int N, int act) {
+    const size_t total = (size_t) M * N;
+    for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t) gridDim.x * blockDim.x) {
+        Y[i] = gp_activate(Y[i], act);
     }
 }
 
@@ -216,10 +269,11 @@ static __device__ __forceinline__ unsigned tf32_split(unsigned& x) {
     return lo;
 }
 
-template <bool BF16, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool SPLIT = false>
+// SPLITK: as for gemm_f32_body; kChunk is a multiple of BK (16), so slices start on a k-tile.
+template <bool BF16, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool SPLIT = false, bool SPLITK = false>
 __device__ __forceinline__ void gemm_async(const float* __restrict__ X, const float* __restrict__ W,
                                                   const float* __restrict__ bias, float* __restrict__ Y,
-                                                  int M, int N, int K, int act) {
+                                                  int M, int N, int K, int act, int kChunk = 0) {
     constexpr int THREADS = WARPS_M * WARPS_N * 32;
     constexpr int BK = 16;
     constexpr int ROWS = BM + BN;
@@ -242,7 +296,9 @@ __device__ __forceinline__ void gemm_async(const float* __restrict__ X, const fl
     const int m0 = blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
     const unsigned smemBase = smem_addr(smem);
-    const int kTiles = (K + BK - 1) / BK;
+    const int kBegin = SPLITK ? blockIdx.z * kChunk : 0;
+    const int kEnd = SPLITK ? min(K, kBegin + kChunk) : K;
+    const int kTiles = (kEnd - kBegin + BK - 1) / BK;
 
     auto issue = [&](int tile) {
         if (tile < kTiles) {
@@ -252,10 +308,10 @@ __device__ __forceinline__ void gemm_async(const float* __restrict__ X, const fl
                 const int f = tid + i * THREADS;
                 const int r = f >> 2;
                 const int c = f & 3;
-                const int k = tile * BK + c * 4;
+                const int k = kBegin + tile * BK + c * 4;
                 const bool isX = r < BM;
                 const int gRow = isX ? m0 + r : n0 + (r - BM);
-                const bool in = gRow < (isX ? M : N) && k < K;
+                const bool in = gRow < (isX ? M : N) && k < kEnd;
                 const float* src = (isX ? X : W) + (in ? (size_t) gRow * K + k : 0);
                 cp_async16(stage + r * 64 + ((c ^ tc_swizzle<BF16>(r)) << 4), src, in ? 16 : 0);
             }
@@ -364,6 +420,23 @@ __device__ __forceinline__ void gemm_async(const float* __restrict__ X, const fl
     }
     cp_async_wait<0>();
 
+    if (SPLITK) {
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+            const int col = n0 + wn * WN + j * 8 + q * 2;
+#pragma unroll
+            for (int i = 0; i < MB; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = m0 + wm * WM + i * 16 + g + h * 8;
+                    if (row >= M) continue;
+                    float* out = Y + (size_t) row * N + col;
+                    if (col < N) atomicAdd(out, acc[i][j][h * 2]);
+                    if (col + 1 < N) atomicAdd(out + 1, acc[i][j][h * 2 + 1]);
+                }
+        }
+        return;
+    }
     const bool pairs = (N & 1) == 0;
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
@@ -426,4 +499,23 @@ extern "C" __global__ void __launch_bounds__(128)
 gemm_tc_tf32x3_64(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,
                   float* __restrict__ Y, int M, int N, int K, int act) {
     gemm_async<false, 64, 64, 2, 2, 4, true>(X, W, bias, Y, M, N, K, act);
+}
+
+// Split-K variants (see "Split-K" above): Y must hold the bias (or zeros); raw partial sums are added atomically.
+extern "C" __global__ void __launch_bounds__(128)
+gemm_tc_tf32_64_splitk(const float* __restrict__ X, const float* __restrict__ W, float* __restrict__ Y, int M, int N,
+                       int K, int kChunk) {
+    gemm_async<false, 64, 64, 2, 2, 4, false, true>(X, W, nullptr, Y, M, N, K, ACT_NONE, kChunk);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gemm_tc_tf32x3_64_splitk(const float* __restrict__ X, const float* __restrict__ W, float* __restrict__ Y, int M,
+                         int N, int K, int kChunk) {
+    gemm_async<false, 64, 64, 2, 2, 4, true, true>(X, W, nullptr, Y, M, N, K, ACT_NONE, kChunk);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gemm_tc_bf16_64_splitk(const float* __restrict__ X, const float* __restrict__ W, float* __restrict__ Y, int M, int N,
+                       int K, int kChunk) {
+    gemm_async<true, 64, 64, 2, 2, 4, false, true>(X, W, nullptr, Y, M, N, K, ACT_NONE, kChunk);
 }

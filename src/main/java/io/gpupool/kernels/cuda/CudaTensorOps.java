@@ -25,8 +25,14 @@ import java.util.Objects;
  *                                                                                  shape the others reject
  *                 gemm/gemm_tc_{tf32,bf16,tf32x3}_128 (⌈out/128⌉, ⌈rows/128⌉) 256   enough 128² tiles
  *                 gemm/gemm_tc_{tf32,bf16,tf32x3}_64  (⌈out/64⌉,  ⌈rows/64⌉)   128   small products
+ *                 split-K (few output tiles, see below): three launches
+ *                   gemm/gemm_splitk_init       (⌈rows·out/256⌉ ≤ 1024)     256   Y = bias or 0
+ *                   gemm/gemm_f32_splitk | gemm_tc_*_64_splitk
+ *                                               (tiles as above, slices)    as above
+ *                   gemm/gemm_splitk_act        (as init)                   256   only if activation ≠ NONE
  *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   FP32, by head size
  *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
+ *                 attention/attention_tf32_d64   (⌈seq/64⌉, heads, batch)    128   TF32 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
  *   pool          ops/pool_cls | ops/pool_mean   (batch)                     ≤256
  *   softmax       ops/softmax_rows               (rows)                      ≤256
@@ -43,9 +49,24 @@ import java.util.Objects;
  * products; attention stays FP32 with it. The tensor-core kernels need
  * {@code in % 4 == 0}; other shapes fall back to the FP32 kernel.
  *
- * <p>Attention computes in FP32, except under {@link Precision#BF16} with head size 64 (BERT-base and most
- * BERT-family models), where a tensor-core kernel rounds Q, K, V and the probabilities to bf16 (FP32 softmax and
- * accumulation). LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
+ * <h2>Split-K</h2>
+ * A 128-token product has only 6 (FP32, 128² tiles) to 24 (tensor cores, 64² tiles) output tiles for 768
+ * outputs: a fraction of the 132 multiprocessors of an H100/H200, each block walking all of K alone. When the
+ * tiles are fewer than {@link #SPLIT_K_TARGET_BLOCKS}, K is cut into {@code s} slices, each a grid z index:
+ * <pre>
+ *   s = min(SPLIT_K_MAX, ⌊SPLIT_K_TARGET_BLOCKS / tiles⌋, ⌊in / SPLIT_K_MIN_CHUNK⌋)      no split when s &lt; 2
+ *   kChunk = ⌈in / s⌉ rounded up to 16 (a tensor-core k-tile);  slices = ⌈in / kChunk⌉
+ * </pre>
+ * Y is first set to the bias (or zero), every (tile, slice) block atomically adds its partial product, and when
+ * the activation is not NONE one more pass applies it in place (the sum is complete only after all slices).
+ * Results differ from the unsplit kernels only in the order of the FP32 additions (~1e-7 relative). No
+ * workspace is needed. Turned off with {@code -Dgpupool.kernels.splitK=false} (read once, at class load).
+ *
+ * <p>Attention computes in FP32, except with head size 64 (BERT-base and most BERT-family models) under
+ * {@link Precision#BF16}, where a tensor-core kernel rounds Q, K, V and the probabilities to bf16, and under
+ * {@link Precision#TF32}, where one rounds them to TF32 (FP32 softmax and accumulation in both). The TF32 one is
+ * turned off (FP32 attention under TF32) with {@code -Dgpupool.kernels.tf32Attention=false}. {@link
+ * Precision#TF32X3} and {@link Precision#FP32} always use the FP32 kernels. LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
  * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0.
  *
  * <p>Arguments are checked (positive dimensions, non-null required pointers, 16-byte aligned linear operands:
@@ -66,16 +87,40 @@ public final class CudaTensorOps implements TensorOps {
      * up to 17% faster (tools/cuda-harness/NOTES.md).
      */
     static final int LARGE_TILE_MIN_BLOCKS = 384;
+    /**
+     * Split-K aims at this many blocks: two waves on 132 multiprocessors (H100/H200), so that a product whose
+     * output tiles alone leave most of the device idle spreads its K over the rest. {@link ComputeDevice} does not
+     * report the multiprocessor count, hence a constant; on a smaller card it only means more slices than needed.
+     */
+    static final int SPLIT_K_TARGET_BLOCKS = 264;
+    /** The shortest K slice: 128 is 8 tensor-core k-tiles (16 of gemm_f32), enough to run the load pipeline. */
+    static final int SPLIT_K_MIN_CHUNK = 128;
+    /** At most this many slices, bounding the atomic additions to 16 per output element. */
+    static final int SPLIT_K_MAX = 16;
+    /** Blocks of the element-wise split-K passes (grid-stride loops). */
+    private static final int SPLIT_K_PASS_MAX_BLOCKS = 1024;
+    /** {@code -Dgpupool.kernels.splitK=false} turns split-K off for instances built without an explicit choice. */
+    static final boolean SPLIT_K_DEFAULT = Boolean.parseBoolean(System.getProperty("gpupool.kernels.splitK", "true"));
+    /** {@code -Dgpupool.kernels.tf32Attention=false}: FP32 attention under TF32 precision (read once). */
+    static final boolean TF32_ATTENTION_DEFAULT =
+            Boolean.parseBoolean(System.getProperty("gpupool.kernels.tf32Attention", "true"));
 
     private final ComputeDevice device;
     private final Precision precision;
     private final KernelFunction gemmF32;
     private final KernelFunction gemmLarge;
     private final KernelFunction gemmSmall;
+    private final boolean splitK;
+    private final KernelFunction splitF32;
+    private final KernelFunction splitSmall;
+    private final KernelFunction splitInit;
+    private final KernelFunction splitAct;
     private final KernelFunction attention32;
     private final KernelFunction attention64;
     private final KernelFunction attention128;
     private final KernelFunction attentionBf16;
+    private final KernelFunction attentionTf32;
+    private final boolean tf32Attention;
     private final KernelFunction embeddingSum;
     private final KernelFunction addLayerNorm;
     private final KernelFunction poolCls;
@@ -87,10 +132,25 @@ public final class CudaTensorOps implements TensorOps {
         this(device, Precision.FP32);
     }
 
-    /** Loads the PTX modules on {@code device}; linear layers multiply in {@code precision}. */
+    /**
+     * Loads the PTX modules on {@code device}; linear layers multiply in {@code precision}; split-K as the system
+     * property {@code gpupool.kernels.splitK} says (default on).
+     */
     public CudaTensorOps(ComputeDevice device, Precision precision) {
+        this(device, precision, SPLIT_K_DEFAULT);
+    }
+
+    /** As {@link #CudaTensorOps(ComputeDevice, Precision)}, with split-K for few-tile products on or off. */
+    public CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK) {
+        this(device, precision, splitK, TF32_ATTENTION_DEFAULT);
+    }
+
+    /** Also chooses whether {@link Precision#TF32} uses the TF32 tensor-core attention (head size 64). */
+    public CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention) {
         this.device = Objects.requireNonNull(device, "device");
         this.precision = Objects.requireNonNull(precision, "precision");
+        this.splitK = splitK;
+        this.tf32Attention = tf32Attention;
         KernelModule gemm = device.loadModule("gemm", ptx("gemm"));
         KernelModule attention = device.loadModule("attention", ptx("attention"));
         KernelModule ops = device.loadModule("ops", ptx("ops"));
@@ -102,10 +162,15 @@ public final class CudaTensorOps implements TensorOps {
         };
         gemmLarge = precision == Precision.FP32 ? gemmF32 : gemm.function("gemm_tc_" + tc + "_128");
         gemmSmall = precision == Precision.FP32 ? gemmF32 : gemm.function("gemm_tc_" + tc + "_64");
+        splitF32 = gemm.function("gemm_f32_splitk");
+        splitSmall = precision == Precision.FP32 ? splitF32 : gemm.function("gemm_tc_" + tc + "_64_splitk");
+        splitInit = gemm.function("gemm_splitk_init");
+        splitAct = gemm.function("gemm_splitk_act");
         attention32 = attention.function("attention_d32");
         attention64 = attention.function("attention_d64");
         attention128 = attention.function("attention_d128");
         attentionBf16 = attention.function("attention_bf16_d64");
+        attentionTf32 = attention.function("attention_tf32_d64");
         embeddingSum = ops.function("embedding_sum");
         addLayerNorm = ops.function("add_layer_norm");
         poolCls = ops.function("pool_cls");
@@ -120,6 +185,16 @@ public final class CudaTensorOps implements TensorOps {
 
     public Precision precision() {
         return precision;
+    }
+
+    /** Whether {@link Precision#TF32} runs head-size-64 attention on the tensor cores. */
+    public boolean tf32Attention() {
+        return tf32Attention;
+    }
+
+    /** Whether few-tile products are split along K (see the class comment). */
+    public boolean splitK() {
+        return splitK;
     }
 
     /** Reads a committed PTX resource ({@code /ptx/<name>.ptx}). */
@@ -167,8 +242,42 @@ public final class CudaTensorOps implements TensorOps {
         KernelFunction kernel = gemmKernel(rows, in, out);
         int tile = kernel == gemmSmall && kernel != gemmF32 ? 64 : 128;
         int threads = tile == 64 ? 128 : 256;
-        stream.launch(kernel, ceilDiv(out, tile), ceilDiv(rows, tile), 1, threads, 1, 1, 0,
-                x, weight, bias, y, rows, out, in, activation.ordinal());
+        int gridX = ceilDiv(out, tile);
+        int gridY = ceilDiv(rows, tile);
+        int slices = splitK ? splitSlices((long) gridX * gridY, in) : 1;
+        if (slices < 2) {
+            stream.launch(kernel, gridX, gridY, 1, threads, 1, 1, 0,
+                    x, weight, bias, y, rows, out, in, activation.ordinal());
+            return;
+        }
+        int chunk = splitChunk(in, slices);
+        int passBlocks = (int) Math.min(SPLIT_K_PASS_MAX_BLOCKS, ceilDiv((long) rows * out, 256));
+        stream.launch(splitInit, passBlocks, 1, 1, 256, 1, 1, 0, bias, y, rows, out);
+        stream.launch(kernel == gemmF32 ? splitF32 : splitSmall, gridX, gridY, ceilDiv(in, chunk), threads, 1, 1, 0,
+                x, weight, y, rows, out, in, chunk);
+        if (activation != Activation.NONE) {
+            stream.launch(splitAct, passBlocks, 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
+        }
+    }
+
+    /**
+     * K slices for a product of {@code tiles} output tiles and inner size {@code in}: below 2 means no split
+     * (package-private for tests; see the class comment for the rule).
+     */
+    static int splitSlices(long tiles, int in) {
+        if (tiles >= SPLIT_K_TARGET_BLOCKS) {
+            return 1;
+        }
+        long slices = Math.min(SPLIT_K_MAX, Math.min(SPLIT_K_TARGET_BLOCKS / tiles, in / SPLIT_K_MIN_CHUNK));
+        if (slices < 2) {
+            return 1;
+        }
+        return ceilDiv(in, splitChunk(in, (int) slices));
+    }
+
+    /** K columns per slice: ⌈in / slices⌉ rounded up to a multiple of 16. */
+    static int splitChunk(int in, int slices) {
+        return ceilDiv(ceilDiv(in, slices), 16) * 16;
     }
 
     /** The GEMM kernel for this precision and shape (package-private for tests). */
@@ -197,9 +306,10 @@ public final class CudaTensorOps implements TensorOps {
         if (heads > 65535 || batch > 65535) {
             throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
         }
-        if (precision == Precision.BF16 && headDim == 64 && (qkv & 15) == 0) {
-            stream.launch(attentionBf16, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0,
-                    qkv, attentionMask, context, seq, heads);
+        boolean tensorCores = precision == Precision.BF16 || precision == Precision.TF32 && tf32Attention;
+        if (tensorCores && headDim == 64 && (qkv & 15) == 0) {
+            stream.launch(precision == Precision.BF16 ? attentionBf16 : attentionTf32, ceilDiv(seq, 64), heads, batch,
+                    128, 1, 1, 0, qkv, attentionMask, context, seq, heads);
             return;
         }
         KernelFunction kernel;
@@ -262,6 +372,10 @@ public final class CudaTensorOps implements TensorOps {
     }
 
     private static int ceilDiv(int a, int b) {
+        return (a + b - 1) / b;
+    }
+
+    private static long ceilDiv(long a, long b) {
         return (a + b - 1) / b;
     }
 

@@ -94,12 +94,41 @@ class CudaTensorOpsGpuTest {
         checkLinear(ops, 5, 6, 7, Activation.TANH, tolerance);          // in % 4 != 0: FP32 fallback
     }
 
+    /**
+     * Split-K (atomic partial sums into a bias-initialised output, then the activation in place) against the same
+     * reference and tolerances as the unsplit kernels, for every precision and activation, with and without bias,
+     * for K a multiple of 16 and not (a short last slice), and for K % 4 != 0 (the FP32 split kernel's scalar path).
+     */
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void splitKLinearMatchesReference(Precision precision) {
+        double tolerance = switch (precision) {
+            case FP32 -> 1e-5;
+            case TF32X3 -> 2e-5;
+            case TF32 -> 1e-2;    // K 520 and 1000: twice the K of the unsplit test
+            case BF16 -> 8e-2;
+        };
+        CudaTensorOps ops = new CudaTensorOps(device, precision, true);
+        assertTrue(CudaTensorOps.splitSlices(4, 520) == 4 && CudaTensorOps.splitSlices(12, 1000) == 7,
+                "the shapes below are split");
+        for (Activation activation : Activation.values()) {
+            checkLinear(ops, 130, 520, 200, activation, tolerance, true);
+        }
+        checkLinear(ops, 100, 1000, 130, Activation.GELU, tolerance, false);   // no bias; 7 slices of 144, the last 136 long
+        checkLinear(ops, 33, 1001, 70, Activation.RELU, Math.max(tolerance, 1e-5), true);   // FP32 split kernel
+    }
+
     private void checkLinear(CudaTensorOps ops, int rows, int in, int out, Activation activation, double tolerance) {
+        checkLinear(ops, rows, in, out, activation, tolerance, true);
+    }
+
+    private void checkLinear(CudaTensorOps ops, int rows, int in, int out, Activation activation, double tolerance,
+                             boolean withBias) {
         float[] x = randoms(rows * in, 1);
         float[] w = randoms(out * in, 0.1f);
-        float[] bias = randoms(out, 1);
+        float[] bias = withBias ? randoms(out, 1) : new float[out];
         long dy = poisoned(rows * out);
-        ops.linear(stream, upload(x), upload(w), upload(bias), dy, rows, in, out, activation);
+        ops.linear(stream, upload(x), upload(w), withBias ? upload(bias) : 0, dy, rows, in, out, activation);
         float[] got = download(dy, rows * out);
         double[] expected = new double[rows * out];
         for (int r = 0; r < rows; r++) {
@@ -111,7 +140,8 @@ class CudaTensorOpsGpuTest {
                 expected[r * out + o] = activate(sum, activation);
             }
         }
-        assertClose("linear " + rows + "x" + in + "->" + out + " " + activation + " " + ops.precision(), got,
+        assertClose("linear " + rows + "x" + in + "->" + out + " " + activation + " " + ops.precision()
+                + (ops.splitK() ? " split-K" : "") + (withBias ? "" : " no bias"), got,
                 expected, tolerance);
     }
 
@@ -123,6 +153,12 @@ class CudaTensorOpsGpuTest {
     @Test
     void bf16AttentionIsCloseToReference() {
         checkAttention(new CudaTensorOps(device, Precision.BF16), new int[] {64}, 3e-2);
+    }
+
+    @Test
+    void tf32AttentionIsCloseToReference() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32, true, true);
+        checkAttention(ops, new int[] {64}, 5e-3);
     }
 
     private void checkAttention(CudaTensorOps ops, int[] headDims, double tolerance) {

@@ -41,7 +41,7 @@ class CudaTensorOpsLaunchTest {
 
     @Test
     void fp32LinearAlwaysUsesTheExactKernelWithRowsOutInOrder() {
-        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32);
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32, false);
         ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 300, 768, 200, Activation.GELU);
         Launch launch = stream.only();
         assertThat(launch.kernel()).isEqualTo("gemm_f32");
@@ -53,7 +53,7 @@ class CudaTensorOpsLaunchTest {
 
     @Test
     void tensorCoreLinearPicksTheTileByProductSize() {
-        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16);
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, false);
         ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 128, 768, 768, Activation.NONE);
         ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 16384, 768, 3072, Activation.NONE);
         assertThat(stream.launches.get(0).kernel()).isEqualTo("gemm_tc_bf16_64");
@@ -66,7 +66,7 @@ class CudaTensorOpsLaunchTest {
 
     @Test
     void splitTf32PrecisionLaunchesTheThreeProductKernelsAndKeepsFp32Attention() {
-        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32X3);
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32X3, false);
         ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 128, 768, 768, Activation.NONE);
         ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 16384, 768, 3072, Activation.GELU);
         ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 4, 5, 6, Activation.NONE);
@@ -76,6 +76,76 @@ class CudaTensorOpsLaunchTest {
         assertThat(stream.launches.get(0).block()).containsExactly(128, 1, 1);
         assertThat(stream.launches.get(1).grid()).containsExactly(24, 128, 1);
         assertThat(stream.launches.get(1).block()).containsExactly(256, 1, 1);
+    }
+
+    @Test
+    void splitKIsOnUnlessTheSystemPropertyTurnsItOff() {
+        assertThat(new CudaTensorOps(device).splitK()).isEqualTo(CudaTensorOps.SPLIT_K_DEFAULT);
+        assertThat(CudaTensorOps.SPLIT_K_DEFAULT)
+                .isEqualTo(!"false".equalsIgnoreCase(System.getProperty("gpupool.kernels.splitK")));
+        assertThat(new CudaTensorOps(device, Precision.TF32, false).splitK()).isFalse();
+    }
+
+    @Test
+    void fewTileFp32ProductIsSplitAlongKWithBiasInitAndNoActivationPass() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32, true);
+        // BERT-base FFN output at batch 1 x seq 128: 6 tiles of 128x128; 16 slices of 192 (K 3072).
+        ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 128, 3072, 768, Activation.NONE);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("gemm_splitk_init", "gemm_f32_splitk");
+        Launch init = stream.launches.get(0);
+        assertThat(init.grid()).containsExactly(384, 1, 1);
+        assertThat(init.block()).containsExactly(256, 1, 1);
+        assertThat(init.arguments()).containsExactly(0x2800L, 0x3000L, 128, 768);
+        Launch gemm = stream.launches.get(1);
+        assertThat(gemm.grid()).containsExactly(6, 1, 16);
+        assertThat(gemm.block()).containsExactly(256, 1, 1);
+        assertThat(gemm.arguments()).containsExactly(0x1000L, 0x2000L, 0x3000L, 128, 768, 3072, 192);
+    }
+
+    @Test
+    void splitProductWithAnActivationEndsWithTheInPlaceActivationPass() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32, true);
+        // FFN input at 1 x 128: 48 x 2 tiles of 64x64 on the tensor cores, 264 / 96 -> 2 slices of 384.
+        ops.linear(stream, 0x1000, 0x2000, 0, 0x3000, 128, 768, 3072, Activation.GELU);
+        assertThat(stream.launches).extracting(Launch::kernel)
+                .containsExactly("gemm_splitk_init", "gemm_tc_tf32_64_splitk", "gemm_splitk_act");
+        assertThat(stream.launches.get(0).arguments()).containsExactly(0L, 0x3000L, 128, 3072);
+        assertThat(stream.launches.get(0).grid()).containsExactly(1024, 1, 1);
+        assertThat(stream.launches.get(1).grid()).containsExactly(48, 2, 2);
+        assertThat(stream.launches.get(1).block()).containsExactly(128, 1, 1);
+        assertThat(stream.launches.get(1).arguments()).containsExactly(0x1000L, 0x2000L, 0x3000L, 128, 3072, 768, 384);
+        assertThat(stream.launches.get(2).arguments()).containsExactly(0x3000L, 128, 3072, Activation.GELU.ordinal());
+    }
+
+    @Test
+    void splitKernelFollowsThePrecisionAndInnerSizesNotAMultipleOf4UseTheFp32One() {
+        new CudaTensorOps(device, Precision.TF32X3, true)
+                .linear(stream, 0x1000, 0x2000, 0, 0x3000, 128, 768, 768, Activation.NONE);
+        new CudaTensorOps(device, Precision.BF16, true)
+                .linear(stream, 0x1000, 0x2000, 0, 0x3000, 128, 768, 768, Activation.NONE);
+        new CudaTensorOps(device, Precision.TF32, true)
+                .linear(stream, 0x1000, 0x2000, 0, 0x3000, 128, 766, 768, Activation.NONE);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly(
+                "gemm_splitk_init", "gemm_tc_tf32x3_64_splitk",
+                "gemm_splitk_init", "gemm_tc_bf16_64_splitk",
+                "gemm_splitk_init", "gemm_f32_splitk");
+        // 766 = 5 slices of 160 (the last 126 long).
+        assertThat(stream.launches.get(5).grid()).containsExactly(6, 1, 5);
+        assertThat(stream.launches.get(5).arguments().getLast()).isEqualTo(160);
+    }
+
+    @Test
+    void productsWithEnoughTilesOrAShortInnerSizeAreNotSplit() {
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, true);
+        CudaTensorOps tf32 = new CudaTensorOps(device, Precision.TF32, true);
+        fp32.linear(stream, 0x1000, 0x2000, 0, 0x3000, 16384, 3072, 768, Activation.NONE);   // 768 tiles
+        tf32.linear(stream, 0x1000, 0x2000, 0, 0x3000, 1024, 768, 3072, Activation.NONE);    // 768 small tiles
+        fp32.linear(stream, 0x1000, 0x2000, 0, 0x3000, 4, 200, 6, Activation.NONE);          // K < 2 slices
+        assertThat(stream.launches).extracting(Launch::kernel)
+                .containsExactly("gemm_f32", "gemm_tc_tf32_64", "gemm_f32");
+        assertThat(CudaTensorOps.splitSlices(CudaTensorOps.SPLIT_K_TARGET_BLOCKS, 100_000)).isEqualTo(1);
+        assertThat(CudaTensorOps.splitSlices(1, 100_000)).isEqualTo(CudaTensorOps.SPLIT_K_MAX);
+        assertThat(CudaTensorOps.splitSlices(48, 3072)).isEqualTo(5);   // FP32 at 8 x 128: 264 / 48
     }
 
     @Test
@@ -114,6 +184,25 @@ class CudaTensorOpsLaunchTest {
         assertThatThrownBy(() -> fp32.attention(stream, 0x1000, 0, 0, 0x2000, 1, 4, 1, 256))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("headDim 256");
         assertThat(fp32.attentionWorkspaceBytes(32, 512, 12, 64)).isZero();
+    }
+
+    @Test
+    void tf32PrecisionUsesTheTf32TensorCoreAttentionForHeadSize64UnlessTurnedOff() {
+        CudaTensorOps tf32 = new CudaTensorOps(device, Precision.TF32, true, true);
+        CudaTensorOps off = new CudaTensorOps(device, Precision.TF32, true, false);
+        CudaTensorOps x3 = new CudaTensorOps(device, Precision.TF32X3, true, true);
+        tf32.attention(stream, 0x1000, 0x1800, 0, 0x2000, 8, 100, 12, 64);
+        tf32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 2, 32);
+        tf32.attention(stream, 0x1008, 0, 0, 0x2000, 8, 100, 12, 64);   // misaligned qkv: FP32 kernel
+        off.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
+        x3.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("attention_tf32_d64", "attention_d32",
+                "attention_d64", "attention_d64", "attention_d64");
+        assertThat(stream.launches.getFirst().grid()).containsExactly(2, 12, 8);
+        assertThat(stream.launches.getFirst().block()).containsExactly(128, 1, 1);
+        assertThat(stream.launches.getFirst().arguments()).containsExactly(0x1000L, 0x1800L, 0x2000L, 100, 12);
+        assertThat(new CudaTensorOps(device, Precision.TF32).tf32Attention())
+                .isEqualTo(!"false".equalsIgnoreCase(System.getProperty("gpupool.kernels.tf32Attention")));
     }
 
     @Test
