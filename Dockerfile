@@ -56,7 +56,6 @@ COPY docker/healthcheck.sh /usr/local/bin/gpupool-healthcheck
 ENV SPRING_CONFIG_ADDITIONAL_LOCATION=optional:file:/config/ \
     SPRING_PROFILES_ACTIVE=production \
     GPUPOOL_MODELS_PATH=/models \
-    MANAGEMENT_PORT=8081 \
     JDK_JAVA_OPTIONS="-XX:MaxRAMPercentage=75.0"
 USER 10001:10001
 EXPOSE 8080 8081

@@ -17,10 +17,17 @@ import java.util.stream.Stream;
 
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
 import org.springframework.boot.env.YamlPropertySourceLoader;
 import org.springframework.core.env.EnumerablePropertySource;
+import org.springframework.core.env.MutablePropertySources;
 import org.springframework.core.env.PropertySource;
 import org.springframework.core.io.FileSystemResource;
+import io.gpupool.config.GpuPoolProperties;
+import io.gpupool.config.GpuPoolSettings;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
@@ -31,7 +38,10 @@ import tools.jackson.databind.json.JsonMapper;
  *   <li>every key they set is a property something binds (Spring ignores a misspelt key silently,
  *       so a typo would leave a production setting at its default without a word);</li>
  *   <li>every {@code gpupool.*} property is documented in {@code config/application.yml} (set, or
- *       as a comment like the operator password), so the file stays the complete reference.</li>
+ *       as a comment like the operator password), so the file stays the complete reference;</li>
+ *   <li>each deployment combination ({@code production} with {@code host} or {@code cuda}) binds
+ *       into {@link GpuPoolProperties} and passes its validation, so no profile only fails on the
+ *       node it was meant for (the CUDA one cannot start here).</li>
  * </ol>
  * The metadata is what {@code spring-boot-configuration-processor} and Boot's jars publish in
  * {@code META-INF/spring-configuration-metadata.json}.
@@ -97,6 +107,24 @@ class ConfigProfilesTest {
         }
         assertThat(profileFiles()).extracting(p -> p.getFileName().toString())
             .contains("application-host.yml", "application-cuda.yml", "application-production.yml");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"host", "cuda"})
+    void productionWithEachBackendProfileIsAValidConfiguration(String backendProfile) throws IOException {
+        MutablePropertySources sources = new MutablePropertySources();
+        // Spring's order: later profiles override earlier ones, all override application.yml.
+        for (String name : List.of("application-" + backendProfile + ".yml", "application-production.yml",
+                "application.yml")) {
+            Path file = CONFIG.resolve(name);
+            new YamlPropertySourceLoader().load(name, new FileSystemResource(file)).forEach(sources::addLast);
+        }
+        GpuPoolProperties properties = new Binder(ConfigurationPropertySources.from(sources))
+            .bindOrCreate("gpupool", GpuPoolProperties.class);
+
+        GpuPoolSettings settings = properties.toSettings();
+
+        assertThat(settings.backend().name()).isEqualToIgnoringCase(backendProfile);
     }
 
     private static boolean isKnown(String key) {

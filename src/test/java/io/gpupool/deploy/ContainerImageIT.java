@@ -112,7 +112,6 @@ class ContainerImageIT {
             .withEnv("SPRING_PROFILES_ACTIVE", "production,host")
             .withEnv("SERVER_PORT", Integer.toString(appPort))
             .withEnv("MANAGEMENT_SERVER_PORT", Integer.toString(managementPort))
-            .withEnv("MANAGEMENT_PORT", Integer.toString(managementPort))
             .withEnv("GPUPOOL_SECURITY_OPERATOR_PASSWORD", OPERATOR_PASSWORD)
             .withEnv("JDK_JAVA_OPTIONS", "-Xmx512m")
             // As the Helm chart runs it: read-only root with /tmp writable, no capabilities, no
