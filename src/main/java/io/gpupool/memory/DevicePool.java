@@ -6,6 +6,7 @@ import io.gpupool.memory.metric.ChunkMetric;
 import io.gpupool.memory.metric.FreeOrderMetric;
 import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.Log2Histogram;
+import io.gpupool.memory.metric.Peaks;
 import io.gpupool.memory.metric.PoolMetrics;
 import io.gpupool.memory.metric.SizeClassMetric;
 import io.gpupool.memory.metric.StreamCacheMetric;
@@ -441,7 +442,7 @@ public final class DevicePool implements DeviceAllocator {
         }
         try {
             long address = source.allocate(bytes);
-            raise(peakReserved, reserved.get());
+            Peaks.raise(peakReserved, reserved.get());
             return address;
         } catch (RuntimeException e) {
             reserved.addAndGet(-bytes);
@@ -1065,7 +1066,7 @@ public final class DevicePool implements DeviceAllocator {
 
     private void samplePeak() {
         long allocated = metrics.allocatedBytes();
-        raise(peakAllocated, allocated);
+        Peaks.raise(peakAllocated, allocated);
         LocalCache[] current = caches;
         liveShareBytes = allocated / (LOCAL_SHARE_DIVISOR * Math.max(1, current.length));
     }
@@ -1083,13 +1084,6 @@ public final class DevicePool implements DeviceAllocator {
             return fixed;
         }
         return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, liveShareBytes));
-    }
-
-    private static void raise(AtomicLong peak, long value) {
-        long current = peak.get();
-        while (value > current && !peak.compareAndSet(current, value)) {
-            current = peak.get();
-        }
     }
 
     /** Flushes every local cache, releases empty slabs and coalesces, returning nothing to the source (tests). */
@@ -1165,7 +1159,7 @@ public final class DevicePool implements DeviceAllocator {
 
         @Override
         public long peakAllocatedBytes() {
-            raise(peakAllocated, allocatedBytes());
+            Peaks.raise(peakAllocated, allocatedBytes());
             return peakAllocated.get();
         }
 

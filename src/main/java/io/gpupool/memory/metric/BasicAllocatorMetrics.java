@@ -37,7 +37,7 @@ public final class BasicAllocatorMetrics implements AllocatorMetrics {
     public void onAllocate(long requestedBytes, long roundedBytes, long latencyNanos) {
         allocations.increment();
         requested.addAndGet(requestedBytes);
-        raise(peakAllocated, allocated.addAndGet(roundedBytes));
+        Peaks.raise(peakAllocated, allocated.addAndGet(roundedBytes));
         latency.record(latencyNanos);
     }
 
@@ -51,7 +51,7 @@ public final class BasicAllocatorMetrics implements AllocatorMetrics {
     /** {@code bytes} were obtained from the device. */
     public void onReserve(long bytes) {
         grows.increment();
-        raise(peakReserved, reserved.addAndGet(bytes));
+        Peaks.raise(peakReserved, reserved.addAndGet(bytes));
     }
 
     /** {@code bytes} were given back to the device. */
@@ -63,13 +63,6 @@ public final class BasicAllocatorMetrics implements AllocatorMetrics {
     /** An allocation failed with an out-of-memory error. */
     public void onFailure() {
         failures.increment();
-    }
-
-    private static void raise(AtomicLong peak, long value) {
-        long current = peak.get();
-        while (value > current && !peak.compareAndSet(current, value)) {
-            current = peak.get();
-        }
     }
 
     @Override

@@ -3,6 +3,7 @@ package io.gpupool.memory.source;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.Log2Histogram;
+import io.gpupool.memory.metric.Peaks;
 
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
@@ -50,7 +51,7 @@ public final class StatisticsChunkSource implements ChunkSource {
         recordAllocateTime(System.nanoTime() - start);
         allocations.increment();
         reservedChunks.incrementAndGet();
-        raisePeak(reservedBytes.addAndGet(bytes));
+        Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
         return address;
     }
 
@@ -130,21 +131,7 @@ public final class StatisticsChunkSource implements ChunkSource {
     private void recordAllocateTime(long nanos) {
         allocateNanos.add(nanos);
         allocateLatency.record(nanos);
-        long max;
-        while (nanos > (max = maxAllocateNanos.get())) {
-            if (maxAllocateNanos.compareAndSet(max, nanos)) {
-                break;
-            }
-        }
-    }
-
-    private void raisePeak(long value) {
-        long peak;
-        while (value > (peak = peakReservedBytes.get())) {
-            if (peakReservedBytes.compareAndSet(peak, value)) {
-                break;
-            }
-        }
+        Peaks.raise(maxAllocateNanos, nanos);
     }
 
     @Override
