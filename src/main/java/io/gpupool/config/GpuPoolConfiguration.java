@@ -206,11 +206,7 @@ public class GpuPoolConfiguration {
 
         @Override
         public long reserve(DeviceRuntime device, long bytes) {
-            DeviceAllocator allocator = device.allocator();
-            if (allocator instanceof TracingAllocator tracing) {
-                allocator = tracing.delegate();
-            }
-            return allocator instanceof DevicePool pool ? pool.reserve(bytes) : 0;
+            return TracingAllocator.unwrap(device.allocator()) instanceof DevicePool pool ? pool.reserve(bytes) : 0;
         }
     }
 

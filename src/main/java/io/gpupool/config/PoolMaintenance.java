@@ -49,8 +49,7 @@ public final class PoolMaintenance implements AutoCloseable {
         List<DevicePool> pools = new ArrayList<>();
         for (DeviceRuntime runtime : runtimes) {
             for (DeviceAllocator allocator : List.of(runtime.allocator(), runtime.weightsAllocator())) {
-                DeviceAllocator inner = allocator instanceof TracingAllocator tracing ? tracing.delegate() : allocator;
-                if (inner instanceof DevicePool pool && !pools.contains(pool)) {
+                if (TracingAllocator.unwrap(allocator) instanceof DevicePool pool && !pools.contains(pool)) {
                     pools.add(pool);
                 }
             }

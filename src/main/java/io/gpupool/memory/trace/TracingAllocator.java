@@ -112,6 +112,11 @@ public final class TracingAllocator implements DeviceAllocator {
         return delegate;
     }
 
+    /** The allocator behind {@code allocator} when it is a trace recorder, else {@code allocator} itself. */
+    public static DeviceAllocator unwrap(DeviceAllocator allocator) {
+        return allocator instanceof TracingAllocator tracing ? tracing.delegate : allocator;
+    }
+
     @Override
     public void close() {
         recorder.stop();
