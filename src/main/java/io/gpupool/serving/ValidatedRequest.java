@@ -24,9 +24,4 @@ public record ValidatedRequest(String id, ServedModel model, List<Input> inputs,
     /** One selected output. */
     public record Output(String name, boolean binary) {
     }
-
-    /** Sizes for logging and metrics: batch size (dimension 0 of the first input) or 1. */
-    public long batchSize() {
-        return inputs.isEmpty() || inputs.getFirst().shape().length == 0 ? 1 : inputs.getFirst().shape()[0];
-    }
 }
