@@ -187,11 +187,12 @@ public final class InferenceHandler {
         throw ServingException.unavailable("model '" + model.name() + "' is not ready: warm-up has not finished", 1);
     }
 
-    /** The whole body, refused with 413 past the limit (by Content-Length at once, else while reading). */
+    /** Reads the body to its end and releases it, so nothing is left on a kept-alive connection. */
     private static Mono<Void> discard(ServerRequest request) {
         return request.body(BodyExtractors.toDataBuffers()).doOnNext(DataBufferUtils::release).then();
     }
 
+    /** The whole body, refused with 413 past the limit (by Content-Length at once, else while reading). */
     private Mono<byte[]> body(ServerRequest request) {
         long declared = request.headers().contentLength().orElse(-1);
         if (declared > maxBodyBytes) {
