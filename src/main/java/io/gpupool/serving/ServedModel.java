@@ -32,7 +32,7 @@ public final class ServedModel {
         if (replicas.isEmpty()) {
             throw new IllegalArgumentException("a served model needs at least one replica");
         }
-        this.replicas = Map.copyOf(new TreeMap<>(replicas));
+        this.replicas = Map.copyOf(replicas);
         InferenceModel first = new TreeMap<>(replicas).firstEntry().getValue();
         this.name = first.name();
         this.version = first.version();
