@@ -42,16 +42,6 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
         }
     }
 
-    /** A pool configuration without fault injection. */
-    public MemorySettings(AllocatorMode mode, PoolConfig pool) {
-        this(mode, pool, 0.0, 1);
-    }
-
-    /** Plain CUDA chunks (no expandable segments). */
-    public MemorySettings(AllocatorMode mode, PoolConfig pool, double faultProbability, long faultSeed) {
-        this(mode, pool, faultProbability, faultSeed, false);
-    }
-
     static MemorySettings of(GpuPoolProperties.Memory memory) {
         AllocatorMode poolMode = memory.getMode() == AllocatorMode.GLOBAL_ONLY ? AllocatorMode.GLOBAL_ONLY
                 : AllocatorMode.TWO_LEVEL;
