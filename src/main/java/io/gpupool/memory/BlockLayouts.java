@@ -54,8 +54,8 @@ final class BlockLayouts {
         }
         for (int k = 0; k <= buddy.topOrder(); k++) {                                     // step 1
             for (long key : buddy.freeKeysUnlocked(k)) {
-                int id = (int) (key >>> 24);
-                int offset = (int) (key & ((1 << 24) - 1));
+                int id = BuddyLevel.keyChunk(key);
+                int offset = (int) BuddyLevel.keyOffset(key);
                 if (id <= maxId && states[id] != null && offset + (1 << k) <= states[id].length) {
                     mark(states[id], offset, 1 << k, FREE);
                     freeOrder[id][offset] = k + 1;

@@ -13,7 +13,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * <pre>
  *   u      unit = the minimum block (default 2 MiB); all offsets and lengths below are in units
  *   order  k   a block of 2^k units, k = 0 .. top (top: the maximum block, default 2^7 u = 256 MiB)
- *   key    (chunkId << 24) | offset       one free block in a free list; sorts by chunk, then offset
+ *   key    (chunkId << KEY_CHUNK_SHIFT) | offset   one free block in a free list; sorts by chunk, then offset
  *   buddy  of block (offset o, order k) is at o XOR 2^k           (O(1), same chunk)
  * </pre>
  * A chunk of {@code L} units is split at creation into aligned power-of-two roots, largest first
@@ -77,6 +77,8 @@ final class BuddyLevel {
     static final long LENGTH_MASK = (1L << 16) - 1;
     static final int MAX_CHUNKS = 1 << 22;
     static final long MAX_CHUNK_UNITS = 1L << 24;
+    /** Free-list keys hold the chunk id above a 24-bit unit offset (see {@link #key}). */
+    static final int KEY_CHUNK_SHIFT = 24;
 
     private final ChunkTable chunks;
     private final int top;
@@ -122,7 +124,25 @@ final class BuddyLevel {
     }
 
     private static long key(int chunkId, long offset) {
-        return ((long) chunkId << 24) | offset;
+        return ((long) chunkId << KEY_CHUNK_SHIFT) | offset;
+    }
+
+    /** The chunk id of a free-list key. */
+    static int keyChunk(long key) {
+        return (int) (key >>> KEY_CHUNK_SHIFT);
+    }
+
+    /** The unit offset of a free-list key within its chunk. */
+    static long keyOffset(long key) {
+        return key & OFFSET_MASK;
+    }
+
+    /**
+     * Whether free block {@code key} starts where {@code previous} (of {@code step} units) ends, in the
+     * same chunk; over sorted keys of one order this finds runs of adjacent blocks.
+     */
+    static boolean adjacent(long previous, long key, long step) {
+        return key == previous + step && keyChunk(key) == keyChunk(previous);
     }
 
     int topOrder() {
@@ -162,12 +182,12 @@ final class BuddyLevel {
                     continue;
                 }
                 key = popLowest(j);
-                chunks.get((int) (key >>> 24)).liveUnits.addAndGet(1L << j);
+                chunks.get(keyChunk(key)).liveUnits.addAndGet(1L << j);
             } finally {
                 lock.unlock();
             }
-            int chunkId = (int) (key >>> 24);
-            long offset = key & OFFSET_MASK;
+            int chunkId = keyChunk(key);
+            long offset = keyOffset(key);
             Chunk chunk = chunks.get(chunkId);
             while (j > k) {                                     // step 2: split
                 j--;
@@ -201,7 +221,7 @@ final class BuddyLevel {
             int found = -1;
             int run = 0;
             for (int i = 0; i < n && found < 0; i++) {
-                run = i > 0 && list[i] == list[i - 1] + step && (list[i] >>> 24) == (list[i - 1] >>> 24) ? run + 1 : 1;
+                run = i > 0 && adjacent(list[i - 1], list[i], step) ? run + 1 : 1;
                 if (run == blocks) {
                     found = i - blocks + 1;
                 }
@@ -213,12 +233,12 @@ final class BuddyLevel {
             System.arraycopy(list, found + blocks, list, found, n - found - blocks);
             sizes[top] = n - blocks;
             counts.lazySet(top, n - blocks);
-            chunks.get((int) (start >>> 24)).liveUnits.addAndGet((long) blocks << top);
+            chunks.get(keyChunk(start)).liveUnits.addAndGet((long) blocks << top);
         } finally {
             lock.unlock();
         }
-        int chunkId = (int) (start >>> 24);
-        long offset = start & OFFSET_MASK;
+        int chunkId = keyChunk(start);
+        long offset = keyOffset(start);
         freeRange(chunkId, offset + units, offset + ((long) blocks << top), chunks.get(chunkId));   // tail trimming
         return handle(chunkId, offset, units);
     }
@@ -357,7 +377,7 @@ final class BuddyLevel {
                 long[] list = lists[k];
                 int kept = 0;
                 for (int i = 0; i < sizes[k]; i++) {
-                    if ((int) (list[i] >>> 24) == chunk.id) {
+                    if (keyChunk(list[i]) == chunk.id) {
                         found += 1L << k;
                     } else {
                         list[kept++] = list[i];

@@ -1006,8 +1006,8 @@ public final class DevicePool implements DeviceAllocator {
         long[][] free = buddy.snapshotFree();
         for (int k = 0; k < free.length; k++) {
             for (long key : free[k]) {
-                busy.computeIfAbsent((int) (key >>> 24), id -> new ArrayList<>())
-                        .add(new long[] {key & BuddyLevel.OFFSET_MASK, 1L << k});
+                busy.computeIfAbsent(BuddyLevel.keyChunk(key), id -> new ArrayList<>())
+                        .add(new long[] {BuddyLevel.keyOffset(key), 1L << k});
             }
         }
         for (Chunk chunk : chunks.all()) {
@@ -1234,8 +1234,7 @@ public final class DevicePool implements DeviceAllocator {
                 long longest = 0;
                 long run = 0;
                 for (int i = 0; i < keys.length; i++) {
-                    run = i > 0 && keys[i] == keys[i - 1] + step
-                            && (keys[i] >>> 24) == (keys[i - 1] >>> 24) ? run + 1 : 1;
+                    run = i > 0 && BuddyLevel.adjacent(keys[i - 1], keys[i], step) ? run + 1 : 1;
                     longest = Math.max(longest, run);
                 }
                 return Math.max(1, longest) * (minBlock << top);
