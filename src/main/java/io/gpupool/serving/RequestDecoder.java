@@ -91,8 +91,8 @@ public final class RequestDecoder {
         }
         Map<String, TensorSpec> declared = new LinkedHashMap<>();
         model.inputs().forEach(spec -> declared.put(spec.name(), spec));
-        int maxBatch = Math.min(model.maxBatchSize(), serverMaxBatch);
-        int maxSequence = model.maxSequenceLength() > 0 ? Math.min(model.maxSequenceLength(), serverMaxSequence) : 0;
+        int maxBatch = model.batchLimit(serverMaxBatch);
+        int maxSequence = model.sequenceLimit(serverMaxSequence);
 
         Map<String, ValidatedRequest.Input> inputs = new HashMap<>();
         long binaryOffset = binaryStart;

@@ -77,6 +77,16 @@ public final class ServedModel {
         return maxSequenceLength;
     }
 
+    /** The largest batch a request may carry: the model's limit, capped by the server's. */
+    public int batchLimit(int serverMaxBatch) {
+        return Math.min(maxBatchSize, serverMaxBatch);
+    }
+
+    /** The longest sequence a request may carry, capped by the server's; 0 when the model has no sequence axis. */
+    public int sequenceLimit(int serverMaxSequence) {
+        return maxSequenceLength > 0 ? Math.min(maxSequenceLength, serverMaxSequence) : 0;
+    }
+
     /** Device index to replica. */
     public Map<Integer, InferenceModel> replicas() {
         return replicas;

@@ -138,12 +138,14 @@ public final class WarmUp {
         registry.markWarmedUp();
     }
 
+    /** The batch the dry run uses: the largest the decoder admits (at least 1). */
     int maxBatch(ServedModel model) {
-        return Math.max(1, Math.min(model.maxBatchSize(), serverMaxBatch));
+        return Math.max(1, model.batchLimit(serverMaxBatch));
     }
 
+    /** The sequence length the dry run uses: the longest the decoder admits, 1 without a sequence axis. */
     int maxSequence(ServedModel model) {
-        return model.maxSequenceLength() > 0 ? Math.max(1, Math.min(model.maxSequenceLength(), serverMaxSequence)) : 1;
+        return Math.max(1, model.sequenceLimit(serverMaxSequence));
     }
 
     private List<HostTensor> maxInputs(ServedModel model, Arena arena) {
