@@ -58,7 +58,9 @@ final class HostDirectAllocator extends PerRequestAllocator {
      */
     @Override
     protected void freeNative(long address, long size, AllocationStream stream) {
-        if (stream instanceof DeviceStream deviceStream) {
+        if (stream instanceof HostStream hostStream) {
+            hostStream.runInStreamOrder(() -> freeNow(address, size));
+        } else if (stream instanceof DeviceStream deviceStream) {
             deviceStream.enqueueHostTask(() -> freeNow(address, size));
         } else {
             freeNow(address, size);

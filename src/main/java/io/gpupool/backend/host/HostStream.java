@@ -98,6 +98,17 @@ final class HostStream implements DeviceStream {
         worker.submit(Objects.requireNonNull(task, "task"));
     }
 
+    /**
+     * Runs {@code task} in stream order: queued like {@link #enqueueHostTask}, or, on a closed stream
+     * (whose work has all finished), on the calling thread. For releases that may outlive the stream,
+     * such as model weights freed after their loading stream closed.
+     */
+    void runInStreamOrder(Runnable task) {
+        if (!worker.submitOrAwaitStop(task)) {
+            task.run();
+        }
+    }
+
     @Override
     public void synchronize() {
         worker.awaitTicket(worker.lastTicket());

@@ -49,6 +49,33 @@ final class OrderedWorker {
         return ticket;
     }
 
+    /**
+     * Appends {@code task} unless the worker was stopped; returns false then, once every task
+     * submitted before the stop has finished (so the caller may act as if {@code task} ran in order).
+     */
+    boolean submitOrAwaitStop(Runnable task) {
+        synchronized (this) {
+            if (!stopped) {
+                ++submitted;
+                queue.add(task);
+                return true;
+            }
+        }
+        boolean interrupted = false;
+        while (true) {
+            try {
+                thread.join();
+                break;
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+        return false;
+    }
+
     /** The ticket of the last task submitted (0 if none). */
     long lastTicket() {
         return submitted;

@@ -109,6 +109,19 @@ class HostDeviceStreamTest extends DeviceStreamContract {
     }
 
     @Test
+    void directBlocksOutliveTheirStream() {
+        // model weights are allocated on a loading stream that closes long before the model does
+        var direct = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        DeviceStream loading = device.createStream(7);
+        long before = device.freeMemory();
+        var weights = direct.allocate(1 << 20, loading);
+        loading.close();
+        weights.release();
+        assertThat(device.freeMemory()).isEqualTo(before);
+        direct.close();
+    }
+
+    @Test
     void freeOfUnknownOrMisSizedChunkIsRejected() {
         long chunk = device.chunkSource().allocate(2L << 20);
         assertThatThrownBy(() -> device.chunkSource().free(chunk, 4L << 20)).hasMessageContaining("has 2097152 bytes");
