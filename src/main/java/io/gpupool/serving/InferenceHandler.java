@@ -169,7 +169,9 @@ public final class InferenceHandler {
 
     /** Any other path under /v2. */
     public Mono<ServerResponse> noSuchEndpoint(ServerRequest request) {
-        return error(ServingException.notFound("no endpoint " + request.method() + " " + request.path()));
+        // read the body first, as for a refused model, so a kept-alive connection is left clean
+        return discard(request).then(error(ServingException.notFound("no endpoint " + request.method() + " "
+                + request.path())));
     }
 
     /** The model named in the path, at the version in the path when there is one. */
@@ -247,6 +249,10 @@ public final class InferenceHandler {
         ServerResponse.BodyBuilder builder = ServerResponse.status(status).contentType(MediaType.APPLICATION_JSON);
         if (retryAfter > 0) {
             builder.header(HttpHeaders.RETRY_AFTER, Long.toString(retryAfter));
+        }
+        if (status == 413) {
+            // the rest of an oversized body is never read: the connection cannot be reused
+            builder.header(HttpHeaders.CONNECTION, "close");
         }
         return builder.bodyValue(new ErrorBody(message));
     }

@@ -8,7 +8,9 @@ import io.gpupool.serving.protocol.InferenceRequest.RequestInput;
 import io.gpupool.serving.protocol.InferenceRequest.RequestOutput;
 import tools.jackson.core.JacksonException;
 import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.DeserializationFeature;
 import tools.jackson.databind.ObjectMapper;
+import tools.jackson.databind.ObjectReader;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -41,13 +43,14 @@ import java.util.stream.Collectors;
  */
 public final class RequestDecoder {
 
-    private final ObjectMapper json;
+    /** Reads request headers; a fraction where an integer belongs (a shape of [1.5, 4]) is an error, not truncated. */
+    private final ObjectReader requestReader;
     private final int serverMaxBatch;
     private final int serverMaxSequence;
     private final Duration defaultTimeout;
 
     public RequestDecoder(ObjectMapper json, int serverMaxBatch, int serverMaxSequence, Duration defaultTimeout) {
-        this.json = json;
+        this.requestReader = json.readerFor(InferenceRequest.class).without(DeserializationFeature.ACCEPT_FLOAT_AS_INT);
         this.serverMaxBatch = serverMaxBatch;
         this.serverMaxSequence = serverMaxSequence;
         this.defaultTimeout = defaultTimeout;
@@ -74,7 +77,7 @@ public final class RequestDecoder {
         }
         InferenceRequest request;
         try {
-            request = json.readValue(body, 0, jsonLength, InferenceRequest.class);
+            request = requestReader.readValue(body, 0, jsonLength);
         } catch (JacksonException e) {
             throw ServingException.badRequest("malformed inference request JSON: " + e.getOriginalMessage());
         }
