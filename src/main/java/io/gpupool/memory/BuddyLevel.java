@@ -36,7 +36,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * <ol>
  *   <li>k = ceil(log2 n). For j = k .. top: if order j's list is non-empty (racy hint), lock j, pop the
  *       lowest key (address-ordered: oldest chunk, lowest offset; keeps high blocks whole), add 2^j
- *       to the chunk's live units, unlock. None found: return -1 (the pool coalesces or grows).</li>
+ *       to the chunk's live units, unlock. None found: return -1 (the pool coalesces or grows).
+ *       Variant "clear for stream B" ({@link #allocate(int, AllocationStream)}): pop instead the
+ *       lowest key whose chunk's {@link FenceSet} has no unfinished fence of another stream, so B is
+ *       not made to wait on unrelated work (a larger clear block is split before a fenced one of the
+ *       right size is taken); none clear in any order: return -1 and the pool takes a fenced one.</li>
  *   <li>Split: while j &gt; k, j--, push the upper half (offset + 2^j) onto order j.</li>
  *   <li>Tail trimming: the run keeps [o, o + n); the tail [o + n, o + 2^k) is pushed back as the
  *       largest aligned blocks that fit, so a 10 u request holds 10 u, not 16 u.</li>
@@ -169,6 +173,16 @@ final class BuddyLevel {
      * @return the run's handle, or -1 when no free block is large enough
      */
     long allocate(int units) {
+        return allocate(units, null);
+    }
+
+    /**
+     * Allocates a run of {@code units} (1 .. 2^top) from a chunk whose fences would not make
+     * {@code clearFor} wait on another stream (any chunk when {@code clearFor} is null).
+     *
+     * @return the run's handle, or -1 when no such free block is large enough
+     */
+    long allocate(int units, AllocationStream clearFor) {
         int k = ceilLog2(units);
         for (int j = k; j <= top; j++) {
             if (counts.get(j) == 0) {
@@ -181,7 +195,10 @@ final class BuddyLevel {
                 if (sizes[j] == 0) {
                     continue;
                 }
-                key = popLowest(j);
+                key = clearFor == null ? popLowest(j) : popLowestClear(j, clearFor);
+                if (key < 0) {
+                    continue;
+                }
                 chunks.get(keyChunk(key)).liveUnits.addAndGet(1L << j);
             } finally {
                 lock.unlock();
@@ -294,6 +311,40 @@ final class BuddyLevel {
             if (list[i] < list[lowest]) {
                 lowest = i;
             }
+        }
+        long key = list[lowest];
+        list[lowest] = list[last];
+        sizes[k] = last;
+        counts.lazySet(k, last);
+        return key;
+    }
+
+    /**
+     * Like {@link #popLowest} but only among keys whose chunk's fences do not block {@code stream}
+     * (fence-set monitors are leaves under the order lock); -1 when there is none.
+     */
+    private long popLowestClear(int k, AllocationStream stream) {
+        long[] list = lists[k];
+        int last = sizes[k] - 1;
+        int lowest = -1;
+        int blockedChunk = -1;
+        for (int i = last; i >= 0; i--) {
+            long key = list[i];
+            if (lowest >= 0 && key > list[lowest]) {
+                continue;
+            }
+            int chunkId = keyChunk(key);
+            if (chunkId == blockedChunk) {
+                continue;
+            }
+            if (chunks.get(chunkId).fences.blocks(stream)) {
+                blockedChunk = chunkId;
+                continue;
+            }
+            lowest = i;
+        }
+        if (lowest < 0) {
+            return -1;
         }
         long key = list[lowest];
         list[lowest] = list[last];

@@ -83,7 +83,12 @@ import java.util.concurrent.locks.ReentrantLock;
  * A stream B taking memory from that chunk or slab is made to wait (device-side) on every pending
  * fence of another stream; completed fences are dropped. Fences are per chunk, not per block: a
  * conservative choice that may make B wait for unrelated work in the same chunk, never too little.
- * Before a chunk goes back to the source its fences are awaited on the host.
+ * To keep that from serialising the streams, the global level is opportunistic (as the driver's
+ * stream-ordered allocator is by default): a run for B comes first from a chunk with no unfinished
+ * fence of another stream ({@link BuddyLevel#allocate(int, AllocationStream)}), and a small object
+ * first from a slab with none ({@link SmallObjects#take}); only when no such memory is free does B
+ * take fenced memory and wait. Before a chunk goes back to the source its fences are awaited on
+ * the host.
  *
  * <h2>Concurrency</h2>
  * Local level: an owner word per stream (see {@link LocalCache}). Global level: one lock per buddy
@@ -302,7 +307,10 @@ public final class DevicePool implements DeviceAllocator {
 
     /** A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed. */
     private long allocateRun(int units, AllocationStream stream) {
-        long handle = tryAllocate(units);
+        long handle = units <= maxUnits ? buddy.allocate(units, stream) : -1;   // a block B need not wait for
+        if (handle < 0) {
+            handle = tryAllocate(units);
+        }
         if (handle < 0) {
             buddy.coalesceAll();                                   // deferred merge, then retry
             handle = tryAllocate(units);

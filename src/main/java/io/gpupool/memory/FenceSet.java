@@ -74,6 +74,36 @@ final class FenceSet {
     }
 
     /**
+     * Whether taking memory from this set's chunk or slab would make {@code stream} wait on another
+     * stream's unfinished work; drops completed fences on the way. The answer is a hint for choosing
+     * between candidates: whoever takes the memory still calls {@link #makeWait}.
+     */
+    boolean blocks(AllocationStream stream) {
+        if (empty) {
+            return false;
+        }
+        synchronized (this) {
+            boolean any = false;
+            boolean foreign = false;
+            for (int i = 0; i < byStream.length; i++) {
+                Shared shared = byStream[i];
+                if (shared == null) {
+                    continue;
+                }
+                if (shared.fence.isComplete()) {
+                    byStream[i] = null;
+                    shared.release();
+                } else {
+                    any = true;
+                    foreign |= i != stream.ordinal();
+                }
+            }
+            empty = !any;
+            return foreign;
+        }
+    }
+
+    /**
      * Makes {@code stream} wait for every other stream's pending fence; drops completed ones. The
      * stream's own fence needs no wait (its work is ordered).
      */

@@ -21,8 +21,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * <h2>Steps</h2>
  * <ol>
  *   <li>Take (batch of up to m objects for a local refill): lock the class; from the most recently
- *       used slab with free objects, find clear bits (word scan from a hint); make the taking stream
- *       wait on the slab's fences; unlock. No slab has room: the caller obtains a new slab run from
+ *       used slab with free objects whose fences hold no unfinished work of another stream (among
+ *       the last {@value #CLEAR_SCAN} with room; none such: the most recently used one), find clear
+ *       bits (word scan from a hint); make the taking stream wait on the slab's fences; unlock. No slab has room: the caller obtains a new slab run from
  *       the buddy level outside the class lock and {@link #addSlab adds} it.</li>
  *   <li>Give back: lock the class, clear the bit, record the freeing stream's fence on the slab. A
  *       slab that becomes empty while the class has another slab with room leaves the class; its
@@ -38,6 +39,8 @@ final class SmallObjects {
     static final int INDEX_SHIFT = 8;
     static final long INDEX_MASK = (1L << 24) - 1;
     static final int CLASS_MASK = 0xff;
+    /** How many slabs with room a take inspects for one without another stream's pending fence. */
+    static final int CLEAR_SCAN = 8;
 
     static final class Slab {
         final int id;
@@ -114,7 +117,7 @@ final class SmallObjects {
         try {
             int n = 0;
             while (n < max && arena.roomCount > 0) {
-                Slab slab = arena.withRoom[arena.roomCount - 1];
+                Slab slab = preferClear(arena, taker);
                 slab.fences.makeWait(taker);
                 while (n < max && slab.used < slab.capacity) {
                     int index = claim(slab);
@@ -256,6 +259,21 @@ final class SmallObjects {
         }
         slab.roomIndex = arena.roomCount;
         arena.withRoom[arena.roomCount++] = slab;
+    }
+
+    /**
+     * The most recently used slab with room whose fences would not make {@code taker} wait on
+     * another stream, among the last {@value #CLEAR_SCAN} with room; else the most recent one.
+     */
+    private static Slab preferClear(ClassArena arena, AllocationStream taker) {
+        int last = arena.roomCount - 1;
+        for (int i = last; i >= 0 && i > last - CLEAR_SCAN; i--) {
+            Slab slab = arena.withRoom[i];
+            if (!slab.fences.blocks(taker)) {
+                return slab;
+            }
+        }
+        return arena.withRoom[last];
     }
 
     private static void removeRoom(ClassArena arena, Slab slab) {

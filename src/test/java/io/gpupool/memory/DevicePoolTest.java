@@ -281,6 +281,55 @@ class DevicePoolTest {
     }
 
     @Test
+    void anotherStreamTakesAFinishedChunkBeforeOneWithPendingWork() {
+        try (DevicePool pool = new DevicePool(source, globalOnly())) {
+            List<DeviceBlock> full = new ArrayList<>();
+            for (int i = 0; i < 32; i++) {
+                full.add(pool.allocate(8 * MIB, s0));           // the first 256 MiB chunk is full
+            }
+            DeviceBlock first = full.getFirst();
+            DeviceBlock early = pool.allocate(8 * MIB, s0);      // in a second chunk
+            assertThat(source.liveChunks()).isEqualTo(2);
+            early.release();                                    // stream 0 finished with it long ago
+            s0.pending = true;
+            first.release();                                    // stream 0 still works on this one
+            TestStream.TestFence late = s0.fences.getLast();
+            DeviceBlock b = pool.allocate(8 * MIB, s1);
+            // both 8 MiB blocks are free and the lower one (first chunk) has stream 0's pending
+            // fence; stream 1 gets the finished one and waits on nothing
+            assertThat(b.address()).isEqualTo(early.address());
+            assertThat(late.waiters).isEmpty();
+            // (with only fenced memory free, stream 1 still takes it and waits: see
+            // memoryMovingToAnotherStreamWaitsForTheFreeingStreamsFence)
+            s0.pending = false;
+            b.release();
+            full.subList(1, full.size()).forEach(DeviceBlock::release);
+        }
+    }
+
+    @Test
+    void anotherStreamTakesSmallObjectsFromAFinishedSlabBeforeOneWithPendingWork() {
+        try (DevicePool pool = new DevicePool(source, globalOnly())) {
+            List<DeviceBlock> objects = new ArrayList<>();
+            for (int i = 0; i < 2000; i++) {                     // 6 MB of 3000-byte objects: several slabs
+                objects.add(pool.allocate(3000, s0));
+            }
+            DeviceBlock oldest = objects.getFirst();
+            DeviceBlock newest = objects.getLast();
+            newest.release();                                   // finished, in the newest slab
+            s0.pending = true;
+            oldest.release();                                   // pending, in the first slab (now most recent with room)
+            TestStream.TestFence late = s0.fences.getLast();
+            DeviceBlock b = pool.allocate(3000, s1);
+            assertThat(b.address()).isNotEqualTo(oldest.address());
+            assertThat(late.waiters).isEmpty();
+            s0.pending = false;
+            b.release();
+            objects.subList(1, objects.size() - 1).forEach(DeviceBlock::release);
+        }
+    }
+
+    @Test
     void completedFencesAreDroppedWithoutWaiting() {
         try (DevicePool pool = new DevicePool(source, globalOnly())) {
             DeviceBlock a = pool.allocate(8 * MIB, s0);
