@@ -39,8 +39,10 @@ import java.util.concurrent.locks.ReentrantLock;
  *     v
  *   LocalCache[stream.ordinal()]   lock-free for its owner          (hit: return)
  *     v miss
- *   small c: SmallObjects (lock per class; refills the local class with a batch)
- *   run n:   BuddyLevel   (lock per order; split + tail trimming)   (hit: return)
+ *   small c: SmallObjects (lock per class; refills the local class with a batch; prefers a slab
+ *            without other streams' pending fences)
+ *   run n:   BuddyLevel   (lock per order; split + tail trimming;  (hit: return)
+ *            a chunk without other streams' pending fences first, then any)
  *     v nothing free
  *   coalesce all orders, retry                                       (hit: return)
  *     v
