@@ -203,6 +203,43 @@ static __device__ __forceinline__ void fa_mma(float c[4], unsigned a0, unsigned 
 }
 
 // Stores rows [row0, row0+64) of one operand (column offset `col` in the qkv row) as bf16, times `scale`.
+/*
+ * One key tile of the online softmax shared by the tensor-core attention kernels (BF16 and TF32):
+ * masks the scores s (valid: 0 = past the sequence, 2 = padding, 1 = real key), raises the running
+ * row maxima m across the four lanes of a quad, rescales the running sums l and the output o by
+ * exp(m_old - m_new), and turns s into the unnormalised probabilities of this tile.
+ */
+static __device__ __forceinline__ void fa_online_softmax(float s[8][4], float o[8][4], float m[2], float l[2],
+                                                         const int* valid, int q) {
+    float tileMax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int v = valid[nb * 8 + 2 * q + (e & 1)];
+            s[nb][e] = v == 1 ? s[nb][e] : (v == 2 ? -3.402823466e38f : -INFINITY);
+            tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[nb][e]);
+        }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
+        tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
+        const float mNew = fmaxf(m[r], tileMax[r]);
+        alpha[r] = expf(m[r] - mNew);
+        m[r] = mNew;
+        l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            s[nb][e] = expf(s[nb][e] - m[e >> 1]);
+            l[e >> 1] += s[nb][e];
+            o[nb][e] *= alpha[e >> 1];
+        }
+}
+
 static __device__ __forceinline__ void fa_stage(unsigned char* dst, const float* base, size_t ld, int row0, int S,
                                                 float scale) {
 #pragma unroll
@@ -286,33 +323,7 @@ attention_bf16_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
             }
         }
 
-        float tileMax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int v = valid[nb * 8 + 2 * q + (e & 1)];
-                s[nb][e] = v == 1 ? s[nb][e] : (v == 2 ? -3.402823466e38f : -INFINITY);
-                tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[nb][e]);
-            }
-        float alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
-            tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
-            const float mNew = fmaxf(m[r], tileMax[r]);
-            alpha[r] = expf(m[r] - mNew);
-            m[r] = mNew;
-            l[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                s[nb][e] = expf(s[nb][e] - m[e >> 1]);
-                l[e >> 1] += s[nb][e];
-                o[nb][e] *= alpha[e >> 1];
-            }
+        fa_online_softmax(s, o, m, l, valid, q);
 
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
@@ -460,33 +471,7 @@ attention_tf32_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
             }
         }
 
-        float tileMax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int v = valid[nb * 8 + 2 * q + (e & 1)];
-                s[nb][e] = v == 1 ? s[nb][e] : (v == 2 ? -3.402823466e38f : -INFINITY);
-                tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[nb][e]);
-            }
-        float alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
-            tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
-            const float mNew = fmaxf(m[r], tileMax[r]);
-            alpha[r] = expf(m[r] - mNew);
-            m[r] = mNew;
-            l[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                s[nb][e] = expf(s[nb][e] - m[e >> 1]);
-                l[e >> 1] += s[nb][e];
-                o[nb][e] *= alpha[e >> 1];
-            }
+        fa_online_softmax(s, o, m, l, valid, q);
 
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk) {
