@@ -111,10 +111,20 @@ import java.util.concurrent.locks.ReentrantLock;
  * Never locked. Local hits and local frees are single-writer counters in each {@link LocalCache};
  * everything on the global path is a {@link LongAdder}; reserved bytes an {@link AtomicLong}.
  * Allocated bytes = sum of the caches' counters + the adders. The peak of allocated bytes is
- * sampled on every global-level operation and every read (local hits in between can move it by at
- * most the bytes held in local caches); the reserved peak is exact. Allocation latency is recorded
- * for one allocation in {@value #LATENCY_SAMPLE_EVERY}, chosen at random, to keep the clock off the
- * common path.
+ * sampled on every read, on every global allocation of at least maxBlock/8, on every global
+ * allocation in GLOBAL_ONLY mode, and when a stream has taken more than 1/2^{@value #PEAK_LAG_SHIFT}
+ * of the peak from the global level since its last sample (a sample reads one line of every
+ * stream's cache, which limited scaling when every miss did it). Between samples the recorded peak
+ * lags by at most the local hits since the last sample (at most the bytes held in local caches)
+ * plus peak/2^{@value #PEAK_LAG_SHIFT} per stream; the reserved peak is exact. Allocation latency is
+ * recorded for one allocation in {@value #LATENCY_SAMPLE_EVERY}, chosen at random, to keep the
+ * clock off the common path.
+ *
+ * <h2>Shared cache lines</h2>
+ * The local path of one stream writes only its own cache's padded arrays ({@link LocalCache}) and
+ * the block it returns. Pool fields that every stream reads (configuration, cache table, share of
+ * live bytes, coarse clock) are written rarely: the coarse clock at most once a millisecond
+ * ({@link #advanceClock}), the share when it moved by more than 1/8 ({@link #samplePeak}).
  */
 public final class DevicePool implements DeviceAllocator {
 
@@ -122,6 +132,10 @@ public final class DevicePool implements DeviceAllocator {
     static final long KIND_SMALL = SmallObjects.KIND_SMALL;
     static final long KIND_DEDICATED = 2L << 62;
     static final int LATENCY_SAMPLE_EVERY = 16;
+    /** A stream samples the allocated peak once it took more than peak / 2^this from the global level; see {@link #samplePeak}. */
+    static final int PEAK_LAG_SHIFT = 6;
+    /** The coarse clock is written only when it moved by more than this; see {@link #advanceClock}. */
+    static final long CLOCK_GRANULARITY_NANOS = 1_000_000;
     /** Freed dedicated chunks kept for reuse at most. */
     static final int LARGE_CACHE_ENTRIES = 32;
 
@@ -235,23 +249,7 @@ public final class DevicePool implements DeviceAllocator {
         long start = sampled ? System.nanoTime() : 0;
         PoolConfig cfg = config;
         DeviceBlock block;
-        int spanUnits = (int) ((bytes + minBlock - 1) >>> unitShift);
-        long spanHandle = bytes > maxBlock && cfg.growthPolicy() == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
-                ? buddy.allocateSpan(spanUnits) : -1;
-        if (spanHandle >= 0) {
-            int units = spanUnits;                                  // exit 3: a span of adjacent free max blocks
-            long handle = spanHandle;
-            chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
-            globalHits.increment();
-            long size = (long) units << unitShift;
-            allocations.increment();
-            allocatedBytes.add(size);
-            allocatedRequested.add(bytes);
-            samplePeak();
-            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
-        } else if (bytes > maxBlock) {
-            block = allocateDedicated(bytes, stream);
-        } else {
+        if (bytes <= maxBlock) {
             int c = bytes <= largestSmall ? classes.indexOf(bytes)
                     : smallCount + (int) ((bytes + minBlock - 1) >>> unitShift) - 1;
             long size = classBytes[c];
@@ -266,9 +264,30 @@ public final class DevicePool implements DeviceAllocator {
                 allocations.increment();
                 allocatedBytes.add(size);
                 allocatedRequested.add(bytes);
-                samplePeak();
+                if (cache == null || size >= maxBlock >>> 3
+                        || cache.addUnsampled(size, peakAllocated.get() >>> PEAK_LAG_SHIFT)) {
+                    samplePeak();
+                }
             }
             block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+        } else {
+            int spanUnits = (int) ((bytes + minBlock - 1) >>> unitShift);
+            long spanHandle = cfg.growthPolicy() == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
+                    ? buddy.allocateSpan(spanUnits) : -1;
+            if (spanHandle >= 0) {
+                int units = spanUnits;                              // exit 3: a span of adjacent free max blocks
+                long handle = spanHandle;
+                chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
+                globalHits.increment();
+                long size = (long) units << unitShift;
+                allocations.increment();
+                allocatedBytes.add(size);
+                allocatedRequested.add(bytes);
+                samplePeak();
+                block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+            } else {
+                block = allocateDedicated(bytes, stream);           // exit 4: a dedicated chunk
+            }
         }
         if (tracking) {
             tracked.add(block);
@@ -284,7 +303,7 @@ public final class DevicePool implements DeviceAllocator {
     }
 
     private long allocateGlobal(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg) {
-        coarseNanos = System.nanoTime();
+        advanceClock(System.nanoTime());
         if (c >= smallCount) {
             return allocateRun(c - smallCount + 1, stream);
         }
@@ -1074,11 +1093,40 @@ public final class DevicePool implements DeviceAllocator {
         return String.format(Locale.ROOT, "%.2f %s", value, units[unit]);
     }
 
+    /**
+     * Raises the allocated peak to the bytes allocated now and refreshes the stream share behind
+     * {@link #localCapBytes}. Reads every cache's two allocation counters (one line per cache, which
+     * its owner keeps writing), so {@link #allocate} calls it on every allocation of at least maxBlock/8
+     * and above maxBlock, on every global allocation in GLOBAL_ONLY mode, and otherwise once a stream
+     * took more than peak/2^{@value #PEAK_LAG_SHIFT} bytes from the global level since its last sample
+     * ({@link LocalCache#addUnsampled}; no randomness, so replays stay deterministic). The share is
+     * written only when it moved by more than 1/8: every stream reads it on every local free.
+     */
     private void samplePeak() {
-        long allocated = metrics.allocatedBytes();
-        Peaks.raise(peakAllocated, allocated);
         LocalCache[] current = caches;
-        liveShareBytes = allocated / (LOCAL_SHARE_DIVISOR * Math.max(1, current.length));
+        long allocated = allocatedBytes.sum() - freedBytes.sum();
+        for (LocalCache cache : current) {
+            if (cache != null) {
+                allocated += cache.stat(LocalCache.ALLOC_BYTES) - cache.stat(LocalCache.FREE_BYTES);
+            }
+        }
+        Peaks.raise(peakAllocated, allocated);
+        long share = allocated / (LOCAL_SHARE_DIVISOR * Math.max(1, current.length));
+        long previous = liveShareBytes;
+        if (Math.abs(share - previous) > previous >>> 3) {
+            liveShareBytes = share;
+        }
+    }
+
+    /**
+     * Moves the coarse clock ({@link LocalCache}'s idle stamps) to {@code now} if it is more than
+     * {@value #CLOCK_GRANULARITY_NANOS} ns behind: the field sits among fields every allocation reads,
+     * so writing it on every global operation of sixteen streams would keep invalidating their line.
+     */
+    void advanceClock(long now) {
+        if (now - coarseNanos > CLOCK_GRANULARITY_NANOS) {
+            coarseNanos = now;
+        }
     }
 
     /**
@@ -1086,7 +1134,7 @@ public final class DevicePool implements DeviceAllocator {
      * ON_DEMAND growth to a share of the pool's allocated bytes (1/{@value #LOCAL_SHARE_DIVISOR}
      * of them spread over the streams, at least {@value #LOCAL_MIN_UNITS} minimum blocks), so
      * that the caches together never strand more than a fixed fraction of live memory.
-     * Refreshed on every global-level operation (a plain volatile read on the hot path).
+     * Refreshed when the peak is sampled (a plain volatile read on the hot path).
      */
     long localCapBytes(PoolConfig cfg) {
         long fixed = cfg.localCacheBytesPerStream();

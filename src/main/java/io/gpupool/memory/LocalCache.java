@@ -11,12 +11,28 @@ import java.lang.invoke.VarHandle;
  * <pre>
  *   class index c:  0 .. S-1            small-object classes (SizeClasses)
  *                   S + n - 1           buddy runs of n minimum blocks, n = 1 .. maxBlock/minBlock
- *   entries[c]      long[64] stack of packed handles, newest on top; counts[c] entries are valid
+ *
+ *   hot (one long[] per cache; P = {@value #PAD} longs = 128 bytes of padding at each end):
+ *   | P pad | owner | ops | unsampled | stats[0..8] | count[0] lastUse[0] | ... | P pad |
+ *
+ *   entries[c]  (long[P + 64 + P], allocated on first use of class c):
+ *   | P pad | handle 0 (oldest) ... handle count[c]-1 (newest, top) | free | P pad |
  * </pre>
+ * Everything an operation writes lives inside these padded arrays and nowhere else. The padding is
+ * there for the garbage collector: it copies the caches of all streams next to each other (they are
+ * reached from one array), and without padding the owner words and counters of neighbouring streams
+ * shared cache lines, so streams that never touch each other's memory still invalidated each other's
+ * lines on every operation (false sharing; the suspected reason why 4 streams were no faster than one
+ * on the H200). 128 bytes rather than 64 because the adjacent-line prefetcher moves lines in pairs.
+ * A class's count and last use sit side by side, so one operation writes two or three lines, all of
+ * them private to the stream.
  *
  * <h2>Ownership instead of a lock</h2>
  * An {@code owner} word is claimed with one uncontended CAS (0 -&gt; 1) around each operation and
- * released with a plain release store. The owning stream is used by one request at a time, so the
+ * released with a plain release store. The CAS is what lets another thread (trim, recovery) take the
+ * cache's memory safely: without a store-load barrier on the owner's side, the owner could pop an
+ * entry that the other thread is flushing at the same moment. On a line the owner already holds
+ * the CAS costs a few nanoseconds; it is the shared lines around it that were expensive. The owning stream is used by one request at a time, so the
  * claim practically always succeeds; when it does not (a block released from a callback thread
  * while the stream serves the next request) the caller simply goes to the global level instead of
  * waiting. Only maintenance (trim, recovery, detach, idle sweep from another thread) spins for the
@@ -33,15 +49,18 @@ import java.lang.invoke.VarHandle;
  *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).
  *       The bytes cap is {@link DevicePool#localCapBytes}: the configured cap, under ON_DEMAND growth
  *       lowered to the stream's share of a fraction of the pool's allocated bytes (one volatile read).</li>
- *   <li>uses are stamped with the pool's coarse clock (a volatile long refreshed on global-level
- *       operations, maintenance and every 1024 local operations of any stream: no clock call on the
- *       hot path); every 1024 operations the owner flushes classes idle longer than
- *       {@code localIdleAge}.</li>
+ *   <li>uses are stamped with the pool's coarse clock ({@link DevicePool#advanceClock}: a volatile
+ *       long refreshed on global-level operations, maintenance and every 1024 local operations of
+ *       any stream, but written only when it moved by more than a millisecond, so that sixteen
+ *       streams do not keep invalidating the line it shares with the pool's read-only fields; no
+ *       clock call on the hot path); every 1024 operations the owner flushes classes idle longer
+ *       than {@code localIdleAge}.</li>
  * </ol>
  *
  * <h2>Statistics</h2>
- * Single-writer counters: written by the claimant with {@code setOpaque}, read by metrics with
- * {@code getOpaque}, never locked.
+ * Single-writer counters in the padded {@code hot} array: written by the claimant with
+ * {@code setOpaque}, read by metrics with {@code getOpaque}, never locked. The cached bytes counter
+ * is also the cache's own byte count (one store, not two).
  */
 final class LocalCache {
 
@@ -56,42 +75,40 @@ final class LocalCache {
     static final int CACHED_BLOCKS = 8;
     private static final int STATS = 9;
     private static final int SWEEP_MASK = 1023;
-    private static final int RETIRED = 2;
+    private static final long RETIRED = 2;
 
-    private static final VarHandle OWNER;
+    /** Padding at each end of the padded arrays, in longs (128 bytes: two cache lines). */
+    static final int PAD = 16;
+    private static final int OWNER = PAD;
+    private static final int OPERATIONS = PAD + 1;
+    private static final int UNSAMPLED = PAD + 2;
+    private static final int STAT_BASE = PAD + 3;
+    /** hot[CLASS_BASE + 2c] = entries of class c, hot[CLASS_BASE + 2c + 1] = its last use (coarse nanos). */
+    private static final int CLASS_BASE = STAT_BASE + STATS;
+    private static final int ENTRIES = PoolConfig.MAX_LOCAL_COUNT_PER_CLASS;
+
     private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
-
-    static {
-        try {
-            OWNER = MethodHandles.lookup().findVarHandle(LocalCache.class, "owner", int.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
 
     final int ordinal;
     final AllocationStream stream;
     private final DevicePool pool;
+    /** Per class: null until first use, then a padded stack (see the layout above). */
     private final long[][] entries;
-    private final int[] counts;
-    private final long[] lastUse;
-    private final long[] stats = new long[STATS];
-    @SuppressWarnings("unused") // through OWNER
-    private volatile int owner;
-    private long bytes;
-    private int operations;
+    private final int classCount;
+    /** Owner word, operation count, statistics, per-class counts and last uses; padded at both ends. */
+    private final long[] hot;
 
     LocalCache(DevicePool pool, AllocationStream stream, int classCount) {
         this.pool = pool;
         this.stream = stream;
         this.ordinal = stream.ordinal();
+        this.classCount = classCount;
         this.entries = new long[classCount][];
-        this.counts = new int[classCount];
-        this.lastUse = new long[classCount];
+        this.hot = new long[CLASS_BASE + 2 * classCount + PAD];
     }
 
     boolean tryClaim() {
-        return OWNER.compareAndSet(this, 0, 1);
+        return LONGS.compareAndSet(hot, OWNER, 0L, 1L);
     }
 
     /**
@@ -101,8 +118,8 @@ final class LocalCache {
      */
     boolean claim() {
         int spins = 0;
-        while (!OWNER.compareAndSet(this, 0, 1)) {
-            if ((int) OWNER.getVolatile(this) == RETIRED) {
+        while (!LONGS.compareAndSet(hot, OWNER, 0L, 1L)) {
+            if ((long) LONGS.getVolatile(hot, OWNER) == RETIRED) {
                 return false;
             }
             if (++spins < 64) {
@@ -123,19 +140,53 @@ final class LocalCache {
             return;
         }
         flushAllClaimed();
-        OWNER.setRelease(this, RETIRED);
+        LONGS.setRelease(hot, OWNER, RETIRED);
     }
 
     void unclaim() {
-        OWNER.setRelease(this, 0);
+        LONGS.setRelease(hot, OWNER, 0L);
     }
 
     long stat(int index) {
-        return (long) LONGS.getOpaque(stats, index);
+        return (long) LONGS.getOpaque(hot, STAT_BASE + index);
     }
 
     private void add(int index, long delta) {
-        LONGS.setOpaque(stats, index, stats[index] + delta);
+        LONGS.setOpaque(hot, STAT_BASE + index, hot[STAT_BASE + index] + delta);
+    }
+
+    /**
+     * Adds {@code bytes} taken from the global level for this stream and says whether they passed
+     * {@code limit} since the last time this returned true (then the pool samples its peak; see
+     * {@link DevicePool#samplePeak}). Written by the allocating thread without claiming: a lost update
+     * when two threads allocate on one stream at once only delays a sample.
+     */
+    boolean addUnsampled(long bytes, long limit) {
+        long total = hot[UNSAMPLED] + bytes;
+        boolean due = total > limit;
+        hot[UNSAMPLED] = due ? 0 : total;
+        return due;
+    }
+
+    private int count(int c) {
+        return (int) hot[CLASS_BASE + 2 * c];
+    }
+
+    private void setCount(int c, int n) {
+        hot[CLASS_BASE + 2 * c] = n;
+    }
+
+    private void touch(int c) {
+        hot[CLASS_BASE + 2 * c + 1] = pool.coarseNanos;
+    }
+
+    private long[] stack(int c) {
+        long[] stack = entries[c];
+        if (stack == null) {
+            stack = new long[PAD + ENTRIES + PAD];
+            entries[c] = stack;
+        }
+        return stack;
     }
 
     /**
@@ -148,15 +199,14 @@ final class LocalCache {
             return 0;
         }
         try {
-            int n = counts[c];
+            int n = count(c);
             if (n == 0) {
                 add(MISSES, 1);
                 return 0;
             }
-            long handle = entries[c][--n];
-            counts[c] = n;
-            bytes -= size;
-            lastUse[c] = pool.coarseNanos;
+            long handle = entries[c][PAD + --n];
+            setCount(c, n);
+            touch(c);
             add(HITS, 1);
             add(ALLOC_BYTES, size);
             add(ALLOC_REQUESTED, requested);
@@ -181,22 +231,24 @@ final class LocalCache {
             return false;
         }
         try {
-            if (entries[c] == null) {
-                entries[c] = new long[PoolConfig.MAX_LOCAL_COUNT_PER_CLASS];
+            long[] stack = stack(c);
+            if (count(c) >= countCap) {
+                flushOldest(c, count(c) - countCap / 2);
             }
-            if (counts[c] >= countCap) {
-                flushOldest(c, counts[c] - countCap / 2);
-            }
-            for (int other = counts.length - 1; other >= 0 && bytes + size > bytesCap; other--) {
-                if (counts[other] > 0) {                  // largest classes first, only as many as needed
+            long bytes = hot[STAT_BASE + CACHED_BYTES];
+            for (int other = classCount - 1; other >= 0 && bytes + size > bytesCap; other--) {
+                int n = count(other);
+                if (n > 0) {                              // largest classes first, only as many as needed
                     long each = pool.classBytes(other);
                     long excess = bytes + size - bytesCap;
-                    flushOldest(other, (int) Math.min(counts[other], (excess + each - 1) / each));
+                    flushOldest(other, (int) Math.min(n, (excess + each - 1) / each));
+                    bytes = hot[STAT_BASE + CACHED_BYTES];
                 }
             }
-            entries[c][counts[c]++] = handle;
-            bytes += size;
-            lastUse[c] = pool.coarseNanos;
+            int n = count(c);
+            stack[PAD + n] = handle;
+            setCount(c, n + 1);
+            touch(c);
             add(FREES, 1);
             add(FREE_BYTES, size);
             add(FREE_REQUESTED, requested);
@@ -219,27 +271,24 @@ final class LocalCache {
             return 0;
         }
         try {
-            if (entries[c] == null) {
-                entries[c] = new long[PoolConfig.MAX_LOCAL_COUNT_PER_CLASS];
-            }
-            if (counts[c] > 0) {                  // refilled meanwhile (a release from another thread)
-                long handle = entries[c][--counts[c]];
-                bytes -= size;
+            long[] stack = stack(c);
+            int n = count(c);
+            if (n > 0) {                          // refilled meanwhile (a release from another thread)
+                long handle = stack[PAD + --n];
+                setCount(c, n);
                 add(CACHED_BYTES, -size);
                 add(CACHED_BLOCKS, -1);
                 return handle;
             }
-            long room = (pool.localCapBytes(config) - bytes) / size;
-            int want = (int) Math.max(1, Math.min(Math.min(room, config.localCacheCountPerClass() / 2),
-                    PoolConfig.MAX_LOCAL_COUNT_PER_CLASS - counts[c]));
-            int got = small.take(c, entries[c], counts[c], want, stream);
+            long room = (pool.localCapBytes(config) - hot[STAT_BASE + CACHED_BYTES]) / size;
+            int want = (int) Math.max(1, Math.min(Math.min(room, config.localCacheCountPerClass() / 2), ENTRIES));
+            int got = small.take(c, stack, PAD, want, stream);
             if (got == 0) {
                 return 0;
             }
-            counts[c] += got - 1;
-            long handle = entries[c][counts[c]];
-            bytes += (got - 1) * size;
-            lastUse[c] = pool.coarseNanos;
+            setCount(c, got - 1);
+            long handle = stack[PAD + got - 1];
+            touch(c);
             add(CACHED_BYTES, (got - 1) * size);
             add(CACHED_BLOCKS, got - 1);
             return handle;
@@ -249,9 +298,11 @@ final class LocalCache {
     }
 
     private void tick(PoolConfig config) {
-        if ((++operations & SWEEP_MASK) == 0) {
+        long operations = hot[OPERATIONS] + 1;
+        hot[OPERATIONS] = operations;
+        if ((operations & SWEEP_MASK) == 0) {
             long now = System.nanoTime();
-            pool.coarseNanos = now;
+            pool.advanceClock(now);
             flushIdle(now, config.localIdleAge().toNanos());
         }
     }
@@ -259,10 +310,11 @@ final class LocalCache {
     /** Flushes classes unused for longer than {@code idleNanos}; claimant only. */
     private long flushIdle(long now, long idleNanos) {
         long flushed = 0;
-        for (int c = 0; c < counts.length; c++) {
-            if (counts[c] > 0 && now - lastUse[c] > idleNanos) {
-                flushed += counts[c] * pool.classBytes(c);
-                flushOldest(c, counts[c]);
+        for (int c = 0; c < classCount; c++) {
+            int n = count(c);
+            if (n > 0 && now - hot[CLASS_BASE + 2 * c + 1] > idleNanos) {
+                flushed += n * pool.classBytes(c);
+                flushOldest(c, n);
             }
         }
         return flushed;
@@ -271,11 +323,11 @@ final class LocalCache {
     /** Moves the {@code n} oldest entries of class {@code c} to the global level; claimant only. */
     private void flushOldest(int c, int n) {
         long[] list = entries[c];
-        pool.returnToGlobal(stream, list, 0, n);
-        System.arraycopy(list, n, list, 0, counts[c] - n);
-        counts[c] -= n;
+        int count = count(c);
+        pool.returnToGlobal(stream, list, PAD, PAD + n);
+        System.arraycopy(list, PAD + n, list, PAD, count - n);
+        setCount(c, count - n);
         long size = pool.classBytes(c);
-        bytes -= n * size;
         add(CACHED_BYTES, -n * size);
         add(CACHED_BLOCKS, -n);
     }
@@ -294,10 +346,11 @@ final class LocalCache {
 
     /** Empties the whole cache; the caller holds the owner word. */
     long flushAllClaimed() {
-        long before = bytes;
-        for (int c = 0; c < counts.length; c++) {
-            if (counts[c] > 0) {
-                flushOldest(c, counts[c]);
+        long before = hot[STAT_BASE + CACHED_BYTES];
+        for (int c = 0; c < classCount; c++) {
+            int n = count(c);
+            if (n > 0) {
+                flushOldest(c, n);
             }
         }
         return before;
@@ -320,12 +373,12 @@ final class LocalCache {
      * without claiming the owner word: for the operators' block layout only (a racy picture).
      */
     void forEachCachedRun(int firstRunClass, java.util.function.LongConsumer action) {
-        for (int c = firstRunClass; c < entries.length; c++) {
+        for (int c = firstRunClass; c < classCount; c++) {
             long[] stack = entries[c];
             if (stack != null) {
-                int n = Math.min(counts[c], stack.length);
+                int n = Math.min(count(c), ENTRIES);
                 for (int i = 0; i < n; i++) {
-                    action.accept(stack[i]);
+                    action.accept(stack[PAD + i]);
                 }
             }
         }

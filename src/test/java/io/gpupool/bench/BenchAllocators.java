@@ -17,8 +17,31 @@ import io.gpupool.memory.source.SimulatedChunkSource;
 final class BenchAllocators {
 
     static final long DEVICE_BYTES = 141L << 30;
+    /**
+     * Bytes the benchmarks keep allocated in the background (as a server keeps its tensors), in
+     * {@link #LIVE_BLOCK} blocks. The pool sizes a stream's local cache from the live bytes (under
+     * ON_DEMAND growth: 1/8 of them spread over the streams, and a block above a quarter of that cap
+     * is not cached), so with almost nothing live a 4 MiB block skips the local level entirely.
+     */
+    static final long LIVE_BYTES = 4L << 30;
+    static final long LIVE_BLOCK = 256L << 20;
 
     private BenchAllocators() {
+    }
+
+    /** Allocates {@link #LIVE_BYTES} on {@code stream}; release them with {@link #release}. */
+    static java.util.List<io.gpupool.memory.DeviceBlock> holdLive(DeviceAllocator allocator,
+                                                                  io.gpupool.memory.AllocationStream stream) {
+        java.util.List<io.gpupool.memory.DeviceBlock> live = new java.util.ArrayList<>();
+        for (long held = 0; held < LIVE_BYTES; held += LIVE_BLOCK) {
+            live.add(allocator.allocate(LIVE_BLOCK, stream));
+        }
+        return live;
+    }
+
+    static void release(java.util.List<io.gpupool.memory.DeviceBlock> live) {
+        live.forEach(io.gpupool.memory.DeviceBlock::release);
+        live.clear();
     }
 
     static DeviceAllocator create(String name) {

@@ -27,6 +27,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * (as the server leases one stream per request). Sizes are drawn per thread from a fixed mix of
  * small objects and blocks (256 B .. 8 MiB, log-uniform), so both levels and both caches are used.
  *
+ * <p>{@link BenchAllocators#LIVE_BYTES} stay allocated in the background (on stream 0) so that the
+ * pool's local caps are those of a server holding its tensors.
+ *
  * <p>Compare the score (pairs per microsecond, all threads together) across thread counts: a
  * single-lock allocator ({@code best-fit}) stays flat or falls; the two-level pool should rise.
  * On a machine with fewer cores than threads the rise is capped by the cores.
@@ -43,15 +46,18 @@ public class ThroughputBench {
     public String allocator;
 
     private DeviceAllocator pool;
+    private java.util.List<DeviceBlock> live;
     private final AtomicInteger nextOrdinal = new AtomicInteger();
 
     @Setup(Level.Trial)
     public void setUp() {
         pool = BenchAllocators.create(allocator);
+        live = BenchAllocators.holdLive(pool, new ReplayStream(0));
     }
 
     @TearDown(Level.Trial)
     public void tearDown() {
+        BenchAllocators.release(live);
         pool.close();
     }
 

@@ -26,6 +26,11 @@ import java.util.function.Supplier;
  *
  * <p>Method: per (allocator, size), warm up, then time rounds of back-to-back pairs on one stream for
  * about {@code roundMillis} each and report the best round (the least disturbed one) and the median.
+ * Aggregate points: one platform thread per stream, a warm-up round, then {@value #AGGREGATE_ROUNDS}
+ * rounds of {@code roundMillis}, best and median reported with the slowest and fastest stream and the
+ * garbage collections during the rounds (see {@link #aggregate}). Earlier each point was a single
+ * round of 3 x {@code roundMillis} right after 100 warm-up pairs per thread, with no collection
+ * first, so one collection or one slow thread start decided the point.
  * Nothing is launched on the GPU, so the numbers are host-side allocator cost (what a request pays
  * before its first kernel). The pool runs in its default two-level mode, in global-only mode and on
  * expandable segments.
@@ -43,6 +48,12 @@ public final class AllocBench {
     private static final long[] SIZES = {512, 64L << 10, 2L << 20, 64L << 20};
     private static final int[] THREADS = {1, 4, 8, 16};
     private static final long THREAD_SIZE = 64L << 10;
+    /** Measured rounds per aggregate point (after one warm-up round). */
+    private static final int AGGREGATE_ROUNDS = 5;
+    /** Longs between two threads' pair counters: 128 bytes, so no two threads write one cache line. */
+    private static final int SLOT = 16;
+    private static final java.lang.invoke.VarHandle COUNTS =
+            java.lang.invoke.MethodHandles.arrayElementVarHandle(long[].class);
 
     private AllocBench() {
     }
@@ -76,6 +87,7 @@ public final class AllocBench {
         json.append("{\n  \"device\": \"").append(device.name()).append("\",\n");
         json.append("  \"totalMemoryBytes\": ").append(device.totalMemory()).append(",\n");
         json.append("  \"roundMillis\": ").append(roundMillis).append(",\n");
+        json.append("  \"availableProcessors\": ").append(Runtime.getRuntime().availableProcessors()).append(",\n");
         json.append("  \"pairNanos\": [\n");
         boolean first = true;
         for (var entry : allocators.entrySet()) {
@@ -103,12 +115,17 @@ public final class AllocBench {
             DeviceAllocator allocator = entry.getValue().allocator().get();
             List<CudaStream> variantStreams = entry.getValue().streams();
             for (int threads : THREADS) {
-                double pairsPerSecond = aggregate(device, allocator, variantStreams.subList(0, threads), roundMillis * 3);
-                System.out.printf(Locale.ROOT, "%-27s %2d streams  %,14.0f pairs/s (%d B)%n",
-                        entry.getKey(), threads, pairsPerSecond, THREAD_SIZE);
+                Aggregate point = aggregate(device, allocator, variantStreams.subList(0, threads), roundMillis);
+                System.out.printf(Locale.ROOT, "%-27s %2d streams  best %,14.0f  median %,14.0f pairs/s (%d B);"
+                                + " per stream %,d .. %,d; %d GCs, %d ms%n",
+                        entry.getKey(), threads, point.best(), point.median(), THREAD_SIZE, point.minStream(),
+                        point.maxStream(), point.gcs(), point.gcMillis());
                 json.append(first ? "" : ",\n").append(String.format(Locale.ROOT,
-                        "    {\"allocator\": \"%s\", \"streams\": %d, \"bytes\": %d, \"pairsPerSecond\": %.0f}",
-                        entry.getKey(), threads, THREAD_SIZE, pairsPerSecond));
+                        "    {\"allocator\": \"%s\", \"streams\": %d, \"bytes\": %d, \"pairsPerSecond\": %.0f,"
+                                + " \"medianPairsPerSecond\": %.0f, \"slowestStreamPairsPerSecond\": %d,"
+                                + " \"fastestStreamPairsPerSecond\": %d, \"gcs\": %d, \"gcMillis\": %d}",
+                        entry.getKey(), threads, THREAD_SIZE, point.best(), point.median(), point.minStream(),
+                        point.maxStream(), point.gcs(), point.gcMillis()));
                 first = false;
             }
             for (CudaStream stream : variantStreams) {
@@ -159,22 +176,28 @@ public final class AllocBench {
         return new double[] {perPair[0], perPair[rounds / 2], total};
     }
 
-    /** Pairs per second summed over one thread per stream, each looping allocate+release for {@code millis}. */
-    private static double aggregate(CudaDevice device, DeviceAllocator allocator, List<CudaStream> streams, long millis)
+    /**
+     * Aggregate pairs per second with one thread per stream. The threads start once per point, do a
+     * warm-up of {@code millis} (every stream's cache filled, code compiled), then the main thread
+     * measures {@value #AGGREGATE_ROUNDS} rounds of {@code millis} each by sampling per-thread pair
+     * counters (each in its own 128-byte slot, written with setOpaque every 16 pairs: the benchmark
+     * adds no shared cache line of its own). The heap is collected before the point so that every
+     * point starts from the same state (a collection copies the pool's caches next to each other,
+     * which is when false sharing between streams shows).
+     */
+    private static Aggregate aggregate(CudaDevice device, DeviceAllocator allocator, List<CudaStream> streams, long millis)
             throws Exception {
         int threads = streams.size();
+        System.gc();
         CyclicBarrier start = new CyclicBarrier(threads + 1);
         AtomicBoolean stop = new AtomicBoolean();
-        long[] counts = new long[threads];
+        long[] counts = new long[(threads + 2) * SLOT];
         List<Thread> workers = new ArrayList<>();
         for (int t = 0; t < threads; t++) {
-            int index = t;
+            int slot = (t + 1) * SLOT;
             CudaStream stream = streams.get(t);
-            workers.add(Thread.ofPlatform().start(() -> {
+            workers.add(Thread.ofPlatform().name("alloc-bench-" + t).start(() -> {
                 device.bindToCurrentThread();
-                for (int i = 0; i < 100; i++) {
-                    allocator.allocate(THREAD_SIZE, stream).release();
-                }
                 try {
                     start.await();
                 } catch (Exception e) {
@@ -187,22 +210,73 @@ public final class AllocBench {
                         block.release();
                     }
                     pairs += 16;
+                    COUNTS.setOpaque(counts, slot, pairs);
                 }
-                counts[index] = pairs;
             }));
         }
         start.await();
+        Thread.sleep(millis);                                      // warm-up, not measured
+        double[] rounds = new double[AGGREGATE_ROUNDS];
+        long minStream = Long.MAX_VALUE;
+        long maxStream = 0;
+        long gcBefore = gcCount();
+        long gcMillisBefore = gcMillis();
+        long[] before = snapshot(counts, threads);
         long begin = System.nanoTime();
-        Thread.sleep(millis);
+        for (int r = 0; r < AGGREGATE_ROUNDS; r++) {
+            long roundStart = System.nanoTime();
+            long[] first = snapshot(counts, threads);
+            Thread.sleep(millis);
+            long[] last = snapshot(counts, threads);
+            long elapsed = System.nanoTime() - roundStart;
+            long total = 0;
+            for (int t = 0; t < threads; t++) {
+                total += last[t] - first[t];
+            }
+            rounds[r] = total * 1e9 / elapsed;
+        }
+        long measured = System.nanoTime() - begin;
+        long[] after = snapshot(counts, threads);
+        long gcs = gcCount() - gcBefore;
+        long gcPause = gcMillis() - gcMillisBefore;
         stop.set(true);
         for (Thread worker : workers) {
             worker.join();
         }
-        long elapsed = System.nanoTime() - begin;
-        long total = 0;
-        for (long count : counts) {
-            total += count;
+        for (int t = 0; t < threads; t++) {
+            long perSecond = (long) ((after[t] - before[t]) * 1e9 / measured);
+            minStream = Math.min(minStream, perSecond);
+            maxStream = Math.max(maxStream, perSecond);
         }
-        return total * 1e9 / elapsed;
+        java.util.Arrays.sort(rounds);
+        return new Aggregate(rounds[rounds.length - 1], rounds[rounds.length / 2], minStream, maxStream, gcs, gcPause);
+    }
+
+    /** One aggregate point: best and median round (pairs/s, all streams), slowest and fastest stream, GCs meanwhile. */
+    private record Aggregate(double best, double median, long minStream, long maxStream, long gcs, long gcMillis) {
+    }
+
+    private static long[] snapshot(long[] counts, int threads) {
+        long[] copy = new long[threads];
+        for (int t = 0; t < threads; t++) {
+            copy[t] = (long) COUNTS.getOpaque(counts, (t + 1) * SLOT);
+        }
+        return copy;
+    }
+
+    private static long gcCount() {
+        long total = 0;
+        for (var gc : java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()) {
+            total += Math.max(0, gc.getCollectionCount());
+        }
+        return total;
+    }
+
+    private static long gcMillis() {
+        long total = 0;
+        for (var gc : java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()) {
+            total += Math.max(0, gc.getCollectionTime());
+        }
+        return total;
     }
 }
