@@ -113,7 +113,7 @@ final class SizeClasses {
         } else {
             int k = 63 - Long.numberOfLeadingZeros(bytes - 1);          // bytes in (2^k, 2^(k+1)]
             long spacing = 1L << (k - LOG2_STEPS);
-            int step = (int) ((bytes - (1L << k) + spacing - 1) / spacing); // 1..8
+            int step = (int) ((bytes - (1L << k) + spacing - 1) >>> (k - LOG2_STEPS)); // 1..8; a shift, not a division
             index = STEPS + ((k - FIRST_GROUP_LOG2) << LOG2_STEPS) + step - 1;
         }
         return index < sizes.length ? index : -1;
