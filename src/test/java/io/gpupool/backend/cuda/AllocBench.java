@@ -88,6 +88,10 @@ public final class AllocBench {
         json.append("  \"totalMemoryBytes\": ").append(device.totalMemory()).append(",\n");
         json.append("  \"roundMillis\": ").append(roundMillis).append(",\n");
         json.append("  \"availableProcessors\": ").append(Runtime.getRuntime().availableProcessors()).append(",\n");
+        json.append("  \"maxHeapBytes\": ").append(Runtime.getRuntime().maxMemory()).append(",\n");
+        json.append("  \"jvmArguments\": \"").append(String.join(" ",
+                java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+                .replace("\\", "/").replace("\"", "'")).append("\",\n");
         json.append("  \"pairNanos\": [\n");
         boolean first = true;
         for (var entry : allocators.entrySet()) {
@@ -115,7 +119,7 @@ public final class AllocBench {
             DeviceAllocator allocator = entry.getValue().allocator().get();
             List<CudaStream> variantStreams = entry.getValue().streams();
             for (int threads : THREADS) {
-                Aggregate point = aggregate(device, allocator, variantStreams.subList(0, threads), roundMillis);
+                Aggregate point = aggregate(device::bindToCurrentThread, allocator, variantStreams.subList(0, threads), roundMillis);
                 System.out.printf(Locale.ROOT, "%-27s %2d streams  best %,14.0f  median %,14.0f pairs/s (%d B);"
                                 + " per stream %,d .. %,d; %d GCs, %d ms%n",
                         entry.getKey(), threads, point.best(), point.median(), THREAD_SIZE, point.minStream(),
@@ -185,8 +189,8 @@ public final class AllocBench {
      * point starts from the same state (a collection copies the pool's caches next to each other,
      * which is when false sharing between streams shows).
      */
-    private static Aggregate aggregate(CudaDevice device, DeviceAllocator allocator, List<CudaStream> streams, long millis)
-            throws Exception {
+    static Aggregate aggregate(Runnable bindThread, DeviceAllocator allocator, List<? extends AllocationStream> streams,
+                               long millis) throws Exception {
         int threads = streams.size();
         System.gc();
         CyclicBarrier start = new CyclicBarrier(threads + 1);
@@ -195,9 +199,9 @@ public final class AllocBench {
         List<Thread> workers = new ArrayList<>();
         for (int t = 0; t < threads; t++) {
             int slot = (t + 1) * SLOT;
-            CudaStream stream = streams.get(t);
+            AllocationStream stream = streams.get(t);
             workers.add(Thread.ofPlatform().name("alloc-bench-" + t).start(() -> {
-                device.bindToCurrentThread();
+                bindThread.run();
                 try {
                     start.await();
                 } catch (Exception e) {
@@ -253,7 +257,7 @@ public final class AllocBench {
     }
 
     /** One aggregate point: best and median round (pairs/s, all streams), slowest and fastest stream, GCs meanwhile. */
-    private record Aggregate(double best, double median, long minStream, long maxStream, long gcs, long gcMillis) {
+    record Aggregate(double best, double median, long minStream, long maxStream, long gcs, long gcMillis) {
     }
 
     private static long[] snapshot(long[] counts, int threads) {
