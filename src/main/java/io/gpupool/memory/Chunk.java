@@ -25,6 +25,11 @@ final class Chunk {
      * holds it exclusively, the monitor only protects the other bits of the word.
      */
     final long[] mapped;
+    /**
+     * MAPPED growth: this address-space chunk serves runs of at least {@link BuddyLevel#largeUnits}
+     * units (and spans), the others serve smaller runs; see {@link BuddyLevel}, "Large and small chunks".
+     */
+    volatile boolean large;
     /** Units with their bit set in {@link #mapped}; guarded by {@code mapped}. */
     volatile long mappedUnits;
 

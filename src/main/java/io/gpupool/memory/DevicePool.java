@@ -129,6 +129,8 @@ public final class DevicePool implements DeviceAllocator {
     static final int MAPPED_SLACK_DIVISOR = 16;
     /** MAPPED: the slack never falls below this many minimum blocks (small pools do not remap constantly). */
     static final int MAPPED_SLACK_FLOOR_UNITS = 8;
+    /** MAPPED: runs of at least this size live in address-space chunks of their own (see {@link BuddyLevel}). */
+    static final long LARGE_RUN_BYTES = 64L << 20;
     /** MAPPED: an address-space chunk holds this many maximum blocks (spans of up to this size fit in one). */
     static final int ADDRESS_CHUNK_MAX_BLOCKS = 4;
 
@@ -233,7 +235,8 @@ public final class DevicePool implements DeviceAllocator {
         for (int c = 0; c < classBytes.length; c++) {
             classBytes[c] = c < smallCount ? classes.size(c) : (long) (c - smallCount + 1) << unitShift;
         }
-        this.buddy = new BuddyLevel(chunks, Long.numberOfTrailingZeros(maxUnits), config.coalesceThreshold());
+        this.buddy = new BuddyLevel(chunks, Long.numberOfTrailingZeros(maxUnits), config.coalesceThreshold(),
+                mapping ? Math.max(2, (int) (LARGE_RUN_BYTES >>> unitShift)) : 0);
         this.small = new SmallObjects(classes);
         this.nextStep = config.growthStepBytes();
         if (config.growthPolicy() != GrowthPolicy.LAZY && config.initialBytes() > 0) {
@@ -421,7 +424,7 @@ public final class DevicePool implements DeviceAllocator {
             OutOfDeviceMemoryException refusal = null;
             if (onDemand || mapped) {
                 try {
-                    grow(Math.max(blockBytes, mapped ? ADDRESS_CHUNK_MAX_BLOCKS * maxBlock : maxBlock));
+                    growFor(units, Math.max(blockBytes, mapped ? ADDRESS_CHUNK_MAX_BLOCKS * maxBlock : maxBlock));
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                 }
@@ -452,7 +455,7 @@ public final class DevicePool implements DeviceAllocator {
             // grow lock and may take the new chunk first, hence a few attempts
             for (int attempt = 0; attempt < 3 && policy != GrowthPolicy.EAGER; attempt++) {
                 try {
-                    grow(blockBytes);
+                    growFor(units, blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                     break;
@@ -491,15 +494,28 @@ public final class DevicePool implements DeviceAllocator {
         }
     }
 
-    /** Obtains one buddy chunk of {@code bytes} (a multiple of minBlock) within the cap; grow lock held. */
+    /** Grows a chunk that serves runs of {@code units} (MAPPED keeps large and small runs apart). */
+    private void growFor(int units, long bytes) {
+        grow(bytes, units >= buddy.largeUnits && buddy.largeUnits > 0);
+    }
+
     private void grow(long bytes) {
+        grow(bytes, false);
+    }
+
+    /** Obtains one buddy chunk of {@code bytes} (a multiple of minBlock) within the cap; grow lock held. */
+    private void grow(long bytes, boolean large) {
         bytes = Math.min(bytes, BuddyLevel.MAX_CHUNK_UNITS << unitShift);
         long size = bytes;
         Chunk chunk;
         if (mapping) {                                             // address space only: no memory yet
             long address = source.reserveAddressSpace(bytes);
             addressSpace.addAndGet(bytes);
-            chunk = chunks.add(id -> new Chunk(id, address, size, size >>> unitShift, false, true));
+            chunk = chunks.add(id -> {
+                Chunk c = new Chunk(id, address, size, size >>> unitShift, false, true);
+                c.large = large;
+                return c;
+            });
         } else {
             long address = reserveFromSource(bytes);
             chunk = chunks.add(id -> new Chunk(id, address, size, size >>> unitShift, false));
