@@ -93,7 +93,9 @@ public final class CudaChunkSource implements ChunkSource {
      * cuMemUnmap per granule. Both are correct on the H200 (CUDA 13 driver); the default is the faster
      * one measured by VmmCostBench. Package-private so that the benchmark and tests can compare them.
      */
-    volatile boolean unmapWholeRange = true;
+    volatile boolean unmapWholeRange = false;
+    /** true: one cuMemSetAccess per granule instead of one over the whole mapped range (for VmmCostBench). */
+    volatile boolean accessPerGranule = false;
 
     CudaChunkSource(CudaDevice device) {
         this.device = device;
@@ -238,9 +240,14 @@ public final class CudaChunkSource implements ChunkSource {
                     lib.map(granuleAddress(r, first + done), granularity, pending);
                     r.handles[first + done] = pending;
                     pending = 0;
+                    if (accessPerGranule) {
+                        lib.setAccessReadWrite(granuleAddress(r, first + done), granularity, index);
+                    }
                 }
                 // 3. one access change for the whole range
-                lib.setAccessReadWrite(address, bytes, index);
+                if (!accessPerGranule) {
+                    lib.setAccessReadWrite(address, bytes, index);
+                }
             } catch (RuntimeException e) {
                 // 4. nothing stays mapped: undo this call's granules, newest first
                 if (pending != 0) {

@@ -81,10 +81,11 @@ class CudaChunkSourceMappingGpuTest {
         source.releaseAddressSpace(base, 64 * MIB);
     }
 
-    @ParameterizedTest(name = "unmapWholeRange={0}")
+    @ParameterizedTest(name = "one cuMemUnmap over the range and cuMemSetAccess per granule: {0}")
     @ValueSource(booleans = {true, false})
-    void middleOfAnEarlierMapCanBeUnmappedAndMappedAgain(boolean unmapWholeRange) {
-        source.unmapWholeRange = unmapWholeRange;
+    void middleOfAnEarlierMapCanBeUnmappedAndMappedAgain(boolean otherDriverCallPattern) {
+        source.unmapWholeRange = otherDriverCallPattern;
+        source.accessPerGranule = otherDriverCallPattern;
         long base = source.reserveAddressSpace(64 * MIB);
         source.map(base, 64 * MIB);
         stream.fill(base, (byte) 0x5a, 64 * MIB);

@@ -17,7 +17,9 @@ import java.util.Locale;
  * What the driver's virtual memory calls cost on a real GPU, for the pool's MAPPED growth policy:
  * <ol>
  *   <li>{@code idle}: {@link CudaChunkSource#map} and {@link CudaChunkSource#unmap} of 1 granule and of 64
- *       granules in one call (unmap once as one cuMemUnmap over the range, once per granule), next to
+ *       granules in one call, in two variants run twice each, alternating: one cuMemSetAccess per map call
+ *       and one cuMemUnmap per granule (the default), or one cuMemSetAccess per granule and one cuMemUnmap
+ *       over the whole range; next to
  *       cuMemAlloc / cuMemFree of the same sizes; best and median over the repetitions, per call and per
  *       granule.</li>
  *   <li>{@code components}: each driver call of a 1-granule map/unmap alone (cuMemCreate, cuMemMap,
@@ -85,14 +87,20 @@ public final class VmmCostBench {
     private void idle() {
         long base = source.reserveAddressSpace(64 * granule);
         List<String> rows = new ArrayList<>();
-        for (boolean wholeRange : new boolean[] {true, false}) {
-            source.unmapWholeRange = wholeRange;
-            String unmapName = wholeRange ? "unmap (one cuMemUnmap over the range)" : "unmap (cuMemUnmap per granule)";
+        boolean[] variants = {true, false, true, false};
+        for (int pass = 0; pass < variants.length; pass++) {
+            boolean variant = variants[pass];
+            String suffix = " [pass " + (pass / 2 + 1) + "]";
+            source.unmapWholeRange = variant;
+            source.accessPerGranule = variant;
+            String mapName = variant ? "map (cuMemCreate+cuMemMap+cuMemSetAccess per granule)"
+                    : "map (cuMemCreate+cuMemMap per granule, one cuMemSetAccess)";
+            String unmapName = variant ? "unmap (one cuMemUnmap over the range)" : "unmap (cuMemUnmap per granule)";
             for (int granules : new int[] {1, 64}) {
                 long bytes = granules * granule;
                 long[] mapNanos = new long[repetitions];
                 long[] unmapNanos = new long[repetitions];
-                for (int i = -10; i < repetitions; i++) {
+                for (int i = -20; i < repetitions; i++) {
                     long t0 = System.nanoTime();
                     source.map(base, bytes);
                     long t1 = System.nanoTime();
@@ -103,13 +111,12 @@ public final class VmmCostBench {
                         unmapNanos[i] = t2 - t1;
                     }
                 }
-                if (wholeRange) {
-                    rows.add(row("map (cuMemCreate+cuMemMap per granule, one cuMemSetAccess)", granules, mapNanos));
-                }
-                rows.add(row(unmapName, granules, unmapNanos));
+                rows.add(row(mapName + suffix, granules, mapNanos));
+                rows.add(row(unmapName + suffix, granules, unmapNanos));
             }
         }
-        source.unmapWholeRange = true;
+        source.unmapWholeRange = false;
+        source.accessPerGranule = false;
         source.releaseAddressSpace(base, 64 * granule);
         for (long bytes : new long[] {granule, 64 * granule}) {
             long[] allocNanos = new long[repetitions];
