@@ -183,6 +183,15 @@ final class BuddyLevel {
      * @return the run's handle, or -1 when no such free block is large enough
      */
     long allocate(int units, AllocationStream clearFor) {
+        return allocate(units, clearFor, false);
+    }
+
+    /**
+     * Like {@link #allocate(int, AllocationStream)}; with {@code mappedOnly}, only from a block whose
+     * first {@code units} units are mapped (MAPPED growth: a run that needs no map call), with
+     * {@code clearFor} null meaning any chunk.
+     */
+    long allocate(int units, AllocationStream clearFor, boolean mappedOnly) {
         int k = ceilLog2(units);
         for (int j = k; j <= top; j++) {
             if (counts.get(j) == 0) {
@@ -195,7 +204,7 @@ final class BuddyLevel {
                 if (sizes[j] == 0) {
                     continue;
                 }
-                key = clearFor == null ? popLowest(j) : popLowestClear(j, clearFor);
+                key = clearFor == null && !mappedOnly ? popLowest(j) : popLowestClear(j, clearFor, mappedOnly ? units : 0);
                 if (key < 0) {
                     continue;
                 }
@@ -214,6 +223,77 @@ final class BuddyLevel {
             return handle(chunkId, offset, units);
         }
         return -1;
+    }
+
+    /**
+     * MAPPED growth, for a run no fully mapped block can serve: the free block (any order that holds
+     * the run) whose first {@code units} units have the most mapped units, so the fewest bytes need
+     * mapping; ties go to the lowest key. The candidates are found on a racy read of the lists and
+     * the winner is taken under its order lock if it is still there (else -1; the caller falls back).
+     *
+     * @return the run's handle, or -1
+     */
+    long allocateMostMapped(int units) {
+        int k = ceilLog2(units);
+        long bestKey = -1;
+        int bestOrder = -1;
+        long bestMapped = 0;
+        for (int j = k; j <= top; j++) {
+            long[] list = lists[j];
+            int n = Math.min(sizes[j], list.length);
+            for (int i = 0; i < n; i++) {
+                long key = list[i];
+                Chunk chunk = chunks.get(keyChunk(key));
+                if (chunk == null || !chunk.isAddressSpace()) {
+                    continue;
+                }
+                long offset = keyOffset(key);
+                long mapped;
+                synchronized (chunk.mapped) {
+                    mapped = chunk.countMapped(offset, offset + units);
+                }
+                if (mapped > bestMapped || (mapped == bestMapped && mapped > 0 && key < bestKey)) {
+                    bestKey = key;
+                    bestOrder = j;
+                    bestMapped = mapped;
+                }
+            }
+        }
+        if (bestKey < 0) {
+            return -1;
+        }
+        int j = bestOrder;
+        ReentrantLock lock = locks[j];
+        lock.lock();
+        try {
+            long[] list = lists[j];
+            int found = -1;
+            for (int i = 0; i < sizes[j]; i++) {
+                if (list[i] == bestKey) {
+                    found = i;
+                    break;
+                }
+            }
+            if (found < 0) {
+                return -1;
+            }
+            int last = sizes[j] - 1;
+            list[found] = list[last];
+            sizes[j] = last;
+            counts.lazySet(j, last);
+            chunks.get(keyChunk(bestKey)).liveUnits.addAndGet(1L << j);
+        } finally {
+            lock.unlock();
+        }
+        int chunkId = keyChunk(bestKey);
+        long offset = keyOffset(bestKey);
+        Chunk chunk = chunks.get(chunkId);
+        while (j > k) {                                         // split as allocate does
+            j--;
+            push(j, key(chunkId, offset + (1L << j)), chunk);
+        }
+        freeRange(chunkId, offset + units, offset + (1L << k), chunk);
+        return handle(chunkId, offset, units);
     }
 
     /**
@@ -321,9 +401,11 @@ final class BuddyLevel {
 
     /**
      * Like {@link #popLowest} but only among keys whose chunk's fences do not block {@code stream}
-     * (fence-set monitors are leaves under the order lock); -1 when there is none.
+     * (none: any chunk) and, when {@code mappedUnits} &gt; 0, whose block has its first
+     * {@code mappedUnits} units mapped (fence-set and bitmap monitors are leaves under the order
+     * lock); -1 when there is none.
      */
-    private long popLowestClear(int k, AllocationStream stream) {
+    private long popLowestClear(int k, AllocationStream stream, int mappedUnits) {
         long[] list = lists[k];
         int last = sizes[k] - 1;
         int lowest = -1;
@@ -337,7 +419,19 @@ final class BuddyLevel {
             if (chunkId == blockedChunk) {
                 continue;
             }
-            if (chunks.get(chunkId).fences.blocks(stream)) {
+            Chunk chunk = chunks.get(chunkId);
+            if (mappedUnits > 0) {
+                if (!chunk.isAddressSpace()) {
+                    continue;
+                }
+                long offset = keyOffset(key);
+                synchronized (chunk.mapped) {
+                    if (chunk.countMapped(offset, offset + mappedUnits) != mappedUnits) {
+                        continue;
+                    }
+                }
+            }
+            if (stream != null && chunk.fences.blocks(stream)) {
                 blockedChunk = chunkId;
                 continue;
             }
@@ -449,6 +543,63 @@ final class BuddyLevel {
                 locks[k].unlock();
             }
         }
+    }
+
+    /**
+     * Reclaim for MAPPED growth: takes free blocks that have mapped units out of the lists, largest
+     * order first and, within an order, highest key first (newest chunk, highest offset: what
+     * address-ordered reuse reaches last), until they hold at least {@code wantUnits} mapped units.
+     * With {@code clearOnly}, only blocks of chunks with no unfinished fence (nobody waits to unmap
+     * them). The blocks count as live until the caller gives them back with {@link #free}, so no
+     * allocation can hand out a unit while it is being unmapped. Holds every order lock.
+     *
+     * @return handles of the taken blocks (runs of 2^k units), in a list sized to what was taken
+     */
+    long[] takeMapped(long wantUnits, boolean clearOnly) {
+        long[] taken = new long[8];
+        int count = 0;
+        long got = 0;
+        for (ReentrantLock lock : locks) {
+            lock.lock();
+        }
+        try {
+            for (int k = top; k >= 0 && got < wantUnits; k--) {
+                long[] list = lists[k];
+                int n = sizes[k];
+                Arrays.sort(list, 0, n);
+                long size = 1L << k;
+                for (int i = n - 1; i >= 0 && got < wantUnits; i--) {
+                    long key = list[i];
+                    Chunk chunk = chunks.get(keyChunk(key));
+                    if (!chunk.isAddressSpace() || (clearOnly && chunk.fences.pending())) {
+                        continue;
+                    }
+                    long offset = keyOffset(key);
+                    long mappedUnits;
+                    synchronized (chunk.mapped) {
+                        mappedUnits = chunk.countMapped(offset, offset + size);
+                    }
+                    if (mappedUnits == 0) {
+                        continue;
+                    }
+                    list[i] = list[--n];                            // list[n] was visited already (descending)
+                    chunk.liveUnits.addAndGet(size);
+                    if (count == taken.length) {
+                        taken = Arrays.copyOf(taken, count * 2);
+                    }
+                    taken[count++] = handle(chunk.id, offset, size);
+                    got += mappedUnits;
+                }
+                sizes[k] = n;
+                counts.lazySet(k, n);
+                triggers[k] = Math.min(triggers[k], n + threshold);
+            }
+        } finally {
+            for (int k = top; k >= 0; k--) {
+                locks[k].unlock();
+            }
+        }
+        return Arrays.copyOf(taken, count);
     }
 
     /** Copies the free blocks as (chunkId, offset, order) triples; for tests and leak reports. */
