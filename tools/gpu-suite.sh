@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The whole GPU suite on a GPU host, from the repository root, with the bundle built by tools/gpu-bundle.sh:
 #
-#   tools/gpu-suite.sh OUT_DIR [tests] [alloc] [bert]      (no step named = all three)
+#   tools/gpu-suite.sh OUT_DIR [tests] [alloc] [bert] [vmm] (no step named = tests alloc bert)
 #
 #   tests  every test tagged gpu          -> OUT_DIR/gpu-tests.xml, summary line in OUT_DIR/gpu-suite.log
 #   alloc  AllocBench: alloc+free pairs, pool vs direct vs cuda-async, 1/4/8/16 streams -> OUT_DIR/alloc-bench.json
 #   bert   tools/bert-vs-torch.sh: BERT-base forward against PyTorch eager -> OUT_DIR/bert-*.json, bert-vs-torch.md
+#   vmm    (only when named) VmmCostBench: cost of map/unmap of granules, and which driver calls wait for a
+#          kernel running on another stream -> OUT_DIR/vmm-cost.json
 #
 # Needs only the NVIDIA driver (and python3 with torch/transformers for "bert"); no JDK, no Maven.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT_DIR=${1:?usage: tools/gpu-suite.sh OUT_DIR [tests] [alloc] [bert]}
+OUT_DIR=${1:?usage: tools/gpu-suite.sh OUT_DIR [tests] [alloc] [bert] [vmm]}
 shift
 STEPS=${*:-tests alloc bert}
 BUNDLE=${BUNDLE:-dist/gpupool-gpu-bundle.tar.xz}
@@ -43,6 +45,12 @@ for step in $STEPS; do
     bert)
       say "BERT-base against PyTorch"
       BUNDLE="$BUNDLE" bash tools/bert-vs-torch.sh "$OUT_DIR" >> "$LOG" 2>&1 || STATUS=1
+      ;;
+    vmm)
+      say "VmmCostBench"
+      timeout 300 "$RUN" --main io.gpupool.backend.cuda.VmmCostBench "$OUT_DIR/vmm-cost.json" 200 \
+        > "$WORK/vmm.log" 2>&1 || { STATUS=1; tail -20 "$WORK/vmm.log" >> "$LOG"; }
+      tail -40 "$WORK/vmm.log" | tee -a "$LOG" > /dev/null
       ;;
     *) say "unknown step $step"; STATUS=1 ;;
   esac

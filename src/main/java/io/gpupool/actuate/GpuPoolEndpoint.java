@@ -165,7 +165,8 @@ public class GpuPoolEndpoint {
         List<ChunkMetric> chunks = m.chunks();
         GlobalDescriptor global = new GlobalDescriptor(m.reservedBytes(), m.allocatedBytes(), m.requestedBytes(),
                 m.cachedBytes(), m.globalFreeBytes(), m.peakReservedBytes(), m.peakAllocatedBytes(),
-                m.largestFreeBlockBytes(), m.fragmentation(), m.freeBlocks(), chunks.size(), chunks);
+                m.largestFreeBlockBytes(), m.fragmentation(), m.freeBlocks(), chunks.size(), chunks,
+                m.addressSpaceBytes(), m.mapCalls(), m.unmapCalls());
         List<LocalCacheDescriptor> caches = m.streams().stream()
                 .map(c -> new LocalCacheDescriptor(c.ordinal(), c.cachedBytes(), c.cachedBlocks(), c.hits(), c.misses(),
                         c.hitRatio()))
@@ -209,11 +210,14 @@ public class GpuPoolEndpoint {
     /**
      * The global (buddy) level. {@code freeBytes} is what its free lists hold; fragmentation is
      * 1 - largest free block / free bytes. {@code cachedBytes} is held by the local caches, not here.
+     * Under MAPPED growth reserved bytes are mapped memory, {@code addressSpaceBytes} the address space
+     * the chunks span, and the map / unmap counters the driver calls that moved memory.
      */
     public record GlobalDescriptor(long reservedBytes, long allocatedBytes, long requestedBytes, long cachedBytes,
                                    long freeBytes, long peakReservedBytes, long peakAllocatedBytes,
                                    long largestFreeBlockBytes, double fragmentation, List<FreeOrderMetric> freeBlocks,
-                                   int chunkCount, List<ChunkMetric> chunks) {
+                                   int chunkCount, List<ChunkMetric> chunks, long addressSpaceBytes, long mapCalls,
+                                   long unmapCalls) {
     }
 
     /** A stream's local cache; hitRatio = hits / (hits + misses). */

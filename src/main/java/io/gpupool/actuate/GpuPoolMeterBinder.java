@@ -70,6 +70,8 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 global, pool, p -> p.metrics().peakReservedBytes());
         bytes(registry, "gpupool.memory.peak.allocated", "Highest allocated since start or the last peak reset",
                 global, pool, p -> p.metrics().peakAllocatedBytes());
+        bytes(registry, "gpupool.memory.address.space", "Address space the pool's chunks span (MAPPED growth; 0 otherwise)",
+                global, pool, p -> p.metrics().addressSpaceBytes());
         bytes(registry, "gpupool.memory.capacity", "Memory of the device behind the pool", device, pool,
                 ManagedPool::capacityBytes);
         bytes(registry, "gpupool.memory.cap", "Most the pool may reserve from the device (tunable)", global, pool,
@@ -109,6 +111,10 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 p -> p.metrics().counters().grows());
         counter(registry, "gpupool.trims", "Chunks returned to the device and local caches flushed", device, pool,
                 p -> p.metrics().counters().trims());
+        counter(registry, "gpupool.maps", "Calls that mapped device memory into the pool's address space (MAPPED growth)",
+                global, pool, p -> p.metrics().mapCalls());
+        counter(registry, "gpupool.unmaps", "Calls that unmapped free device memory (MAPPED growth)", global, pool,
+                p -> p.metrics().unmapCalls());
         counter(registry, "gpupool.coalesces", "Buddy merges of the global level", global, pool,
                 p -> p.metrics().counters().coalesces());
         counter(registry, "gpupool.recoveries", "Staged out-of-memory recoveries started", device, pool,

@@ -139,12 +139,34 @@ public final class DevicePool implements DeviceAllocator {
     /** Freed dedicated chunks kept for reuse at most. */
     static final int LARGE_CACHE_ENTRIES = 32;
 
+    /** MAPPED: free mapped memory at the global level above allocated / this (plus the floor) is unmapped. */
+    static final int MAPPED_SLACK_DIVISOR = 16;
+    /** MAPPED: the slack never falls below this many minimum blocks (small pools do not remap constantly). */
+    static final int MAPPED_SLACK_FLOOR_UNITS = 8;
+    /** MAPPED: runs of at least this size live in address-space chunks of their own (see {@link BuddyLevel}). */
+    static final long LARGE_RUN_BYTES = 64L << 20;
+    /** MAPPED: an address-space chunk holds this many maximum blocks (spans of up to this size fit in one). */
+    static final int ADDRESS_CHUNK_MAX_BLOCKS = 4;
+
     /** Under ON_DEMAND the local caches together hold at most 1/this of allocated bytes (plus the floor below). */
     static final int LOCAL_SHARE_DIVISOR = 8;
     /** Floor of a stream's local cap under ON_DEMAND, in minimum blocks. */
     static final int LOCAL_MIN_UNITS = 4;
 
     private final ChunkSource source;
+    /** The growth policy in effect: MAPPED falls back to ON_DEMAND on a source that cannot map. */
+    private final GrowthPolicy policy;
+    /** policy == MAPPED: buddy chunks are address space, {@link #reserved} counts mapped bytes. */
+    private final boolean mapping;
+    /** MAPPED: bytes of address space reserved (mapped or not). */
+    private final AtomicLong addressSpace = new AtomicLong();
+    /** MAPPED: the most bytes allocated at once since it was last reset by {@link #maintain()}; see {@link #mappedBudget}. */
+    private final AtomicLong highWater = new AtomicLong();
+    /** MAPPED: when {@link #highWater} last rose ({@link #coarseNanos} clock). */
+    private volatile long highWaterRaisedNanos;
+    private final LongAdder reclaims = new LongAdder();
+    private final LongAdder maps = new LongAdder();
+    private final LongAdder unmaps = new LongAdder();
     /** allocated / (LOCAL_SHARE_DIVISOR * streams), refreshed by samplePeak; see {@link #localCapBytes}. */
     private volatile long liveShareBytes;
     private volatile PoolConfig config;
@@ -212,6 +234,12 @@ public final class DevicePool implements DeviceAllocator {
         this.unitShift = Long.numberOfTrailingZeros(minBlock);
         this.maxBlock = config.maxBlockBytes();
         this.classes = new SizeClasses(minBlock);
+        this.mapping = config.growthPolicy() == GrowthPolicy.MAPPED && source.supportsMapping();
+        this.policy = mapping || config.growthPolicy() != GrowthPolicy.MAPPED ? config.growthPolicy() : GrowthPolicy.ON_DEMAND;
+        if (mapping && minBlock % source.mappingGranularity() != 0) {
+            throw PoolConfig.invalid("minBlockBytes", minBlock, "a multiple of " + source.name()
+                    + "'s mapping granularity (" + source.mappingGranularity() + " B) with growthPolicy MAPPED");
+        }
         this.smallCount = classes.count();
         this.largestSmall = classes.size(smallCount - 1);
         int maxUnits = (int) (maxBlock >>> unitShift);
@@ -221,7 +249,8 @@ public final class DevicePool implements DeviceAllocator {
         for (int c = 0; c < classBytes.length; c++) {
             classBytes[c] = c < smallCount ? classes.size(c) : (long) (c - smallCount + 1) << unitShift;
         }
-        this.buddy = new BuddyLevel(chunks, Long.numberOfTrailingZeros(maxUnits), config.coalesceThreshold());
+        this.buddy = new BuddyLevel(chunks, Long.numberOfTrailingZeros(maxUnits), config.coalesceThreshold(),
+                mapping ? Math.max(2, (int) (LARGE_RUN_BYTES >>> unitShift)) : 0);
         this.small = new SmallObjects(classes);
         this.nextStep = config.growthStepBytes();
         if (config.growthPolicy() != GrowthPolicy.LAZY && config.initialBytes() > 0) {
@@ -249,7 +278,31 @@ public final class DevicePool implements DeviceAllocator {
         long start = sampled ? System.nanoTime() : 0;
         PoolConfig cfg = config;
         DeviceBlock block;
-        if (bytes <= maxBlock) {
+        int spanUnits = (int) ((bytes + minBlock - 1) >>> unitShift);
+        long spanHandle = bytes > maxBlock && policy == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
+                ? buddy.allocateSpan(spanUnits) : -1;
+        if (bytes > maxBlock && mapping && bytes <= maxSpanBytes) {
+            long handle = allocateRun(spanUnits, stream);         // exit 3 (MAPPED): a span in address space
+            long size = (long) spanUnits << unitShift;
+            allocations.increment();
+            allocatedBytes.add(size);
+            allocatedRequested.add(bytes);
+            samplePeak();
+            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+        } else if (spanHandle >= 0) {
+            int units = spanUnits;                                  // exit 3: a span of adjacent free max blocks
+            long handle = spanHandle;
+            chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
+            globalHits.increment();
+            long size = (long) units << unitShift;
+            allocations.increment();
+            allocatedBytes.add(size);
+            allocatedRequested.add(bytes);
+            samplePeak();
+            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+        } else if (bytes > maxBlock) {
+            block = allocateDedicated(bytes, stream);
+        } else {
             int c = bytes <= largestSmall ? classes.indexOf(bytes)
                     : smallCount + (int) ((bytes + minBlock - 1) >>> unitShift) - 1;
             long size = classBytes[c];
@@ -270,24 +323,6 @@ public final class DevicePool implements DeviceAllocator {
                 }
             }
             block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
-        } else {
-            int spanUnits = (int) ((bytes + minBlock - 1) >>> unitShift);
-            long spanHandle = cfg.growthPolicy() == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
-                    ? buddy.allocateSpan(spanUnits) : -1;
-            if (spanHandle >= 0) {
-                int units = spanUnits;                              // exit 3: a span of adjacent free max blocks
-                long handle = spanHandle;
-                chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
-                globalHits.increment();
-                long size = (long) units << unitShift;
-                allocations.increment();
-                allocatedBytes.add(size);
-                allocatedRequested.add(bytes);
-                samplePeak();
-                block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
-            } else {
-                block = allocateDedicated(bytes, stream);           // exit 4: a dedicated chunk
-            }
         }
         if (tracking) {
             tracked.add(block);
@@ -328,7 +363,26 @@ public final class DevicePool implements DeviceAllocator {
 
     /** A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed. */
     private long allocateRun(int units, AllocationStream stream) {
-        long handle = units <= maxUnits ? buddy.allocate(units, stream) : -1;   // a block B need not wait for
+        long handle = -1;
+        if (mapping && units <= maxUnits) {
+            handle = buddy.allocate(units, stream, true);          // mapped, and B need not wait for it
+            if (handle < 0) {
+                handle = buddy.allocate(units, null, true);        // mapped
+            }
+            if (handle < 0 && units > 1) {
+                buddy.coalesceAll();                               // freed runs lie in pieces until merged
+                handle = buddy.allocate(units, stream, true);
+                if (handle < 0) {
+                    handle = buddy.allocate(units, null, true);
+                }
+            }
+            if (handle < 0 && units > 1) {
+                handle = buddy.allocateMostMapped(units);          // the fewest bytes to map
+            }
+        }
+        if (handle < 0 && units <= maxUnits) {
+            handle = buddy.allocate(units, stream);                // a block B need not wait for
+        }
         if (handle < 0) {
             handle = tryAllocate(units);
         }
@@ -342,6 +396,14 @@ public final class DevicePool implements DeviceAllocator {
             handle = growAndAllocate(units);
         }
         chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
+        if (mapping) {
+            try {
+                ensureMapped(handle);
+            } catch (RuntimeException e) {
+                buddy.free(handle);                                // nothing was queued on it
+                throw e;
+            }
+        }
         return handle;
     }
 
@@ -361,8 +423,11 @@ public final class DevicePool implements DeviceAllocator {
             if (handle >= 0) {
                 return handle;
             }
-            boolean onDemand = config.growthPolicy() == GrowthPolicy.ON_DEMAND;
-            if (onDemand || metrics.cachedBytes() >= bytes) {     // reuse what the caches hold before growing
+            boolean onDemand = policy == GrowthPolicy.ON_DEMAND;
+            boolean mapped = policy == GrowthPolicy.MAPPED;
+            // reuse what the caches hold before growing; MAPPED grows address space, which costs no
+            // memory, and flushes only once the address space is far beyond the cap
+            if (mapped ? addressSpace.get() + bytes > 2 * capBytes() : onDemand || metrics.cachedBytes() >= bytes) {
                 recover(false);
                 handle = tryAllocate(units);
                 if (handle >= 0) {
@@ -374,9 +439,9 @@ public final class DevicePool implements DeviceAllocator {
                 releaseEmptyChunksBelow(blockBytes);             // too small for this request: give back, then grow
             }
             OutOfDeviceMemoryException refusal = null;
-            if (onDemand) {
+            if (onDemand || mapped) {
                 try {
-                    grow(Math.max(blockBytes, maxBlock));
+                    growFor(units, Math.max(blockBytes, mapped ? ADDRESS_CHUNK_MAX_BLOCKS * maxBlock : maxBlock));
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                 }
@@ -384,7 +449,7 @@ public final class DevicePool implements DeviceAllocator {
                 if (handle >= 0) {
                     return handle;
                 }
-            } else if (config.growthPolicy() != GrowthPolicy.EAGER) {
+            } else if (policy != GrowthPolicy.EAGER) {
                 try {
                     growLazily(blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
@@ -405,9 +470,9 @@ public final class DevicePool implements DeviceAllocator {
             }
             // steps 5-6: grow by one block of the request's order; other streams allocate without the
             // grow lock and may take the new chunk first, hence a few attempts
-            for (int attempt = 0; attempt < 3 && config.growthPolicy() != GrowthPolicy.EAGER; attempt++) {
+            for (int attempt = 0; attempt < 3 && policy != GrowthPolicy.EAGER; attempt++) {
                 try {
-                    grow(blockBytes);
+                    growFor(units, blockBytes);
                 } catch (OutOfDeviceMemoryException e) {
                     refusal = e;
                     break;
@@ -446,12 +511,32 @@ public final class DevicePool implements DeviceAllocator {
         }
     }
 
-    /** Obtains one buddy chunk of {@code bytes} (a multiple of minBlock) within the cap; grow lock held. */
+    /** Grows a chunk that serves runs of {@code units} (MAPPED keeps large and small runs apart). */
+    private void growFor(int units, long bytes) {
+        grow(bytes, units >= buddy.largeUnits && buddy.largeUnits > 0);
+    }
+
     private void grow(long bytes) {
+        grow(bytes, false);
+    }
+
+    /** Obtains one buddy chunk of {@code bytes} (a multiple of minBlock) within the cap; grow lock held. */
+    private void grow(long bytes, boolean large) {
         bytes = Math.min(bytes, BuddyLevel.MAX_CHUNK_UNITS << unitShift);
-        long address = reserveFromSource(bytes);
         long size = bytes;
-        Chunk chunk = chunks.add(id -> new Chunk(id, address, size, size >>> unitShift, false));
+        Chunk chunk;
+        if (mapping) {                                             // address space only: no memory yet
+            long address = source.reserveAddressSpace(bytes);
+            addressSpace.addAndGet(bytes);
+            chunk = chunks.add(id -> {
+                Chunk c = new Chunk(id, address, size, size >>> unitShift, false, true);
+                c.large = large;
+                return c;
+            });
+        } else {
+            long address = reserveFromSource(bytes);
+            chunk = chunks.add(id -> new Chunk(id, address, size, size >>> unitShift, false));
+        }
         buddy.addChunk(chunk);
         grows.increment();
     }
@@ -495,7 +580,7 @@ public final class DevicePool implements DeviceAllocator {
             chunk.fences.makeWait(stream);
             globalHits.increment();
         } else {
-            if (config.growthPolicy() == GrowthPolicy.ON_DEMAND) {
+            if (policy == GrowthPolicy.ON_DEMAND) {
                 releaseForDedicated(size);                         // free buddy chunks cannot serve it: give back
             } else {
                 releaseLarge(size);
@@ -799,7 +884,11 @@ public final class DevicePool implements DeviceAllocator {
         small.releaseEmpty(slabs);
         slabs.forEach(this::returnSlab);
         buddy.coalesceAll();
-        return releaseChunks ? releaseEmptyChunks(true) + releaseLarge(Long.MAX_VALUE) : 0;
+        if (!releaseChunks) {
+            return 0;
+        }
+        long released = releaseEmptyChunks(true) + releaseLarge(Long.MAX_VALUE);
+        return mapping ? released + reclaimMapped(0, false) : released;
     }
 
     /**
@@ -840,7 +929,13 @@ public final class DevicePool implements DeviceAllocator {
         long released = releaseLarge(Long.MAX_VALUE, cfg.releaseIdleAge().toNanos(), cfg.releaseThresholdBytes());
         growLock.lock();
         try {
-            return released + releaseEmptyChunks(false);
+            released += releaseEmptyChunks(false);
+            if (mapping && now - highWaterRaisedNanos >= cfg.releaseIdleAge().toNanos()) {
+                highWater.set(metrics.allocatedBytes());            // demand fell: the budget follows it
+                highWaterRaisedNanos = now;
+                released += reclaimMapped(Math.max(cfg.releaseThresholdBytes(), mappedBudget()), false);
+            }
+            return released;
         } finally {
             growLock.unlock();
         }
@@ -882,9 +977,239 @@ public final class DevicePool implements DeviceAllocator {
     private void releaseChunk(Chunk chunk) {
         chunks.remove(chunk);
         chunk.fences.awaitAll();
-        source.free(chunk.address, chunk.bytes);
-        reserved.addAndGet(-chunk.bytes);
+        if (chunk.isAddressSpace()) {
+            unmapUnits(chunk, 0, chunk.units);
+            source.releaseAddressSpace(chunk.address, chunk.bytes);
+            addressSpace.addAndGet(-chunk.bytes);
+        } else {
+            source.free(chunk.address, chunk.bytes);
+            reserved.addAndGet(-chunk.bytes);
+        }
         trims.increment();
+    }
+
+    // ------------------------------------------------------------------ MAPPED: map and unmap
+
+    /*
+     * MAPPED growth in one picture (one address-space chunk of 4 maximum blocks; # mapped, . not):
+     *
+     *   |####|####|##..|....|....|....|####|#...|   units of 2 MiB
+     *    live run   ^tail freed,     free block,   free, mapped: counted as slack
+     *               still mapped     never mapped
+     *
+     * 1. A run taken from the buddy level (allocateRun) is mapped where it is not yet: ensureMapped
+     *    walks the chunk's bitmap and maps each unmapped stretch with one source call.
+     * 2. Before mapping, makeRoomToMap takes the bytes from the cap and checks the slack: when free
+     *    mapped memory at the global level (reserved - allocated - cached in local caches) exceeds
+     *    allocated / MAPPED_SLACK_DIVISOR (at least MAPPED_SLACK_FLOOR_UNITS minimum blocks), the
+     *    reclaimer unmaps free mapped memory down to half the slack.
+     * 3. reclaimMapped takes free blocks with mapped units out of the lists (BuddyLevel.takeMapped:
+     *    large blocks, high addresses first; chunks without unfinished fences first), waits for the
+     *    fences of the chunks it must (host side), unmaps their mapped stretches and frees them back.
+     *    Blocks in local caches and in small-object slabs stay mapped; they have their own bounds.
+     * 4. A refused map (device or cap) runs the staged recovery (flush caches, coalesce, unmap all
+     *    free memory, release empty chunks) and retries once; then the run goes back and the caller
+     *    gets the out-of-memory exception.
+     */
+
+    /** Maps every unmapped unit of a run the caller holds. */
+    private void ensureMapped(long handle) {
+        Chunk chunk = chunks.get(BuddyLevel.chunkId(handle));
+        long to = BuddyLevel.offset(handle) + BuddyLevel.length(handle);
+        long position = BuddyLevel.offset(handle);
+        while (position < to) {
+            long start;
+            long end;
+            synchronized (chunk.mapped) {
+                start = chunk.nextUnit(position, to, false);
+                end = chunk.nextUnit(start, to, true);
+            }
+            if (start >= to) {
+                return;
+            }
+            mapUnits(chunk, start, end);
+            position = end;
+        }
+    }
+
+    private void mapUnits(Chunk chunk, long start, long end) {
+        long bytes = (end - start) << unitShift;
+        long address = chunk.address + (start << unitShift);
+        makeRoomToMap(bytes);
+        try {
+            source.map(address, bytes);
+        } catch (OutOfDeviceMemoryException refused) {
+            reserved.addAndGet(-bytes);                            // staged recovery, then one more try
+            growLock.lock();
+            try {
+                recoveries.increment();
+                long recovered = recover(true);
+                try {
+                    takeCap(bytes);
+                    try {
+                        source.map(address, bytes);
+                    } catch (OutOfDeviceMemoryException again) {
+                        reserved.addAndGet(-bytes);
+                        throw again;
+                    }
+                } catch (OutOfDeviceMemoryException again) {
+                    failures.increment();
+                    throw outOfMemory(bytes, recovered, again);
+                }
+            } finally {
+                growLock.unlock();
+            }
+        }
+        synchronized (chunk.mapped) {
+            chunk.markMapped(start, end, true);
+        }
+        maps.increment();
+        Peaks.raise(peakReserved, reserved.get());
+    }
+
+    /**
+     * Takes {@code bytes} of the cap for a map (step 2 of the picture). The budget is the high-water
+     * mark of allocated bytes plus 1/{@value #MAPPED_SLACK_DIVISOR}: while mapping stays within it,
+     * free mapped memory is left alone (it is reused by later requests at no cost); beyond it, free
+     * mapped memory of the global level is unmapped first, then the caches are flushed if needed.
+     */
+    private void makeRoomToMap(long bytes) {
+        long allocatedAfter = metrics.allocatedBytes() + bytes;
+        if (Peaks.raise(highWater, allocatedAfter)) {
+            highWaterRaisedNanos = coarseNanos;
+        }
+        long budget = mappedBudget();
+        if (reserved.get() + bytes > budget) {
+            growLock.lock();
+            try {
+                reclaimMapped(budget - bytes - budget / (4 * MAPPED_SLACK_DIVISOR), true);
+            } finally {
+                growLock.unlock();
+            }
+        }
+        try {
+            takeCap(bytes);
+        } catch (OutOfDeviceMemoryException atCap) {
+            growLock.lock();
+            try {
+                recoveries.increment();
+                long recovered = recover(true);
+                try {
+                    takeCap(bytes);
+                } catch (OutOfDeviceMemoryException again) {
+                    failures.increment();
+                    throw outOfMemory(bytes, recovered, again);
+                }
+            } finally {
+                growLock.unlock();
+            }
+        }
+    }
+
+    /** Adds {@code bytes} to the reserved bytes if the cap allows; the caller maps them or gives them back. */
+    private void takeCap(long bytes) {
+        long cap = capBytes();
+        while (true) {
+            long current = reserved.get();
+            if (current + bytes > cap) {
+                throw new OutOfDeviceMemoryException(bytes, "the pool's cap of " + format(cap) + " would be exceeded ("
+                        + format(current) + " mapped, " + format(bytes) + " more asked)");
+            }
+            if (reserved.compareAndSet(current, current + bytes)) {
+                return;
+            }
+        }
+    }
+
+    /**
+     * Mapped memory in the buddy free lists: per address-space chunk, mapped units minus units outside
+     * the free lists (runs handed out or cached, slabs; all of those are mapped). Racy, a few chunks to read.
+     */
+    private long freeMappedBytes() {
+        long units = 0;
+        for (Chunk chunk : chunks.all()) {
+            if (chunk.isAddressSpace()) {
+                units += Math.max(0, chunk.mappedUnits - chunk.liveUnits.get());
+            }
+        }
+        return units << unitShift;
+    }
+
+    /** Mapped bytes the pool may hold: the allocated high-water mark plus the slack (at least the floor). */
+    private long mappedBudget() {
+        long mark = highWater.get();
+        return mark + Math.max(MAPPED_SLACK_FLOOR_UNITS * minBlock, mark / MAPPED_SLACK_DIVISOR);
+    }
+
+    /**
+     * Unmaps free mapped memory of the global level until reserved bytes are at most {@code target}
+     * (step 3 of the picture): blocks of chunks without unfinished fences first, then any (waiting
+     * for their fences); with {@code flush}, if that was not enough, the local caches and empty
+     * slabs go back to the global level and it continues. Grow lock held.
+     *
+     * @return bytes unmapped
+     */
+    private long reclaimMapped(long target, boolean flush) {
+        List<SmallObjects.Slab> slabs = new ArrayList<>();        // empty slabs first become free runs
+        small.releaseEmpty(slabs);
+        slabs.forEach(this::returnSlab);
+        long unmapped = 0;
+        for (int pass = 0; pass < (flush ? 3 : 2); pass++) {
+            long excess = reserved.get() - Math.max(0, target);
+            if (excess <= 0) {
+                break;
+            }
+            if (pass == 2) {
+                recover(false);                                    // caches and empty slabs back, coalesce
+                excess = reserved.get() - Math.max(0, target);
+            }
+            unmapped += unmapTaken(buddy.takeMapped((excess + minBlock - 1) >>> unitShift, pass == 0));
+        }
+        if (unmapped > 0) {
+            reclaims.increment();
+        }
+        return unmapped;
+    }
+
+    private long unmapTaken(long[] handles) {
+        long unmapped = 0;
+        for (long handle : handles) {
+            Chunk chunk = chunks.get(BuddyLevel.chunkId(handle));
+            if (chunk.fences.pending()) {
+                chunk.fences.awaitAll();                           // a stream may still use these units
+            }
+            long from = BuddyLevel.offset(handle);
+            unmapped += unmapUnits(chunk, from, from + BuddyLevel.length(handle));
+            buddy.free(handle);
+        }
+        return unmapped;
+    }
+
+    /** Unmaps the mapped stretches of [from, to) of a chunk whose units the caller holds; returns bytes unmapped. */
+    private long unmapUnits(Chunk chunk, long from, long to) {
+        long unmapped = 0;
+        long position = from;
+        while (position < to) {
+            long start;
+            long end;
+            synchronized (chunk.mapped) {
+                start = chunk.nextUnit(position, to, true);
+                end = chunk.nextUnit(start, to, false);
+            }
+            if (start >= to) {
+                break;
+            }
+            long bytes = (end - start) << unitShift;
+            source.unmap(chunk.address + (start << unitShift), bytes);
+            synchronized (chunk.mapped) {
+                chunk.markMapped(start, end, false);
+            }
+            reserved.addAndGet(-bytes);
+            unmaps.increment();
+            unmapped += bytes;
+            position = end;
+        }
+        return unmapped;
     }
 
     /**
@@ -900,7 +1225,7 @@ public final class DevicePool implements DeviceAllocator {
         }
         growLock.lock();
         try {
-            long missing = bytes - reserved.get();
+            long missing = bytes - (mapping ? addressSpace.get() : reserved.get());
             if (missing <= 0) {
                 return 0;
             }
@@ -1138,7 +1463,7 @@ public final class DevicePool implements DeviceAllocator {
      */
     long localCapBytes(PoolConfig cfg) {
         long fixed = cfg.localCacheBytesPerStream();
-        if (cfg.growthPolicy() != GrowthPolicy.ON_DEMAND) {
+        if (policy != GrowthPolicy.ON_DEMAND && policy != GrowthPolicy.MAPPED) {
             return fixed;
         }
         return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, liveShareBytes));
@@ -1246,6 +1571,21 @@ public final class DevicePool implements DeviceAllocator {
         }
 
         @Override
+        public long addressSpaceBytes() {
+            return addressSpace.get();
+        }
+
+        @Override
+        public long mapCalls() {
+            return maps.sum();
+        }
+
+        @Override
+        public long unmapCalls() {
+            return unmaps.sum();
+        }
+
+        @Override
         public List<StreamCacheMetric> streams() {
             List<StreamCacheMetric> result = new ArrayList<>();
             for (LocalCache cache : caches) {
@@ -1267,8 +1607,12 @@ public final class DevicePool implements DeviceAllocator {
             return result;
         }
 
+        /** Free bytes of the global level; under MAPPED growth only the mapped ones (free address space costs nothing). */
         @Override
         public long globalFreeBytes() {
+            if (mapping) {
+                return freeMappedBytes();
+            }
             long total = 0;
             for (int k = 0; k <= buddy.topOrder(); k++) {
                 total += (long) buddy.freeBlocks(k) * (minBlock << k);
@@ -1315,6 +1659,15 @@ public final class DevicePool implements DeviceAllocator {
             List<ChunkMetric> result = new ArrayList<>();
             for (Chunk chunk : chunks.all()) {
                 long live = Math.max(0, Math.min(chunk.units, chunk.liveUnits.get()));
+                if (chunk.isAddressSpace()) {                      // what it costs: its mapped units
+                    long mappedUnits;
+                    synchronized (chunk.mapped) {
+                        mappedUnits = chunk.mappedUnits;
+                    }
+                    result.add(new ChunkMetric(chunk.address, mappedUnits << unitShift,
+                            Math.max(0, mappedUnits - live) << unitShift, false));
+                    continue;
+                }
                 result.add(new ChunkMetric(chunk.address, chunk.bytes,
                         chunk.dedicated ? (chunk.idleDedicated ? chunk.bytes : 0) : chunk.bytes - (live << unitShift),
                         chunk.dedicated));

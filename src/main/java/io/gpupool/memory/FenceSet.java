@@ -132,6 +132,30 @@ final class FenceSet {
         }
     }
 
+    /** Whether any fence is still unfinished; drops the completed ones. */
+    boolean pending() {
+        if (empty) {
+            return false;
+        }
+        synchronized (this) {
+            boolean any = false;
+            for (int i = 0; i < byStream.length; i++) {
+                Shared shared = byStream[i];
+                if (shared == null) {
+                    continue;
+                }
+                if (shared.fence.isComplete()) {
+                    byStream[i] = null;
+                    shared.release();
+                } else {
+                    any = true;
+                }
+            }
+            empty = !any;
+            return any;
+        }
+    }
+
     /** Blocks until every fence completed, then drops them (before the memory goes back to the source). */
     synchronized void awaitAll() {
         for (int i = 0; i < byStream.length; i++) {

@@ -16,7 +16,18 @@ public enum GrowthPolicy {
      * Reserve {@link PoolConfig#initialBytes()} (may be 0) at construction, then grow by what a miss
      * needs: one chunk of the smallest power-of-two block that holds the request, after the local
      * caches were flushed, the global level coalesced and empty chunks too small for the request
-     * returned. Reserved bytes track live bytes closely; each growth is one source call. The default.
+     * returned. Reserved bytes track live bytes closely; each growth is one source call. What
+     * {@link #MAPPED} falls back to on a source that cannot map.
      */
-    ON_DEMAND
+    ON_DEMAND,
+    /**
+     * The default. Needs a source that {@linkplain ChunkSource#supportsMapping() maps} (CUDA virtual
+     * memory; falls back to {@link #ON_DEMAND} otherwise). Buddy chunks are reserved address space
+     * ({@link DevicePool#ADDRESS_CHUNK_MAX_BLOCKS} maximum blocks each, costing no memory); device memory
+     * is mapped under a run when it is handed out, and free mapped memory at the global level is
+     * unmapped when it exceeds a slack of 1/{@value DevicePool#MAPPED_SLACK_DIVISOR} of allocated bytes.
+     * Reserved bytes (mapped memory) then follow live bytes whatever the block layout; requests above
+     * the maximum block are spans in address space, never dedicated chunks.
+     */
+    MAPPED
 }

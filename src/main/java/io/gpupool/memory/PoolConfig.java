@@ -16,11 +16,13 @@ import java.util.Objects;
  * @param minBlockBytes            smallest buddy block; a power of two in [2 MiB, 64 MiB]; default 2 MiB.
  *                                 Requests below it are served by the small-object cache
  * @param maxBlockBytes            largest buddy block; a power of two in [minBlockBytes, 4 GiB] and at most
- *                                 2^15 minimum blocks; default 256 MiB. On the BERT trace 256 MiB reserves
- *                                 ~1.9 x live with ~0.4 device allocations per request; 32 MiB reaches 1.14 x
- *                                 but needs ~25 device allocations per request (docs/benchmarks.md).
+ *                                 2^15 minimum blocks; default 256 MiB. On the BERT trace, with MAPPED growth
+ *                                 256 MiB holds 1.08 x live; without mapping (ON_DEMAND) 256 MiB reserves
+ *                                 ~1.9 x live with ~0.4 device allocations per request and 32 MiB reaches 1.14 x
+ *                                 with ~25 (docs/benchmarks.md).
  *                                 Larger requests get a dedicated chunk of their own size
- * @param growthPolicy             ON_DEMAND, EAGER, LAZY or HYBRID; default ON_DEMAND (see {@link GrowthPolicy})
+ * @param growthPolicy             MAPPED, ON_DEMAND, EAGER, LAZY or HYBRID; default MAPPED, which acts as ON_DEMAND
+ *                                 on a source that cannot map (see {@link GrowthPolicy})
  * @param initialBytes             bytes reserved at construction for EAGER / HYBRID / ON_DEMAND (0 for LAZY); at most
  *                                 the cap; rounded up to a multiple of minBlockBytes. The server passes
  *                                 e.g. 1.5 x the largest tensor seen in warm-up
@@ -76,7 +78,7 @@ public record PoolConfig(
 
     public PoolConfig {
         Objects.requireNonNull(mode, "mode must not be null (allowed: TWO_LEVEL, GLOBAL_ONLY)");
-        Objects.requireNonNull(growthPolicy, "growthPolicy must not be null (allowed: EAGER, LAZY, HYBRID)");
+        Objects.requireNonNull(growthPolicy, "growthPolicy must not be null (allowed: MAPPED, ON_DEMAND, EAGER, LAZY, HYBRID)");
         Objects.requireNonNull(localIdleAge, "localIdleAge must not be null");
         Objects.requireNonNull(releaseIdleAge, "releaseIdleAge must not be null");
         if (mode != AllocatorMode.TWO_LEVEL && mode != AllocatorMode.GLOBAL_ONLY) {
@@ -119,7 +121,7 @@ public record PoolConfig(
 
     /** The defaults documented on each field. */
     public static PoolConfig defaults() {
-        return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.ON_DEMAND, 0,
+        return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.MAPPED, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
                 Duration.ofSeconds(30), false);
     }

@@ -628,7 +628,8 @@ public final class LoadDriver {
             out.put("mode", device.path("mode").asString(""));
             JsonNode global = device.path("global");
             for (String field : List.of("reservedBytes", "allocatedBytes", "requestedBytes", "cachedBytes", "freeBytes",
-                    "peakReservedBytes", "peakAllocatedBytes", "largestFreeBlockBytes", "chunkCount")) {
+                    "peakReservedBytes", "peakAllocatedBytes", "largestFreeBlockBytes", "chunkCount",
+                    "addressSpaceBytes", "mapCalls", "unmapCalls")) {
                 out.put(field, global.path(field).asLong());
             }
             out.put("fragmentation", global.path("fragmentation").asDouble());

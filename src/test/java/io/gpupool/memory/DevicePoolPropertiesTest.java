@@ -38,15 +38,20 @@ class DevicePoolPropertiesTest {
     @Property(tries = 80)
     void randomSequencesKeepThePoolSound(@ForAll @Size(max = 250) List<@From("actions") Action> actions,
                                          @ForAll boolean twoLevel,
-                                         @ForAll @IntRange(min = 0, max = 150) int initialMiB) {
-        FakeChunkSource source = new FakeChunkSource(GIB);
+                                         @ForAll @IntRange(min = 0, max = 150) int initialMiB,
+                                         @ForAll boolean mapped) {
+        FakeChunkSource source = new FakeChunkSource(GIB, mapped);
         PoolConfig config = PoolConfig.defaults().withBlocks(2 * MIB, 32 * MIB)
                 .apply(PoolTuning.none().withGrowthStepBytes(64 * MIB).withMaxGrowthStepBytes(256 * MIB)
                         .withLocalCacheCountPerClass(4).withLocalCacheBytesPerStream(64 * MIB)
                         .withCoalesceThreshold(3))
                 .withMode(twoLevel ? AllocatorMode.TWO_LEVEL : AllocatorMode.GLOBAL_ONLY);
-        if (initialMiB > 0) {      // HYBRID: an odd first chunk (e.g. 150 MiB = 128 + 16 + 4 + 2) exercises the roots
+        if (mapped) {              // MAPPED: address-space chunks, memory mapped under runs, reclaim
+            config = config.withGrowth(GrowthPolicy.MAPPED, initialMiB * MIB);
+        } else if (initialMiB > 0) {      // HYBRID: an odd first chunk (e.g. 150 MiB = 128 + 16 + 4 + 2) exercises the roots
             config = config.withGrowth(GrowthPolicy.HYBRID, initialMiB * MIB);
+        } else {
+            config = config.withGrowth(GrowthPolicy.ON_DEMAND, 0);
         }
         TestStream[] streams = {new TestStream(0), new TestStream(1), new TestStream(2), new TestStream(3)};
         DevicePool pool = new DevicePool(source, config);
@@ -62,6 +67,7 @@ class DevicePoolPropertiesTest {
         PoolInvariants.freeSpaceIsWholeChunks(pool);
         pool.trim();
         assertThat(source.liveChunks()).isZero();
+        assertThat(source.mappedGranules()).as("mapped granules after trim").isZero();
         assertThat(pool.metrics().reservedBytes()).isZero();
         pool.close();
         for (TestStream stream : streams) {

@@ -25,10 +25,86 @@ final class FakeChunkSource implements ChunkSource {
     final AtomicInteger frees = new AtomicInteger();
     /** Live bytes above which allocate refuses. */
     volatile long limit;
+    /** With mapping: reserved ranges (base -> size) and the mapped 2 MiB granules; guarded by {@code ranges}. */
+    private final boolean mapping;
+    private final java.util.TreeMap<Long, Long> ranges = new java.util.TreeMap<>();
+    private final java.util.Set<Long> mappedGranules = new java.util.HashSet<>();
 
     FakeChunkSource(long capacity) {
+        this(capacity, false);
+    }
+
+    /** A fake device that also reserves address space and maps 2 MiB granules (limit applies to mapped bytes). */
+    FakeChunkSource(long capacity, boolean mapping) {
         this.capacity = capacity;
         this.limit = capacity;
+        this.mapping = mapping;
+    }
+
+    @Override
+    public boolean supportsMapping() {
+        return mapping;
+    }
+
+    @Override
+    public long mappingGranularity() {
+        return 2 * PoolConfig.MIB;
+    }
+
+    @Override
+    public long reserveAddressSpace(long bytes) {
+        long address = next.getAndAdd(bytes + 2 * PoolConfig.MIB);
+        synchronized (ranges) {
+            ranges.put(address, bytes);
+        }
+        return address;
+    }
+
+    @Override
+    public void releaseAddressSpace(long address, long bytes) {
+        synchronized (ranges) {
+            if (!Long.valueOf(bytes).equals(ranges.remove(address))) {
+                throw new AssertionError("releaseAddressSpace(0x" + Long.toHexString(address) + ", " + bytes + ") matches no range");
+            }
+            for (long g = address; g < address + bytes; g += 2 * PoolConfig.MIB) {
+                if (mappedGranules.contains(g)) {
+                    throw new AssertionError("range 0x" + Long.toHexString(address) + " released with 0x"
+                            + Long.toHexString(g) + " still mapped");
+                }
+            }
+        }
+    }
+
+    @Override
+    public void map(long address, long bytes) {
+        long now = liveBytes.addAndGet(bytes);
+        if (now > limit) {
+            liveBytes.addAndGet(-bytes);
+            throw new OutOfDeviceMemoryException(bytes, "fake device refused to map " + bytes + " bytes");
+        }
+        synchronized (ranges) {
+            var range = ranges.floorEntry(address);
+            if (range == null || address + bytes > range.getKey() + range.getValue()) {
+                throw new AssertionError("map(0x" + Long.toHexString(address) + ", " + bytes + ") outside reserved space");
+            }
+            for (long g = address; g < address + bytes; g += 2 * PoolConfig.MIB) {
+                if (!mappedGranules.add(g)) {
+                    throw new AssertionError("granule 0x" + Long.toHexString(g) + " mapped twice");
+                }
+            }
+        }
+    }
+
+    @Override
+    public void unmap(long address, long bytes) {
+        synchronized (ranges) {
+            for (long g = address; g < address + bytes; g += 2 * PoolConfig.MIB) {
+                if (!mappedGranules.remove(g)) {
+                    throw new AssertionError("unmap of granule 0x" + Long.toHexString(g) + " that is not mapped");
+                }
+            }
+        }
+        liveBytes.addAndGet(-bytes);
     }
 
     @Override
@@ -77,8 +153,33 @@ final class FakeChunkSource implements ChunkSource {
         return live.size();
     }
 
-    /** True if [address, address + bytes) lies inside one live chunk. */
+    /** Mapped granules now (mapping only). */
+    int mappedGranules() {
+        synchronized (ranges) {
+            return mappedGranules.size();
+        }
+    }
+
+    /** Reserved address ranges now (mapping only). */
+    int addressRanges() {
+        synchronized (ranges) {
+            return ranges.size();
+        }
+    }
+
+    /** True if [address, address + bytes) lies inside one live chunk, or (mapping) every granule of it is mapped. */
     boolean contains(long address, long bytes) {
+        if (mapping) {
+            synchronized (ranges) {
+                boolean allMapped = true;
+                for (long g = address & -(2 * PoolConfig.MIB); g < address + bytes; g += 2 * PoolConfig.MIB) {
+                    allMapped &= mappedGranules.contains(g);
+                }
+                if (allMapped) {
+                    return true;
+                }
+            }
+        }
         for (Map.Entry<Long, Long> e : live.entrySet()) {
             if (address >= e.getKey() && address + bytes <= e.getKey() + e.getValue()) {
                 return true;

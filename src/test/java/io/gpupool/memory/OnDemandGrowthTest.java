@@ -13,7 +13,7 @@ import static io.gpupool.memory.PoolConfig.GIB;
 import static io.gpupool.memory.PoolConfig.MIB;
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** The default growth policy, ON_DEMAND, and the metrics' contiguous-free measure. */
+/** ON_DEMAND growth (what the default MAPPED falls back to without mapping) and the metrics' contiguous-free measure. */
 class OnDemandGrowthTest {
 
     private final FakeChunkSource source = new FakeChunkSource(8 * GIB);
@@ -21,14 +21,20 @@ class OnDemandGrowthTest {
     private final TestStream s1 = new TestStream(1);
 
     /** ON_DEMAND with 32 MiB maximum blocks (the memory-frugal setting), so that the cases stay small. */
-    private static final PoolConfig FRUGAL = PoolConfig.defaults().withBlocks(2 * MIB, 32 * MIB);
+    private static final PoolConfig FRUGAL = PoolConfig.defaults().withGrowth(GrowthPolicy.ON_DEMAND, 0)
+            .withBlocks(2 * MIB, 32 * MIB);
 
     @Test
-    void theDefaultsGrowOnDemandWith256MebibyteBlocks() {
+    void theDefaultsMapWith256MebibyteBlocksAndFallBackToOnDemandWithoutMapping() {
         PoolConfig d = PoolConfig.defaults();
-        assertThat(d.growthPolicy()).isEqualTo(GrowthPolicy.ON_DEMAND);
+        assertThat(d.growthPolicy()).isEqualTo(GrowthPolicy.MAPPED);
         assertThat(d.maxBlockBytes()).isEqualTo(256 * MIB);
-        assertThat(FRUGAL.growthPolicy()).isEqualTo(GrowthPolicy.ON_DEMAND);
+        try (DevicePool pool = new DevicePool(source, d)) {    // this source cannot map
+            DeviceBlock block = pool.allocate(10 * MIB, s0);
+            assertThat(pool.metrics().addressSpaceBytes()).isZero();
+            assertThat(source.requests()).containsExactly(256 * MIB);   // ON_DEMAND: one maximum-block chunk
+            block.release();
+        }
     }
 
     @Test

@@ -73,6 +73,11 @@ public final class CudaDevice implements ComputeDevice {
         }
     }
 
+    /** The JCuda device handle (for attribute queries). */
+    CUdevice handle() {
+        return device;
+    }
+
     PinnedStagingPool staging() {
         return staging;
     }
@@ -107,7 +112,7 @@ public final class CudaDevice implements ComputeDevice {
         return options.expandableSegments() ? expandableChunkSource() : plainSource;
     }
 
-    /** cuMemAlloc/cuMemFree chunks. */
+    /** cuMemAlloc/cuMemFree chunks, and reserved address space mapped granule by granule where the device supports it. */
     public CudaChunkSource plainChunkSource() {
         return plainSource;
     }
@@ -177,6 +182,7 @@ public final class CudaDevice implements ComputeDevice {
                 expandableSource.close();
             }
         }
+        plainSource.releaseAll();
         CURRENT.remove();
         Cu.check("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease(device), label());
     }

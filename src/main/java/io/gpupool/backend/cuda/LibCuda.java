@@ -18,7 +18,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 /**
  * A small FFM binding to {@code libcuda.so.1} for what JCuda 12.6 lacks or binds wrongly: the
  * attributes of a device's default memory pool (used by the CUDA_ASYNC baseline) and the virtual
- * memory management calls (used by {@link ExpandableChunkSource}).
+ * memory management calls (used by {@link ExpandableChunkSource} and the mapping half of
+ * {@link CudaChunkSource}).
  *
  * <p>Every call works on the context current on the calling thread, the same one JCuda uses (both
  * talk to the one libcuda in the process). Structures are written by hand into zeroed scratch
@@ -152,8 +153,13 @@ final class LibCuda {
     long addressReserve(long size, long alignment) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(JAVA_LONG);
-            check("cuMemAddressReserve", (int) memAddressReserve.invokeExact(out, size, alignment, 0L, 0L),
-                    size + " bytes");
+            int result = (int) memAddressReserve.invokeExact(out, size, alignment, 0L, 0L);
+            if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+                throw new OutOfDeviceMemoryException(size, "cuMemAddressReserve of " + size
+                        + " bytes failed: CUDA_ERROR_OUT_OF_MEMORY (no address space left)",
+                        new CudaDriverException("cuMemAddressReserve", result, null));
+            }
+            check("cuMemAddressReserve", result, size + " bytes");
             return out.get(JAVA_LONG, 0);
         } catch (RuntimeException | Error e) {
             throw e;
@@ -164,7 +170,8 @@ final class LibCuda {
 
     void addressFree(long base, long size) {
         try {
-            check("cuMemAddressFree", (int) memAddressFree.invokeExact(base, size));
+            check("cuMemAddressFree", (int) memAddressFree.invokeExact(base, size),
+                    size + " bytes at 0x" + Long.toHexString(base));
         } catch (RuntimeException | Error e) {
             throw e;
         } catch (Throwable t) {
@@ -183,7 +190,7 @@ final class LibCuda {
             int result = (int) memCreate.invokeExact(out, size, allocationProp(arena, device), 0L);
             if (result == CUDA_ERROR_OUT_OF_MEMORY) {
                 throw new OutOfDeviceMemoryException(size, "cuda:" + device + ": cuMemCreate of " + size
-                        + " bytes failed: CUDA_ERROR_OUT_OF_MEMORY");
+                        + " bytes failed: CUDA_ERROR_OUT_OF_MEMORY", new CudaDriverException("cuMemCreate", result, null));
             }
             check("cuMemCreate", result, size + " bytes on device " + device);
             return out.get(JAVA_LONG, 0);
@@ -224,9 +231,49 @@ final class LibCuda {
         }
     }
 
+    /** cuMemMap of the whole of physical allocation {@code handle} at {@code address}; no access is granted yet. */
+    void map(long address, long size, long handle) {
+        try {
+            check("cuMemMap", (int) memMap.invokeExact(address, size, 0L, handle, 0L),
+                    size + " bytes at 0x" + Long.toHexString(address));
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    /** Makes {@code [address, address + size)}, all of it mapped (by one or several cuMemMap calls), read/write for {@code device}. */
+    void setAccessReadWrite(long address, long size, int device) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment desc = arena.allocate(SCRATCH, 8).fill((byte) 0);
+            desc.set(JAVA_INT, 0, MEM_LOCATION_TYPE_DEVICE);
+            desc.set(JAVA_INT, 4, device);
+            desc.set(JAVA_INT, 8, MEM_ACCESS_FLAGS_PROT_READWRITE);
+            check("cuMemSetAccess", (int) memSetAccess.invokeExact(address, size, desc, 1L),
+                    size + " bytes at 0x" + Long.toHexString(address));
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    /** cuMemUnmap without throwing: the raw CUresult, for callers that choose a fallback or roll back. */
+    int tryUnmap(long address, long size) {
+        try {
+            return (int) memUnmap.invokeExact(address, size);
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
     void unmap(long address, long size) {
         try {
-            check("cuMemUnmap", (int) memUnmap.invokeExact(address, size));
+            check("cuMemUnmap", (int) memUnmap.invokeExact(address, size),
+                    size + " bytes at 0x" + Long.toHexString(address));
         } catch (RuntimeException | Error e) {
             throw e;
         } catch (Throwable t) {

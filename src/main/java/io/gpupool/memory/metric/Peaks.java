@@ -12,11 +12,17 @@ public final class Peaks {
      * Raises {@code peak} to {@code value} if that is higher; lock-free. Unlike
      * {@code accumulateAndGet(value, Math::max)} it writes nothing when the peak already holds, so
      * the common case on the allocation path is one volatile read.
+     *
+     * @return whether this call raised the peak
      */
-    public static void raise(AtomicLong peak, long value) {
+    public static boolean raise(AtomicLong peak, long value) {
         long current = peak.get();
-        while (value > current && !peak.compareAndSet(current, value)) {
+        while (value > current) {
+            if (peak.compareAndSet(current, value)) {
+                return true;
+            }
             current = peak.get();
         }
+        return false;
     }
 }

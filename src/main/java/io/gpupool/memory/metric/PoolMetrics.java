@@ -23,10 +23,32 @@ public interface PoolMetrics extends AllocatorMetrics {
     /** The largest free block of the global level in bytes. */
     long largestFreeBlockBytes();
 
-    /** 1 - largest free block / total global free bytes; 0 when nothing is free. */
+    /**
+     * Address space reserved under MAPPED growth, mapped or not (0 otherwise); reserved bytes then
+     * count only the mapped part.
+     */
+    default long addressSpaceBytes() {
+        return 0;
+    }
+
+    /** Calls that mapped memory into reserved address space (MAPPED growth; 0 otherwise). */
+    default long mapCalls() {
+        return 0;
+    }
+
+    /** Calls that unmapped free memory (MAPPED growth; 0 otherwise). */
+    default long unmapCalls() {
+        return 0;
+    }
+
+    /**
+     * 1 - largest free block / total global free bytes; 0 when nothing is free. Under MAPPED growth
+     * the largest block is address space and the free bytes are mapped memory, so it is usually 0:
+     * any free granule can be mapped anywhere.
+     */
     default double fragmentation() {
         long free = globalFreeBytes();
-        return free == 0 ? 0.0 : 1.0 - (double) largestFreeBlockBytes() / free;
+        return free == 0 ? 0.0 : Math.max(0.0, 1.0 - (double) largestFreeBlockBytes() / free);
     }
 
     /** The small-object size classes that hold slabs or objects. */

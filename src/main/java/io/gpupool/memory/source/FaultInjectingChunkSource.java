@@ -105,6 +105,43 @@ public final class FaultInjectingChunkSource implements ChunkSource {
     }
 
     @Override
+    public boolean supportsMapping() {
+        return upstream.supportsMapping();
+    }
+
+    @Override
+    public long mappingGranularity() {
+        return upstream.mappingGranularity();
+    }
+
+    @Override
+    public long reserveAddressSpace(long bytes) {
+        return upstream.reserveAddressSpace(bytes);
+    }
+
+    @Override
+    public void releaseAddressSpace(long address, long bytes) {
+        upstream.releaseAddressSpace(address, bytes);
+    }
+
+    /** A map call counts as a call like {@link #allocate}: it is where the device refuses memory. */
+    @Override
+    public void map(long address, long bytes) {
+        long call = calls.incrementAndGet();
+        if (shouldFail(call)) {
+            injected.increment();
+            throw new OutOfDeviceMemoryException(bytes, "injected failure of " + name() + " on map call "
+                    + call + " (" + bytes + " bytes at 0x" + Long.toHexString(address) + ")");
+        }
+        upstream.map(address, bytes);
+    }
+
+    @Override
+    public void unmap(long address, long bytes) {
+        upstream.unmap(address, bytes);
+    }
+
+    @Override
     public long capacityBytes() {
         return upstream.capacityBytes();
     }

@@ -73,6 +73,50 @@ public final class LimitingChunkSource implements ChunkSource {
     }
 
     @Override
+    public boolean supportsMapping() {
+        return upstream.supportsMapping();
+    }
+
+    @Override
+    public long mappingGranularity() {
+        return upstream.mappingGranularity();
+    }
+
+    @Override
+    public long reserveAddressSpace(long bytes) {
+        return upstream.reserveAddressSpace(bytes);        // address space costs no memory: not limited
+    }
+
+    @Override
+    public void releaseAddressSpace(long address, long bytes) {
+        upstream.releaseAddressSpace(address, bytes);
+    }
+
+    /** Mapped bytes count against the cap exactly as chunk bytes do. */
+    @Override
+    public void map(long address, long bytes) {
+        long limit = limitBytes;
+        long after = reserved.addAndGet(bytes);
+        if (after > limit || after < 0) {
+            reserved.addAndGet(-bytes);
+            throw new OutOfDeviceMemoryException(bytes, "limit of " + name() + " reached: mapping " + bytes
+                    + " bytes, reserved " + (after - bytes) + " of the " + limit + "-byte cap");
+        }
+        try {
+            upstream.map(address, bytes);
+        } catch (Throwable t) {
+            reserved.addAndGet(-bytes);
+            throw t;
+        }
+    }
+
+    @Override
+    public void unmap(long address, long bytes) {
+        upstream.unmap(address, bytes);
+        reserved.addAndGet(-bytes);
+    }
+
+    @Override
     public long capacityBytes() {
         return upstream.capacityBytes();
     }

@@ -21,6 +21,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * Addresses are 2 MiB aligned and never reused, so chunks never overlap even across free and
  * reallocate. The capacity is enforced like a device's memory (fetch-add, roll back on refusal);
  * {@link #free} checks that the address and size match a live chunk and fails loudly otherwise.
+ *
+ * <p>Created with {@link #withMapping}, it also simulates virtual memory: address ranges reserved
+ * from the same bump pointer cost nothing, and {@link #map} / {@link #unmap} count granules
+ * (2 MiB) against the capacity. A bitmap per reserved range checks every call: mapping a granule
+ * twice, unmapping one that is not mapped, or releasing a range that still has mapped granules
+ * fails loudly, so a pool bug shows up in replay rather than as silent double counting.
  */
 public final class SimulatedChunkSource implements ChunkSource {
 
@@ -32,8 +38,27 @@ public final class SimulatedChunkSource implements ChunkSource {
     private final AtomicLong next = new AtomicLong(BASE);
     private final AtomicLong reserved = new AtomicLong();
     private final ConcurrentHashMap<Long, Long> live = new ConcurrentHashMap<>();
+    private final boolean mapping;
+    /** Reserved ranges by base address: their size and which granules are mapped; guarded by itself. */
+    private final java.util.TreeMap<Long, Reservation> reservations = new java.util.TreeMap<>();
+    private final AtomicLong mapCalls = new AtomicLong();
+    private final AtomicLong unmapCalls = new AtomicLong();
+    private final AtomicLong addressSpace = new AtomicLong();
+
+    private record Reservation(long bytes, java.util.BitSet mapped) {
+    }
 
     public SimulatedChunkSource(String name, long capacityBytes) {
+        this(name, capacityBytes, false);
+    }
+
+    /** A simulated device that also supports address-space reservation and mapping in 2 MiB granules. */
+    public static SimulatedChunkSource withMapping(String name, long capacityBytes) {
+        return new SimulatedChunkSource(name, capacityBytes, true);
+    }
+
+    private SimulatedChunkSource(String name, long capacityBytes, boolean mapping) {
+        this.mapping = mapping;
         if (capacityBytes <= 0) {
             throw new IllegalArgumentException("capacityBytes must be positive, got " + capacityBytes);
         }
@@ -94,5 +119,127 @@ public final class SimulatedChunkSource implements ChunkSource {
     /** Number of live chunks. */
     public int liveChunks() {
         return live.size();
+    }
+
+    @Override
+    public boolean supportsMapping() {
+        return mapping;
+    }
+
+    @Override
+    public long mappingGranularity() {
+        requireMapping();
+        return ALIGNMENT;
+    }
+
+    @Override
+    public long reserveAddressSpace(long bytes) {
+        requireMapping();
+        requireGranules("reserveAddressSpace", 0, bytes);
+        long address = next.getAndAdd(bytes);
+        synchronized (reservations) {
+            reservations.put(address, new Reservation(bytes, new java.util.BitSet((int) (bytes / ALIGNMENT))));
+        }
+        addressSpace.addAndGet(bytes);
+        return address;
+    }
+
+    @Override
+    public void releaseAddressSpace(long address, long bytes) {
+        requireMapping();
+        synchronized (reservations) {
+            Reservation range = reservations.get(address);
+            if (range == null || range.bytes() != bytes) {
+                throw new IllegalArgumentException(name + ": release of 0x" + Long.toHexString(address) + " (" + bytes
+                        + " bytes) which is not a reserved range");
+            }
+            if (!range.mapped().isEmpty()) {
+                throw new IllegalStateException(name + ": release of 0x" + Long.toHexString(address) + " with "
+                        + range.mapped().cardinality() + " granule(s) still mapped");
+            }
+            reservations.remove(address);
+        }
+        addressSpace.addAndGet(-bytes);
+    }
+
+    @Override
+    public void map(long address, long bytes) {
+        requireMapping();
+        requireGranules("map", address, bytes);
+        long after = reserved.addAndGet(bytes);
+        if (after > capacityBytes || after < 0) {
+            reserved.addAndGet(-bytes);
+            throw new OutOfDeviceMemoryException(bytes, name + " cannot map " + bytes + " bytes: "
+                    + (after - bytes) + " of " + capacityBytes + " in use");
+        }
+        synchronized (reservations) {
+            java.util.BitSet bits = granules("map", address, bytes);
+            int from = (int) ((address - reservations.floorKey(address)) / ALIGNMENT);
+            int to = from + (int) (bytes / ALIGNMENT);
+            int already = bits.nextSetBit(from);
+            if (already >= 0 && already < to) {
+                reserved.addAndGet(-bytes);
+                throw new IllegalStateException(name + ": map of 0x" + Long.toHexString(address) + " (" + bytes
+                        + " bytes) overlaps a mapped granule");
+            }
+            bits.set(from, to);
+        }
+        mapCalls.incrementAndGet();
+    }
+
+    @Override
+    public void unmap(long address, long bytes) {
+        requireMapping();
+        requireGranules("unmap", address, bytes);
+        synchronized (reservations) {
+            java.util.BitSet bits = granules("unmap", address, bytes);
+            int from = (int) ((address - reservations.floorKey(address)) / ALIGNMENT);
+            int to = from + (int) (bytes / ALIGNMENT);
+            int hole = bits.nextClearBit(from);
+            if (hole < to) {
+                throw new IllegalStateException(name + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
+                        + " bytes) covers a granule that is not mapped");
+            }
+            bits.clear(from, to);
+        }
+        reserved.addAndGet(-bytes);
+        unmapCalls.incrementAndGet();
+    }
+
+    /** Successful {@link #map} calls so far. */
+    public long mapCalls() {
+        return mapCalls.get();
+    }
+
+    /** {@link #unmap} calls so far. */
+    public long unmapCalls() {
+        return unmapCalls.get();
+    }
+
+    /** Bytes of address space reserved now (mapped or not). */
+    public long addressSpaceBytes() {
+        return addressSpace.get();
+    }
+
+    private java.util.BitSet granules(String call, long address, long bytes) {
+        var entry = reservations.floorEntry(address);
+        if (entry == null || address + bytes > entry.getKey() + entry.getValue().bytes()) {
+            throw new IllegalArgumentException(name + ": " + call + " of 0x" + Long.toHexString(address) + " (" + bytes
+                    + " bytes) outside every reserved range");
+        }
+        return entry.getValue().mapped();
+    }
+
+    private void requireGranules(String call, long address, long bytes) {
+        if (bytes <= 0 || bytes % ALIGNMENT != 0 || address % ALIGNMENT != 0) {
+            throw new IllegalArgumentException(name + ": " + call + " of " + bytes + " bytes at 0x"
+                    + Long.toHexString(address) + " is not a positive multiple of the 2 MiB granularity");
+        }
+    }
+
+    private void requireMapping() {
+        if (!mapping) {
+            throw new UnsupportedOperationException(name + " was created without mapping (use withMapping)");
+        }
     }
 }

@@ -27,6 +27,9 @@ public final class StatisticsChunkSource implements ChunkSource {
     private final AtomicLong reservedChunks = new AtomicLong();
     private final LongAdder allocations = new LongAdder();
     private final LongAdder frees = new LongAdder();
+    private final LongAdder maps = new LongAdder();
+    private final LongAdder mappedBytes = new LongAdder();
+    private final LongAdder unmaps = new LongAdder();
     private final LongAdder failures = new LongAdder();
     private final LongAdder allocateNanos = new LongAdder();
     private final LongAdder freeNanos = new LongAdder();
@@ -63,6 +66,67 @@ public final class StatisticsChunkSource implements ChunkSource {
         frees.increment();
         reservedChunks.decrementAndGet();
         reservedBytes.addAndGet(-bytes);
+    }
+
+    @Override
+    public boolean supportsMapping() {
+        return upstream.supportsMapping();
+    }
+
+    @Override
+    public long mappingGranularity() {
+        return upstream.mappingGranularity();
+    }
+
+    @Override
+    public long reserveAddressSpace(long bytes) {
+        return upstream.reserveAddressSpace(bytes);
+    }
+
+    @Override
+    public void releaseAddressSpace(long address, long bytes) {
+        upstream.releaseAddressSpace(address, bytes);
+    }
+
+    /** Counted like an allocation: mapped bytes are reserved device memory. */
+    @Override
+    public void map(long address, long bytes) {
+        long start = System.nanoTime();
+        try {
+            upstream.map(address, bytes);
+        } catch (Throwable e) {
+            failures.increment();
+            recordAllocateTime(System.nanoTime() - start);
+            throw e;
+        }
+        recordAllocateTime(System.nanoTime() - start);
+        maps.increment();
+        mappedBytes.add(bytes);
+        Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
+    }
+
+    @Override
+    public void unmap(long address, long bytes) {
+        long start = System.nanoTime();
+        upstream.unmap(address, bytes);
+        freeNanos.add(System.nanoTime() - start);
+        unmaps.increment();
+        reservedBytes.addAndGet(-bytes);
+    }
+
+    /** Calls of {@link #map} that succeeded. */
+    public long maps() {
+        return maps.sum();
+    }
+
+    /** Bytes mapped by all {@link #map} calls together (traffic, not what is mapped now). */
+    public long mappedBytesTotal() {
+        return mappedBytes.sum();
+    }
+
+    /** Calls of {@link #unmap}. */
+    public long unmaps() {
+        return unmaps.sum();
     }
 
     @Override

@@ -46,6 +46,44 @@ public final class TracingChunkSource implements ChunkSource {
     }
 
     @Override
+    public boolean supportsMapping() {
+        return upstream.supportsMapping();
+    }
+
+    @Override
+    public long mappingGranularity() {
+        return upstream.mappingGranularity();
+    }
+
+    @Override
+    public long reserveAddressSpace(long bytes) {
+        return upstream.reserveAddressSpace(bytes);
+    }
+
+    @Override
+    public void releaseAddressSpace(long address, long bytes) {
+        upstream.releaseAddressSpace(address, bytes);
+    }
+
+    /** Recorded as an allocation of the mapped range (what the device gives), unmap as a free. */
+    @Override
+    public void map(long address, long bytes) {
+        try {
+            upstream.map(address, bytes);
+        } catch (Throwable t) {
+            recorder.record(Trace.ALLOCATE_FAILURE, 0, bytes, Trace.NO_STREAM);
+            throw t;
+        }
+        recorder.record(Trace.ALLOCATE, address, bytes, Trace.NO_STREAM);
+    }
+
+    @Override
+    public void unmap(long address, long bytes) {
+        recorder.record(Trace.FREE, address, bytes, Trace.NO_STREAM);
+        upstream.unmap(address, bytes);
+    }
+
+    @Override
     public long capacityBytes() {
         return upstream.capacityBytes();
     }

@@ -56,7 +56,7 @@ public final class FragmentationBreakdown {
             line(out, "  idle dedicated chunks", idleDedicated, peakLive);
             line(out, "  rest", rest(), peakLive);
             out.append(String.format(Locale.ROOT, "  chunks at the peak: %d buddy, %d dedicated%n", buddyChunks, dedicatedChunks));
-            out.append(String.format(Locale.ROOT, "  whole replay: %d source allocations, local hit rate %.3f%n",
+            out.append(String.format(Locale.ROOT, "  whole replay: %d source allocations (chunks + maps), local hit rate %.3f%n",
                     sourceAllocations, localHitRate));
             return out.toString();
         }
@@ -100,7 +100,7 @@ public final class FragmentationBreakdown {
 
     /** Replays {@code trace} against {@code strategy} and returns the breakdown at the reservation's peak. */
     public static Breakdown atPeak(Trace trace, TraceReplayer.Strategy strategy, long capacityBytes) {
-        StatisticsChunkSource source = new StatisticsChunkSource(new SimulatedChunkSource("breakdown", capacityBytes));
+        StatisticsChunkSource source = new StatisticsChunkSource(SimulatedChunkSource.withMapping("breakdown", capacityBytes));
         DeviceAllocator allocator = strategy.factory().apply(source);
         HashMap<Integer, AllocationStream> streams = new HashMap<>();
         HashMap<Long, DeviceBlock> live = new HashMap<>();
@@ -133,7 +133,7 @@ public final class FragmentationBreakdown {
                 atPeak = new Breakdown(atPeak.reserved(), atPeak.live(), atPeak.rounding(), atPeak.localCaches(),
                         atPeak.slabFree(), atPeak.buddyFreeInUsedChunks(), atPeak.buddyFreeInEmptyChunks(),
                         atPeak.idleDedicated(), atPeak.buddyChunks(), atPeak.dedicatedChunks(), hitRate,
-                        source.allocations());
+                        source.allocations() + source.maps());
             }
         } finally {
             live.values().forEach(DeviceBlock::release);

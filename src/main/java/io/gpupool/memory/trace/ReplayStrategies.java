@@ -44,7 +44,7 @@ public final class ReplayStrategies {
 
     /** ON_DEMAND growth with a larger maximum block: fewer device allocations, more reserve. */
     public static PoolConfig onDemand(long maxBlockBytes) {
-        return PoolConfig.defaults().withBlocks(2 * PoolConfig.MIB, maxBlockBytes);
+        return PoolConfig.defaults().withGrowth(GrowthPolicy.ON_DEMAND, 0).withBlocks(2 * PoolConfig.MIB, maxBlockBytes);
     }
 
     private static void add(TraceReplayer.Strategy strategy) {

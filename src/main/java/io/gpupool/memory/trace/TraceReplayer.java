@@ -22,7 +22,8 @@ import java.util.function.Function;
  *   peak live      = max over time of  sum(requested bytes of live blocks)   (what the program needed)
  *   peak reserved  = max over time of  bytes held from the ChunkSource       (what the device paid)
  *   overhead ratio = peak reserved / peak live                               (1.0 is perfect)
- *   grows despite free = chunk allocations made while reserved - allocated &gt;= the request
+ *   grows despite free = chunk allocations (or maps) made while reserved - allocated &gt;= the request
+ *   map / unmap calls  = source calls of a pool with MAPPED growth (memory mapped into address space)
  * </pre>
  * The allocator is built over a {@link StatisticsChunkSource} wrapping a source with no memory
  * behind it ({@link SimulatedChunkSource} by default), so any strategy can be measured the same
@@ -54,7 +55,7 @@ public final class TraceReplayer {
     /** What one replay measured. */
     public record Result(String strategy, int events, long allocations, long frees, long failedAllocations,
                          long unmatchedFrees, long peakLiveBytes, long peakReservedBytes, long chunkAllocations,
-                         long growsDespiteFreeBytes, long elapsedNanos) {
+                         long growsDespiteFreeBytes, long elapsedNanos, long mapCalls, long unmapCalls, long mappedBytesTotal) {
 
         /** peak reserved / peak live; NaN when nothing was live. */
         public double overhead() {
@@ -110,6 +111,43 @@ public final class TraceReplayer {
         public String name() {
             return upstream.name();
         }
+
+        @Override
+        public boolean supportsMapping() {
+            return upstream.supportsMapping();
+        }
+
+        @Override
+        public long mappingGranularity() {
+            return upstream.mappingGranularity();
+        }
+
+        @Override
+        public long reserveAddressSpace(long bytes) {
+            return upstream.reserveAddressSpace(bytes);
+        }
+
+        @Override
+        public void releaseAddressSpace(long address, long bytes) {
+            upstream.releaseAddressSpace(address, bytes);
+        }
+
+        /** A map is growth of reserved memory too: counted like a chunk allocation. */
+        @Override
+        public void map(long address, long bytes) {
+            if (allocator != null) {
+                var metrics = allocator.metrics();
+                if (metrics.reservedBytes() - metrics.allocatedBytes() >= request) {
+                    growsDespiteFree++;
+                }
+            }
+            upstream.map(address, bytes);
+        }
+
+        @Override
+        public void unmap(long address, long bytes) {
+            upstream.unmap(address, bytes);
+        }
     }
 
     /**
@@ -157,9 +195,12 @@ public final class TraceReplayer {
         return peak;
     }
 
-    /** Replays against a fresh allocator over a simulated device of {@code capacityBytes}. */
+    /**
+     * Replays against a fresh allocator over a simulated device of {@code capacityBytes} that
+     * supports mapping, as the H200 does (strategies that do not map ignore it).
+     */
     public static Result replay(Trace trace, Strategy strategy, long capacityBytes) {
-        return replay(trace, strategy, new SimulatedChunkSource("replay", capacityBytes));
+        return replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacityBytes));
     }
 
     /** Replays against a fresh allocator built over {@code source}. */
@@ -224,6 +265,7 @@ public final class TraceReplayer {
             allocator.close();
         }
         return new Result(strategy.name(), n, allocations, frees, failed, unmatched, peakLive,
-                statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed);
+                statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed,
+                statistics.maps(), statistics.unmaps(), statistics.mappedBytesTotal());
     }
 }

@@ -1,0 +1,193 @@
+package io.gpupool.memory;
+
+import io.gpupool.memory.source.FaultInjectingChunkSource;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+import static io.gpupool.memory.PoolConfig.GIB;
+import static io.gpupool.memory.PoolConfig.MIB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** GrowthPolicy.MAPPED: buddy chunks in address space, memory mapped under runs only, reclaimed beyond the slack. */
+class MappedGrowthTest {
+
+    private final FakeChunkSource source = new FakeChunkSource(8 * GIB, true);
+    private final TestStream s0 = new TestStream(0);
+    private final TestStream s1 = new TestStream(1);
+
+    @Test
+    void onlyTheGranulesUnderABlockCostMemory() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+            DeviceBlock block = pool.allocate(10 * MIB, s0);
+            assertThat(pool.metrics().reservedBytes()).as("mapped: 10 MiB, not a 256 MiB chunk").isEqualTo(10 * MIB);
+            assertThat(source.liveBytes()).isEqualTo(10 * MIB);
+            assertThat(pool.metrics().addressSpaceBytes()).isGreaterThanOrEqualTo(GIB);
+            assertThat(source.contains(block.address(), block.size())).isTrue();
+            DeviceBlock large = pool.allocate(300 * MIB, s1);       // above the maximum block: a span, mapped too
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(310 * MIB);
+            assertThat(source.contains(large.address(), large.size())).isTrue();
+            block.release();
+            large.release();
+            assertThat(pool.trim()).isGreaterThanOrEqualTo(300 * MIB);
+            assertThat(pool.metrics().reservedBytes()).isZero();
+            assertThat(source.mappedGranules()).isZero();
+        }
+        assertThat(source.addressRanges()).as("address space given back at close").isZero();
+    }
+
+    @Test
+    void freedMemoryIsReusedWithoutMappingAgain() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            pool.allocate(40 * MIB, s0).release();
+            long maps = pool.metrics().mapCalls();
+            DeviceBlock again = pool.allocate(40 * MIB, s1);
+            assertThat(pool.metrics().mapCalls()).as("a mapped free block serves the same size").isEqualTo(maps);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(40 * MIB);
+            again.release();
+        }
+    }
+
+    /**
+     * Many sizes freed in a scattered order leave free mapped memory in pieces; the pool never holds
+     * more than the high-water mark of allocated bytes plus its slack (1/16, at least 8 minimum blocks).
+     */
+    @Test
+    void mappedMemoryStaysWithinTheHighWaterMarkPlusTheSlack() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            Random random = new Random(7);
+            List<DeviceBlock> live = new ArrayList<>();
+            long highWater = 0;
+            long worstExcess = 0;
+            for (int step = 0; step < 4000; step++) {
+                if (live.size() < 40 && (live.isEmpty() || random.nextInt(100) < 55)) {
+                    long bytes = (2 + random.nextInt(120)) * MIB + random.nextInt(1 << 20);
+                    live.add(pool.allocate(bytes, random.nextBoolean() ? s0 : s1));
+                } else {
+                    live.remove(random.nextInt(live.size())).release();
+                }
+                long allocated = pool.metrics().allocatedBytes();
+                highWater = Math.max(highWater, allocated);
+                long slack = Math.max(16 * MIB, highWater / 16);
+                worstExcess = Math.max(worstExcess, pool.metrics().reservedBytes() - highWater - slack);
+            }
+            assertThat(worstExcess).as("mapped beyond high water + slack").isLessThanOrEqualTo(0);
+            assertThat(pool.metrics().unmapCalls()).as("the reclaimer had to work").isPositive();
+            live.forEach(DeviceBlock::release);
+            PoolInvariants.freeSpaceIsWholeChunks(pool);
+        }
+    }
+
+    @Test
+    void aRefusedMapRunsRecoveryThenFailsWithTheUsualMessageAndLeavesNothingBehind() {
+        source.limit = 100 * MIB;
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+            DeviceBlock kept = pool.allocate(60 * MIB, s0);
+            DeviceBlock cached = pool.allocate(20 * MIB, s0);
+            cached.release();                                      // free, mapped: recovery must unmap it
+            DeviceBlock fits = pool.allocate(38 * MIB, s1);        // 60 + 20 + 38 > 100: needs the 20 back
+            assertThat(source.liveBytes()).isLessThanOrEqualTo(100 * MIB);
+            assertThatThrownBy(() -> pool.allocate(50 * MIB, s1))
+                    .isInstanceOf(OutOfDeviceMemoryException.class)
+                    .hasMessageContaining("tried to allocate 50.00 MiB")
+                    .hasMessageContaining("largest free block");
+            assertThat(pool.metrics().allocatedBytes()).isEqualTo(98 * MIB);
+            kept.release();
+            fits.release();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            DeviceBlock after = pool.allocate(90 * MIB, s1);       // the refused run went back: space is whole
+            after.release();
+        }
+    }
+
+    @Test
+    void injectedMapFailuresNeverLeakARun() {
+        FaultInjectingChunkSource faulty = new FaultInjectingChunkSource(source).failWithProbability(0.3, 11);
+        try (DevicePool pool = new DevicePool(faulty, PoolConfig.defaults())) {
+            int failed = 0;
+            for (int i = 0; i < 200; i++) {
+                try {
+                    pool.allocate((1 + i % 40) * 3 * MIB, i % 2 == 0 ? s0 : s1).release();
+                } catch (OutOfDeviceMemoryException e) {
+                    failed++;
+                }
+            }
+            assertThat(failed).isPositive();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            pool.trim();
+            assertThat(source.mappedGranules()).isZero();
+        }
+    }
+
+    @Test
+    void maintainGivesMemoryBackOnceDemandFellForTheReleaseIdleAge() {
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withReleaseIdleAge(java.time.Duration.ZERO));
+        try (DevicePool pool = new DevicePool(source, config)) {
+            List<DeviceBlock> live = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                live.add(pool.allocate(50 * MIB, s0));
+            }
+            live.forEach(DeviceBlock::release);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(500 * MIB);   // kept: within the budget
+            pool.maintain();
+            assertThat(pool.metrics().reservedBytes()).as("after maintain, demand is 0: the floor remains at most")
+                    .isLessThanOrEqualTo(16 * MIB + 4 * 8 * MIB);
+        }
+    }
+
+    @Test
+    void sixteenStreamsAllocatingAtOnceKeepBlocksMappedAndDisjoint() throws Exception {
+        FakeChunkSource tight = new FakeChunkSource(8 * GIB, true);
+        try (DevicePool pool = new DevicePool(tight, PoolConfig.defaults())) {
+            ExecutorService threads = Executors.newFixedThreadPool(16);
+            List<Future<?>> done = new ArrayList<>();
+            List<DeviceBlock> everything = java.util.Collections.synchronizedList(new ArrayList<>());
+            for (int t = 0; t < 16; t++) {
+                TestStream stream = new TestStream(t);
+                int seed = t;
+                done.add(threads.submit(() -> {
+                    Random random = new Random(seed);
+                    List<DeviceBlock> mine = new ArrayList<>();
+                    for (int i = 0; i < 600; i++) {
+                        if (mine.size() < 8 && random.nextInt(100) < 60) {
+                            long bytes = random.nextInt(4) == 0 ? 1 + random.nextInt(1 << 20)
+                                    : (1 + random.nextInt(60)) * MIB;
+                            DeviceBlock block = pool.allocate(bytes, stream);
+                            assertThat(tight.contains(block.address(), block.size())).as("mapped").isTrue();
+                            mine.add(block);
+                            everything.add(block);
+                        } else if (!mine.isEmpty()) {
+                            DeviceBlock block = mine.remove(random.nextInt(mine.size()));
+                            everything.remove(block);
+                            block.release();
+                        }
+                        if (i % 97 == 0 && seed == 0) {
+                            pool.maintain();
+                        }
+                    }
+                    synchronized (everything) {
+                        PoolInvariants.liveBlocksAreSound(new ArrayList<>(everything), tight);
+                    }
+                    mine.forEach(b -> {
+                        everything.remove(b);
+                        b.release();
+                    });
+                    return null;
+                }));
+            }
+            for (Future<?> f : done) {
+                f.get();
+            }
+            threads.shutdown();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            pool.trim();
+            assertThat(tight.mappedGranules()).isZero();
+        }
+    }
+}
