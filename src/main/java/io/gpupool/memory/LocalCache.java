@@ -18,22 +18,23 @@ import java.lang.invoke.VarHandle;
  *   entries[c]  (long[P + 64 + P], allocated on first use of class c):
  *   | P pad | handle 0 (oldest) ... handle count[c]-1 (newest, top) | free | P pad |
  * </pre>
- * Everything an operation writes lives inside these padded arrays and nowhere else. The padding is
- * there for the garbage collector: it copies the caches of all streams next to each other (they are
- * reached from one array), and without padding the owner words and counters of neighbouring streams
- * shared cache lines, so streams that never touch each other's memory still invalidated each other's
- * lines on every operation (false sharing; the suspected reason why 4 streams were no faster than one
- * on the H200). 128 bytes rather than 64 because the adjacent-line prefetcher moves lines in pairs.
- * A class's count and last use sit side by side, so one operation writes two or three lines, all of
- * them private to the stream.
+ * Everything an operation writes in steady state lives inside these padded arrays and nowhere else
+ * (the cache object itself has only final fields). The padding is there for the garbage collector:
+ * it decides where the caches of different streams end up (they are all reached from one array and
+ * copied together), and before the padding an owner word, a counter array or the top of a stack could
+ * share a cache line with another stream's, so streams that never touch each other's memory could
+ * invalidate each other's lines on every operation (false sharing; the suspected reason why 4 streams
+ * were sometimes no faster than one on the H200, see docs/benchmarks.md). 128 bytes rather than 64
+ * because the adjacent-line prefetcher moves lines in pairs. A class's count and last use sit side by
+ * side, so one operation writes two or three lines, all of them private to the stream.
  *
  * <h2>Ownership instead of a lock</h2>
  * An {@code owner} word is claimed with one uncontended CAS (0 -&gt; 1) around each operation and
  * released with a plain release store. The CAS is what lets another thread (trim, recovery) take the
  * cache's memory safely: without a store-load barrier on the owner's side, the owner could pop an
  * entry that the other thread is flushing at the same moment. On a line the owner already holds
- * the CAS costs a few nanoseconds; it is the shared lines around it that were expensive. The owning stream is used by one request at a time, so the
- * claim practically always succeeds; when it does not (a block released from a callback thread
+ * the CAS costs a few nanoseconds; shared lines around it are what would make it expensive. The
+ * owning stream is used by one request at a time, so the claim practically always succeeds; when it does not (a block released from a callback thread
  * while the stream serves the next request) the caller simply goes to the global level instead of
  * waiting. Only maintenance (trim, recovery, detach, idle sweep from another thread) spins for the
  * word, and owners hold it for a few stores. Lock order: owner word, then global order locks / class
@@ -47,8 +48,8 @@ import java.lang.invoke.VarHandle;
  *       fence for the batch); if the bytes cap would be passed, flush the oldest entries of the
  *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
  *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).
- *       The bytes cap is {@link DevicePool#localCapBytes}: the configured cap, under ON_DEMAND growth
- *       lowered to the stream's share of a fraction of the pool's allocated bytes (one volatile read).</li>
+ *       The bytes cap is {@link DevicePool#localCapBytes}: the configured cap, under ON_DEMAND or
+ *       MAPPED growth lowered to the stream's share of a fraction of the pool's allocated bytes (one volatile read).</li>
  *   <li>uses are stamped with the pool's coarse clock ({@link DevicePool#advanceClock}: a volatile
  *       long refreshed on global-level operations, maintenance and every 1024 local operations of
  *       any stream, but written only when it moved by more than a millisecond, so that sixteen
@@ -60,7 +61,8 @@ import java.lang.invoke.VarHandle;
  * <h2>Statistics</h2>
  * Single-writer counters in the padded {@code hot} array: written by the claimant with
  * {@code setOpaque}, read by metrics with {@code getOpaque}, never locked. The cached bytes counter
- * is also the cache's own byte count (one store, not two).
+ * is also the cache's own byte count (one store, not two). The {@code unsampled} slot is the pool's
+ * trigger for sampling its allocated peak ({@link #addUnsampled}).
  */
 final class LocalCache {
 
