@@ -201,14 +201,15 @@ final class LocalCache {
             return 0;
         }
         try {
-            int n = count(c);
+            int slot = CLASS_BASE + 2 * c;
+            int n = (int) hot[slot];
             if (n == 0) {
                 add(MISSES, 1);
                 return 0;
             }
             long handle = entries[c][PAD + --n];
-            setCount(c, n);
-            touch(c);
+            hot[slot] = n;
+            hot[slot + 1] = pool.coarseNanos;
             add(HITS, 1);
             add(ALLOC_BYTES, size);
             add(ALLOC_REQUESTED, requested);
@@ -247,10 +248,11 @@ final class LocalCache {
                     bytes = hot[STAT_BASE + CACHED_BYTES];
                 }
             }
-            int n = count(c);
+            int slot = CLASS_BASE + 2 * c;
+            int n = (int) hot[slot];
             stack[PAD + n] = handle;
-            setCount(c, n + 1);
-            touch(c);
+            hot[slot] = n + 1;
+            hot[slot + 1] = pool.coarseNanos;
             add(FREES, 1);
             add(FREE_BYTES, size);
             add(FREE_REQUESTED, requested);
