@@ -132,7 +132,7 @@ public final class DevicePool implements DeviceAllocator {
     static final long KIND_SMALL = SmallObjects.KIND_SMALL;
     static final long KIND_DEDICATED = 2L << 62;
     static final int LATENCY_SAMPLE_EVERY = 16;
-    /** A stream samples the allocated peak once it took more than peak / 2^this from the global level; see {@link #samplePeak}. */
+    /** A stream samples the allocated peak after taking peak / 2^this from the global level ({@link #samplePeak}). */
     static final int PEAK_LAG_SHIFT = 6;
     /** The coarse clock is written only when it moved by more than this; see {@link #advanceClock}. */
     static final long CLOCK_GRANULARITY_NANOS = 1_000_000;

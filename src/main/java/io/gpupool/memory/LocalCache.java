@@ -34,12 +34,12 @@ import java.lang.invoke.VarHandle;
  * cache's memory safely: without a store-load barrier on the owner's side, the owner could pop an
  * entry that the other thread is flushing at the same moment. On a line the owner already holds
  * the CAS costs a few nanoseconds; shared lines around it are what would make it expensive. The
- * owning stream is used by one request at a time, so the claim practically always succeeds; when it does not (a block released from a callback thread
- * while the stream serves the next request) the caller simply goes to the global level instead of
- * waiting. Only maintenance (trim, recovery, detach, idle sweep from another thread) spins for the
- * word, and owners hold it for a few stores. Lock order: owner word, then global order locks / class
- * locks; nothing that holds a global lock ever claims an owner word, and nobody holding an owner
- * word takes the pool's grow lock.
+ * owning stream is used by one request at a time, so the claim practically always succeeds; when it
+ * does not (a block released from a callback thread while the stream serves the next request) the
+ * caller simply goes to the global level instead of waiting. Only maintenance (trim, recovery,
+ * detach, idle sweep from another thread) spins for the word, and owners hold it for a few stores.
+ * Lock order: owner word, then global order locks / class locks; nothing that holds a global lock
+ * ever claims an owner word, and nobody holding an owner word takes the pool's grow lock.
  *
  * <h2>Steps</h2>
  * <ol>
@@ -49,7 +49,8 @@ import java.lang.invoke.VarHandle;
  *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
  *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).
  *       The bytes cap is {@link DevicePool#localCapBytes}: the configured cap, under ON_DEMAND or
- *       MAPPED growth lowered to the stream's share of a fraction of the pool's allocated bytes (one volatile read).</li>
+ *       MAPPED growth lowered to the stream's share of a fraction of the pool's allocated bytes (one
+ *       volatile read).</li>
  *   <li>uses are stamped with the pool's coarse clock ({@link DevicePool#advanceClock}: a volatile
  *       long refreshed on global-level operations, maintenance and every 1024 local operations of
  *       any stream, but written only when it moved by more than a millisecond, so that sixteen

@@ -119,7 +119,8 @@ public final class AllocBench {
             DeviceAllocator allocator = entry.getValue().allocator().get();
             List<CudaStream> variantStreams = entry.getValue().streams();
             for (int threads : THREADS) {
-                Aggregate point = aggregate(device::bindToCurrentThread, allocator, variantStreams.subList(0, threads), roundMillis);
+                Aggregate point = aggregate(device::bindToCurrentThread, allocator, variantStreams.subList(0, threads),
+                        roundMillis);
                 System.out.printf(Locale.ROOT, "%-27s %2d streams  best %,14.0f  median %,14.0f pairs/s (%d B);"
                                 + " per stream %,d .. %,d; %d GCs, %d ms%n",
                         entry.getKey(), threads, point.best(), point.median(), THREAD_SIZE, point.minStream(),
@@ -186,8 +187,8 @@ public final class AllocBench {
      * measures {@value #AGGREGATE_ROUNDS} rounds of {@code millis} each by sampling per-thread pair
      * counters (each in its own 128-byte slot, written with setOpaque every 16 pairs: the benchmark
      * adds no shared cache line of its own). The heap is collected before the point so that every
-     * point starts from the same state (a collection copies the pool's caches next to each other,
-     * which is when false sharing between streams shows).
+     * point starts from the same state (a collection moves the pool's caches, and where it put them
+     * decided whether streams could share cache lines before the caches were padded).
      */
     static Aggregate aggregate(Runnable bindThread, DeviceAllocator allocator, List<? extends AllocationStream> streams,
                                long millis) throws Exception {
