@@ -55,22 +55,32 @@ import java.util.concurrent.locks.ReentrantLock;
  *     5. return empty chunks (waiting for their fences)   6. grow by exactly the request   7. fail
  * </pre>
  *
- * <h2>Why ON_DEMAND is the default (fragmentation)</h2>
- * Measured on the BERT serving trace (docs/benchmarks.md, "Fragmentation"), peak reserved / peak
- * live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
+ * <h2>Why MAPPED is the default (fragmentation without device calls per request)</h2>
+ * Measured on the BERT serving trace (docs/benchmarks.md, "Fragmentation"): LAZY doubling held
+ * 3.78 x peak live; ON_DEMAND (below) 1.88 x with 256 MiB blocks, 1.14 x only with 32 MiB blocks at
+ * ~25 device allocations per request (cuMemFree synchronises the whole device). The excess sat
+ * in free buddy space between live blocks: a large tensor needs one free aligned block. With a
+ * source that maps ({@link ChunkSource#supportsMapping()}), MAPPED growth removes the cause
+ * instead of trading against it: chunks are address space, memory is mapped under the runs in use
+ * (see "MAPPED: map and unmap" below), and free space between live blocks costs nothing unless it
+ * is mapped. Mapped memory is held to the allocated high-water mark + 1/{@value #MAPPED_SLACK_DIVISOR}:
+ * 1.08 x peak live on the trace. Local caches keep their configured cap (the budget bounds them),
+ * so a stream reuses its own memory without fences (H200 serving: 96.5 req/s against 80.4 with
+ * ON_DEMAND's small caps). A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200
+ * (docs/benchmarks.md), so placement prefers fully mapped blocks, then merges, then the block with
+ * the most mapped units, and large runs (&ge; {@code LARGE_RUN_BYTES}) live in chunks of their own.
+ *
+ * <h2>ON_DEMAND (without mapping)</h2>
+ * Peak reserved / peak live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
  * three places: (a) blocks stranded in the 16 streams' local caches (1.4 x live), (b) free buddy
  * space in chunks that also hold live blocks, partly lazy steps grown far beyond the miss (1.4 x),
  * (c) empty buddy chunks kept while a &gt; maxBlock request took a new dedicated chunk (0.65 x,
  * global-only). ON_DEMAND answers each: (a) every miss flushes all caches before growing, and a
  * stream caches at most its share of 1/{@value #LOCAL_SHARE_DIVISOR} of the allocated bytes;
- * (b) growth adds one maxBlock-sized chunk, never a doubling step, and with 32 MiB maximum blocks
- * a large run no longer needs a free aligned 128/256 MiB block; (c) a new dedicated chunk first
- * replaces empty chunks. Spans let a large request use a warm-up chunk; growing chunks larger than
- * maxBlock so that spans could replace dedicated chunks was measured and rejected (256 MiB growth:
- * 1.37 x live with a quarter of the source calls; see docs/benchmarks.md). The price is source traffic: larger tensors get dedicated chunks of their
- * own size (reused within 1/8 from a cache of {@value #LARGE_CACHE_ENTRIES}), and empty chunks go
- * back as soon as a miss needs room, so the pool calls the source far more often than LAZY did.
- * Local caches stay lock-free for their owner; the extra work is all on the miss path.
+ * (b) growth adds one maxBlock-sized chunk, never a doubling step; (c) a new dedicated chunk first
+ * replaces empty chunks. Spans let a large request use a warm-up chunk. The price is source
+ * traffic: larger tensors get dedicated chunks of their own size (reused within 1/8 from a cache of
+ * {@value #LARGE_CACHE_ENTRIES}), and empty chunks go back as soon as a miss needs room.
  *
  * <h2>Handles</h2>
  * Each {@link DeviceBlock} carries a packed {@code long} handle; bits 62..63 select the kind:
@@ -871,7 +881,7 @@ public final class DevicePool implements DeviceAllocator {
             return 0;
         }
         long released = releaseEmptyChunks(true) + releaseLarge(Long.MAX_VALUE);
-        return mapping ? released + reclaimMapped(0, false) : released;
+        return mapping ? released + reclaimMapped(0, false, true) : released;
     }
 
     /**
@@ -916,7 +926,7 @@ public final class DevicePool implements DeviceAllocator {
             if (mapping && now - highWaterRaisedNanos >= cfg.releaseIdleAge().toNanos()) {
                 highWater.set(metrics.allocatedBytes());            // demand fell: the budget follows it
                 highWaterRaisedNanos = now;
-                released += reclaimMapped(Math.max(cfg.releaseThresholdBytes(), mappedBudget()), false);
+                released += reclaimMapped(Math.max(cfg.releaseThresholdBytes(), mappedBudget()), true, false);
             }
             return released;
         } finally {
@@ -1065,7 +1075,8 @@ public final class DevicePool implements DeviceAllocator {
         if (reserved.get() + bytes > budget) {
             growLock.lock();
             try {
-                reclaimMapped(budget - bytes - budget / (4 * MAPPED_SLACK_DIVISOR), true);
+                long slack = budget - highWater.get();               // hysteresis: a quarter of the slack below
+                reclaimMapped(budget - bytes - slack / 4, true, false);
             } finally {
                 growLock.unlock();
             }
@@ -1126,27 +1137,34 @@ public final class DevicePool implements DeviceAllocator {
 
     /**
      * Unmaps free mapped memory of the global level until reserved bytes are at most {@code target}
-     * (step 3 of the picture): blocks of chunks without unfinished fences first, then any (waiting
-     * for their fences); with {@code flush}, if that was not enough, the local caches and empty
-     * slabs go back to the global level and it continues. Grow lock held.
+     * (step 3 of the picture): first blocks of chunks without unfinished fences; with
+     * {@code flushCaches}, then the local caches and empty slabs go back to the global level and
+     * it continues with such blocks; with {@code waitForFences} (trim, out-of-memory recovery),
+     * last any block, waiting on the host for the fences of its chunk. A reclaim for the budget
+     * never waits: the budget is a target, the cap is the limit. Grow lock held.
      *
      * @return bytes unmapped
      */
-    private long reclaimMapped(long target, boolean flush) {
+    private long reclaimMapped(long target, boolean flushCaches, boolean waitForFences) {
         List<SmallObjects.Slab> slabs = new ArrayList<>();        // empty slabs first become free runs
         small.releaseEmpty(slabs);
         slabs.forEach(this::returnSlab);
         long unmapped = 0;
-        for (int pass = 0; pass < (flush ? 3 : 2); pass++) {
+        for (int pass = 0; pass < 3; pass++) {
             long excess = reserved.get() - Math.max(0, target);
             if (excess <= 0) {
                 break;
             }
-            if (pass == 2) {
+            if (pass == 1) {
+                if (!flushCaches) {
+                    continue;
+                }
                 recover(false);                                    // caches and empty slabs back, coalesce
                 excess = reserved.get() - Math.max(0, target);
+            } else if (pass == 2 && !waitForFences) {
+                break;
             }
-            unmapped += unmapTaken(buddy.takeMapped((excess + minBlock - 1) >>> unitShift, pass == 0));
+            unmapped += unmapTaken(buddy.takeMapped((excess + minBlock - 1) >>> unitShift, pass < 2));
         }
         if (unmapped > 0) {
             reclaims.increment();
@@ -1417,8 +1435,8 @@ public final class DevicePool implements DeviceAllocator {
      */
     long localCapBytes(PoolConfig cfg) {
         long fixed = cfg.localCacheBytesPerStream();
-        if (policy != GrowthPolicy.ON_DEMAND && policy != GrowthPolicy.MAPPED) {
-            return fixed;
+        if (policy != GrowthPolicy.ON_DEMAND) {
+            return fixed;                                          // MAPPED: the mapped budget bounds the caches
         }
         return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, liveShareBytes));
     }
