@@ -601,7 +601,8 @@ final class BuddyLevel {
                 for (int i = n - 1; i >= 0 && got < wantUnits; i--) {
                     long key = list[i];
                     Chunk chunk = chunks.get(keyChunk(key));
-                    if (!chunk.isAddressSpace() || (clearOnly && chunk.fences.pending())) {
+                    if (!chunk.isAddressSpace() || size < chunk.extentUnits      // only whole extents unmap
+                            || (clearOnly && chunk.fences.pending())) {
                         continue;
                     }
                     long offset = keyOffset(key);

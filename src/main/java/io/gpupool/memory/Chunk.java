@@ -30,6 +30,14 @@ final class Chunk {
      * units (and spans), the others serve smaller runs; see {@link BuddyLevel}, "Large and small chunks".
      */
     volatile boolean large;
+    /**
+     * MAPPED growth: units per physical allocation. 1 in small chunks; in large chunks an extent of
+     * several units is mapped and unmapped as a whole (all its units or none are mapped), because the
+     * driver charges per physical allocation. Set before the chunk is published.
+     */
+    volatile int extentUnits = 1;
+    /** Serialises check-and-map of extents in a large chunk (two runs may touch one extent); never held with the grow lock taken after. */
+    final Object extentLock = new Object();
     /** Units with their bit set in {@link #mapped}; guarded by {@code mapped}. */
     volatile long mappedUnits;
 

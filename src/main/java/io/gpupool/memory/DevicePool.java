@@ -55,22 +55,32 @@ import java.util.concurrent.locks.ReentrantLock;
  *     5. return empty chunks (waiting for their fences)   6. grow by exactly the request   7. fail
  * </pre>
  *
- * <h2>Why ON_DEMAND is the default (fragmentation)</h2>
- * Measured on the BERT serving trace (docs/benchmarks.md, "Fragmentation"), peak reserved / peak
- * live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
+ * <h2>Why MAPPED is the default (fragmentation without device calls per request)</h2>
+ * Measured on the BERT serving trace (docs/benchmarks.md, "Fragmentation"): LAZY doubling held
+ * 3.78 x peak live; ON_DEMAND (below) 1.88 x with 256 MiB blocks, 1.14 x only with 32 MiB blocks at
+ * ~25 device allocations per request (cuMemFree synchronises the whole device). The excess sat
+ * in free buddy space between live blocks: a large tensor needs one free aligned block. With a
+ * source that maps ({@link ChunkSource#supportsMapping()}), MAPPED growth removes the cause
+ * instead of trading against it: chunks are address space, memory is mapped under the runs in use
+ * (see "MAPPED: map and unmap" below), and free space between live blocks costs nothing unless it
+ * is mapped. Mapped memory is held to the allocated high-water mark + 1/{@value #MAPPED_SLACK_DIVISOR}:
+ * 1.08 x peak live on the trace. Local caches keep their configured cap (the budget bounds them),
+ * so a stream reuses its own memory without fences (H200 serving: 96.5 req/s against 80.4 with
+ * ON_DEMAND's small caps). A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200
+ * (docs/benchmarks.md), so placement prefers fully mapped blocks, then merges, then the block with
+ * the most mapped units, and large runs (&ge; {@code LARGE_RUN_BYTES}) live in chunks of their own.
+ *
+ * <h2>ON_DEMAND (without mapping)</h2>
+ * Peak reserved / peak live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
  * three places: (a) blocks stranded in the 16 streams' local caches (1.4 x live), (b) free buddy
  * space in chunks that also hold live blocks, partly lazy steps grown far beyond the miss (1.4 x),
  * (c) empty buddy chunks kept while a &gt; maxBlock request took a new dedicated chunk (0.65 x,
  * global-only). ON_DEMAND answers each: (a) every miss flushes all caches before growing, and a
  * stream caches at most its share of 1/{@value #LOCAL_SHARE_DIVISOR} of the allocated bytes;
- * (b) growth adds one maxBlock-sized chunk, never a doubling step, and with 32 MiB maximum blocks
- * a large run no longer needs a free aligned 128/256 MiB block; (c) a new dedicated chunk first
- * replaces empty chunks. Spans let a large request use a warm-up chunk; growing chunks larger than
- * maxBlock so that spans could replace dedicated chunks was measured and rejected (256 MiB growth:
- * 1.37 x live with a quarter of the source calls; see docs/benchmarks.md). The price is source traffic: larger tensors get dedicated chunks of their
- * own size (reused within 1/8 from a cache of {@value #LARGE_CACHE_ENTRIES}), and empty chunks go
- * back as soon as a miss needs room, so the pool calls the source far more often than LAZY did.
- * Local caches stay lock-free for their owner; the extra work is all on the miss path.
+ * (b) growth adds one maxBlock-sized chunk, never a doubling step; (c) a new dedicated chunk first
+ * replaces empty chunks. Spans let a large request use a warm-up chunk. The price is source
+ * traffic: larger tensors get dedicated chunks of their own size (reused within 1/8 from a cache of
+ * {@value #LARGE_CACHE_ENTRIES}), and empty chunks go back as soon as a miss needs room.
  *
  * <h2>Handles</h2>
  * Each {@link DeviceBlock} carries a packed {@code long} handle; bits 62..63 select the kind:
@@ -145,6 +155,14 @@ public final class DevicePool implements DeviceAllocator {
     static final int MAPPED_SLACK_FLOOR_UNITS = 8;
     /** MAPPED: runs of at least this size live in address-space chunks of their own (see {@link BuddyLevel}). */
     static final long LARGE_RUN_BYTES = 64L << 20;
+    /**
+     * MAPPED: large chunks map and unmap extents of this size, small chunks of {@link #SMALL_EXTENT_BYTES}
+     * (one physical allocation each; the driver charges per allocation, ~80 us map + unmap on the H200).
+     * On the BERT trace, 2 MiB everywhere: 1.081 x peak live, 343 allocations per request; 32 / 4 MiB:
+     * 1.099 x, 107 per request (docs/benchmarks.md). Extents that are partly in use cannot be unmapped.
+     */
+    static final long LARGE_EXTENT_BYTES = 32L << 20;
+    static final long SMALL_EXTENT_BYTES = 4L << 20;
     /** MAPPED: an address-space chunk holds this many maximum blocks (spans of up to this size fit in one). */
     static final int ADDRESS_CHUNK_MAX_BLOCKS = 4;
 
@@ -282,7 +300,7 @@ public final class DevicePool implements DeviceAllocator {
         long spanHandle = bytes > maxBlock && policy == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
                 ? buddy.allocateSpan(spanUnits) : -1;
         if (bytes > maxBlock && mapping && bytes <= maxSpanBytes) {
-            long handle = allocateRun(spanUnits, stream);         // exit 3 (MAPPED): a span in address space
+            long handle = allocateRun(spanUnits, stream, bytes);  // exit 3 (MAPPED): a span in address space
             long size = (long) spanUnits << unitShift;
             allocations.increment();
             allocatedBytes.add(size);
@@ -313,7 +331,7 @@ public final class DevicePool implements DeviceAllocator {
                 handle = cache.pop(c, size, bytes, cfg);           // exit 1: local hit, no lock
             }
             if (handle == 0) {
-                handle = allocateGlobal(c, stream, cache, cfg);    // exit 2: global level (may grow)
+                handle = allocateGlobal(c, stream, cache, cfg, bytes);   // exit 2: global level (may grow)
                 allocations.increment();
                 allocatedBytes.add(size);
                 allocatedRequested.add(bytes);
@@ -337,10 +355,10 @@ public final class DevicePool implements DeviceAllocator {
         return tracking ? new Throwable("allocation site") : null;
     }
 
-    private long allocateGlobal(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg) {
+    private long allocateGlobal(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg, long requested) {
         advanceClock(System.nanoTime());
         if (c >= smallCount) {
-            return allocateRun(c - smallCount + 1, stream);
+            return allocateRun(c - smallCount + 1, stream, requested);
         }
         long[] one = null;
         while (true) {
@@ -356,13 +374,16 @@ public final class DevicePool implements DeviceAllocator {
                 globalHits.increment();
                 return one[0];
             }
-            long run = allocateRun(classes.slabBlocks(c), stream);
+            long run = allocateRun(classes.slabBlocks(c), stream, requested);
             small.addSlab(c, run, address(run), chunks.get(BuddyLevel.chunkId(run)).fences);
         }
     }
 
-    /** A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed. */
-    private long allocateRun(int units, AllocationStream stream) {
+    /**
+     * A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed;
+     * {@code requested} (the caller's bytes) is only for an out-of-memory message.
+     */
+    private long allocateRun(int units, AllocationStream stream, long requested) {
         long handle = -1;
         if (mapping && units <= maxUnits) {
             handle = buddy.allocate(units, stream, true);          // mapped, and B need not wait for it
@@ -398,7 +419,7 @@ public final class DevicePool implements DeviceAllocator {
         chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
         if (mapping) {
             try {
-                ensureMapped(handle);
+                ensureMapped(handle, requested);
             } catch (RuntimeException e) {
                 buddy.free(handle);                                // nothing was queued on it
                 throw e;
@@ -523,17 +544,21 @@ public final class DevicePool implements DeviceAllocator {
     /** Obtains one buddy chunk of {@code bytes} (a multiple of minBlock) within the cap; grow lock held. */
     private void grow(long bytes, boolean large) {
         bytes = Math.min(bytes, BuddyLevel.MAX_CHUNK_UNITS << unitShift);
-        long size = bytes;
         Chunk chunk;
         if (mapping) {                                             // address space only: no memory yet
+            long extent = Math.max(minBlock, Math.min(maxBlock, LARGE_EXTENT_BYTES));
+            long size = (bytes + extent - 1) / extent * extent;   // whole extents
+            bytes = size;
             long address = source.reserveAddressSpace(bytes);
             addressSpace.addAndGet(bytes);
             chunk = chunks.add(id -> {
                 Chunk c = new Chunk(id, address, size, size >>> unitShift, false, true);
                 c.large = large;
+                c.extentUnits = (int) Math.max(1, Math.min(maxUnits, (large ? LARGE_EXTENT_BYTES : SMALL_EXTENT_BYTES) >>> unitShift));
                 return c;
             });
         } else {
+            long size = bytes;
             long address = reserveFromSource(bytes);
             chunk = chunks.add(id -> new Chunk(id, address, size, size >>> unitShift, false));
         }
@@ -888,7 +913,7 @@ public final class DevicePool implements DeviceAllocator {
             return 0;
         }
         long released = releaseEmptyChunks(true) + releaseLarge(Long.MAX_VALUE);
-        return mapping ? released + reclaimMapped(0, false) : released;
+        return mapping ? released + reclaimMapped(0, false, true) : released;
     }
 
     /**
@@ -933,7 +958,7 @@ public final class DevicePool implements DeviceAllocator {
             if (mapping && now - highWaterRaisedNanos >= cfg.releaseIdleAge().toNanos()) {
                 highWater.set(metrics.allocatedBytes());            // demand fell: the budget follows it
                 highWaterRaisedNanos = now;
-                released += reclaimMapped(Math.max(cfg.releaseThresholdBytes(), mappedBudget()), false);
+                released += reclaimMapped(Math.max(cfg.releaseThresholdBytes(), mappedBudget()), true, false);
             }
             return released;
         } finally {
@@ -946,8 +971,7 @@ public final class DevicePool implements DeviceAllocator {
         long released = 0;
         for (Chunk chunk : chunks.all()) {
             if (!chunk.dedicated && chunk.bytes < bytes && chunk.liveUnits.get() == 0 && buddy.detachIfEmpty(chunk)) {
-                releaseChunk(chunk);
-                released += chunk.bytes;
+                released += releaseChunk(chunk);
             }
         }
         return released;
@@ -966,26 +990,32 @@ public final class DevicePool implements DeviceAllocator {
                 continue;
             }
             if (buddy.detachIfEmpty(chunk)) {
-                releaseChunk(chunk);
-                released += chunk.bytes;
+                released += releaseChunk(chunk);
             }
         }
         return released;
     }
 
-    /** Returns a detached chunk to the source after its fences completed. */
-    private void releaseChunk(Chunk chunk) {
+    /**
+     * Returns a detached chunk to the source after its fences completed.
+     *
+     * @return bytes of memory given back (an address-space chunk: what was mapped in it)
+     */
+    private long releaseChunk(Chunk chunk) {
         chunks.remove(chunk);
         chunk.fences.awaitAll();
+        long released;
         if (chunk.isAddressSpace()) {
-            unmapUnits(chunk, 0, chunk.units);
+            released = unmapUnits(chunk, 0, chunk.units);
             source.releaseAddressSpace(chunk.address, chunk.bytes);
             addressSpace.addAndGet(-chunk.bytes);
         } else {
             source.free(chunk.address, chunk.bytes);
             reserved.addAndGet(-chunk.bytes);
+            released = chunk.bytes;
         }
         trims.increment();
+        return released;
     }
 
     // ------------------------------------------------------------------ MAPPED: map and unmap
@@ -1012,11 +1042,25 @@ public final class DevicePool implements DeviceAllocator {
      *    gets the out-of-memory exception.
      */
 
-    /** Maps every unmapped unit of a run the caller holds. */
-    private void ensureMapped(long handle) {
+    /** Maps every unmapped unit of a run the caller holds (in a large chunk: every extent it touches). */
+    private void ensureMapped(long handle, long requested) {
         Chunk chunk = chunks.get(BuddyLevel.chunkId(handle));
         long to = BuddyLevel.offset(handle) + BuddyLevel.length(handle);
         long position = BuddyLevel.offset(handle);
+        int extent = chunk.extentUnits;
+        if (extent > 1) {
+            long from = position / extent * extent;
+            long end = Math.min(chunk.units, (to + extent - 1) / extent * extent);
+            synchronized (chunk.extentLock) {                      // a neighbour run may share an end extent
+                mapStretches(chunk, from, end, (long) extent << unitShift, requested);
+            }
+            return;
+        }
+        mapStretches(chunk, position, to, 0, requested);
+    }
+
+    /** Maps each unmapped stretch of [position, to), in extents of {@code extentBytes} (0: granules). */
+    private void mapStretches(Chunk chunk, long position, long to, long extentBytes, long requested) {
         while (position < to) {
             long start;
             long end;
@@ -1027,17 +1071,17 @@ public final class DevicePool implements DeviceAllocator {
             if (start >= to) {
                 return;
             }
-            mapUnits(chunk, start, end);
+            mapUnits(chunk, start, end, extentBytes, requested);
             position = end;
         }
     }
 
-    private void mapUnits(Chunk chunk, long start, long end) {
+    private void mapUnits(Chunk chunk, long start, long end, long extentBytes, long requested) {
         long bytes = (end - start) << unitShift;
         long address = chunk.address + (start << unitShift);
-        makeRoomToMap(bytes);
+        makeRoomToMap(bytes, requested);
         try {
-            source.map(address, bytes);
+            mapAt(address, bytes, extentBytes);
         } catch (OutOfDeviceMemoryException refused) {
             reserved.addAndGet(-bytes);                            // staged recovery, then one more try
             growLock.lock();
@@ -1047,14 +1091,14 @@ public final class DevicePool implements DeviceAllocator {
                 try {
                     takeCap(bytes);
                     try {
-                        source.map(address, bytes);
+                        mapAt(address, bytes, extentBytes);
                     } catch (OutOfDeviceMemoryException again) {
                         reserved.addAndGet(-bytes);
                         throw again;
                     }
                 } catch (OutOfDeviceMemoryException again) {
                     failures.increment();
-                    throw outOfMemory(bytes, recovered, again);
+                    throw outOfMemory(requested, recovered, again);
                 }
             } finally {
                 growLock.unlock();
@@ -1073,7 +1117,7 @@ public final class DevicePool implements DeviceAllocator {
      * free mapped memory is left alone (it is reused by later requests at no cost); beyond it, free
      * mapped memory of the global level is unmapped first, then the caches are flushed if needed.
      */
-    private void makeRoomToMap(long bytes) {
+    private void makeRoomToMap(long bytes, long requested) {
         long allocatedAfter = metrics.allocatedBytes() + bytes;
         if (Peaks.raise(highWater, allocatedAfter)) {
             highWaterRaisedNanos = coarseNanos;
@@ -1082,7 +1126,8 @@ public final class DevicePool implements DeviceAllocator {
         if (reserved.get() + bytes > budget) {
             growLock.lock();
             try {
-                reclaimMapped(budget - bytes - budget / (4 * MAPPED_SLACK_DIVISOR), true);
+                long slack = budget - highWater.get();               // hysteresis: a quarter of the slack below
+                reclaimMapped(budget - bytes - slack / 4, true, false);
             } finally {
                 growLock.unlock();
             }
@@ -1098,11 +1143,19 @@ public final class DevicePool implements DeviceAllocator {
                     takeCap(bytes);
                 } catch (OutOfDeviceMemoryException again) {
                     failures.increment();
-                    throw outOfMemory(bytes, recovered, again);
+                    throw outOfMemory(requested, recovered, again);
                 }
             } finally {
                 growLock.unlock();
             }
+        }
+    }
+
+    private void mapAt(long address, long bytes, long extentBytes) {
+        if (extentBytes > 0) {
+            source.map(address, bytes, extentBytes);
+        } else {
+            source.map(address, bytes);
         }
     }
 
@@ -1143,27 +1196,34 @@ public final class DevicePool implements DeviceAllocator {
 
     /**
      * Unmaps free mapped memory of the global level until reserved bytes are at most {@code target}
-     * (step 3 of the picture): blocks of chunks without unfinished fences first, then any (waiting
-     * for their fences); with {@code flush}, if that was not enough, the local caches and empty
-     * slabs go back to the global level and it continues. Grow lock held.
+     * (step 3 of the picture): first blocks of chunks without unfinished fences; with
+     * {@code flushCaches}, then the local caches and empty slabs go back to the global level and
+     * it continues with such blocks; with {@code waitForFences} (trim, out-of-memory recovery),
+     * last any block, waiting on the host for the fences of its chunk. A reclaim for the budget
+     * never waits: the budget is a target, the cap is the limit. Grow lock held.
      *
      * @return bytes unmapped
      */
-    private long reclaimMapped(long target, boolean flush) {
+    private long reclaimMapped(long target, boolean flushCaches, boolean waitForFences) {
         List<SmallObjects.Slab> slabs = new ArrayList<>();        // empty slabs first become free runs
         small.releaseEmpty(slabs);
         slabs.forEach(this::returnSlab);
         long unmapped = 0;
-        for (int pass = 0; pass < (flush ? 3 : 2); pass++) {
+        for (int pass = 0; pass < 3; pass++) {
             long excess = reserved.get() - Math.max(0, target);
             if (excess <= 0) {
                 break;
             }
-            if (pass == 2) {
+            if (pass == 1) {
+                if (!flushCaches) {
+                    continue;
+                }
                 recover(false);                                    // caches and empty slabs back, coalesce
                 excess = reserved.get() - Math.max(0, target);
+            } else if (pass == 2 && !waitForFences) {
+                break;
             }
-            unmapped += unmapTaken(buddy.takeMapped((excess + minBlock - 1) >>> unitShift, pass == 0));
+            unmapped += unmapTaken(buddy.takeMapped((excess + minBlock - 1) >>> unitShift, pass < 2));
         }
         if (unmapped > 0) {
             reclaims.increment();
@@ -1463,8 +1523,8 @@ public final class DevicePool implements DeviceAllocator {
      */
     long localCapBytes(PoolConfig cfg) {
         long fixed = cfg.localCacheBytesPerStream();
-        if (policy != GrowthPolicy.ON_DEMAND && policy != GrowthPolicy.MAPPED) {
-            return fixed;
+        if (policy != GrowthPolicy.ON_DEMAND) {
+            return fixed;                                          // MAPPED: the mapped budget bounds the caches
         }
         return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, liveShareBytes));
     }

@@ -29,6 +29,8 @@ final class FakeChunkSource implements ChunkSource {
     private final boolean mapping;
     private final java.util.TreeMap<Long, Long> ranges = new java.util.TreeMap<>();
     private final java.util.Set<Long> mappedGranules = new java.util.HashSet<>();
+    /** First granule of each extent larger than a granule -> its size; guarded by {@code ranges}. */
+    private final java.util.TreeMap<Long, Long> extents = new java.util.TreeMap<>();
 
     FakeChunkSource(long capacity) {
         this(capacity, false);
@@ -96,8 +98,28 @@ final class FakeChunkSource implements ChunkSource {
     }
 
     @Override
+    public void map(long address, long bytes, long extentBytes) {
+        if (bytes % extentBytes != 0 || extentBytes % (2 * PoolConfig.MIB) != 0) {
+            throw new AssertionError("map of " + bytes + " bytes in extents of " + extentBytes);
+        }
+        map(address, bytes);
+        synchronized (ranges) {
+            for (long a = address; a < address + bytes; a += extentBytes) {
+                extents.put(a, extentBytes);
+            }
+        }
+    }
+
+    @Override
     public void unmap(long address, long bytes) {
         synchronized (ranges) {
+            var before = extents.floorEntry(address);
+            var last = extents.floorEntry(address + bytes - 1);
+            if ((before != null && before.getKey() < address && before.getKey() + before.getValue() > address)
+                    || (last != null && last.getKey() + last.getValue() > address + bytes)) {
+                throw new AssertionError("unmap(0x" + Long.toHexString(address) + ", " + bytes + ") splits an extent");
+            }
+            extents.subMap(address, address + bytes).clear();
             for (long g = address; g < address + bytes; g += 2 * PoolConfig.MIB) {
                 if (!mappedGranules.remove(g)) {
                     throw new AssertionError("unmap of granule 0x" + Long.toHexString(g) + " that is not mapped");

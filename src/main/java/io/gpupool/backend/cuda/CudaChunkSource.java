@@ -52,9 +52,12 @@ import static jcuda.driver.JCudaDriver.cuMemFree;
  *   <li>On any failure, unmap and release every granule this call created (nothing stays mapped) and
  *       rethrow; CUDA_ERROR_OUT_OF_MEMORY becomes {@link OutOfDeviceMemoryException}.</li>
  * </ol>
- * Unmap {@code [a, a + k*G)}: check all {@code k} granules are mapped; cuMemUnmap (one call over the
- * range, or one per granule, see {@link #unmapWholeRange}); cuMemRelease each handle, which frees the
- * physical memory; clear the slots. Release of a reservation requires that nothing in it is mapped,
+ * With {@link #map(long, long, long) extents} of {@code e} granules, step 2 makes one allocation of
+ * {@code e*G} per extent ({@code extents[i]} = e at its first granule, its handle in all {@code e} slots).
+ * The driver's cost is per allocation, not per byte, so the pool maps large tensors in 32 MiB extents.
+ * Unmap {@code [a, a + k*G)}: check all {@code k} granules are mapped and the range splits no extent;
+ * cuMemUnmap (one call over the range, or one per extent, see {@link #unmapWholeRange}); cuMemRelease
+ * each extent's handle, which frees the physical memory; clear the slots. Release of a reservation requires that nothing in it is mapped,
  * then cuMemAddressFree.
  *
  * <h2>Stream rules</h2>
@@ -77,12 +80,15 @@ public final class CudaChunkSource implements ChunkSource {
         final long base;
         final long bytes;
         final long[] handles;
+        /** At the first granule of each mapped extent: its length in granules; 0 elsewhere. */
+        final int[] extents;
         boolean released;
 
         Reservation(long base, long bytes, int granules) {
             this.base = base;
             this.bytes = bytes;
             this.handles = new long[granules];
+            this.extents = new int[granules];
         }
     }
 
@@ -230,7 +236,22 @@ public final class CudaChunkSource implements ChunkSource {
 
     @Override
     public void map(long address, long bytes) {
+        map(address, bytes, granularity);
+    }
+
+    /**
+     * Maps in extents of {@code extentBytes}: one physical allocation (cuMemCreate + cuMemMap) per
+     * extent, one cuMemSetAccess for the range. The driver's cost is per allocation, so a 32 MiB
+     * extent costs about what one 2 MiB granule does; {@link #unmap} then takes whole extents only.
+     */
+    @Override
+    public void map(long address, long bytes, long extentBytes) {
         Reservation r = reservationOf(address, bytes, "map");
+        if (extentBytes <= 0 || (extentBytes & (granularity - 1)) != 0 || bytes % extentBytes != 0) {
+            throw new IllegalArgumentException(name() + ": map of " + bytes + " bytes in extents of " + extentBytes
+                    + " bytes: the extent must be a positive multiple of " + granularity + " bytes dividing the size");
+        }
+        int extent = (int) (extentBytes >>> granuleShift);
         synchronized (r) {
             requireOpen(r, address, "map");
             int first = (int) ((address - r.base) >>> granuleShift);
@@ -246,14 +267,15 @@ public final class CudaChunkSource implements ChunkSource {
             int done = 0;
             long pending = 0;
             try {
-                // 2. one physical allocation per granule, mapped at its place
-                for (; done < count; done++) {
-                    pending = lib.create(granularity, index);
-                    lib.map(granuleAddress(r, first + done), granularity, pending);
-                    r.handles[first + done] = pending;
+                // 2. one physical allocation per extent, mapped at its place
+                for (; done < count; done += extent) {
+                    pending = lib.create(extentBytes, index);
+                    lib.map(granuleAddress(r, first + done), extentBytes, pending);
+                    java.util.Arrays.fill(r.handles, first + done, first + done + extent, pending);
+                    r.extents[first + done] = extent;
                     pending = 0;
                     if (accessPerGranule) {
-                        lib.setAccessReadWrite(granuleAddress(r, first + done), granularity, index);
+                        lib.setAccessReadWrite(granuleAddress(r, first + done), extentBytes, index);
                     }
                 }
                 // 3. one access change for the whole range
@@ -265,12 +287,13 @@ public final class CudaChunkSource implements ChunkSource {
                 if (pending != 0) {
                     releaseQuietly(pending, e);
                 }
-                for (int i = first + done - 1; i >= first; i--) {
+                for (int i = first + done - extent; i >= first; i -= extent) {
                     long handle = r.handles[i];
-                    r.handles[i] = 0;
-                    int result = lib.tryUnmap(granuleAddress(r, i), granularity);
+                    java.util.Arrays.fill(r.handles, i, i + extent, 0L);
+                    r.extents[i] = 0;
+                    int result = lib.tryUnmap(granuleAddress(r, i), extentBytes);
                     if (result != 0) {
-                        e.addSuppressed(new CudaDriverException("cuMemUnmap", result, "rolling back granule 0x"
+                        e.addSuppressed(new CudaDriverException("cuMemUnmap", result, "rolling back extent 0x"
                                 + Long.toHexString(granuleAddress(r, i))));
                     }
                     releaseQuietly(handle, e);
@@ -278,7 +301,7 @@ public final class CudaChunkSource implements ChunkSource {
                 if (e instanceof OutOfDeviceMemoryException) {
                     throw new OutOfDeviceMemoryException(bytes, name() + ": map of " + bytes + " bytes at 0x"
                             + Long.toHexString(address) + " failed at granule " + (done + 1) + " of " + count
-                            + ": cuMemCreate of " + granularity + " bytes: CUDA_ERROR_OUT_OF_MEMORY ("
+                            + ": cuMemCreate of " + extentBytes + " bytes: CUDA_ERROR_OUT_OF_MEMORY ("
                             + mappedBytes.get() + " bytes stay mapped by " + name() + ")", e);
                 }
                 throw e;
@@ -287,6 +310,10 @@ public final class CudaChunkSource implements ChunkSource {
         }
     }
 
+    /**
+     * Unmaps whole extents (each mapped by one physical allocation) covering exactly the range; a
+     * range that would split an extent is refused before anything changes.
+     */
     @Override
     public void unmap(long address, long bytes) {
         Reservation r = reservationOf(address, bytes, "unmap");
@@ -294,24 +321,35 @@ public final class CudaChunkSource implements ChunkSource {
             requireOpen(r, address, "unmap");
             int first = (int) ((address - r.base) >>> granuleShift);
             int count = (int) (bytes >>> granuleShift);
-            for (int i = first; i < first + count; i++) {
+            for (int i = first; i < first + count; ) {
                 if (r.handles[i] == 0) {
                     throw new IllegalArgumentException(name() + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
                             + " bytes): the granule at 0x" + Long.toHexString(granuleAddress(r, i)) + " is not mapped");
                 }
+                int extent = r.extents[i];
+                if (extent == 0 || i + extent > first + count) {
+                    throw new IllegalArgumentException(name() + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
+                            + " bytes) would split the extent mapped around 0x" + Long.toHexString(granuleAddress(r, i))
+                            + "; extents are unmapped whole");
+                }
+                i += extent;
             }
             device.makeCurrent();
             if (unmapWholeRange) {
                 lib.unmap(address, bytes);
             }
-            for (int i = first; i < first + count; i++) {
+            for (int i = first; i < first + count; ) {
+                int extent = r.extents[i];
                 long handle = r.handles[i];
+                long extentBytes = (long) extent << granuleShift;
                 if (!unmapWholeRange) {
-                    lib.unmap(granuleAddress(r, i), granularity);
+                    lib.unmap(granuleAddress(r, i), extentBytes);
                 }
-                r.handles[i] = 0;
-                mappedBytes.addAndGet(-granularity);
+                java.util.Arrays.fill(r.handles, i, i + extent, 0L);
+                r.extents[i] = 0;
+                mappedBytes.addAndGet(-extentBytes);
                 lib.release(handle);
+                i += extent;
             }
         }
     }
@@ -329,11 +367,14 @@ public final class CudaChunkSource implements ChunkSource {
                     continue;
                 }
                 for (int i = 0; i < r.handles.length; i++) {
-                    if (r.handles[i] != 0) {
-                        lib.unmap(granuleAddress(r, i), granularity);
+                    int extent = r.extents[i];
+                    if (extent > 0) {
+                        long extentBytes = (long) extent << granuleShift;
+                        lib.unmap(granuleAddress(r, i), extentBytes);
                         lib.release(r.handles[i]);
-                        r.handles[i] = 0;
-                        mappedBytes.addAndGet(-granularity);
+                        java.util.Arrays.fill(r.handles, i, i + extent, 0L);
+                        r.extents[i] = 0;
+                        mappedBytes.addAndGet(-extentBytes);
                     }
                 }
                 lib.addressFree(r.base, r.bytes);

@@ -127,13 +127,22 @@ public final class FaultInjectingChunkSource implements ChunkSource {
     /** A map call counts as a call like {@link #allocate}: it is where the device refuses memory. */
     @Override
     public void map(long address, long bytes) {
+        map(address, bytes, 0);
+    }
+
+    @Override
+    public void map(long address, long bytes, long extentBytes) {
         long call = calls.incrementAndGet();
         if (shouldFail(call)) {
             injected.increment();
             throw new OutOfDeviceMemoryException(bytes, "injected failure of " + name() + " on map call "
                     + call + " (" + bytes + " bytes at 0x" + Long.toHexString(address) + ")");
         }
-        upstream.map(address, bytes);
+        if (extentBytes > 0) {
+            upstream.map(address, bytes, extentBytes);
+        } else {
+            upstream.map(address, bytes);
+        }
     }
 
     @Override

@@ -95,6 +95,11 @@ public final class LimitingChunkSource implements ChunkSource {
     /** Mapped bytes count against the cap exactly as chunk bytes do. */
     @Override
     public void map(long address, long bytes) {
+        map(address, bytes, 0);
+    }
+
+    @Override
+    public void map(long address, long bytes, long extentBytes) {
         long limit = limitBytes;
         long after = reserved.addAndGet(bytes);
         if (after > limit || after < 0) {
@@ -103,7 +108,11 @@ public final class LimitingChunkSource implements ChunkSource {
                     + " bytes, reserved " + (after - bytes) + " of the " + limit + "-byte cap");
         }
         try {
-            upstream.map(address, bytes);
+            if (extentBytes > 0) {
+                upstream.map(address, bytes, extentBytes);
+            } else {
+                upstream.map(address, bytes);
+            }
         } catch (Throwable t) {
             reserved.addAndGet(-bytes);
             throw t;

@@ -48,6 +48,9 @@ public final class SimulatedChunkSource implements ChunkSource {
     private record Reservation(long bytes, java.util.BitSet mapped) {
     }
 
+    /** Extents larger than a granule, by first address: their size; guarded by {@code reservations}. */
+    private final java.util.TreeMap<Long, Long> extents = new java.util.TreeMap<>();
+
     public SimulatedChunkSource(String name, long capacityBytes) {
         this(name, capacityBytes, false);
     }
@@ -162,6 +165,23 @@ public final class SimulatedChunkSource implements ChunkSource {
         addressSpace.addAndGet(-bytes);
     }
 
+    /** Records extents so that an unmap that would split one fails, as it would on a device. */
+    @Override
+    public void map(long address, long bytes, long extentBytes) {
+        if (extentBytes <= 0 || extentBytes % ALIGNMENT != 0 || bytes % extentBytes != 0) {
+            throw new IllegalArgumentException(name + ": map of " + bytes + " bytes in extents of " + extentBytes
+                    + " bytes: not a multiple of the granularity dividing the size");
+        }
+        map(address, bytes);
+        if (extentBytes > ALIGNMENT) {
+            synchronized (reservations) {
+                for (long a = address; a < address + bytes; a += extentBytes) {
+                    extents.put(a, extentBytes);
+                }
+            }
+        }
+    }
+
     @Override
     public void map(long address, long bytes) {
         requireMapping();
@@ -200,6 +220,14 @@ public final class SimulatedChunkSource implements ChunkSource {
                 throw new IllegalStateException(name + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
                         + " bytes) covers a granule that is not mapped");
             }
+            var before = extents.floorEntry(address);
+            var last = extents.floorEntry(address + bytes - 1);
+            if ((before != null && before.getKey() < address && before.getKey() + before.getValue() > address)
+                    || (last != null && last.getKey() + last.getValue() > address + bytes)) {
+                throw new IllegalStateException(name + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
+                        + " bytes) would split an extent");
+            }
+            extents.subMap(address, address + bytes).clear();
             bits.clear(from, to);
         }
         reserved.addAndGet(-bytes);

@@ -29,6 +29,7 @@ public final class StatisticsChunkSource implements ChunkSource {
     private final LongAdder frees = new LongAdder();
     private final LongAdder maps = new LongAdder();
     private final LongAdder mappedBytes = new LongAdder();
+    private final LongAdder mappedExtents = new LongAdder();
     private final LongAdder unmaps = new LongAdder();
     private final LongAdder failures = new LongAdder();
     private final LongAdder allocateNanos = new LongAdder();
@@ -91,9 +92,18 @@ public final class StatisticsChunkSource implements ChunkSource {
     /** Counted like an allocation: mapped bytes are reserved device memory. */
     @Override
     public void map(long address, long bytes) {
+        map(address, bytes, 0);
+    }
+
+    @Override
+    public void map(long address, long bytes, long extentBytes) {
         long start = System.nanoTime();
         try {
-            upstream.map(address, bytes);
+            if (extentBytes > 0) {
+                upstream.map(address, bytes, extentBytes);
+            } else {
+                upstream.map(address, bytes);
+            }
         } catch (Throwable e) {
             failures.increment();
             recordAllocateTime(System.nanoTime() - start);
@@ -102,6 +112,7 @@ public final class StatisticsChunkSource implements ChunkSource {
         recordAllocateTime(System.nanoTime() - start);
         maps.increment();
         mappedBytes.add(bytes);
+        mappedExtents.add(extentBytes > 0 ? bytes / extentBytes : bytes / upstream.mappingGranularity());
         Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
     }
 
@@ -122,6 +133,11 @@ public final class StatisticsChunkSource implements ChunkSource {
     /** Bytes mapped by all {@link #map} calls together (traffic, not what is mapped now). */
     public long mappedBytesTotal() {
         return mappedBytes.sum();
+    }
+
+    /** Physical allocations made by all {@link #map} calls (extents, or granules without an extent). */
+    public long mappedExtentsTotal() {
+        return mappedExtents.sum();
     }
 
     /** Calls of {@link #unmap}. */

@@ -68,8 +68,17 @@ public final class TracingChunkSource implements ChunkSource {
     /** Recorded as an allocation of the mapped range (what the device gives), unmap as a free. */
     @Override
     public void map(long address, long bytes) {
+        map(address, bytes, 0);
+    }
+
+    @Override
+    public void map(long address, long bytes, long extentBytes) {
         try {
-            upstream.map(address, bytes);
+            if (extentBytes > 0) {
+                upstream.map(address, bytes, extentBytes);
+            } else {
+                upstream.map(address, bytes);
+            }
         } catch (Throwable t) {
             recorder.record(Trace.ALLOCATE_FAILURE, 0, bytes, Trace.NO_STREAM);
             throw t;

@@ -55,7 +55,7 @@ public final class TraceReplayer {
     /** What one replay measured. */
     public record Result(String strategy, int events, long allocations, long frees, long failedAllocations,
                          long unmatchedFrees, long peakLiveBytes, long peakReservedBytes, long chunkAllocations,
-                         long growsDespiteFreeBytes, long elapsedNanos, long mapCalls, long unmapCalls, long mappedBytesTotal) {
+                         long growsDespiteFreeBytes, long elapsedNanos, long mapCalls, long unmapCalls, long mappedBytesTotal, long mappedExtents) {
 
         /** peak reserved / peak live; NaN when nothing was live. */
         public double overhead() {
@@ -135,13 +135,22 @@ public final class TraceReplayer {
         /** A map is growth of reserved memory too: counted like a chunk allocation. */
         @Override
         public void map(long address, long bytes) {
+            map(address, bytes, 0);
+        }
+
+        @Override
+        public void map(long address, long bytes, long extentBytes) {
             if (allocator != null) {
                 var metrics = allocator.metrics();
                 if (metrics.reservedBytes() - metrics.allocatedBytes() >= request) {
                     growsDespiteFree++;
                 }
             }
-            upstream.map(address, bytes);
+            if (extentBytes > 0) {
+                upstream.map(address, bytes, extentBytes);
+            } else {
+                upstream.map(address, bytes);
+            }
         }
 
         @Override
@@ -266,6 +275,7 @@ public final class TraceReplayer {
         }
         return new Result(strategy.name(), n, allocations, frees, failed, unmatched, peakLive,
                 statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed,
-                statistics.maps(), statistics.unmaps(), statistics.mappedBytesTotal());
+                statistics.maps(), statistics.unmaps(), statistics.mappedBytesTotal(),
+                statistics.mappedExtentsTotal());
     }
 }

@@ -81,6 +81,32 @@ class CudaChunkSourceMappingGpuTest {
         source.releaseAddressSpace(base, 64 * MIB);
     }
 
+    @Test
+    void extentsHoldDataUnmapWholeAndRefuseASplit() {
+        long base = source.reserveAddressSpace(128 * MIB);
+        source.map(base, 64 * MIB, 32 * MIB);                 // two physical allocations of 32 MiB
+        source.map(base + 64 * MIB, 8 * MIB, 4 * MIB);
+        assertThat(source.mappedBytes()).isEqualTo(72 * MIB);
+        stream.fill(base, (byte) 0x44, 72 * MIB);
+        MemorySegment host = readBack(base, 72 * MIB);
+        assertBytes(host, 0, 72 * MIB, (byte) 0x44);
+
+        assertThatThrownBy(() -> source.unmap(base + 2 * MIB, 30 * MIB))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("would split the extent");
+        assertThat(source.mappedBytes()).as("a refused unmap changes nothing").isEqualTo(72 * MIB);
+        source.unmap(base + 32 * MIB, 36 * MIB);               // one 32 MiB extent and one 4 MiB extent
+        assertThat(source.mappedBytes()).isEqualTo(36 * MIB);
+        source.map(base + 32 * MIB, 32 * MIB, 32 * MIB);
+        stream.fill(base + 32 * MIB, (byte) 0x55, 32 * MIB);
+        MemorySegment again = readBack(base, 64 * MIB);
+        assertBytes(again, 0, 32 * MIB, (byte) 0x44);
+        assertBytes(again, 32 * MIB, 64 * MIB, (byte) 0x55);
+        source.unmap(base, 64 * MIB);
+        source.unmap(base + 68 * MIB, 4 * MIB);
+        assertThat(source.mappedBytes()).isZero();
+        source.releaseAddressSpace(base, 128 * MIB);
+    }
+
     @ParameterizedTest(name = "one cuMemUnmap over the range and cuMemSetAccess per granule: {0}")
     @ValueSource(booleans = {true, false})
     void middleOfAnEarlierMapCanBeUnmappedAndMappedAgain(boolean otherDriverCallPattern) {

@@ -117,6 +117,26 @@ public final class VmmCostBench {
         }
         source.unmapWholeRange = false;
         source.accessPerGranule = false;
+        // extents: one physical allocation per extent (what the pool uses for large tensors)
+        for (int extentGranules : new int[] {2, 16, 64}) {
+            long bytes = 64 * granule;
+            long extentBytes = extentGranules * granule;
+            long[] mapNanos = new long[repetitions];
+            long[] unmapNanos = new long[repetitions];
+            for (int i = -10; i < repetitions; i++) {
+                long t0 = System.nanoTime();
+                source.map(base, bytes, extentBytes);
+                long t1 = System.nanoTime();
+                source.unmap(base, bytes);
+                long t2 = System.nanoTime();
+                if (i >= 0) {
+                    mapNanos[i] = t1 - t0;
+                    unmapNanos[i] = t2 - t1;
+                }
+            }
+            rows.add(row("map in extents of " + extentGranules + " granules", 64, mapNanos));
+            rows.add(row("unmap in extents of " + extentGranules + " granules", 64, unmapNanos));
+        }
         source.releaseAddressSpace(base, 64 * granule);
         for (long bytes : new long[] {granule, 64 * granule}) {
             long[] allocNanos = new long[repetitions];
