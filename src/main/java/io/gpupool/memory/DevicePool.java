@@ -131,8 +131,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * clock off the common path.
  *
  * <h2>Shared cache lines</h2>
- * The local path of one stream writes only its own cache's padded arrays ({@link LocalCache}) and
- * the block it returns. Pool fields that every stream reads (configuration, cache table, share of
+ * The local path of one stream writes only its own cache's padded arrays ({@link LocalCache}), the
+ * block it returns and, for the sampled allocation in {@value #LATENCY_SAMPLE_EVERY}, one striped cell
+ * of the latency histogram. Pool fields that every stream reads (configuration, cache table, share of
  * live bytes, coarse clock) are written rarely: the coarse clock at most once a millisecond
  * ({@link #advanceClock}), the share when it moved by more than 1/8 ({@link #samplePeak}).
  */
