@@ -64,7 +64,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * instead of trading against it: chunks are address space, memory is mapped under the runs in use
  * (see "MAPPED: map and unmap" below), and free space between live blocks costs nothing unless it
  * is mapped. Mapped memory is held to the allocated high-water mark + 1/{@value #MAPPED_SLACK_DIVISOR}:
- * 1.08 x peak live on the trace. Local caches keep their configured cap (the budget bounds them),
+ * 1.08-1.12 x peak live on the trace. Local caches keep their configured cap (the budget bounds them),
  * so a stream reuses its own memory without fences (H200 serving: 96.5 req/s against 80.4 with
  * ON_DEMAND's small caps). A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200
  * (docs/benchmarks.md), so placement prefers fully mapped blocks, then merges, then the block with
@@ -159,11 +159,12 @@ public final class DevicePool implements DeviceAllocator {
     /**
      * MAPPED: large chunks map and unmap extents of this size, small chunks of {@link #SMALL_EXTENT_BYTES}
      * (one physical allocation each; the driver charges per allocation, ~80 us map + unmap on the H200).
-     * On the BERT trace, 2 MiB everywhere: 1.081 x peak live, 343 allocations per request; 32 / 4 MiB:
-     * 1.099 x, 107 per request (docs/benchmarks.md). Extents that are partly in use cannot be unmapped.
+     * BERT trace, 1000 / 2000 requests: 2 MiB everywhere 1.081 / 1.080 x peak live, 343 allocations per
+     * request; 32 MiB large + 2 MiB small 1.081 / 1.117 x, 187 / 164; 32 + 4 MiB 1.099 / 1.139 x, 107 / 94
+     * (too close to the 1.15 target). Extents that are partly in use cannot be unmapped.
      */
     static final long LARGE_EXTENT_BYTES = 32L << 20;
-    static final long SMALL_EXTENT_BYTES = 4L << 20;
+    static final long SMALL_EXTENT_BYTES = 2L << 20;
     /** MAPPED: an address-space chunk holds this many maximum blocks (spans of up to this size fit in one). */
     static final int ADDRESS_CHUNK_MAX_BLOCKS = 4;
 

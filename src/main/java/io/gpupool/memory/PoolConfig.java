@@ -17,7 +17,7 @@ import java.util.Objects;
  *                                 Requests below it are served by the small-object cache
  * @param maxBlockBytes            largest buddy block; a power of two in [minBlockBytes, 4 GiB] and at most
  *                                 2^15 minimum blocks; default 256 MiB. On the BERT trace, with MAPPED growth
- *                                 256 MiB holds 1.08 x live; without mapping (ON_DEMAND) 256 MiB reserves
+ *                                 256 MiB holds 1.08-1.12 x live; without mapping (ON_DEMAND) 256 MiB reserves
  *                                 ~1.9 x live with ~0.4 device allocations per request and 32 MiB reaches 1.14 x
  *                                 with ~25 (docs/benchmarks.md).
  *                                 Larger requests get a dedicated chunk of their own size
