@@ -3,7 +3,6 @@ package io.gpupool.memory.source;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 
-import java.util.Objects;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
@@ -26,9 +25,8 @@ import java.util.concurrent.atomic.LongAdder;
  * of the upstream passes through unchanged. {@link #free} is never failed: a pool must always be
  * able to give memory back. Triggers can be changed at runtime from any thread.
  */
-public final class FaultInjectingChunkSource implements ChunkSource {
+public final class FaultInjectingChunkSource extends ForwardingChunkSource {
 
-    private final ChunkSource upstream;
     private final AtomicLong calls = new AtomicLong();
     private final LongAdder injected = new LongAdder();
     private volatile long failOnCall;     // 0 = off
@@ -38,7 +36,7 @@ public final class FaultInjectingChunkSource implements ChunkSource {
     private SplittableRandom random;
 
     public FaultInjectingChunkSource(ChunkSource upstream) {
-        this.upstream = Objects.requireNonNull(upstream, "upstream");
+        super(upstream);
         this.random = new SplittableRandom(0);
     }
 
@@ -100,37 +98,6 @@ public final class FaultInjectingChunkSource implements ChunkSource {
     }
 
     @Override
-    public void free(long address, long bytes) {
-        upstream.free(address, bytes);
-    }
-
-    @Override
-    public boolean supportsMapping() {
-        return upstream.supportsMapping();
-    }
-
-    @Override
-    public long mappingGranularity() {
-        return upstream.mappingGranularity();
-    }
-
-    @Override
-    public long reserveAddressSpace(long bytes) {
-        return upstream.reserveAddressSpace(bytes);
-    }
-
-    @Override
-    public void releaseAddressSpace(long address, long bytes) {
-        upstream.releaseAddressSpace(address, bytes);
-    }
-
-    /** A map call counts as a call like {@link #allocate}: it is where the device refuses memory. */
-    @Override
-    public void map(long address, long bytes) {
-        map(address, bytes, 0);
-    }
-
-    @Override
     public void map(long address, long bytes, long extentBytes) {
         long call = calls.incrementAndGet();
         if (shouldFail(call)) {
@@ -138,26 +105,7 @@ public final class FaultInjectingChunkSource implements ChunkSource {
             throw new OutOfDeviceMemoryException(bytes, "injected failure of " + name() + " on map call "
                     + call + " (" + bytes + " bytes at 0x" + Long.toHexString(address) + ")");
         }
-        if (extentBytes > 0) {
-            upstream.map(address, bytes, extentBytes);
-        } else {
-            upstream.map(address, bytes);
-        }
-    }
-
-    @Override
-    public void unmap(long address, long bytes) {
-        upstream.unmap(address, bytes);
-    }
-
-    @Override
-    public long capacityBytes() {
-        return upstream.capacityBytes();
-    }
-
-    @Override
-    public String name() {
-        return upstream.name();
+        upstream.map(address, bytes, extentBytes);
     }
 
     /** Allocate calls seen so far (failed or not). */

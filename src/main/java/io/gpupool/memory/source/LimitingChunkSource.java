@@ -3,7 +3,6 @@ package io.gpupool.memory.source;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 
-import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -24,15 +23,14 @@ import java.util.concurrent.atomic.AtomicLong;
  * Two threads racing near the cap may both be refused where one would have fitted; neither is
  * ever admitted beyond the cap. {@link #free} subtracts after the upstream has taken the chunk back.
  */
-public final class LimitingChunkSource implements ChunkSource {
+public final class LimitingChunkSource extends ForwardingChunkSource {
 
-    private final ChunkSource upstream;
     /** Bytes currently reserved through this source (claims in flight included). */
     private final AtomicLong reserved = new AtomicLong();
     private volatile long limitBytes;
 
     private LimitingChunkSource(ChunkSource upstream, long limitBytes) {
-        this.upstream = Objects.requireNonNull(upstream, "upstream");
+        super(upstream);
         this.limitBytes = checkedLimit(limitBytes);
     }
 
@@ -72,32 +70,7 @@ public final class LimitingChunkSource implements ChunkSource {
         reserved.addAndGet(-bytes);
     }
 
-    @Override
-    public boolean supportsMapping() {
-        return upstream.supportsMapping();
-    }
-
-    @Override
-    public long mappingGranularity() {
-        return upstream.mappingGranularity();
-    }
-
-    @Override
-    public long reserveAddressSpace(long bytes) {
-        return upstream.reserveAddressSpace(bytes);        // address space costs no memory: not limited
-    }
-
-    @Override
-    public void releaseAddressSpace(long address, long bytes) {
-        upstream.releaseAddressSpace(address, bytes);
-    }
-
-    /** Mapped bytes count against the cap exactly as chunk bytes do. */
-    @Override
-    public void map(long address, long bytes) {
-        map(address, bytes, 0);
-    }
-
+    /** Mapped bytes count against the cap exactly as chunk bytes do (address space costs nothing). */
     @Override
     public void map(long address, long bytes, long extentBytes) {
         long limit = limitBytes;
@@ -108,11 +81,7 @@ public final class LimitingChunkSource implements ChunkSource {
                     + " bytes, reserved " + (after - bytes) + " of the " + limit + "-byte cap");
         }
         try {
-            if (extentBytes > 0) {
-                upstream.map(address, bytes, extentBytes);
-            } else {
-                upstream.map(address, bytes);
-            }
+            upstream.map(address, bytes, extentBytes);
         } catch (Throwable t) {
             reserved.addAndGet(-bytes);
             throw t;
@@ -123,16 +92,6 @@ public final class LimitingChunkSource implements ChunkSource {
     public void unmap(long address, long bytes) {
         upstream.unmap(address, bytes);
         reserved.addAndGet(-bytes);
-    }
-
-    @Override
-    public long capacityBytes() {
-        return upstream.capacityBytes();
-    }
-
-    @Override
-    public String name() {
-        return upstream.name();
     }
 
     /** The current cap in bytes. */

@@ -5,7 +5,6 @@ import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.Log2Histogram;
 import io.gpupool.memory.metric.Peaks;
 
-import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -19,9 +18,8 @@ import java.util.concurrent.atomic.LongAdder;
  * only {@link #failures()} (and its latency): the reservation is counted after the upstream
  * succeeded, so there is nothing to roll back.
  */
-public final class StatisticsChunkSource implements ChunkSource {
+public final class StatisticsChunkSource extends ForwardingChunkSource {
 
-    private final ChunkSource upstream;
     private final AtomicLong reservedBytes = new AtomicLong();
     private final AtomicLong peakReservedBytes = new AtomicLong();
     private final AtomicLong reservedChunks = new AtomicLong();
@@ -38,7 +36,7 @@ public final class StatisticsChunkSource implements ChunkSource {
     private final Log2Histogram allocateLatency = new Log2Histogram();
 
     public StatisticsChunkSource(ChunkSource upstream) {
-        this.upstream = Objects.requireNonNull(upstream, "upstream");
+        super(upstream);
     }
 
     @Override
@@ -70,40 +68,10 @@ public final class StatisticsChunkSource implements ChunkSource {
     }
 
     @Override
-    public boolean supportsMapping() {
-        return upstream.supportsMapping();
-    }
-
-    @Override
-    public long mappingGranularity() {
-        return upstream.mappingGranularity();
-    }
-
-    @Override
-    public long reserveAddressSpace(long bytes) {
-        return upstream.reserveAddressSpace(bytes);
-    }
-
-    @Override
-    public void releaseAddressSpace(long address, long bytes) {
-        upstream.releaseAddressSpace(address, bytes);
-    }
-
-    /** Counted like an allocation: mapped bytes are reserved device memory. */
-    @Override
-    public void map(long address, long bytes) {
-        map(address, bytes, 0);
-    }
-
-    @Override
     public void map(long address, long bytes, long extentBytes) {
         long start = System.nanoTime();
         try {
-            if (extentBytes > 0) {
-                upstream.map(address, bytes, extentBytes);
-            } else {
-                upstream.map(address, bytes);
-            }
+            upstream.map(address, bytes, extentBytes);
         } catch (Throwable e) {
             failures.increment();
             recordAllocateTime(System.nanoTime() - start);
@@ -112,7 +80,7 @@ public final class StatisticsChunkSource implements ChunkSource {
         recordAllocateTime(System.nanoTime() - start);
         maps.increment();
         mappedBytes.add(bytes);
-        mappedExtents.add(extentBytes > 0 ? bytes / extentBytes : bytes / upstream.mappingGranularity());
+        mappedExtents.add(bytes / extentBytes);
         Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
     }
 
@@ -143,16 +111,6 @@ public final class StatisticsChunkSource implements ChunkSource {
     /** Calls of {@link #unmap}. */
     public long unmaps() {
         return unmaps.sum();
-    }
-
-    @Override
-    public long capacityBytes() {
-        return upstream.capacityBytes();
-    }
-
-    @Override
-    public String name() {
-        return upstream.name();
     }
 
     /** Bytes in chunks currently reserved from the upstream. */

@@ -16,13 +16,12 @@ import java.util.Objects;
  * allocated again before its free in the trace. When the recorder is stopped the cost is one
  * volatile read per call.
  */
-public final class TracingChunkSource implements ChunkSource {
+public final class TracingChunkSource extends ForwardingChunkSource {
 
-    private final ChunkSource upstream;
     private final TraceRecorder recorder;
 
     public TracingChunkSource(ChunkSource upstream, TraceRecorder recorder) {
-        this.upstream = Objects.requireNonNull(upstream, "upstream");
+        super(upstream);
         this.recorder = Objects.requireNonNull(recorder, "recorder");
     }
 
@@ -46,39 +45,9 @@ public final class TracingChunkSource implements ChunkSource {
     }
 
     @Override
-    public boolean supportsMapping() {
-        return upstream.supportsMapping();
-    }
-
-    @Override
-    public long mappingGranularity() {
-        return upstream.mappingGranularity();
-    }
-
-    @Override
-    public long reserveAddressSpace(long bytes) {
-        return upstream.reserveAddressSpace(bytes);
-    }
-
-    @Override
-    public void releaseAddressSpace(long address, long bytes) {
-        upstream.releaseAddressSpace(address, bytes);
-    }
-
-    /** Recorded as an allocation of the mapped range (what the device gives), unmap as a free. */
-    @Override
-    public void map(long address, long bytes) {
-        map(address, bytes, 0);
-    }
-
-    @Override
     public void map(long address, long bytes, long extentBytes) {
         try {
-            if (extentBytes > 0) {
-                upstream.map(address, bytes, extentBytes);
-            } else {
-                upstream.map(address, bytes);
-            }
+            upstream.map(address, bytes, extentBytes);
         } catch (Throwable t) {
             recorder.record(Trace.ALLOCATE_FAILURE, 0, bytes, Trace.NO_STREAM);
             throw t;
@@ -90,16 +59,6 @@ public final class TracingChunkSource implements ChunkSource {
     public void unmap(long address, long bytes) {
         recorder.record(Trace.FREE, address, bytes, Trace.NO_STREAM);
         upstream.unmap(address, bytes);
-    }
-
-    @Override
-    public long capacityBytes() {
-        return upstream.capacityBytes();
-    }
-
-    @Override
-    public String name() {
-        return upstream.name();
     }
 
     public TraceRecorder recorder() {

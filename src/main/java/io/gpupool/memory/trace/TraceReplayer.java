@@ -5,6 +5,7 @@ import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.source.ForwardingChunkSource;
 import io.gpupool.memory.source.SimulatedChunkSource;
 import io.gpupool.memory.source.StatisticsChunkSource;
 
@@ -76,86 +77,35 @@ public final class TraceReplayer {
      * unused (reserved minus allocated, from its metrics): growth caused by fragmentation or by
      * caching, not by demand. Replay is single-threaded, so plain fields suffice.
      */
-    private static final class GrowthWitness implements ChunkSource {
-        private final ChunkSource upstream;
+    private static final class GrowthWitness extends ForwardingChunkSource {
         DeviceAllocator allocator;
         long request;
         long growsDespiteFree;
 
         GrowthWitness(ChunkSource upstream) {
-            this.upstream = upstream;
+            super(upstream);
         }
 
         @Override
         public long allocate(long bytes) {
-            if (allocator != null) {
-                var metrics = allocator.metrics();
-                if (metrics.reservedBytes() - metrics.allocatedBytes() >= request) {
-                    growsDespiteFree++;
-                }
-            }
+            witness();
             return upstream.allocate(bytes);
-        }
-
-        @Override
-        public void free(long address, long bytes) {
-            upstream.free(address, bytes);
-        }
-
-        @Override
-        public long capacityBytes() {
-            return upstream.capacityBytes();
-        }
-
-        @Override
-        public String name() {
-            return upstream.name();
-        }
-
-        @Override
-        public boolean supportsMapping() {
-            return upstream.supportsMapping();
-        }
-
-        @Override
-        public long mappingGranularity() {
-            return upstream.mappingGranularity();
-        }
-
-        @Override
-        public long reserveAddressSpace(long bytes) {
-            return upstream.reserveAddressSpace(bytes);
-        }
-
-        @Override
-        public void releaseAddressSpace(long address, long bytes) {
-            upstream.releaseAddressSpace(address, bytes);
         }
 
         /** A map is growth of reserved memory too: counted like a chunk allocation. */
         @Override
-        public void map(long address, long bytes) {
-            map(address, bytes, 0);
+        public void map(long address, long bytes, long extentBytes) {
+            witness();
+            upstream.map(address, bytes, extentBytes);
         }
 
-        @Override
-        public void map(long address, long bytes, long extentBytes) {
+        private void witness() {
             if (allocator != null) {
                 var metrics = allocator.metrics();
                 if (metrics.reservedBytes() - metrics.allocatedBytes() >= request) {
                     growsDespiteFree++;
                 }
             }
-            if (extentBytes > 0) {
-                upstream.map(address, bytes, extentBytes);
-            } else {
-                upstream.map(address, bytes);
-            }
-        }
-
-        @Override
-        public void unmap(long address, long bytes) {
-            upstream.unmap(address, bytes);
         }
     }
 
