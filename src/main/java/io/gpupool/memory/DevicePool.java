@@ -570,17 +570,7 @@ public final class DevicePool implements DeviceAllocator {
 
     /** Takes {@code bytes} of the cap and asks the source; rolls back on refusal. */
     private long reserveFromSource(long bytes) {
-        long cap = capBytes();
-        while (true) {
-            long current = reserved.get();
-            if (current + bytes > cap) {
-                throw new OutOfDeviceMemoryException(bytes, "the pool's cap of " + format(cap) + " would be exceeded ("
-                        + format(current) + " reserved, " + format(bytes) + " more asked)");
-            }
-            if (reserved.compareAndSet(current, current + bytes)) {
-                break;
-            }
-        }
+        takeCap(bytes);
         try {
             long address = source.allocate(bytes);
             Peaks.raise(peakReserved, reserved.get());
@@ -1161,14 +1151,17 @@ public final class DevicePool implements DeviceAllocator {
         }
     }
 
-    /** Adds {@code bytes} to the reserved bytes if the cap allows; the caller maps them or gives them back. */
+    /**
+     * Adds {@code bytes} to the reserved bytes if the cap allows (lock-free); the caller then obtains
+     * them from the source (a chunk, or a map) or gives them back.
+     */
     private void takeCap(long bytes) {
         long cap = capBytes();
         while (true) {
             long current = reserved.get();
             if (current + bytes > cap) {
                 throw new OutOfDeviceMemoryException(bytes, "the pool's cap of " + format(cap) + " would be exceeded ("
-                        + format(current) + " mapped, " + format(bytes) + " more asked)");
+                        + format(current) + " reserved, " + format(bytes) + " more asked)");
             }
             if (reserved.compareAndSet(current, current + bytes)) {
                 return;

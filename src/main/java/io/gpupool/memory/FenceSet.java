@@ -79,28 +79,35 @@ final class FenceSet {
      * between candidates: whoever takes the memory still calls {@link #makeWait}.
      */
     boolean blocks(AllocationStream stream) {
-        if (empty) {
-            return false;
-        }
-        synchronized (this) {
-            boolean any = false;
-            boolean foreign = false;
-            for (int i = 0; i < byStream.length; i++) {
-                Shared shared = byStream[i];
-                if (shared == null) {
-                    continue;
-                }
-                if (shared.fence.isComplete()) {
-                    byStream[i] = null;
-                    shared.release();
-                } else {
-                    any = true;
-                    foreign |= i != stream.ordinal();
-                }
+        return !empty && dropCompleted(stream.ordinal()) == FOREIGN;
+    }
+
+    private static final int NONE_PENDING = 0;
+    private static final int OWN_ONLY = 1;
+    private static final int FOREIGN = 2;
+
+    /**
+     * Drops completed fences; says whether unfinished ones remain, and whether any belongs to a stream
+     * other than {@code ordinal} (-1: every stream counts as other).
+     */
+    private synchronized int dropCompleted(int ordinal) {
+        boolean any = false;
+        boolean foreign = false;
+        for (int i = 0; i < byStream.length; i++) {
+            Shared shared = byStream[i];
+            if (shared == null) {
+                continue;
             }
-            empty = !any;
-            return foreign;
+            if (shared.fence.isComplete()) {
+                byStream[i] = null;
+                shared.release();
+            } else {
+                any = true;
+                foreign |= i != ordinal;
+            }
         }
+        empty = !any;
+        return foreign ? FOREIGN : any ? OWN_ONLY : NONE_PENDING;
     }
 
     /**
@@ -134,26 +141,7 @@ final class FenceSet {
 
     /** Whether any fence is still unfinished; drops the completed ones. */
     boolean pending() {
-        if (empty) {
-            return false;
-        }
-        synchronized (this) {
-            boolean any = false;
-            for (int i = 0; i < byStream.length; i++) {
-                Shared shared = byStream[i];
-                if (shared == null) {
-                    continue;
-                }
-                if (shared.fence.isComplete()) {
-                    byStream[i] = null;
-                    shared.release();
-                } else {
-                    any = true;
-                }
-            }
-            empty = !any;
-            return any;
-        }
+        return !empty && dropCompleted(-1) != NONE_PENDING;
     }
 
     /** Blocks until every fence completed, then drops them (before the memory goes back to the source). */
