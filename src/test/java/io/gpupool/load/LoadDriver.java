@@ -7,7 +7,6 @@ import tools.jackson.databind.node.ObjectNode;
 
 import java.io.IOException;
 import java.io.PrintStream;
-import java.net.ConnectException;
 import java.net.InetAddress;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -124,12 +123,30 @@ public final class LoadDriver {
 
     private final Options options;
     private final PrintStream log;
+    static {
+        // A POST sent on a pooled keep-alive connection that the server closed at that moment (after a
+        // hang-up or a malformed request) fails before any response byte; let the JDK client resend it,
+        // as it does for GET, instead of counting an unanswered request. Effective when this class is
+        // the first HttpClient user of the JVM (the tools); the test build sets it on the command line.
+        if (System.getProperty("jdk.httpclient.enableAllMethodRetry") == null) {
+            System.setProperty("jdk.httpclient.enableAllMethodRetry", "true");
+        }
+    }
+
     private final HttpClient http;
+    /**
+     * Sends only the requests this driver will hang up on: cancelling an exchange closes its
+     * connection, and in a shared pool that close can race with the next request handed the same
+     * connection, which then waits for its timeout although the server never saw it whole.
+     */
+    private final HttpClient hangingUpHttp;
 
     LoadDriver(Options options, PrintStream log) {
         this.options = options;
         this.log = log;
         this.http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(5)).build();
+        this.hangingUpHttp = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
                 .connectTimeout(Duration.ofSeconds(5)).build();
     }
 
@@ -319,7 +336,7 @@ public final class LoadDriver {
         long cancelAfterNanos = cancel ? (long) (random.nextDouble() * options.cancelDelay().toNanos()) : 0;
         CompletableFuture<HttpResponse<byte[]>> answer;
         try {
-            answer = http.sendAsync(builder.build(), HttpResponse.BodyHandlers.ofByteArray());
+            answer = (cancel ? hangingUpHttp : http).sendAsync(builder.build(), HttpResponse.BodyHandlers.ofByteArray());
         } catch (RuntimeException e) {
             recorder.record(request, micros(startNanos - origin), micros(System.nanoTime() - startNanos), Recorder.TRANSPORT);
             return;
@@ -344,8 +361,8 @@ public final class LoadDriver {
             status = cancel ? Recorder.CANCELLED : TIMEOUT;
         } catch (ExecutionException e) {
             status = e.getCause() instanceof HttpTimeoutException ? TIMEOUT : Recorder.TRANSPORT;
-            if (!(e.getCause() instanceof IOException) || e.getCause() instanceof ConnectException) {
-                firstTransportError.compareAndSet(null, String.valueOf(e.getCause()));
+            if (status == Recorder.TRANSPORT) {
+                firstTransportError.compareAndSet(null, request.caseName() + ": " + e.getCause());
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
