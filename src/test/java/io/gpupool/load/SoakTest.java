@@ -120,7 +120,8 @@ class SoakTest {
         }
         JsonNode report = result.report();
         System.out.println(result.summaryLine() + "; injected faults " + faults.injectedFailures() + " of "
-                + faults.chunkRequests() + " chunk requests; trims " + trimStatuses);
+                + faults.chunkRequests() + " chunk requests; trims " + trimStatuses + "; answered after a retry "
+                + report.get("answered_after_retry"));
 
         assertThat(result.unexpected5xx()).as("5xx other than 503/504/507, by request: %s, first answers: %s",
                 report.get("unexpected"), report.get("first_answers")).isZero();
