@@ -64,7 +64,7 @@ public class GpuPoolProperties {
         /** Largest buddy block; a power of two up to 4GB. Larger requests get a dedicated chunk of their own size (2MB granule). */
         private DataSize maxBlockSize = DataSize.ofMegabytes(256);
 
-        /** How the pool grows: MAPPED (default: address-space chunks, memory mapped under blocks in use, free mapped memory beyond the allocated high-water mark + 1/16 unmapped; ON_DEMAND where the device cannot map, e.g. the host backend), ON_DEMAND (optional initial size, then flush caches, coalesce, return empty chunks and grow by what a miss needs), EAGER (reserve the initial size, never grow), LAZY (grow in chunks doubling from growth-step), HYBRID (initial size, then LAZY). */
+        /** How the pool grows: MAPPED (default: address-space chunks, memory mapped under blocks in use, free mapped memory beyond the allocated high-water mark + 1/16 unmapped; ON_DEMAND where the device cannot map, e.g. a host backend that is not Linux), ON_DEMAND (optional initial size, then flush caches, coalesce, return empty chunks and grow by what a miss needs), EAGER (reserve the initial size, never grow), LAZY (grow in chunks doubling from growth-step), HYBRID (initial size, then LAZY). */
         private GrowthPolicy growthPolicy = GrowthPolicy.MAPPED;
 
         /** Bytes reserved at start for EAGER and HYBRID; must be empty for LAZY. Independently of this, warm-up reserves 1.5 x the largest tensor of the served models. */

@@ -22,12 +22,13 @@ public enum GrowthPolicy {
     ON_DEMAND,
     /**
      * The default. Needs a source that {@linkplain ChunkSource#supportsMapping() maps} (CUDA virtual
-     * memory; falls back to {@link #ON_DEMAND} otherwise). Buddy chunks are reserved address space
-     * ({@link DevicePool#ADDRESS_CHUNK_MAX_BLOCKS} maximum blocks each, costing no memory); device memory
-     * is mapped under a run when it is handed out, and free mapped memory at the global level is
-     * unmapped when it exceeds a slack of 1/{@value DevicePool#MAPPED_SLACK_DIVISOR} of allocated bytes.
-     * Reserved bytes (mapped memory) then follow live bytes whatever the block layout; requests above
-     * the maximum block are spans in address space, never dedicated chunks.
+     * memory on a GPU, mmap on a Linux host; falls back to {@link #ON_DEMAND} otherwise). Buddy chunks
+     * are reserved address space ({@link DevicePool#ADDRESS_CHUNK_MAX_BLOCKS} maximum blocks each,
+     * costing no memory); device memory is mapped under a run when it is handed out, and free mapped
+     * memory at the global level is unmapped when mapping more would pass the budget: the high-water
+     * mark of allocated bytes plus 1/{@value DevicePool#MAPPED_SLACK_DIVISOR}. Reserved bytes (mapped
+     * memory) then follow live bytes whatever the block layout; requests above the maximum block are
+     * spans in address space, never dedicated chunks.
      */
     MAPPED
 }
