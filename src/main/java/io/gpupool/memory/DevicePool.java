@@ -1053,17 +1053,33 @@ public final class DevicePool implements DeviceAllocator {
 
     /** Maps each unmapped stretch of [position, to), in extents of {@code extentBytes} (0: granules). */
     private void mapStretches(Chunk chunk, long position, long to, long extentBytes, long requested) {
+        forEachStretch(chunk, position, to, false, (start, end) -> mapUnits(chunk, start, end, extentBytes, requested));
+    }
+
+    /** What to do with one stretch [start, end) of units found by {@link #forEachStretch}. */
+    @FunctionalInterface
+    private interface StretchAction {
+        void apply(long start, long end);
+    }
+
+    /**
+     * Calls {@code action} for each maximal stretch of [from, to) whose units are mapped (or, with
+     * {@code mapped} false, unmapped), lowest first. The caller holds the units; the bitmap monitor is
+     * taken only to read it, so the action may call the source.
+     */
+    private static void forEachStretch(Chunk chunk, long from, long to, boolean mapped, StretchAction action) {
+        long position = from;
         while (position < to) {
             long start;
             long end;
             synchronized (chunk.mapped) {
-                start = chunk.nextUnit(position, to, false);
-                end = chunk.nextUnit(start, to, true);
+                start = chunk.nextUnit(position, to, mapped);
+                end = chunk.nextUnit(start, to, !mapped);
             }
             if (start >= to) {
                 return;
             }
-            mapUnits(chunk, start, end, extentBytes, requested);
+            action.apply(start, end);
             position = end;
         }
     }
@@ -1242,18 +1258,8 @@ public final class DevicePool implements DeviceAllocator {
 
     /** Unmaps the mapped stretches of [from, to) of a chunk whose units the caller holds; returns bytes unmapped. */
     private long unmapUnits(Chunk chunk, long from, long to) {
-        long unmapped = 0;
-        long position = from;
-        while (position < to) {
-            long start;
-            long end;
-            synchronized (chunk.mapped) {
-                start = chunk.nextUnit(position, to, true);
-                end = chunk.nextUnit(start, to, false);
-            }
-            if (start >= to) {
-                break;
-            }
+        long[] unmapped = {0};
+        forEachStretch(chunk, from, to, true, (start, end) -> {
             long bytes = (end - start) << unitShift;
             source.unmap(chunk.address + (start << unitShift), bytes);
             synchronized (chunk.mapped) {
@@ -1261,10 +1267,9 @@ public final class DevicePool implements DeviceAllocator {
             }
             reserved.addAndGet(-bytes);
             unmaps.increment();
-            unmapped += bytes;
-            position = end;
-        }
-        return unmapped;
+            unmapped[0] += bytes;
+        });
+        return unmapped[0];
     }
 
     /**

@@ -119,23 +119,15 @@ final class FenceSet {
             return;
         }
         synchronized (this) {
-            boolean any = false;
+            if (dropCompleted(stream.ordinal()) != FOREIGN) {
+                return;
+            }
             for (int i = 0; i < byStream.length; i++) {
                 Shared shared = byStream[i];
-                if (shared == null) {
-                    continue;
-                }
-                if (shared.fence.isComplete()) {
-                    byStream[i] = null;
-                    shared.release();
-                } else {
-                    any = true;
-                    if (i != stream.ordinal()) {
-                        shared.fence.makeWait(stream);
-                    }
+                if (shared != null && i != stream.ordinal()) {
+                    shared.fence.makeWait(stream);
                 }
             }
-            empty = !any;
         }
     }
 
