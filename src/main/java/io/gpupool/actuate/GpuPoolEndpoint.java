@@ -166,7 +166,7 @@ public class GpuPoolEndpoint {
         GlobalDescriptor global = new GlobalDescriptor(m.reservedBytes(), m.allocatedBytes(), m.requestedBytes(),
                 m.cachedBytes(), m.globalFreeBytes(), m.peakReservedBytes(), m.peakAllocatedBytes(),
                 m.largestFreeBlockBytes(), m.fragmentation(), m.freeBlocks(), chunks.size(), chunks,
-                m.addressSpaceBytes(), m.mapCalls(), m.unmapCalls());
+                m.addressSpaceBytes(), m.mapCalls(), m.unmapCalls(), m.crossStreamWaits());
         List<LocalCacheDescriptor> caches = m.streams().stream()
                 .map(c -> new LocalCacheDescriptor(c.ordinal(), c.cachedBytes(), c.cachedBlocks(), c.hits(), c.misses(),
                         c.hitRatio()))
@@ -212,12 +212,13 @@ public class GpuPoolEndpoint {
      * 1 - largest free block / free bytes. {@code cachedBytes} is held by the local caches, not here.
      * Under MAPPED growth reserved bytes are mapped memory, {@code addressSpaceBytes} the address space
      * the chunks span, and the map / unmap counters the driver calls that moved memory.
+     * {@code crossStreamWaits} counts device-side waits on other streams' fences (memory reused across streams).
      */
     public record GlobalDescriptor(long reservedBytes, long allocatedBytes, long requestedBytes, long cachedBytes,
                                    long freeBytes, long peakReservedBytes, long peakAllocatedBytes,
                                    long largestFreeBlockBytes, double fragmentation, List<FreeOrderMetric> freeBlocks,
                                    int chunkCount, List<ChunkMetric> chunks, long addressSpaceBytes, long mapCalls,
-                                   long unmapCalls) {
+                                   long unmapCalls, long crossStreamWaits) {
     }
 
     /** A stream's local cache; hitRatio = hits / (hits + misses). */

@@ -115,6 +115,8 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 global, pool, p -> p.metrics().mapCalls());
         counter(registry, "gpupool.unmaps", "Calls that unmapped free device memory (MAPPED growth)", global, pool,
                 p -> p.metrics().unmapCalls());
+        counter(registry, "gpupool.fence.waits", "Device-side waits on other streams' fences (memory reused across streams)",
+                global, pool, p -> p.metrics().crossStreamWaits());
         counter(registry, "gpupool.coalesces", "Buddy merges of the global level", global, pool,
                 p -> p.metrics().counters().coalesces());
         counter(registry, "gpupool.recoveries", "Staged out-of-memory recoveries started", device, pool,

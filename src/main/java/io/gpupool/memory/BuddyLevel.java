@@ -38,9 +38,10 @@ import java.util.concurrent.locks.ReentrantLock;
  *       lowest key (address-ordered: oldest chunk, lowest offset; keeps high blocks whole), add 2^j
  *       to the chunk's live units, unlock. None found: return -1 (the pool coalesces or grows).
  *       Variant "clear for stream B" ({@link #allocate(int, AllocationStream)}): pop instead the
- *       lowest key whose chunk's {@link FenceSet} has no unfinished fence of another stream, so B is
- *       not made to wait on unrelated work (a larger clear block is split before a fenced one of the
- *       right size is taken); none clear in any order: return -1 and the pool takes a fenced one.</li>
+ *       lowest key whose first n units have no unfinished fence of another stream ({@link Chunk#fencesBlock}),
+ *       so B does not wait on another stream's work (a larger clear block is split before a fenced
+ *       one of the right size is taken); none clear in any order: return -1 and the pool takes a
+ *       fenced one.</li>
  *   <li>Split: while j &gt; k, j--, push the upper half (offset + 2^j) onto order j.</li>
  *   <li>Tail trimming: the run keeps [o, o + n); the tail [o + n, o + 2^k) is pushed back as the
  *       largest aligned blocks that fit, so a 10 u request holds 10 u, not 16 u.</li>
@@ -194,8 +195,8 @@ final class BuddyLevel {
     }
 
     /**
-     * Allocates a run of {@code units} (1 .. 2^top) from a chunk whose fences would not make
-     * {@code clearFor} wait on another stream (any chunk when {@code clearFor} is null).
+     * Allocates a run of {@code units} (1 .. 2^top) whose units' fences would not make
+     * {@code clearFor} wait on another stream (any run when {@code clearFor} is null).
      *
      * @return the run's handle, or -1 when no such free block is large enough
      */
@@ -248,10 +249,12 @@ final class BuddyLevel {
      * the run) whose first {@code units} units have the most mapped units, so the fewest bytes need
      * mapping; ties go to the lowest key. The candidates are found on a racy read of the lists and
      * the winner is taken under its order lock if it is still there (else -1; the caller falls back).
+     * With {@code clearFor}, only among blocks whose first {@code units} units would not make that
+     * stream wait on another stream's unfinished work.
      *
      * @return the run's handle, or -1
      */
-    long allocateMostMapped(int units) {
+    long allocateMostMapped(int units, AllocationStream clearFor) {
         int k = ceilLog2(units);
         long bestKey = -1;
         int bestOrder = -1;
@@ -269,6 +272,10 @@ final class BuddyLevel {
                 long mapped;
                 synchronized (chunk.mapped) {
                     mapped = chunk.countMapped(offset, offset + units);
+                }
+                if (clearFor != null && (mapped > bestMapped || mapped == bestMapped && mapped > 0 && key < bestKey)
+                        && chunk.fencesBlock(offset, units, clearFor)) {
+                    continue;                                       // asked only for blocks it need not wait for
                 }
                 if (mapped > bestMapped || (mapped == bestMapped && mapped > 0 && key < bestKey)) {
                     bestKey = key;
@@ -427,8 +434,8 @@ final class BuddyLevel {
     }
 
     /**
-     * Like {@link #popLowest} but only among keys whose chunk's fences do not block {@code stream}
-     * (none: any chunk) and, when {@code mappedUnits} &gt; 0, whose block has its first
+     * Like {@link #popLowest} but only among keys whose first {@code runUnits} units' fences do not
+     * block {@code stream} (null: any) and, when {@code mappedUnits} &gt; 0, whose block has its first
      * {@code mappedUnits} units mapped (fence-set and bitmap monitors are leaves under the order
      * lock); -1 when there is none.
      */
@@ -436,17 +443,12 @@ final class BuddyLevel {
         long[] list = lists[k];
         int last = sizes[k] - 1;
         int lowest = -1;
-        int blockedChunk = -1;
         for (int i = last; i >= 0; i--) {
             long key = list[i];
             if (lowest >= 0 && key > list[lowest]) {
                 continue;
             }
-            int chunkId = keyChunk(key);
-            if (chunkId == blockedChunk) {
-                continue;
-            }
-            Chunk chunk = chunks.get(chunkId);
+            Chunk chunk = chunks.get(keyChunk(key));
             if (!servesRun(chunk, runUnits)) {
                 continue;
             }
@@ -461,8 +463,7 @@ final class BuddyLevel {
                     }
                 }
             }
-            if (stream != null && chunk.fences.blocks(stream)) {
-                blockedChunk = chunkId;
+            if (stream != null && chunk.fencesBlock(keyOffset(key), runUnits, stream)) {
                 continue;
             }
             lowest = i;
@@ -579,7 +580,7 @@ final class BuddyLevel {
      * Reclaim for MAPPED growth: takes free blocks that have mapped units out of the lists, largest
      * order first and, within an order, highest key first (newest chunk, highest offset: what
      * address-ordered reuse reaches last), until they hold at least {@code wantUnits} mapped units.
-     * With {@code clearOnly}, only blocks of chunks with no unfinished fence (nobody waits to unmap
+     * With {@code clearOnly}, only blocks whose units have no unfinished fence (nobody waits to unmap
      * them). The blocks count as live until the caller gives them back with {@link #free}, so no
      * allocation can hand out a unit while it is being unmapped. Holds every order lock.
      *
@@ -602,7 +603,7 @@ final class BuddyLevel {
                     long key = list[i];
                     Chunk chunk = chunks.get(keyChunk(key));
                     if (!chunk.isAddressSpace() || size < chunk.extentUnits      // only whole extents unmap
-                            || (clearOnly && chunk.fences.pending())) {
+                            || (clearOnly && chunk.fencesPending(keyOffset(key), size))) {
                         continue;
                     }
                     long offset = keyOffset(key);

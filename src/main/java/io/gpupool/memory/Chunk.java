@@ -15,7 +15,16 @@ final class Chunk {
     final AtomicLong liveUnits = new AtomicLong();
     /** When {@link #liveUnits} last reached 0 ({@link System#nanoTime()}). */
     volatile long emptySinceNanos;
-    final FenceSet fences = new FenceSet();
+    /**
+     * Fences of memory that left a stream for the global level: one set per unit of a buddy chunk,
+     * one for all of a dedicated chunk. Per unit rather than per chunk, so that a stream taking a run
+     * waits only for the streams that last freed those very units, and a reclaim can unmap the free
+     * units whose fences completed while other units of the chunk are still in flight. A run's units
+     * belong to whoever holds the run; their sets change only while it does (taking a run moves the
+     * fences out, giving it back puts the new fence in), the sets' own monitors cover the readers
+     * that merely look ({@link #fencesBlock}, {@link #fencesPending}).
+     */
+    private final FenceSet[] fences;
     /** A dedicated chunk whose block was freed and that waits in the pool's large cache. */
     volatile boolean idleDedicated;
     /**
@@ -53,6 +62,85 @@ final class Chunk {
         this.dedicated = dedicated;
         this.emptySinceNanos = System.nanoTime();
         this.mapped = addressSpaceOnly ? new long[(int) ((units + 63) >>> 6)] : null;
+        this.fences = new FenceSet[dedicated ? 1 : (int) Math.max(1, units)];
+        for (int i = 0; i < fences.length; i++) {
+            fences[i] = new FenceSet();
+        }
+    }
+
+    // Fence slots of [first, first + count): the units themselves, or slot 0 of a dedicated chunk.
+    private int firstSlot(long first) {
+        return dedicated ? 0 : (int) first;
+    }
+
+    private int endSlot(long first, long count) {
+        return dedicated ? 1 : (int) (first + count);
+    }
+
+    /** Records {@code fence} (a stream's work on the memory that just left it) on units [first, first + count). */
+    void addFence(long first, long count, FenceSet.Shared fence) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            fences[u].add(fence);
+        }
+    }
+
+    /**
+     * Moves the fences of units [first, first + count) into {@code into} (created when needed; the
+     * latest per stream is kept) and returns it, or null when none were pending. Caller holds the run.
+     */
+    FenceSet takeFences(long first, long count, FenceSet into) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            FenceSet unit = fences[u];
+            if (!unit.isEmpty()) {
+                if (into == null) {
+                    into = new FenceSet();
+                }
+                into.absorb(unit);
+            }
+        }
+        return into;
+    }
+
+    /** Puts a reference to each of {@code from}'s fences on units [first, first + count) (a slab's run coming back). */
+    void putFences(long first, long count, FenceSet from) {
+        if (from.isEmpty()) {
+            return;
+        }
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            fences[u].copyFrom(from);
+        }
+    }
+
+    /** Whether taking units [first, first + count) would make {@code stream} wait on another stream's unfinished work. */
+    boolean fencesBlock(long first, long count, AllocationStream stream) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            if (fences[u].blocks(stream)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
+    boolean fencesPending(long first, long count) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            if (fences[u].pending()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Blocks until the fences of units [first, first + count) completed (before their memory is unmapped or freed). */
+    void awaitFences(long first, long count) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            fences[u].awaitAll();
+        }
+    }
+
+    /** Blocks until every fence of the chunk completed. */
+    void awaitAllFences() {
+        awaitFences(0, dedicated ? 1 : units);
     }
 
     /** Whether this chunk is address space whose units are mapped one by one (MAPPED growth). */

@@ -67,8 +67,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * 1.08-1.12 x peak live on the trace. Local caches keep their configured cap (the budget bounds them),
  * so a stream reuses its own memory without fences (H200 serving: 96.5 req/s against 80.4 with
  * ON_DEMAND's small caps). A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200
- * (docs/benchmarks.md), so placement prefers fully mapped blocks, then merges, then the block with
- * the most mapped units, and large runs (&ge; {@code LARGE_RUN_BYTES}) live in chunks of their own.
+ * (docs/benchmarks.md), so placement prefers fully mapped blocks, then merges, and large runs
+ * (&ge; {@code LARGE_RUN_BYTES}) live in chunks of their own. Waiting on another stream's fence costs
+ * more than a map (it serialises the two streams on the device), so a block the stream need not wait
+ * for comes next, mapped where it is not; then a fenced mapped block; then the block with the most
+ * mapped units.
  *
  * <h2>ON_DEMAND (without mapping)</h2>
  * Peak reserved / peak live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
@@ -91,15 +94,18 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <h2>Cross-stream safety</h2>
  * Memory moving from stream A to the global level (local overflow, trim, idle flush, every free in
- * GLOBAL_ONLY mode) gets a fence recorded on A, kept in the chunk's (or slab's) {@link FenceSet}.
- * A stream B taking memory from that chunk or slab is made to wait (device-side) on every pending
- * fence of another stream; completed fences are dropped. Fences are per chunk, not per block: a
- * conservative choice that may make B wait for unrelated work in the same chunk, never too little.
- * To keep that from serialising the streams, the global level is opportunistic (as the driver's
- * stream-ordered allocator is by default): a run for B comes first from a chunk with no unfinished
- * fence of another stream ({@link BuddyLevel#allocate(int, AllocationStream)}), and a small object
- * first from a slab with none ({@link SmallObjects#take}); only when no such memory is free does B
- * take fenced memory and wait. Before a chunk goes back to the source its fences are awaited on
+ * GLOBAL_ONLY mode) gets a fence recorded on A, kept per unit of its chunk ({@link Chunk#addFence};
+ * a small object's in its slab's {@link FenceSet}). A stream B taking a run is made to wait
+ * (device-side) on the pending fences of other streams on exactly the run's units, which are then
+ * cleared (B's own later fence implies them); completed fences are dropped. Fences were per chunk
+ * until the third session: with MAPPED's 1 GiB address-space chunks every global allocation then
+ * waited for the latest free of every other stream (H200 serving: ~8 waits per request), and a
+ * budget reclaim found no chunk free of fences, so it flushed every cache instead of unmapping.
+ * The global level is also opportunistic (as the driver's stream-ordered allocator is by default):
+ * a run for B comes first from a block with no unfinished fence of another stream
+ * ({@link BuddyLevel#allocate(int, AllocationStream)}), and a small object first from a slab with
+ * none ({@link SmallObjects#take}); only when no such memory is free does B take fenced memory and
+ * wait. Before memory is unmapped or a chunk goes back to the source, its fences are awaited on
  * the host.
  *
  * <h2>Concurrency</h2>
@@ -187,6 +193,8 @@ public final class DevicePool implements DeviceAllocator {
     private final LongAdder reclaims = new LongAdder();
     private final LongAdder maps = new LongAdder();
     private final LongAdder unmaps = new LongAdder();
+    /** Device-side waits on other streams' fences inserted by the global level (plus {@link SmallObjects#crossStreamWaits}). */
+    private final LongAdder crossStreamWaits = new LongAdder();
     /** allocated / (LOCAL_SHARE_DIVISOR * streams), refreshed by samplePeak; see {@link #localCapBytes}. */
     private volatile long liveShareBytes;
     private volatile PoolConfig config;
@@ -302,7 +310,7 @@ public final class DevicePool implements DeviceAllocator {
         long spanHandle = bytes > maxBlock && policy == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
                 ? buddy.allocateSpan(spanUnits) : -1;
         if (bytes > maxBlock && mapping && bytes <= maxSpanBytes) {
-            long handle = allocateRun(spanUnits, stream, bytes);  // exit 3 (MAPPED): a span in address space
+            long handle = allocateRun(spanUnits, stream, bytes, null);  // exit 3 (MAPPED): a span in address space
             long size = (long) spanUnits << unitShift;
             allocations.increment();
             allocatedBytes.add(size);
@@ -312,7 +320,7 @@ public final class DevicePool implements DeviceAllocator {
         } else if (spanHandle >= 0) {
             int units = spanUnits;                                  // exit 3: a span of adjacent free max blocks
             long handle = spanHandle;
-            chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
+            waitForRun(handle, stream, null);
             globalHits.increment();
             long size = (long) units << unitShift;
             allocations.increment();
@@ -360,7 +368,7 @@ public final class DevicePool implements DeviceAllocator {
     private long allocateGlobal(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg, long requested) {
         advanceClock(System.nanoTime());
         if (c >= smallCount) {
-            return allocateRun(c - smallCount + 1, stream, requested);
+            return allocateRun(c - smallCount + 1, stream, requested, null);
         }
         long[] one = null;
         while (true) {
@@ -376,31 +384,38 @@ public final class DevicePool implements DeviceAllocator {
                 globalHits.increment();
                 return one[0];
             }
-            long run = allocateRun(classes.slabBlocks(c), stream, requested);
-            small.addSlab(c, run, address(run), chunks.get(BuddyLevel.chunkId(run)).fences);
+            FenceSet inherited = new FenceSet();                   // the run's fences, for every later taker
+            long run = allocateRun(classes.slabBlocks(c), stream, requested, inherited);
+            small.addSlab(c, run, address(run), inherited);
         }
     }
 
     /**
      * A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed;
-     * {@code requested} (the caller's bytes) is only for an out-of-memory message.
+     * {@code requested} (the caller's bytes) is only for an out-of-memory message. The stream is
+     * made to wait for the fences of the run's units; with {@code keep} they are also moved there.
      */
-    private long allocateRun(int units, AllocationStream stream, long requested) {
+    private long allocateRun(int units, AllocationStream stream, long requested, FenceSet keep) {
         long handle = -1;
         if (mapping && units <= maxUnits) {
+            // map before wait: a stream waiting on another's fence serialises the two on the device,
+            // a map costs host time only (H200 serving: 97.7 -> 99.4 req/s, 5000 -> 26 waits)
             handle = buddy.allocate(units, stream, true);          // mapped, and B need not wait for it
-            if (handle < 0) {
-                handle = buddy.allocate(units, null, true);        // mapped
-            }
             if (handle < 0 && units > 1) {
                 buddy.coalesceAll();                               // freed runs lie in pieces until merged
                 handle = buddy.allocate(units, stream, true);
-                if (handle < 0) {
-                    handle = buddy.allocate(units, null, true);
-                }
             }
             if (handle < 0 && units > 1) {
-                handle = buddy.allocateMostMapped(units);          // the fewest bytes to map
+                handle = buddy.allocateMostMapped(units, stream);  // B need not wait; the least to map
+            }
+            if (handle < 0) {
+                handle = buddy.allocate(units, stream);            // B need not wait; map all of it
+            }
+            if (handle < 0) {
+                handle = buddy.allocate(units, null, true);        // mapped, B waits
+            }
+            if (handle < 0 && units > 1) {
+                handle = buddy.allocateMostMapped(units, null);    // the fewest bytes to map
             }
         }
         if (handle < 0 && units <= maxUnits) {
@@ -418,16 +433,38 @@ public final class DevicePool implements DeviceAllocator {
         } else {
             handle = growAndAllocate(units);
         }
-        chunks.get(BuddyLevel.chunkId(handle)).fences.makeWait(stream);
+        waitForRun(handle, stream, keep);
         if (mapping) {
             try {
                 ensureMapped(handle, requested);
             } catch (RuntimeException e) {
-                buddy.free(handle);                                // nothing was queued on it
+                if (keep != null) {
+                    keep.clear();
+                }
+                // the run's fences were moved out when the stream was made to wait on them: its own
+                // fence now stands for them (a later taker waits for the earlier streams through it)
+                returnToGlobal(stream, new long[] {handle}, 0, 1);
                 throw e;
             }
         }
         return handle;
+    }
+
+    /**
+     * Makes {@code stream} wait (device-side) for the other streams' unfinished work on the units of
+     * run {@code handle}, which the caller now holds, and clears the units' fences: whatever the
+     * stream later does with them is ordered after that work. With {@code keep} (a new slab) the
+     * fences move there instead, so every later taker of the slab's objects waits for them too.
+     */
+    private void waitForRun(long handle, AllocationStream stream, FenceSet keep) {
+        FenceSet fences = chunks.get(BuddyLevel.chunkId(handle))
+                .takeFences(BuddyLevel.offset(handle), BuddyLevel.length(handle), keep);
+        if (fences != null) {
+            crossStreamWaits.add(fences.makeWait(stream));
+            if (fences != keep) {
+                fences.clear();
+            }
+        }
     }
 
     /** A run of at most one maximum block, or (ON_DEMAND) a span of adjacent maximum blocks. */
@@ -594,7 +631,11 @@ public final class DevicePool implements DeviceAllocator {
         long size = roundUp(bytes);
         Chunk chunk = takeLarge(size);
         if (chunk != null) {
-            chunk.fences.makeWait(stream);
+            FenceSet fences = chunk.takeFences(0, 1, null);
+            if (fences != null) {
+                crossStreamWaits.add(fences.makeWait(stream));
+                fences.clear();
+            }
             globalHits.increment();
         } else {
             if (policy == GrowthPolicy.ON_DEMAND) {
@@ -752,7 +793,7 @@ public final class DevicePool implements DeviceAllocator {
             recorded.close();
         } else {
             FenceSet.Shared fence = new FenceSet.Shared(recorded, stream.ordinal());
-            chunk.fences.add(fence);
+            chunk.addFence(0, 1, fence);
             fence.release();
         }
         Chunk evicted = null;
@@ -789,7 +830,8 @@ public final class DevicePool implements DeviceAllocator {
                     small.giveBack(handles, i, i + 1, fence, released);
                 } else {
                     if (fence != null) {
-                        chunks.get(BuddyLevel.chunkId(handle)).fences.add(fence);
+                        chunks.get(BuddyLevel.chunkId(handle))
+                                .addFence(BuddyLevel.offset(handle), BuddyLevel.length(handle), fence);
                     }
                     buddy.free(handle);
                 }
@@ -806,7 +848,8 @@ public final class DevicePool implements DeviceAllocator {
 
     private void returnSlab(SmallObjects.Slab slab) {
         Chunk chunk = chunks.get(BuddyLevel.chunkId(slab.runHandle));
-        chunk.fences.absorb(slab.fences);
+        chunk.putFences(BuddyLevel.offset(slab.runHandle), BuddyLevel.length(slab.runHandle), slab.fences);
+        slab.fences.clear();
         buddy.free(slab.runHandle);
     }
 
@@ -995,7 +1038,7 @@ public final class DevicePool implements DeviceAllocator {
      */
     private long releaseChunk(Chunk chunk) {
         chunks.remove(chunk);
-        chunk.fences.awaitAll();
+        chunk.awaitAllFences();
         long released;
         if (chunk.isAddressSpace()) {
             released = unmapUnits(chunk, 0, chunk.units);
@@ -1026,8 +1069,8 @@ public final class DevicePool implements DeviceAllocator {
      *    allocated / MAPPED_SLACK_DIVISOR (at least MAPPED_SLACK_FLOOR_UNITS minimum blocks), the
      *    reclaimer unmaps free mapped memory down to half the slack.
      * 3. reclaimMapped takes free blocks with mapped units out of the lists (BuddyLevel.takeMapped:
-     *    large blocks, high addresses first; chunks without unfinished fences first), waits for the
-     *    fences of the chunks it must (host side), unmaps their mapped stretches and frees them back.
+     *    large blocks, high addresses first; blocks without unfinished fences first), waits for the
+     *    fences of the units it must (host side), unmaps their mapped stretches and frees them back.
      *    Blocks in local caches and in small-object slabs stay mapped; they have their own bounds.
      * 4. A refused map (device or cap) runs the staged recovery (flush caches, coalesce, unmap all
      *    free memory, release empty chunks) and retries once; then the run goes back and the caller
@@ -1207,10 +1250,10 @@ public final class DevicePool implements DeviceAllocator {
 
     /**
      * Unmaps free mapped memory of the global level until reserved bytes are at most {@code target}
-     * (step 3 of the picture): first blocks of chunks without unfinished fences; with
+     * (step 3 of the picture): first blocks whose units have no unfinished fence; with
      * {@code flushCaches}, then the local caches and empty slabs go back to the global level and
      * it continues with such blocks; with {@code waitForFences} (trim, out-of-memory recovery),
-     * last any block, waiting on the host for the fences of its chunk. A reclaim for the budget
+     * last any block, waiting on the host for the fences of its units. A reclaim for the budget
      * never waits: the budget is a target, the cap is the limit. Grow lock held.
      *
      * @return bytes unmapped
@@ -1246,10 +1289,8 @@ public final class DevicePool implements DeviceAllocator {
         long unmapped = 0;
         for (long handle : handles) {
             Chunk chunk = chunks.get(BuddyLevel.chunkId(handle));
-            if (chunk.fences.pending()) {
-                chunk.fences.awaitAll();                           // a stream may still use these units
-            }
             long from = BuddyLevel.offset(handle);
+            chunk.awaitFences(from, BuddyLevel.length(handle));   // a stream may still use these units
             unmapped += unmapUnits(chunk, from, from + BuddyLevel.length(handle));
             buddy.free(handle);
         }
@@ -1643,6 +1684,11 @@ public final class DevicePool implements DeviceAllocator {
         @Override
         public long unmapCalls() {
             return unmaps.sum();
+        }
+
+        @Override
+        public long crossStreamWaits() {
+            return crossStreamWaits.sum() + small.crossStreamWaits.sum();
         }
 
         @Override

@@ -5,8 +5,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The fences protecting one chunk or slab: at most one per stream, the latest recorded when memory
- * of this chunk left that stream for the global level (a later fence on a stream implies the earlier).
+ * The fences protecting one unit of a chunk ({@link Chunk}) or one slab: at most one per stream, the
+ * latest recorded when this memory left that stream for the global level (a later fence on a stream
+ * implies the earlier).
  *
  * <p>A fence recorded for a batch of frees is shared by every set the batch touched, so fences are
  * wrapped in a reference-counted {@link Shared}; the underlying {@link StreamFence} is closed when
@@ -23,11 +24,20 @@ final class FenceSet {
         final int ordinal;
         final long sequence;
         private final AtomicInteger references = new AtomicInteger(1);
+        /** Latched once the fence was seen complete: the many unit sets sharing it ask the driver once. */
+        private volatile boolean complete;
 
         Shared(StreamFence fence, int ordinal) {
             this.fence = fence;
             this.ordinal = ordinal;
             this.sequence = SEQUENCE.incrementAndGet();
+        }
+
+        boolean isComplete() {
+            if (!complete && fence.isComplete()) {
+                complete = true;
+            }
+            return complete;
         }
 
         Shared retain() {
@@ -98,7 +108,7 @@ final class FenceSet {
             if (shared == null) {
                 continue;
             }
-            if (shared.fence.isComplete()) {
+            if (shared.isComplete()) {
                 byStream[i] = null;
                 shared.release();
             } else {
@@ -113,21 +123,26 @@ final class FenceSet {
     /**
      * Makes {@code stream} wait for every other stream's pending fence; drops completed ones. The
      * stream's own fence needs no wait (its work is ordered).
+     *
+     * @return how many device-side waits were inserted (one per other stream with a pending fence)
      */
-    void makeWait(AllocationStream stream) {
+    int makeWait(AllocationStream stream) {
         if (empty) {
-            return;
+            return 0;
         }
         synchronized (this) {
             if (dropCompleted(stream.ordinal()) != FOREIGN) {
-                return;
+                return 0;
             }
+            int waits = 0;
             for (int i = 0; i < byStream.length; i++) {
                 Shared shared = byStream[i];
                 if (shared != null && i != stream.ordinal()) {
                     shared.fence.makeWait(stream);
+                    waits++;
                 }
             }
+            return waits;
         }
     }
 
@@ -149,7 +164,19 @@ final class FenceSet {
         empty = true;
     }
 
-    /** Adds a reference to each of {@code other}'s fences (a new slab inherits its chunk's fences). */
+    /** Drops every fence without waiting (the memory's new owner has been made to wait for them). */
+    synchronized void clear() {
+        for (int i = 0; i < byStream.length; i++) {
+            Shared shared = byStream[i];
+            if (shared != null) {
+                byStream[i] = null;
+                shared.release();
+            }
+        }
+        empty = true;
+    }
+
+    /** Adds a reference to each of {@code other}'s fences (a slab's run going back to its units). */
     void copyFrom(FenceSet other) {
         if (other.empty) {
             return;
@@ -173,7 +200,7 @@ final class FenceSet {
         }
     }
 
-    /** Moves all of {@code other}'s fences into this set (a slab returning to its chunk). */
+    /** Moves all of {@code other}'s fences into this set (gathering the fences of a run's units). */
     void absorb(FenceSet other) {
         Shared[] taken;
         synchronized (other) {

@@ -3,6 +3,7 @@ package io.gpupool.memory;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -82,6 +83,8 @@ final class SmallObjects {
 
     private final SizeClasses classes;
     private final ClassArena[] arenas;
+    /** Device-side waits on other streams' fences inserted when objects were taken. */
+    final LongAdder crossStreamWaits = new LongAdder();
     private volatile Slab[] slabTable = new Slab[16];
     private final Object slabTableLock = new Object();
 
@@ -118,7 +121,7 @@ final class SmallObjects {
             int n = 0;
             while (n < max && arena.roomCount > 0) {
                 Slab slab = preferClear(arena, taker);
-                slab.fences.makeWait(taker);
+                crossStreamWaits.add(slab.fences.makeWait(taker));
                 while (n < max && slab.used < slab.capacity) {
                     int index = claim(slab);
                     out[outFrom + n++] = handle(slab.id, index, c);
@@ -152,9 +155,10 @@ final class SmallObjects {
 
     /**
      * Registers a fresh slab carved from buddy run {@code runHandle} at {@code address}; the slab
-     * inherits the pending fences of its chunk, so every later taker waits for them too.
+     * takes over {@code runFences}, the pending fences of the run's units, so every later taker
+     * waits for them too.
      */
-    void addSlab(int c, long runHandle, long address, FenceSet chunkFences) {
+    void addSlab(int c, long runHandle, long address, FenceSet runFences) {
         Slab slab;
         synchronized (slabTableLock) {
             Slab[] table = slabTable;
@@ -168,7 +172,7 @@ final class SmallObjects {
                 table = table.clone();
             }
             slab = new Slab(id, c, runHandle, address, classes.objectsPerSlab(c));
-            slab.fences.copyFrom(chunkFences);
+            slab.fences.absorb(runFences);
             table[id] = slab;
             slabTable = table;
         }

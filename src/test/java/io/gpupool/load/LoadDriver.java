@@ -677,7 +677,7 @@ public final class LoadDriver {
             JsonNode global = device.path("global");
             for (String field : List.of("reservedBytes", "allocatedBytes", "requestedBytes", "cachedBytes", "freeBytes",
                     "peakReservedBytes", "peakAllocatedBytes", "largestFreeBlockBytes", "chunkCount",
-                    "addressSpaceBytes", "mapCalls", "unmapCalls")) {
+                    "addressSpaceBytes", "mapCalls", "unmapCalls", "crossStreamWaits")) {
                 out.put(field, global.path(field).asLong());
             }
             out.put("fragmentation", global.path("fragmentation").asDouble());

@@ -97,6 +97,48 @@ class DevicePoolTest {
     }
 
     @Test
+    void aStreamPrefersFreeMemoryNoOtherStreamIsStillUsing() {
+        try (DevicePool pool = new DevicePool(source, globalOnly())) {
+            DeviceBlock a = pool.allocate(8 * MIB, s0);
+            s0.pending = true;
+            a.release();
+            DeviceBlock b = pool.allocate(8 * MIB, s1);
+            assertThat(b.address()).as("a's units are fenced by s0; the chunk has other free units")
+                    .isNotEqualTo(a.address());
+            assertThat(s0.fences.getLast().waiters).isEmpty();
+            assertThat(pool.metrics().crossStreamWaits()).isZero();
+            b.release();
+        }
+    }
+
+    @Test
+    void aStreamWaitsOnlyForTheStreamsThatFreedTheUnitsItTakes() {
+        TestStream s2 = new TestStream(2);
+        try (DevicePool pool = new DevicePool(source, globalOnly())) {
+            DeviceBlock fromS0 = pool.allocate(8 * MIB, s0);
+            DeviceBlock fromS2 = pool.allocate(8 * MIB, s2);
+            List<DeviceBlock> fillers = fillChunk(pool, s1);
+            s0.pending = true;
+            s2.pending = true;
+            fromS0.release();                                   // both freed into the same chunk
+            fromS2.release();
+            TestStream.TestFence s0Fence = s0.fences.getLast();
+            TestStream.TestFence s2Fence = s2.fences.getLast();
+            DeviceBlock taken = pool.allocate(8 * MIB, s1);
+            assertThat(taken.address()).isIn(fromS0.address(), fromS2.address());
+            TestStream.TestFence owner = taken.address() == fromS0.address() ? s0Fence : s2Fence;
+            TestStream.TestFence other = owner == s0Fence ? s2Fence : s0Fence;
+            assertThat(owner.waiters).containsExactly(s1);
+            assertThat(other.waiters).as("not the fence of units s1 did not take").isEmpty();
+            assertThat(pool.metrics().crossStreamWaits()).isEqualTo(1);
+            taken.release();
+            fillers.forEach(DeviceBlock::release);
+            s0Fence.complete = true;
+            s2Fence.complete = true;
+        }
+    }
+
+    @Test
     void aReusedDedicatedChunkWaitsForItsPreviousStream() {
         try (DevicePool pool = new DevicePool(source, lazy256())) {
             DeviceBlock big = pool.allocate(512 * MIB, s0);
@@ -106,9 +148,12 @@ class DevicePoolTest {
             DeviceBlock reused = pool.allocate(512 * MIB, s1);
             assertThat(reused.address()).isEqualTo(big.address());
             assertThat(fence.waiters).containsExactly(s1);
+            assertThat(fence.closed).as("s1 is ordered after the fence: the chunk drops it").isTrue();
+            s1.pending = true;
             reused.release();
+            TestStream.TestFence late = s1.fences.getLast();
             pool.trim();
-            assertThat(fence.awaited).isTrue();
+            assertThat(late.awaited).as("the chunk goes back only after s1's work on it").isTrue();
             assertThat(source.liveChunks()).isZero();
         }
     }
@@ -222,25 +267,41 @@ class DevicePoolTest {
         }
     }
 
+    /** Allocates 8 MiB blocks on {@code stream} until the global level has nothing free (without growing). */
+    private static List<DeviceBlock> fillChunk(DevicePool pool, TestStream stream) {
+        List<DeviceBlock> fillers = new ArrayList<>();
+        while (pool.metrics().globalFreeBytes() > 0) {
+            fillers.add(pool.allocate(8 * MIB, stream));
+        }
+        return fillers;
+    }
+
     @Test
     void memoryMovingToAnotherStreamWaitsForTheFreeingStreamsFence() {
+        TestStream s2 = new TestStream(2);
         try (DevicePool pool = new DevicePool(source, globalOnly())) {
             DeviceBlock a = pool.allocate(8 * MIB, s0);
+            List<DeviceBlock> fillers = fillChunk(pool, s2);
+            long reserved = pool.metrics().reservedBytes();
             s0.pending = true;                                  // stream 0's kernels still run
             a.release();
             TestStream.TestFence fence = s0.fences.getLast();
-            DeviceBlock b = pool.allocate(8 * MIB, s1);
+            DeviceBlock b = pool.allocate(8 * MIB, s1);         // a's units are the only free memory
             assertThat(b.address()).isEqualTo(a.address());
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(reserved);
             assertThat(fence.waiters).containsExactly(s1);
-            // stream 0 taking memory of the same chunk needs no wait on its own fence
-            DeviceBlock c = pool.allocate(8 * MIB, s0);
-            assertThat(fence.waiters).containsExactly(s1);
+            s1.pending = true;
             b.release();
-            c.release();                                        // a newer pending fence of stream 0 replaces it
-            assertThat(fence.closed).isTrue();
-            // before the chunk goes back to the source, the host waits for the fences
+            // another free block whose stream has finished beats the one s1 still uses
+            fillers.removeFirst().release();                    // s2 is done with it
+            DeviceBlock c = pool.allocate(8 * MIB, s0);
+            assertThat(c.address()).as("s1's block stays fenced").isNotEqualTo(a.address());
+            c.release();
+            fillers.forEach(DeviceBlock::release);
+            // before the chunk goes back to the source, the host waits for the pending fences
             pool.trim();
             assertThat(s0.fences.getLast().awaited).isTrue();
+            assertThat(s1.fences.getLast().awaited).isTrue();
             assertThat(source.liveChunks()).isZero();
         }
         assertThat(s0.fences).allSatisfy(f -> assertThat(f.closed).as("fence closed").isTrue());

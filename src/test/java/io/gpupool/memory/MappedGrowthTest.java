@@ -54,6 +54,23 @@ class MappedGrowthTest {
         }
     }
 
+    @Test
+    void aStreamMapsFreshMemoryRatherThanWaitForAnotherStreamsWork() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            DeviceBlock first = pool.allocate(40 * MIB, s0);
+            s0.pending = true;                                      // s0's kernels still use it
+            first.release();
+            long maps = pool.metrics().mapCalls();
+            DeviceBlock other = pool.allocate(40 * MIB, s1);
+            assertThat(other.address()).isNotEqualTo(first.address());
+            assertThat(pool.metrics().mapCalls()).as("fresh memory was mapped").isGreaterThan(maps);
+            assertThat(s0.fences.getLast().waiters).as("s1 does not wait for s0").isEmpty();
+            assertThat(pool.metrics().crossStreamWaits()).isZero();
+            other.release();
+            s0.fences.getLast().complete = true;
+        }
+    }
+
     /**
      * Many sizes freed in a scattered order leave free mapped memory in pieces; the pool never holds
      * more than the high-water mark of allocated bytes plus its slack (1/16, at least 8 minimum blocks),

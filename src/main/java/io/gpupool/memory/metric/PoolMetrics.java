@@ -42,6 +42,14 @@ public interface PoolMetrics extends AllocatorMetrics {
     }
 
     /**
+     * Device-side waits the allocator inserted so that a stream reusing memory another stream freed
+     * starts after that stream's work on it (one per fence waited on; 0 for allocators without them).
+     */
+    default long crossStreamWaits() {
+        return 0;
+    }
+
+    /**
      * 1 - largest free block / total global free bytes; 0 when nothing is free. Under MAPPED growth
      * the largest block is address space and the free bytes are mapped memory, so it is usually 0:
      * any free granule can be mapped anywhere.
