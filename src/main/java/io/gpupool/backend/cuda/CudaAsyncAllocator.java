@@ -14,40 +14,17 @@ import static jcuda.driver.JCudaDriver.cuMemFreeAsync;
  * UINT64_MAX so that freed memory stays cached in the driver instead of going back at each
  * synchronisation. The driver's default reuse policy makes a block freed on stream A and handed to
  * stream B wait for A's work (it follows event dependencies), so cross-stream reuse is safe.
- * At close it logs the pool's high-water marks (reserved and used bytes), the driver's own account
- * of what the baseline held, for comparisons with the pool's peak reserved bytes.
  */
 final class CudaAsyncAllocator extends PerRequestAllocator {
 
-    private static final System.Logger LOG = System.getLogger(CudaAsyncAllocator.class.getName());
-    private static final int MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6;
-    private static final int MEMPOOL_ATTR_USED_MEM_HIGH = 8;
-
     private final CudaDevice device;
-    private final long pool;
 
     CudaAsyncAllocator(CudaDevice device) {
         this.device = device;
         device.makeCurrent();
         LibCuda lib = LibCuda.get();
-        this.pool = lib.deviceDefaultMemPool(device.index());
+        long pool = lib.deviceDefaultMemPool(device.index());
         lib.setMemPoolAttribute(pool, LibCuda.MEMPOOL_ATTR_RELEASE_THRESHOLD, -1L); // UINT64_MAX
-    }
-
-    @Override
-    public void close() {
-        try {
-            device.makeCurrent();
-            LibCuda lib = LibCuda.get();
-            long reservedHigh = lib.memPoolAttribute(pool, MEMPOOL_ATTR_RESERVED_MEM_HIGH);
-            long usedHigh = lib.memPoolAttribute(pool, MEMPOOL_ATTR_USED_MEM_HIGH);
-            LOG.log(System.Logger.Level.INFO, "{0}: driver pool reserved high {1} MiB, used high {2} MiB",
-                    describe(), reservedHigh >> 20, usedHigh >> 20);
-        } catch (RuntimeException e) {
-            LOG.log(System.Logger.Level.WARNING, "{0}: reading the driver pool's high-water marks failed: {1}",
-                    describe(), e.getMessage());
-        }
-        super.close();
     }
 
     @Override
