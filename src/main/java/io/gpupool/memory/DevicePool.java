@@ -22,6 +22,7 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
 
 /**
  * The two-level device memory pool: stream-local caches in front of a global buddy allocator over
@@ -647,19 +648,7 @@ public final class DevicePool implements DeviceAllocator {
             try {
                 address = reserveFromSource(size);
             } catch (OutOfDeviceMemoryException first) {
-                growLock.lock();
-                try {
-                    recoveries.increment();
-                    long recovered = recover(true);
-                    try {
-                        address = reserveFromSource(size);
-                    } catch (OutOfDeviceMemoryException again) {
-                        failures.increment();
-                        throw outOfMemory(bytes, recovered, again);
-                    }
-                } finally {
-                    growLock.unlock();
-                }
+                address = recoverAndRetry(bytes, () -> reserveFromSource(size));
             }
             long base = address;
             chunk = chunks.add(id -> new Chunk(id, base, size, size >>> unitShift, true));
@@ -1134,26 +1123,17 @@ public final class DevicePool implements DeviceAllocator {
         try {
             mapAt(address, bytes, extentBytes);
         } catch (OutOfDeviceMemoryException refused) {
-            reserved.addAndGet(-bytes);                            // staged recovery, then one more try
-            growLock.lock();
-            try {
-                recoveries.increment();
-                long recovered = recover(true);
+            reserved.addAndGet(-bytes);
+            recoverAndRetry(requested, () -> {
+                takeCap(bytes);
                 try {
-                    takeCap(bytes);
-                    try {
-                        mapAt(address, bytes, extentBytes);
-                    } catch (OutOfDeviceMemoryException again) {
-                        reserved.addAndGet(-bytes);
-                        throw again;
-                    }
+                    mapAt(address, bytes, extentBytes);
                 } catch (OutOfDeviceMemoryException again) {
-                    failures.increment();
-                    throw outOfMemory(requested, recovered, again);
+                    reserved.addAndGet(-bytes);
+                    throw again;
                 }
-            } finally {
-                growLock.unlock();
-            }
+                return null;
+            });
         }
         synchronized (chunk.mapped) {
             chunk.markMapped(start, end, true);
@@ -1186,19 +1166,31 @@ public final class DevicePool implements DeviceAllocator {
         try {
             takeCap(bytes);
         } catch (OutOfDeviceMemoryException atCap) {
-            growLock.lock();
+            recoverAndRetry(requested, () -> {
+                takeCap(bytes);
+                return null;
+            });
+        }
+    }
+
+    /**
+     * After a refusal (the source, the cap or a map): the staged recovery under the grow lock, then
+     * {@code retry} once. A second refusal counts as a failure and becomes the out-of-memory
+     * exception for {@code requested} bytes, naming what the recovery freed.
+     */
+    private <T> T recoverAndRetry(long requested, Supplier<T> retry) {
+        growLock.lock();
+        try {
+            recoveries.increment();
+            long recovered = recover(true);
             try {
-                recoveries.increment();
-                long recovered = recover(true);
-                try {
-                    takeCap(bytes);
-                } catch (OutOfDeviceMemoryException again) {
-                    failures.increment();
-                    throw outOfMemory(requested, recovered, again);
-                }
-            } finally {
-                growLock.unlock();
+                return retry.get();
+            } catch (OutOfDeviceMemoryException again) {
+                failures.increment();
+                throw outOfMemory(requested, recovered, again);
             }
+        } finally {
+            growLock.unlock();
         }
     }
 

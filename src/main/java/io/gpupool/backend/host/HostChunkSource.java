@@ -2,6 +2,7 @@ package io.gpupool.backend.host;
 
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.source.ReservedRanges;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -32,16 +33,13 @@ public final class HostChunkSource implements ChunkSource {
 
     private record Chunk(Arena arena, long bytes) { }
 
-    /** A reserved range and which of its granules are mapped; guarded by itself. */
-    private record Reservation(long base, long bytes, java.util.BitSet mapped) { }
-
     private final String name;
     private final HostMemoryBudget budget;
     private final ConcurrentHashMap<Long, Chunk> chunks = new ConcurrentHashMap<>();
     /** Null where the host cannot map (see the class comment). */
     private final HostVirtualMemory vm = HostVirtualMemory.load();
-    private final java.util.concurrent.ConcurrentSkipListMap<Long, Reservation> reservations =
-            new java.util.concurrent.ConcurrentSkipListMap<>();
+    /** Reserved ranges and their mapped granules, with the misuse checks; set up in the constructor. */
+    private final ReservedRanges reservations;
     private final java.util.concurrent.atomic.AtomicLong mappedBytes = new java.util.concurrent.atomic.AtomicLong();
 
     /** A chunk source with its own budget of {@code capacityBytes}. */
@@ -52,6 +50,7 @@ public final class HostChunkSource implements ChunkSource {
     HostChunkSource(String name, HostMemoryBudget budget) {
         this.name = name;
         this.budget = budget;
+        this.reservations = new ReservedRanges(name, GRANULE);
     }
 
     @Override
@@ -112,41 +111,24 @@ public final class HostChunkSource implements ChunkSource {
     @Override
     public long reserveAddressSpace(long bytes) {
         requireMapping();
-        requireGranules("reserveAddressSpace", 0, bytes);
+        reservations.requireGranules("reserveAddressSpace", 0, bytes);
         long base = vm.reserve(bytes, GRANULE, name);
-        reservations.put(base, new Reservation(base, bytes, new java.util.BitSet((int) (bytes / GRANULE))));
+        reservations.add(base, bytes);
         return base;
     }
 
     @Override
     public void releaseAddressSpace(long address, long bytes) {
         requireMapping();
-        Reservation r = reservations.get(address);
-        if (r == null || r.bytes() != bytes) {
-            throw new IllegalArgumentException(name + ": release of 0x" + Long.toHexString(address) + " (" + bytes
-                    + " bytes) matches no reserved range");
-        }
-        synchronized (r) {
-            if (!r.mapped().isEmpty()) {
-                throw new IllegalStateException(name + ": cannot release range 0x" + Long.toHexString(address) + ": "
-                        + r.mapped().cardinality() + " granule(s) of 2 MiB are still mapped");
-            }
-            reservations.remove(address);
-            vm.release(address, bytes, name);
-        }
+        reservations.remove(address, bytes);
+        vm.release(address, bytes, name);
     }
 
     @Override
     public void map(long address, long bytes) {
-        Reservation r = reservationOf("map", address, bytes);
-        synchronized (r) {
-            int from = (int) ((address - r.base()) / GRANULE);
-            int to = from + (int) (bytes / GRANULE);
-            int already = r.mapped().nextSetBit(from);
-            if (already >= 0 && already < to) {
-                throw new IllegalStateException(name + ": map of 0x" + Long.toHexString(address) + " (" + bytes
-                        + " bytes): the granule at 0x" + Long.toHexString(r.base() + already * GRANULE) + " is already mapped");
-            }
+        requireMapping();
+        reservations.markMapped(address, bytes);
+        try {
             budget.reserve(bytes, name);
             try {
                 vm.commit(address, bytes, name);
@@ -154,50 +136,30 @@ public final class HostChunkSource implements ChunkSource {
                 budget.release(bytes);
                 throw e;
             }
-            r.mapped().set(from, to);
-            mappedBytes.addAndGet(bytes);
+        } catch (RuntimeException e) {
+            reservations.markUnmapped(address, bytes);
+            throw e;
         }
+        mappedBytes.addAndGet(bytes);
     }
 
     @Override
     public void unmap(long address, long bytes) {
-        Reservation r = reservationOf("unmap", address, bytes);
-        synchronized (r) {
-            int from = (int) ((address - r.base()) / GRANULE);
-            int to = from + (int) (bytes / GRANULE);
-            int hole = r.mapped().nextClearBit(from);
-            if (hole < to) {
-                throw new IllegalStateException(name + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
-                        + " bytes): the granule at 0x" + Long.toHexString(r.base() + hole * GRANULE) + " is not mapped");
-            }
+        requireMapping();
+        reservations.markUnmapped(address, bytes);
+        try {
             vm.decommit(address, bytes, name);
-            r.mapped().clear(from, to);
-            mappedBytes.addAndGet(-bytes);
-            budget.release(bytes);
+        } catch (RuntimeException e) {
+            reservations.markMapped(address, bytes);           // still mapped: the caller may retry
+            throw e;
         }
+        mappedBytes.addAndGet(-bytes);
+        budget.release(bytes);
     }
 
     /** Bytes mapped into reserved address space now (for tests and leak checks). */
     public long mappedBytes() {
         return mappedBytes.get();
-    }
-
-    private Reservation reservationOf(String call, long address, long bytes) {
-        requireMapping();
-        requireGranules(call, address, bytes);
-        var entry = reservations.floorEntry(address);
-        if (entry == null || address + bytes > entry.getKey() + entry.getValue().bytes()) {
-            throw new IllegalArgumentException(name + ": " + call + " of 0x" + Long.toHexString(address) + " (" + bytes
-                    + " bytes) is not inside one reserved range");
-        }
-        return entry.getValue();
-    }
-
-    private void requireGranules(String call, long address, long bytes) {
-        if (bytes <= 0 || bytes % GRANULE != 0 || address % GRANULE != 0) {
-            throw new IllegalArgumentException(name + ": " + call + " of " + bytes + " bytes at 0x" + Long.toHexString(address)
-                    + ": address and size must be positive multiples of 2 MiB");
-        }
     }
 
     private void requireMapping() {

@@ -39,16 +39,13 @@ public final class SimulatedChunkSource implements ChunkSource {
     private final AtomicLong reserved = new AtomicLong();
     private final ConcurrentHashMap<Long, Long> live = new ConcurrentHashMap<>();
     private final boolean mapping;
-    /** Reserved ranges by base address: their size and which granules are mapped; guarded by itself. */
-    private final java.util.TreeMap<Long, Reservation> reservations = new java.util.TreeMap<>();
+    /** Reserved ranges and their mapped granules, with the misuse checks. */
+    private final ReservedRanges reservations;
     private final AtomicLong mapCalls = new AtomicLong();
     private final AtomicLong unmapCalls = new AtomicLong();
     private final AtomicLong addressSpace = new AtomicLong();
 
-    private record Reservation(long bytes, java.util.BitSet mapped) {
-    }
-
-    /** Extents larger than a granule, by first address: their size; guarded by {@code reservations}. */
+    /** Extents larger than a granule, by first address: their size; guarded by itself. */
     private final java.util.TreeMap<Long, Long> extents = new java.util.TreeMap<>();
 
     public SimulatedChunkSource(String name, long capacityBytes) {
@@ -67,6 +64,7 @@ public final class SimulatedChunkSource implements ChunkSource {
         }
         this.name = name;
         this.capacityBytes = capacityBytes;
+        this.reservations = new ReservedRanges(name, ALIGNMENT);
     }
 
     @Override
@@ -138,11 +136,9 @@ public final class SimulatedChunkSource implements ChunkSource {
     @Override
     public long reserveAddressSpace(long bytes) {
         requireMapping();
-        requireGranules("reserveAddressSpace", 0, bytes);
+        reservations.requireGranules("reserveAddressSpace", 0, bytes);
         long address = next.getAndAdd(bytes);
-        synchronized (reservations) {
-            reservations.put(address, new Reservation(bytes, new java.util.BitSet((int) (bytes / ALIGNMENT))));
-        }
+        reservations.add(address, bytes);
         addressSpace.addAndGet(bytes);
         return address;
     }
@@ -150,18 +146,7 @@ public final class SimulatedChunkSource implements ChunkSource {
     @Override
     public void releaseAddressSpace(long address, long bytes) {
         requireMapping();
-        synchronized (reservations) {
-            Reservation range = reservations.get(address);
-            if (range == null || range.bytes() != bytes) {
-                throw new IllegalArgumentException(name + ": release of 0x" + Long.toHexString(address) + " (" + bytes
-                        + " bytes) which is not a reserved range");
-            }
-            if (!range.mapped().isEmpty()) {
-                throw new IllegalStateException(name + ": release of 0x" + Long.toHexString(address) + " with "
-                        + range.mapped().cardinality() + " granule(s) still mapped");
-            }
-            reservations.remove(address);
-        }
+        reservations.remove(address, bytes);
         addressSpace.addAndGet(-bytes);
     }
 
@@ -174,7 +159,7 @@ public final class SimulatedChunkSource implements ChunkSource {
         }
         map(address, bytes);
         if (extentBytes > ALIGNMENT) {
-            synchronized (reservations) {
+            synchronized (extents) {
                 for (long a = address; a < address + bytes; a += extentBytes) {
                     extents.put(a, extentBytes);
                 }
@@ -185,24 +170,18 @@ public final class SimulatedChunkSource implements ChunkSource {
     @Override
     public void map(long address, long bytes) {
         requireMapping();
-        requireGranules("map", address, bytes);
+        reservations.requireGranules("map", address, bytes);
         long after = reserved.addAndGet(bytes);
         if (after > capacityBytes || after < 0) {
             reserved.addAndGet(-bytes);
             throw new OutOfDeviceMemoryException(bytes, name + " cannot map " + bytes + " bytes: "
                     + (after - bytes) + " of " + capacityBytes + " in use");
         }
-        synchronized (reservations) {
-            java.util.BitSet bits = granules("map", address, bytes);
-            int from = (int) ((address - reservations.floorKey(address)) / ALIGNMENT);
-            int to = from + (int) (bytes / ALIGNMENT);
-            int already = bits.nextSetBit(from);
-            if (already >= 0 && already < to) {
-                reserved.addAndGet(-bytes);
-                throw new IllegalStateException(name + ": map of 0x" + Long.toHexString(address) + " (" + bytes
-                        + " bytes) overlaps a mapped granule");
-            }
-            bits.set(from, to);
+        try {
+            reservations.markMapped(address, bytes);
+        } catch (RuntimeException e) {
+            reserved.addAndGet(-bytes);
+            throw e;
         }
         mapCalls.incrementAndGet();
     }
@@ -210,16 +189,8 @@ public final class SimulatedChunkSource implements ChunkSource {
     @Override
     public void unmap(long address, long bytes) {
         requireMapping();
-        requireGranules("unmap", address, bytes);
-        synchronized (reservations) {
-            java.util.BitSet bits = granules("unmap", address, bytes);
-            int from = (int) ((address - reservations.floorKey(address)) / ALIGNMENT);
-            int to = from + (int) (bytes / ALIGNMENT);
-            int hole = bits.nextClearBit(from);
-            if (hole < to) {
-                throw new IllegalStateException(name + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
-                        + " bytes) covers a granule that is not mapped");
-            }
+        reservations.requireGranules("unmap", address, bytes);
+        synchronized (extents) {
             var before = extents.floorEntry(address);
             var last = extents.floorEntry(address + bytes - 1);
             if ((before != null && before.getKey() < address && before.getKey() + before.getValue() > address)
@@ -227,8 +198,8 @@ public final class SimulatedChunkSource implements ChunkSource {
                 throw new IllegalStateException(name + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
                         + " bytes) would split an extent");
             }
+            reservations.markUnmapped(address, bytes);
             extents.subMap(address, address + bytes).clear();
-            bits.clear(from, to);
         }
         reserved.addAndGet(-bytes);
         unmapCalls.incrementAndGet();
@@ -247,22 +218,6 @@ public final class SimulatedChunkSource implements ChunkSource {
     /** Bytes of address space reserved now (mapped or not). */
     public long addressSpaceBytes() {
         return addressSpace.get();
-    }
-
-    private java.util.BitSet granules(String call, long address, long bytes) {
-        var entry = reservations.floorEntry(address);
-        if (entry == null || address + bytes > entry.getKey() + entry.getValue().bytes()) {
-            throw new IllegalArgumentException(name + ": " + call + " of 0x" + Long.toHexString(address) + " (" + bytes
-                    + " bytes) outside every reserved range");
-        }
-        return entry.getValue().mapped();
-    }
-
-    private void requireGranules(String call, long address, long bytes) {
-        if (bytes <= 0 || bytes % ALIGNMENT != 0 || address % ALIGNMENT != 0) {
-            throw new IllegalArgumentException(name + ": " + call + " of " + bytes + " bytes at 0x"
-                    + Long.toHexString(address) + " is not a positive multiple of the 2 MiB granularity");
-        }
     }
 
     private void requireMapping() {
