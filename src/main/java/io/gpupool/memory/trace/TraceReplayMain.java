@@ -27,6 +27,8 @@ import java.util.Locale;
  *                           localCacheBytesPerStream=32m,coalesceThreshold=1,maxGrowthStepBytes=256m
  *     --min-capacity        also search the smallest device each strategy runs the trace on
  *                           (binary search to 16 MiB; about 12 more replays per strategy)
+ *     --fence-lag N         fences complete N events after they were recorded instead of at once
+ *                           (the device running behind the host; not with --min-capacity)
  * </pre>
  * Prints one line per strategy: peak live, peak reserved, their ratio, chunk allocations and time;
  * with {@code --min-capacity} also the smallest device that suffices, and its ratio to peak live.
@@ -45,12 +47,14 @@ public final class TraceReplayMain {
         List<TraceReplayer.Strategy> strategies = ReplayStrategies.all();
         long capacity = 141L << 30;
         boolean minCapacity = false;
+        long fenceLag = 0;
         for (int i = 0; i < args.length; i++) {
             String arg = args[i];
             switch (arg) {
                 case "--trace" -> tracePath = Path.of(value(args, ++i, arg));
                 case "--generate" -> generate = true;
                 case "--min-capacity" -> minCapacity = true;
+                case "--fence-lag" -> fenceLag = Long.parseLong(value(args, ++i, arg));
                 case "--requests" -> config = config.withRequests(Integer.parseInt(value(args, ++i, arg)));
                 case "--streams" -> config = config.withStreams(Integer.parseInt(value(args, ++i, arg)));
                 case "--seed" -> config = config.withSeed(Long.parseLong(value(args, ++i, arg)));
@@ -69,6 +73,9 @@ public final class TraceReplayMain {
                         + TraceReplayMain.class.getName());
             }
         }
+        if (fenceLag < 0 || (fenceLag > 0 && minCapacity)) {
+            throw new IllegalArgumentException("--fence-lag " + fenceLag + " is invalid; allowed: >= 0, and not with --min-capacity");
+        }
         if (generate == (tracePath != null)) {
             throw new IllegalArgumentException("give exactly one of --trace FILE or --generate");
         }
@@ -83,7 +90,8 @@ public final class TraceReplayMain {
         for (TraceReplayer.Strategy strategy : strategies) {
             TraceReplayer.Result r;
             try {
-                r = TraceReplayer.replay(trace, strategy, capacity);
+                r = TraceReplayer.replay(trace, strategy,
+                        io.gpupool.memory.source.SimulatedChunkSource.withMapping("replay", capacity), fenceLag);
             } catch (UnsupportedOperationException e) {
                 System.out.printf(Locale.ROOT, "%-12s skipped: %s%n", strategy.name(), e.getMessage());
                 continue;

@@ -162,13 +162,23 @@ public final class TraceReplayer {
         return replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacityBytes));
     }
 
-    /** Replays against a fresh allocator built over {@code source}. */
+    /** Replays against a fresh allocator built over {@code source}; fences complete at once. */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source) {
+        return replay(trace, strategy, source, 0);
+    }
+
+    /**
+     * Replays against a fresh allocator built over {@code source}; with {@code fenceLagEvents} &gt; 0
+     * each stream's fences complete that many events after they were recorded
+     * ({@link LaggingReplayStream}), as when the device runs behind the host.
+     */
+    public static Result replay(Trace trace, Strategy strategy, ChunkSource source, long fenceLagEvents) {
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
         GrowthWitness witness = new GrowthWitness(statistics);
         DeviceAllocator allocator = strategy.factory().apply(witness);
         witness.allocator = allocator;
         HashMap<Integer, AllocationStream> streams = new HashMap<>();
+        long[] clock = {0};                                        // the event being replayed, for lagging fences
         HashMap<Long, DeviceBlock> live = new HashMap<>();
         long liveBytes = 0;
         long peakLive = 0;
@@ -181,6 +191,7 @@ public final class TraceReplayer {
         long elapsed;
         try {
             for (int i = 0; i < n; i++) {
+                clock[0] = i;
                 byte action = trace.action(i);
                 if (action == Trace.ALLOCATE) {
                     long pointer = trace.pointer(i);
@@ -190,7 +201,8 @@ public final class TraceReplayer {
                                 + " allocated again before it was freed; the trace is inconsistent");
                     }
                     AllocationStream stream = streams.computeIfAbsent(trace.stream(i),
-                            key -> new ReplayStream(streams.size()));
+                            key -> fenceLagEvents > 0 ? new LaggingReplayStream(streams.size(), clock, fenceLagEvents)
+                                    : new ReplayStream(streams.size()));
                     DeviceBlock block;
                     witness.request = bytes;
                     try {
