@@ -95,7 +95,8 @@ public class GpuPoolEndpoint {
                                           @Nullable String coalesceThreshold, @Nullable String releaseThresholdBytes,
                                           @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
                                           @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
-                                          @Nullable String capFraction) {
+                                          @Nullable String capFraction,
+                                          @Nullable String mappedSlack) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {
             return null;
@@ -111,6 +112,7 @@ public class GpuPoolEndpoint {
         fields.put("maxGrowthStepBytes", maxGrowthStepBytes);
         fields.put("capBytes", capBytes);
         fields.put("capFraction", capFraction);
+        fields.put("mappedSlack", mappedSlack);
         PoolTuning tuning = TuningRequest.parse(fields);
         try {
             pool.tune(tuning);

@@ -58,11 +58,12 @@ public class GpuPoolEndpointWebExtension {
                                             @Nullable String coalesceThreshold, @Nullable String releaseThresholdBytes,
                                             @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
                                             @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
-                                            @Nullable String capFraction) {
+                                            @Nullable String capFraction,
+                                            @Nullable String mappedSlack) {
         try {
             GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, localCacheBytesPerStream,
                     localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                    growthStepBytes, maxGrowthStepBytes, capBytes, capFraction);
+                    growthStepBytes, maxGrowthStepBytes, capBytes, capFraction, mappedSlack);
             return tuned == null ? notFound() : new WebEndpointResponse<>(tuned);
         }
         catch (TuningException ex) {

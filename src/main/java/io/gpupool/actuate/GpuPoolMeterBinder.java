@@ -90,6 +90,9 @@ public class GpuPoolMeterBinder implements MeterBinder {
         Gauge.builder("gpupool.coalesce.threshold", pool, p -> p.configuration().coalesceThreshold())
                 .description("Free blocks of one order that trigger a deferred merge (tunable)").tags(global)
                 .register(registry);
+        Gauge.builder("gpupool.mapped.slack", pool, p -> p.configuration().mappedSlack())
+                .description("MAPPED growth: free mapped memory kept beyond the allocated high-water mark, "
+                        + "as a fraction of it (tunable)").tags(global).register(registry);
         for (FreeOrderMetric order : pool.metrics().freeBlocks()) {
             int k = order.order();
             Gauge.builder("gpupool.free.blocks", pool, p -> freeBlocks(p.metrics(), k))

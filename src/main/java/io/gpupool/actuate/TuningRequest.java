@@ -29,6 +29,8 @@ import org.springframework.util.unit.DataSize;
  *  maxGrowthStepBytes         size       growth steps double up to this
  *  capBytes                   size       most bytes reserved (0 = use capFraction)
  *  capFraction                double     cap as a fraction of device memory (sets capBytes to 0)
+ *  mappedSlack                double     MAPPED growth: free mapped memory kept beyond the allocated
+ *                                        high-water mark, as a fraction of it (default 0.0625)
  * </pre>
  */
 public final class TuningRequest {
@@ -36,7 +38,7 @@ public final class TuningRequest {
     /** The accepted field names, in the order above. */
     public static final Set<String> FIELDS = Set.of("localCacheBytesPerStream", "localCacheCountPerClass",
             "localIdleAge", "coalesceThreshold", "releaseThresholdBytes", "releaseIdleAge", "growthStepBytes",
-            "maxGrowthStepBytes", "capBytes", "capFraction");
+            "maxGrowthStepBytes", "capBytes", "capFraction", "mappedSlack");
 
     private TuningRequest() {
     }
@@ -68,6 +70,7 @@ public final class TuningRequest {
                 case "maxGrowthStepBytes" -> tuning.withMaxGrowthStepBytes(size(field, text));
                 case "capBytes" -> tuning.withCapBytes(size(field, text));
                 case "capFraction" -> tuning.withCapFraction(fraction(field, text));
+                case "mappedSlack" -> tuning.withMappedSlack(number(field, text));
                 default -> throw new TuningException(field, text, "one of the fields " + FIELDS);
             };
         }
@@ -101,6 +104,15 @@ public final class TuningRequest {
         }
         catch (IllegalArgumentException ex) {
             throw new TuningException(field, text, "a duration such as 30s, 500ms or PT30S");
+        }
+    }
+
+    private static double number(String field, String text) {
+        try {
+            return Double.parseDouble(text);
+        }
+        catch (NumberFormatException ex) {
+            throw new TuningException(field, text, "a number such as 0.0625");
         }
     }
 

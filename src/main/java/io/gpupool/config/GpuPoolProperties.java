@@ -1,6 +1,7 @@
 package io.gpupool.config;
 
 import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.GrowthPolicy;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.util.unit.DataSize;
@@ -100,6 +101,12 @@ public class GpuPoolProperties {
         /** How long a chunk must stay empty before it goes back to the device. */
         private Duration releaseIdleAge = Duration.ofSeconds(30);
 
+        /**
+         * MAPPED growth: free mapped memory kept beyond the high-water mark of allocated bytes, as a
+         * fraction of that mark, in [0, 1]; more is unmapped.
+         */
+        private double mappedSlack = PoolConfig.DEFAULT_MAPPED_SLACK;
+
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
 
@@ -143,6 +150,8 @@ public class GpuPoolProperties {
         public void setReleaseThreshold(DataSize releaseThreshold) { this.releaseThreshold = releaseThreshold; }
         public Duration getReleaseIdleAge() { return releaseIdleAge; }
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
+        public double getMappedSlack() { return mappedSlack; }
+        public void setMappedSlack(double mappedSlack) { this.mappedSlack = mappedSlack; }
         public boolean isTrackAllocationSites() { return trackAllocationSites; }
         public void setTrackAllocationSites(boolean track) { this.trackAllocationSites = track; }
         public boolean isExpandableSegments() { return expandableSegments; }

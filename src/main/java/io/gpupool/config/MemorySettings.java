@@ -31,7 +31,8 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
             Map.entry("localCacheBytesPerStream", "local-cache-size"),
             Map.entry("localCacheCountPerClass", "local-cache-count-per-class"),
             Map.entry("localIdleAge", "local-idle-age"), Map.entry("coalesceThreshold", "coalesce-threshold"),
-            Map.entry("releaseThresholdBytes", "release-threshold"), Map.entry("releaseIdleAge", "release-idle-age"));
+            Map.entry("releaseThresholdBytes", "release-threshold"), Map.entry("releaseIdleAge", "release-idle-age"),
+            Map.entry("mappedSlack", "mapped-slack"));
 
     public MemorySettings {
         Objects.requireNonNull(mode, "gpupool.memory.mode must be one of TWO_LEVEL, GLOBAL_ONLY, BEST_FIT, DIRECT, CUDA_ASYNC");
@@ -51,7 +52,7 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
                     bytes(memory.getGrowthStep()), bytes(memory.getMaxGrowthStep()), bytes(memory.getCap()),
                     memory.getCapFraction(), bytes(memory.getLocalCacheSize()), memory.getLocalCacheCountPerClass(),
                     memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThreshold()),
-                    memory.getReleaseIdleAge(), memory.isTrackAllocationSites());
+                    memory.getReleaseIdleAge(), memory.getMappedSlack(), memory.isTrackAllocationSites());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
                     memory.getFaultInjection().getSeed(), memory.isExpandableSegments());
         } catch (IllegalArgumentException | NullPointerException e) {

@@ -64,7 +64,7 @@ import java.util.function.Supplier;
  * source that maps ({@link ChunkSource#supportsMapping()}), MAPPED growth removes the cause
  * instead of trading against it: chunks are address space, memory is mapped under the runs in use
  * (see "MAPPED: map and unmap" below), and free space between live blocks costs nothing unless it
- * is mapped. Mapped memory is held to the allocated high-water mark + 1/{@value #MAPPED_SLACK_DIVISOR}:
+ * is mapped. Mapped memory is held to the allocated high-water mark + {@link PoolConfig#mappedSlack()} (1/16):
  * 1.08-1.12 x peak live on the trace. Local caches keep their configured cap (the budget bounds them),
  * so a stream reuses its own memory without fences (H200 serving: 96.5 req/s against 80.4 with
  * ON_DEMAND's small caps). A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200
@@ -157,8 +157,6 @@ public final class DevicePool implements DeviceAllocator {
     /** Freed dedicated chunks kept for reuse at most. */
     static final int LARGE_CACHE_ENTRIES = 32;
 
-    /** MAPPED: free mapped memory at the global level above allocated / this (plus the floor) is unmapped. */
-    static final int MAPPED_SLACK_DIVISOR = 16;
     /** MAPPED: the slack never falls below this many minimum blocks (small pools do not remap constantly). */
     static final int MAPPED_SLACK_FLOOR_UNITS = 8;
     /** MAPPED: runs of at least this size live in address-space chunks of their own (see {@link BuddyLevel}). */
@@ -1055,7 +1053,7 @@ public final class DevicePool implements DeviceAllocator {
      *    walks the chunk's bitmap and maps each unmapped stretch with one source call.
      * 2. Before mapping, makeRoomToMap takes the bytes from the cap and checks the slack: when free
      *    mapped memory at the global level (reserved - allocated - cached in local caches) exceeds
-     *    allocated / MAPPED_SLACK_DIVISOR (at least MAPPED_SLACK_FLOOR_UNITS minimum blocks), the
+     *    allocated x mappedSlack (at least MAPPED_SLACK_FLOOR_UNITS minimum blocks), the
      *    reclaimer unmaps free mapped memory down to half the slack.
      * 3. reclaimMapped takes free blocks with mapped units out of the lists (BuddyLevel.takeMapped:
      *    large blocks, high addresses first; blocks without unfinished fences first), waits for the
@@ -1144,7 +1142,7 @@ public final class DevicePool implements DeviceAllocator {
 
     /**
      * Takes {@code bytes} of the cap for a map (step 2 of the picture). The budget is the high-water
-     * mark of allocated bytes plus 1/{@value #MAPPED_SLACK_DIVISOR}: while mapping stays within it,
+     * mark of allocated bytes plus {@link PoolConfig#mappedSlack()} of it: while mapping stays within it,
      * free mapped memory is left alone (it is reused by later requests at no cost); beyond it, free
      * mapped memory of the global level is unmapped first, then the caches are flushed if needed.
      */
@@ -1237,7 +1235,7 @@ public final class DevicePool implements DeviceAllocator {
     /** Mapped bytes the pool may hold: the allocated high-water mark plus the slack (at least the floor). */
     private long mappedBudget() {
         long mark = highWater.get();
-        return mark + Math.max(MAPPED_SLACK_FLOOR_UNITS * minBlock, mark / MAPPED_SLACK_DIVISOR);
+        return mark + Math.max(MAPPED_SLACK_FLOOR_UNITS * minBlock, (long) (mark * config.mappedSlack()));
     }
 
     /**

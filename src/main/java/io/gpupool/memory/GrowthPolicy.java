@@ -26,7 +26,7 @@ public enum GrowthPolicy {
      * are reserved address space ({@link DevicePool#ADDRESS_CHUNK_MAX_BLOCKS} maximum blocks each,
      * costing no memory); device memory is mapped under a run when it is handed out, and free mapped
      * memory at the global level is unmapped when mapping more would pass the budget: the high-water
-     * mark of allocated bytes plus 1/{@value DevicePool#MAPPED_SLACK_DIVISOR}. Reserved bytes (mapped
+     * mark of allocated bytes plus {@link PoolConfig#mappedSlack()} of it (default 1/16). Reserved bytes (mapped
      * memory) then follow live bytes whatever the block layout; requests above the maximum block are
      * spans in address space, never dedicated chunks.
      */

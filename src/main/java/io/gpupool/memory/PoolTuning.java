@@ -17,62 +17,80 @@ public record PoolTuning(
         Long growthStepBytes,
         Long maxGrowthStepBytes,
         Long capBytes,
-        Double capFraction) {
+        Double capFraction,
+        Double mappedSlack) {
 
     /** A tuning that changes nothing; start here and use the {@code with*} methods. */
     public static PoolTuning none() {
-        return new PoolTuning(null, null, null, null, null, null, null, null, null, null);
+        return new PoolTuning(null, null, null, null, null, null, null, null, null, null, null);
     }
 
     public PoolTuning withLocalCacheBytesPerStream(long bytes) {
         return new PoolTuning(bytes, localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes,
-                releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction);
+                releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
+                mappedSlack);
     }
 
     public PoolTuning withLocalCacheCountPerClass(int count) {
         return new PoolTuning(localCacheBytesPerStream, count, localIdleAge, coalesceThreshold, releaseThresholdBytes,
-                releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction);
+                releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
+                mappedSlack);
     }
 
     public PoolTuning withLocalIdleAge(Duration age) {
         return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, age, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction);
+                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
+                mappedSlack);
     }
 
     public PoolTuning withCoalesceThreshold(int threshold) {
         return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, threshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction);
+                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
+                mappedSlack);
     }
 
     public PoolTuning withReleaseThresholdBytes(long bytes) {
         return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                bytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction);
+                bytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
+                mappedSlack);
     }
 
     public PoolTuning withReleaseIdleAge(Duration age) {
         return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, age, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction);
+                releaseThresholdBytes, age, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
+                mappedSlack);
     }
 
     public PoolTuning withGrowthStepBytes(long bytes) {
         return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, bytes, maxGrowthStepBytes, capBytes, capFraction);
+                releaseThresholdBytes, releaseIdleAge, bytes, maxGrowthStepBytes, capBytes, capFraction,
+                mappedSlack);
     }
 
     public PoolTuning withMaxGrowthStepBytes(long bytes) {
         return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, bytes, capBytes, capFraction);
+                releaseThresholdBytes, releaseIdleAge, growthStepBytes, bytes, capBytes, capFraction,
+                mappedSlack);
     }
 
     /** Cap in bytes; 0 switches to the fraction. */
     public PoolTuning withCapBytes(long bytes) {
         return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, bytes, capFraction);
+                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, bytes, capFraction,
+                mappedSlack);
+    }
+
+    /** MAPPED growth: free mapped memory kept beyond the allocated high-water mark, as a fraction of it. */
+    public PoolTuning withMappedSlack(double slack) {
+        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
+                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
+                slack);
     }
 
     /** Cap as a fraction of the source's capacity; also sets capBytes to 0 so the fraction applies. */
     public PoolTuning withCapFraction(double fraction) {
         return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, 0L, fraction);
+                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, 0L, fraction,
+                mappedSlack);
     }
 }

@@ -39,6 +39,18 @@ class TuningRequestTest {
     }
 
     @Test
+    void theMappedSlackIsANumberAndThePoolChecksItsRange() {
+        PoolTuning tuning = TuningRequest.parse(fields("mappedSlack", "0.25"));
+        assertThat(PoolConfig.defaults().apply(tuning).mappedSlack()).isEqualTo(0.25);
+        assertThatThrownBy(() -> TuningRequest.parse(fields("mappedSlack", "a lot")))
+                .isInstanceOf(TuningException.class).hasMessageContaining("mappedSlack")
+                .hasMessageContaining("a number");
+        assertThatThrownBy(() -> PoolConfig.defaults().apply(TuningRequest.parse(fields("mappedSlack", "-0.5"))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("gpupool.memory.mappedSlack = -0.5 is invalid; allowed: [0, 1]");
+    }
+
+    @Test
     void blankFieldsAreLeftUnchanged() {
         PoolTuning tuning = TuningRequest.parse(fields("coalesceThreshold", "5", "capBytes", " "));
         assertThat(tuning.capBytes()).isNull();

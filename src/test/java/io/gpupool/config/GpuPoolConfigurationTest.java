@@ -71,5 +71,8 @@ class GpuPoolConfigurationTest {
         runner.withPropertyValues("gpupool.memory.growth-policy=LAZY", "gpupool.memory.initial-size=64MB")
                 .run(context -> assertThat(context).getFailure().rootCause()
                         .hasMessageContaining("gpupool.memory.initial-size = 67108864 is invalid"));
+        runner.withPropertyValues("gpupool.memory.mapped-slack=2")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessage("gpupool.memory.mapped-slack = 2.0 is invalid; allowed: [0, 1]"));
     }
 }

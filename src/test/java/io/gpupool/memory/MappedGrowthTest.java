@@ -55,6 +55,33 @@ class MappedGrowthTest {
     }
 
     @Test
+    void theMappedSlackIsTunedAtRuntimeAndBoundsWhatMaintenanceKeepsMapped() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+                .apply(PoolTuning.none().withReleaseIdleAge(java.time.Duration.ZERO).withMappedSlack(1.0));
+        try (DevicePool pool = new DevicePool(source, config)) {
+            List<DeviceBlock> blocks = new ArrayList<>();
+            for (int i = 0; i < 40; i++) {
+                blocks.add(pool.allocate(8 * MIB, s0));
+            }
+            for (int i = 0; i < 20; i++) {
+                blocks.remove(blocks.size() - 1).release();
+            }
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(320 * MIB);
+            pool.maintain();                                        // slack 1.0: 160 MiB live may keep 160 free
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(320 * MIB);
+            assertThat(pool.tune(PoolTuning.none().withMappedSlack(0.25)).mappedSlack()).isEqualTo(0.25);
+            pool.maintain();
+            assertThat(pool.metrics().reservedBytes()).as("160 MiB live + a quarter")
+                    .isBetween(160 * MIB, 200 * MIB);
+            assertThatThrownBy(() -> pool.tune(PoolTuning.none().withMappedSlack(1.5)))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("gpupool.memory.mappedSlack = 1.5 is invalid; allowed: [0, 1]");
+            assertThat(pool.config().mappedSlack()).as("a rejected tuning changes nothing").isEqualTo(0.25);
+            blocks.forEach(DeviceBlock::release);
+        }
+    }
+
+    @Test
     void aStreamMapsFreshMemoryRatherThanWaitForAnotherStreamsWork() {
         try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
             DeviceBlock first = pool.allocate(40 * MIB, s0);

@@ -80,6 +80,7 @@ public final class ReplayStrategies {
         Integer coalesce = null;
         Long growth = null;
         Long maxGrowth = null;
+        Double mappedSlack = null;
         for (String pair : spec.split(",")) {
             String[] kv = pair.split("=", 2);
             if (kv.length != 2) {
@@ -93,12 +94,14 @@ public final class ReplayStrategies {
                 case "coalesceThreshold" -> coalesce = Integer.parseInt(value);
                 case "growthStepBytes" -> growth = bytes(key, value);
                 case "maxGrowthStepBytes" -> maxGrowth = bytes(key, value);
+                case "mappedSlack" -> mappedSlack = Double.parseDouble(value);
                 default -> throw new IllegalArgumentException("unknown pool tuning key '" + key + "'; known: "
                         + "localCacheBytesPerStream, localCacheCountPerClass, coalesceThreshold, growthStepBytes, "
-                        + "maxGrowthStepBytes");
+                        + "maxGrowthStepBytes, mappedSlack");
             }
         }
-        return new PoolTuning(localBytes, localCount, null, coalesce, null, null, growth, maxGrowth, null, null);
+        return new PoolTuning(localBytes, localCount, null, coalesce, null, null, growth, maxGrowth, null, null,
+                mappedSlack);
     }
 
     private static long bytes(String key, String value) {
