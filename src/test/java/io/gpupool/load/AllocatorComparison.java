@@ -30,18 +30,23 @@ import java.util.concurrent.TimeUnit;
  * HTML page. Run by {@code tools/compare-allocators.sh}, from a checkout or from inside the GPU bundle.
  *
  * <pre>
- *   for mode in modes:
- *     1. ports P, M  = two free loopback ports
- *     2. java -cp SERVER_CP io.gpupool.GpuPoolApplication --gpupool.memory.mode=mode ... (log: server-mode.log)
- *     3. wait for /v2/health/ready = 200 (warm-up done), at most --startup-timeout
- *     4. LoadDriver: warm-up, then measured run (mode.json, mode.html)
- *     5. SIGTERM, wait; note whether the log reports blocks still outstanding at close
+ *   for round in 1..rounds (the order of the modes turns by one each round, so no mode always runs first):
+ *     for mode in modes:
+ *       1. ports P, M  = two free loopback ports
+ *       2. java -cp SERVER_CP io.gpupool.GpuPoolApplication --gpupool.memory.mode=mode ... (log: server-mode.log)
+ *       3. wait for /v2/health/ready = 200 (warm-up done), at most --startup-timeout
+ *       4. LoadDriver: warm-up, then measured run (mode.json, mode.html)
+ *       5. SIGTERM, wait; note whether the log reports blocks still outstanding at close
  *   comparison.json, comparison.md, comparison.html
  * </pre>
+ * With {@code --rounds N} (N &gt; 1) the files of a run carry the round ({@code mode-r2.json}), ratios are
+ * taken within each round (against the reference mode's run of the same round, which cancels slow
+ * drift of the machine), and a summary gives each mode's median, lowest and highest throughput and
+ * ratios over the rounds: one 25 s run moves by about 0.5 % on the H200, too much to settle a 1 % question.
  *
  * Options of its own (everything else goes to every LoadDriver run): {@code --server-cp}, {@code --java},
  * {@code --jvm-opts}, {@code --models}, {@code --backend}, {@code --modes}, {@code --out-dir},
- * {@code --startup-timeout}, {@code --server-args} (space-separated extra server arguments).
+ * {@code --startup-timeout}, {@code --server-args} (space-separated extra server arguments), {@code --rounds}.
  */
 public final class AllocatorComparison {
 
@@ -70,6 +75,10 @@ public final class AllocatorComparison {
         Path outDir = Path.of(take(values, "out-dir", "target/compare"));
         Duration startup = LoadDriver.duration("--startup-timeout", take(values, "startup-timeout", "240s"));
         String serverArgs = take(values, "server-args", "");
+        int rounds = Integer.parseInt(take(values, "rounds", "1"));
+        if (rounds < 1 || rounds > 100) {
+            throw new IllegalArgumentException("--rounds " + rounds + " is invalid; allowed: 1 to 100");
+        }
         boolean check = Boolean.parseBoolean(values.getOrDefault("check", "false"));
         Files.createDirectories(outDir);
 
@@ -82,72 +91,82 @@ public final class AllocatorComparison {
         combined.put("server_args", serverArgs);
         combined.put("jvm_opts", jvmOpts);
         ArrayNode rows = combined.putArray("modes");
+        combined.put("rounds", rounds);
         boolean allMet = true;
-        for (String mode : modes) {
-            mode = mode.trim();
-            ObjectNode row = rows.addObject();
-            row.put("mode", mode);
-            int port = freePort();
-            int management = freePort();
-            List<String> command = new ArrayList<>();
-            command.add(java);
-            command.add("--enable-native-access=ALL-UNNAMED");
-            for (String opt : jvmOpts.split(" ")) {
-                if (!opt.isBlank()) {
-                    command.add(opt);
+        for (int round = 1; round <= rounds; round++) {
+            for (int m = 0; m < modes.size(); m++) {
+                String mode = modes.get((m + round - 1) % modes.size()).trim();
+                String name = rounds == 1 ? mode : mode + "-r" + round;
+                ObjectNode row = rows.addObject();
+                row.put("mode", mode);
+                if (rounds > 1) {
+                    row.put("round", round);
                 }
-            }
-            command.addAll(List.of("-cp", serverCp, "io.gpupool.GpuPoolApplication",
-                    "--server.address=127.0.0.1", "--server.port=" + port,
-                    "--management.server.address=127.0.0.1", "--management.server.port=" + management,
-                    "--gpupool.backend=" + backend, "--gpupool.memory.mode=" + mode, "--gpupool.models.path=" + models));
-            for (String arg : serverArgs.split(" ")) {
-                if (!arg.isBlank()) {
-                    command.add(arg);
+                int port = freePort();
+                int management = freePort();
+                List<String> command = new ArrayList<>();
+                command.add(java);
+                command.add("--enable-native-access=ALL-UNNAMED");
+                for (String opt : jvmOpts.split(" ")) {
+                    if (!opt.isBlank()) {
+                        command.add(opt);
+                    }
                 }
-            }
-            Path log = outDir.resolve("server-" + mode + ".log");
-            System.err.printf(Locale.ROOT, "[compare] %s: starting the server on 127.0.0.1:%d (management %d), log %s%n",
-                    mode, port, management, log);
-            long started = System.nanoTime();
-            Process server = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
-            try {
-                String failure = awaitReady(server, port, startup);
-                row.put("startup_s", Math.round((System.nanoTime() - started) / 1e7) / 100.0);
-                if (failure != null) {
-                    System.err.println("[compare] " + mode + ": " + failure + " (see " + log + ")");
-                    row.put("error", failure);
-                    allMet = false;
-                    continue;
+                command.addAll(List.of("-cp", serverCp, "io.gpupool.GpuPoolApplication",
+                        "--server.address=127.0.0.1", "--server.port=" + port,
+                        "--management.server.address=127.0.0.1", "--management.server.port=" + management,
+                        "--gpupool.backend=" + backend, "--gpupool.memory.mode=" + mode, "--gpupool.models.path=" + models));
+                for (String arg : serverArgs.split(" ")) {
+                    if (!arg.isBlank()) {
+                        command.add(arg);
+                    }
                 }
-                Map<String, String> driverOptions = new LinkedHashMap<>(values);
-                driverOptions.remove("check");
-                driverOptions.put("url", "http://127.0.0.1:" + port);
-                driverOptions.put("actuator", "http://127.0.0.1:" + management);
-                driverOptions.put("label", mode);
-                driverOptions.put("out", outDir.resolve(mode + ".json").toString());
-                LoadDriver.Options options = LoadDriver.fromMap(driverOptions);
-                if (!driverOptions.isEmpty()) {
-                    throw new IllegalArgumentException("unknown option(s) " + driverOptions.keySet());
+                Path log = outDir.resolve("server-" + name + ".log");
+                System.err.printf(Locale.ROOT, "[compare] %s: starting the server on 127.0.0.1:%d (management %d), log %s%n",
+                        mode, port, management, log);
+                long started = System.nanoTime();
+                Process server = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+                try {
+                    String failure = awaitReady(server, port, startup);
+                    row.put("startup_s", Math.round((System.nanoTime() - started) / 1e7) / 100.0);
+                    if (failure != null) {
+                        System.err.println("[compare] " + mode + ": " + failure + " (see " + log + ")");
+                        row.put("error", failure);
+                        allMet = false;
+                        continue;
+                    }
+                    Map<String, String> driverOptions = new LinkedHashMap<>(values);
+                    driverOptions.remove("check");
+                    driverOptions.put("url", "http://127.0.0.1:" + port);
+                    driverOptions.put("actuator", "http://127.0.0.1:" + management);
+                    driverOptions.put("label", name);
+                    driverOptions.put("out", outDir.resolve(name + ".json").toString());
+                    LoadDriver.Options options = LoadDriver.fromMap(driverOptions);
+                    if (!driverOptions.isEmpty()) {
+                        throw new IllegalArgumentException("unknown option(s) " + driverOptions.keySet());
+                    }
+                    LoadDriver.Result result = new LoadDriver(options, System.err).run();
+                    result.write(options);
+                    System.err.println(result.summaryLine());
+                    reports.add(result.report());
+                    fillRow(row, result.report());
+                    row.put("expectations_met", result.expectationsMet());
+                    allMet &= result.expectationsMet();
+                } finally {
+                    server.destroy();
+                    if (!server.waitFor(60, TimeUnit.SECONDS)) {
+                        server.destroyForcibly().waitFor();
+                        row.put("shutdown", "killed after 60 s");
+                    }
+                    String text = Files.readString(log);
+                    row.put("outstanding_at_close", text.contains("still outstanding") || text.contains("outstanding block"));
                 }
-                LoadDriver.Result result = new LoadDriver(options, System.err).run();
-                result.write(options);
-                System.err.println(result.summaryLine());
-                reports.add(result.report());
-                fillRow(row, result.report());
-                row.put("expectations_met", result.expectationsMet());
-                allMet &= result.expectationsMet();
-            } finally {
-                server.destroy();
-                if (!server.waitFor(60, TimeUnit.SECONDS)) {
-                    server.destroyForcibly().waitFor();
-                    row.put("shutdown", "killed after 60 s");
-                }
-                String text = Files.readString(log);
-                row.put("outstanding_at_close", text.contains("still outstanding") || text.contains("outstanding block"));
             }
         }
         addRatios(rows);
+        if (rounds > 1) {
+            combined.set("summary", summarize(rows, modes.stream().map(String::trim).toList()));
+        }
         Files.writeString(outDir.resolve("comparison.json"), JSON.writerWithDefaultPrettyPrinter().writeValueAsString(combined));
         String markdown = markdown(combined);
         Files.writeString(outDir.resolve("comparison.md"), markdown);
@@ -184,28 +203,81 @@ public final class AllocatorComparison {
         row.put("ready_after", report.path("ready_after").asInt());
     }
 
-    /** Throughput and p99 of each mode relative to DIRECT (and CUDA_ASYNC where it ran). */
+    /**
+     * Throughput and p99 of each mode relative to DIRECT (and CUDA_ASYNC where it ran), each run
+     * against the reference's run of the same round (rows without a round are round 1).
+     */
     static void addRatios(ArrayNode rows) {
         for (String base : List.of("DIRECT", "CUDA_ASYNC")) {
-            JsonNode reference = null;
+            Map<Integer, JsonNode> references = new LinkedHashMap<>();
             for (JsonNode row : rows) {
                 if (row.path("mode").asString("").equals(base) && row.has("throughput_rps")) {
-                    reference = row;
+                    references.put(row.path("round").asInt(1), row);
                 }
             }
-            if (reference == null || reference.path("throughput_rps").asDouble() <= 0) {
-                continue;
-            }
-            String suffix = base.toLowerCase(Locale.ROOT);
-            for (JsonNode node : rows) {
-                if (node instanceof ObjectNode row && row.has("throughput_rps")) {
-                    row.put("throughput_vs_" + suffix, Math.round(100 * row.path("throughput_rps").asDouble()
-                            / reference.path("throughput_rps").asDouble()) / 100.0);
-                    row.put("p99_vs_" + suffix, Math.round(100 * row.path("p99_ms").asDouble()
-                            / reference.path("p99_ms").asDouble()) / 100.0);
+            for (Map.Entry<Integer, JsonNode> entry : references.entrySet()) {
+                JsonNode reference = entry.getValue();
+                if (reference.path("throughput_rps").asDouble() <= 0) {
+                    continue;
+                }
+                String suffix = base.toLowerCase(Locale.ROOT);
+                for (JsonNode node : rows) {
+                    if (node instanceof ObjectNode row && row.has("throughput_rps")
+                            && row.path("round").asInt(1) == entry.getKey()) {
+                        row.put("throughput_vs_" + suffix, Math.round(100 * row.path("throughput_rps").asDouble()
+                                / reference.path("throughput_rps").asDouble()) / 100.0);
+                        row.put("p99_vs_" + suffix, Math.round(100 * row.path("p99_ms").asDouble()
+                                / reference.path("p99_ms").asDouble()) / 100.0);
+                    }
                 }
             }
         }
+    }
+
+    /**
+     * Per mode over the rounds: median, lowest and highest throughput, median p99, and the median,
+     * lowest and highest of its per-round ratios against DIRECT and CUDA_ASYNC where they ran.
+     */
+    static ArrayNode summarize(ArrayNode rows, List<String> modes) {
+        ArrayNode summary = JSON.createArrayNode();
+        for (String mode : modes) {
+            List<JsonNode> runs = new ArrayList<>();
+            for (JsonNode row : rows) {
+                if (row.path("mode").asString("").equals(mode) && row.has("throughput_rps")) {
+                    runs.add(row);
+                }
+            }
+            ObjectNode entry = summary.addObject();
+            entry.put("mode", mode);
+            entry.put("runs", runs.size());
+            if (runs.isEmpty()) {
+                continue;
+            }
+            spread(entry, "throughput_rps", runs, 1);
+            entry.put("p99_ms_median", median(values(runs, "p99_ms")));
+            for (String ratio : List.of("throughput_vs_direct", "throughput_vs_cuda_async")) {
+                if (runs.stream().allMatch(r -> r.has(ratio))) {
+                    spread(entry, ratio, runs, 100);
+                }
+            }
+        }
+        return summary;
+    }
+
+    private static void spread(ObjectNode entry, String field, List<JsonNode> runs, int roundTo) {
+        double[] v = values(runs, field);
+        entry.put(field + "_median", Math.round(median(v) * roundTo * 10) / (roundTo * 10.0));
+        entry.put(field + "_min", java.util.Arrays.stream(v).min().orElse(0));
+        entry.put(field + "_max", java.util.Arrays.stream(v).max().orElse(0));
+    }
+
+    private static double[] values(List<JsonNode> runs, String field) {
+        return runs.stream().mapToDouble(r -> r.path(field).asDouble()).sorted().toArray();
+    }
+
+    private static double median(double[] sorted) {
+        int n = sorted.length;
+        return n == 0 ? 0 : n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
     }
 
     static String markdown(JsonNode combined) {
@@ -221,8 +293,9 @@ public final class AllocatorComparison {
                 continue;
             }
             boolean pool = row.path("pool_listed").asBoolean();
+            String label = row.path("mode").asString("") + (row.has("round") ? " (round " + row.path("round").asInt() + ")" : "");
             md.append(String.format(Locale.ROOT, "| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s | %d | %d | %s | %s | %d |%n",
-                    row.path("mode").asString(""), row.path("throughput_rps").asDouble(), row.path("p50_ms").asDouble(),
+                    label, row.path("throughput_rps").asDouble(), row.path("p50_ms").asDouble(),
                     row.path("p90_ms").asDouble(), row.path("p99_ms").asDouble(), row.path("p99.9_ms").asDouble(),
                     row.has("throughput_vs_direct") ? String.format(Locale.ROOT, "%.2f", row.path("throughput_vs_direct").asDouble()) : "-",
                     row.has("p99_vs_direct") ? String.format(Locale.ROOT, "%.2f", row.path("p99_vs_direct").asDouble()) : "-",
@@ -231,7 +304,27 @@ public final class AllocatorComparison {
                             : String.format(Locale.ROOT, "%.0f MiB", row.path("pool_peak_reserved_bytes").asLong() / 1048576.0),
                     !pool ? "n/a" : row.path("allocated_after_drain_bytes").asLong() + " B", row.path("ready_after").asInt()));
         }
+        if (combined.has("summary")) {
+            md.append(String.format(Locale.ROOT, "%nOver %d rounds (median, lowest–highest; ratios taken within each round):%n%n",
+                    combined.path("rounds").asInt()));
+            md.append("| mode | runs | req/s | × DIRECT | × CUDA_ASYNC | p99 ms (median) |\n");
+            md.append("|---|---:|---:|---:|---:|---:|\n");
+            for (JsonNode entry : combined.path("summary")) {
+                md.append(String.format(Locale.ROOT, "| %s | %d | %s | %s | %s | %s |%n", entry.path("mode").asString(""),
+                        entry.path("runs").asInt(), range(entry, "throughput_rps", "%.1f"),
+                        range(entry, "throughput_vs_direct", "%.2f"), range(entry, "throughput_vs_cuda_async", "%.3f"),
+                        entry.has("p99_ms_median") ? String.format(Locale.ROOT, "%.1f", entry.path("p99_ms_median").asDouble()) : "-"));
+            }
+        }
         return md.toString();
+    }
+
+    private static String range(JsonNode entry, String field, String format) {
+        if (!entry.has(field + "_median")) {
+            return "-";
+        }
+        return String.format(Locale.ROOT, format + " (" + format + "–" + format + ")", entry.path(field + "_median").asDouble(),
+                entry.path(field + "_min").asDouble(), entry.path(field + "_max").asDouble());
     }
 
     /** Null when the server answered ready in time, else why not. */

@@ -212,4 +212,35 @@ class LoadDriverTest {
                 .contains("| DIRECT | 200.0 | 1.00 | 2.00 | 10.00 | 11.00 | 1.00 | 1.00 | 2 | 0 | n/a (not listed) | n/a | 200 |")
                 .contains("| CUDA_ASYNC | failed: server exited with status 1 before it was ready |");
     }
+
+    /** Several rounds: ratios within each round, and a summary of median, lowest and highest per mode. */
+    @Test
+    void roundsAreComparedWithinEachRoundAndSummarised() {
+        JsonNode combined = json.readTree("""
+                {"backend":"cuda","started_at":"t","rounds":3,"modes":[
+                  {"mode":"TWO_LEVEL","round":1,"throughput_rps":99,"p99_ms":280,"requests":1,"ok":1,"pool_listed":true},
+                  {"mode":"CUDA_ASYNC","round":1,"throughput_rps":100,"p99_ms":260,"requests":1,"ok":1},
+                  {"mode":"CUDA_ASYNC","round":2,"throughput_rps":96,"p99_ms":270,"requests":1,"ok":1},
+                  {"mode":"TWO_LEVEL","round":2,"throughput_rps":97,"p99_ms":290,"requests":1,"ok":1,"pool_listed":true},
+                  {"mode":"TWO_LEVEL","round":3,"throughput_rps":101,"p99_ms":270,"requests":1,"ok":1,"pool_listed":true},
+                  {"mode":"CUDA_ASYNC","round":3,"throughput_rps":100,"p99_ms":250,"requests":1,"ok":1}]}""");
+        tools.jackson.databind.node.ArrayNode rows = (tools.jackson.databind.node.ArrayNode) combined.get("modes");
+        AllocatorComparison.addRatios(rows);
+        assertThat(rows.get(0).get("throughput_vs_cuda_async").asDouble()).isEqualTo(0.99);
+        assertThat(rows.get(3).get("throughput_vs_cuda_async").asDouble()).as("against round 2's 96, not round 3's")
+                .isEqualTo(1.01);
+        tools.jackson.databind.node.ArrayNode summary = AllocatorComparison.summarize(rows, java.util.List.of("TWO_LEVEL", "CUDA_ASYNC"));
+        ((tools.jackson.databind.node.ObjectNode) combined).set("summary", summary);
+        JsonNode twoLevel = summary.get(0);
+        assertThat(twoLevel.get("runs").asInt()).isEqualTo(3);
+        assertThat(twoLevel.get("throughput_rps_median").asDouble()).isEqualTo(99.0);
+        assertThat(twoLevel.get("throughput_rps_min").asDouble()).isEqualTo(97.0);
+        assertThat(twoLevel.get("throughput_vs_cuda_async_median").asDouble()).isEqualTo(1.01);
+        assertThat(twoLevel.get("throughput_vs_cuda_async_min").asDouble()).isEqualTo(0.99);
+        assertThat(twoLevel.has("throughput_vs_direct_median")).as("no DIRECT ran").isFalse();
+        assertThat(AllocatorComparison.markdown(combined))
+                .contains("| TWO_LEVEL (round 2) | 97.0 |")
+                .contains("Over 3 rounds")
+                .contains("| TWO_LEVEL | 3 | 99.0 (97.0–101.0) | - | 1.010 (0.990–1.010) | 280.0 |");
+    }
 }
