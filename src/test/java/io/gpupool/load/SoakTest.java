@@ -136,6 +136,9 @@ class SoakTest {
                     .isEqualTo(device.allocator().metrics().counters().frees());
         }
         assertThat(result.readyAfter()).as("/v2/health/ready after the soak").isEqualTo(200);
+        // with 20 % of map calls still failing, one inference may get a deliberate 507 (it needs several
+        // maps after the last trim); the check is that the server serves once the faults stop
+        faults.disarm();
         assertThat(infer()).as("an inference after the soak").isEqualTo(200);
 
         // The run exercised what it claims to.
