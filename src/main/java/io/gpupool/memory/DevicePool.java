@@ -72,7 +72,8 @@ import java.util.function.Supplier;
  * (&ge; {@code LARGE_RUN_BYTES}) live in chunks of their own. Waiting on another stream's fence costs
  * more than a map (it serialises the two streams on the device), so a block the stream need not wait
  * for comes next, mapped where it is not; then a fenced mapped block; then the block with the most
- * mapped units.
+ * mapped units. Near the cap, where a map would set off the staged recovery, the fenced mapped block
+ * comes before the blocks that need mapping.
  *
  * <h2>ON_DEMAND (without mapping)</h2>
  * Peak reserved / peak live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
@@ -403,6 +404,9 @@ public final class DevicePool implements DeviceAllocator {
             if (handle < 0 && units > 1) {
                 buddy.coalesceAll();                               // freed runs lie in pieces until merged
                 handle = buddy.allocate(units, stream, true);
+            }
+            if (handle < 0 && reserved.get() + ((long) units << unitShift) > capBytes()) {
+                handle = buddy.allocate(units, null, true);        // no room to map: a wait beats a recovery
             }
             if (handle < 0 && units > 1) {
                 handle = buddy.allocateMostMapped(units, stream);  // B need not wait; the least to map

@@ -55,6 +55,25 @@ class MappedGrowthTest {
     }
 
     @Test
+    void atTheCapAStreamWaitsForAnotherStreamsMemoryRatherThanRecover() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+                .apply(PoolTuning.none().withCapBytes(64 * MIB));
+        try (DevicePool pool = new DevicePool(source, config)) {
+            DeviceBlock held = pool.allocate(32 * MIB, s1);
+            DeviceBlock first = pool.allocate(32 * MIB, s0);       // the cap is now fully mapped
+            s0.pending = true;
+            first.release();
+            DeviceBlock other = pool.allocate(32 * MIB, s1);
+            assertThat(other.address()).as("the fenced block, not fresh memory").isEqualTo(first.address());
+            assertThat(s0.fences.getLast().waiters).containsExactly(s1);
+            assertThat(pool.metrics().counters().recoveries()).isZero();
+            other.release();
+            held.release();
+            s0.fences.getLast().complete = true;
+        }
+    }
+
+    @Test
     void theMappedSlackIsTunedAtRuntimeAndBoundsWhatMaintenanceKeepsMapped() {
         PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
                 .apply(PoolTuning.none().withReleaseIdleAge(java.time.Duration.ZERO).withMappedSlack(1.0));
