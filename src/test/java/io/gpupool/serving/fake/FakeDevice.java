@@ -4,7 +4,6 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
-import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
@@ -83,24 +82,7 @@ public final class FakeDevice implements ComputeDevice {
 
         @Override
         public StreamFence recordFence() {
-            return new StreamFence() {
-                @Override
-                public boolean isComplete() {
-                    return true;
-                }
-
-                @Override
-                public void makeWait(AllocationStream stream) {
-                }
-
-                @Override
-                public void await() {
-                }
-
-                @Override
-                public void close() {
-                }
-            };
+            return StreamFence.completed();                    // the fake runs everything at once
         }
 
         @Override
