@@ -28,7 +28,8 @@ import java.util.Locale;
  *     --min-capacity        also search the smallest device each strategy runs the trace on
  *                           (binary search to 16 MiB; about 12 more replays per strategy)
  *     --fence-lag N         fences complete N events after they were recorded instead of at once
- *                           (the device running behind the host; not with --min-capacity)
+ *                           (the device running behind the host; not with --min-capacity); also prints
+ *                           what an allocator that never makes a stream wait would need (noWaitPeakBytes)
  * </pre>
  * Prints one line per strategy: peak live, peak reserved, their ratio, chunk allocations and time;
  * with {@code --min-capacity} also the smallest device that suffices, and its ratio to peak live.
@@ -85,6 +86,13 @@ public final class TraceReplayMain {
         }
         String what = generate ? "generated " + config : tracePath.toString();
         System.out.printf(Locale.ROOT, "trace: %s, %d events%n", what, trace.size());
+        if (fenceLag > 0) {
+            long peakLive = TraceReplayer.peakLive(trace);
+            long reference = TraceReplayer.noWaitPeakBytes(trace, fenceLag);
+            System.out.printf(Locale.ROOT, "fences complete %d events late; an allocator that never makes a stream wait "
+                    + "needs about %.1f MiB (%.3f x peak live; bytes only, no fragmentation)%n",
+                    fenceLag, reference / 1048576.0, (double) reference / peakLive);
+        }
         List<TraceReplayer.Result> results = new ArrayList<>();
         List<Long> minimums = new ArrayList<>();
         for (TraceReplayer.Strategy strategy : strategies) {

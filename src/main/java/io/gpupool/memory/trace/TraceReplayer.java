@@ -155,6 +155,68 @@ public final class TraceReplayer {
     }
 
     /**
+     * Reference point for replays with lagging fences: the peak memory of an idealised allocator that
+     * never makes a stream wait, counting bytes only (no size classes, no fragmentation). Freed bytes
+     * are reusable at once by the stream that freed them (stream order) and by every other stream
+     * {@code fenceLagEvents} events later; an allocation takes its own stream's freed bytes first
+     * (newest first, so older ones age into the shared pool), then shared bytes, and grows otherwise.
+     * With a lag of 0 it equals {@link #peakLive}; an allocator that never shares across streams
+     * would need up to the sum of the streams' own peaks. A greedy estimate, not a proven minimum.
+     */
+    public static long noWaitPeakBytes(Trace trace, long fenceLagEvents) {
+        HashMap<Long, long[]> live = new HashMap<>();               // pointer -> {stream, bytes}
+        HashMap<Integer, java.util.ArrayDeque<long[]>> own = new HashMap<>();  // stream -> {readyAt, bytes}, oldest first
+        java.util.ArrayDeque<long[]> aging = new java.util.ArrayDeque<>();    // {readyAt, stream, bytes} in free order
+        long shared = 0;
+        long reserved = 0;
+        long peak = 0;
+        for (int i = 0; i < trace.size(); i++) {
+            while (!aging.isEmpty() && aging.peekFirst()[0] <= i) {  // freed bytes nobody reused: now shared
+                long[] entry = aging.pollFirst();
+                java.util.ArrayDeque<long[]> queue = own.get((int) entry[1]);
+                long[] oldest = queue.peekFirst();
+                if (oldest == entry) {                             // else its stream reused all of it
+                    queue.pollFirst();
+                    shared += entry[2];
+                }
+            }
+            if (trace.action(i) == Trace.ALLOCATE) {
+                int stream = trace.stream(i);
+                long need = trace.bytes(i);
+                live.put(trace.pointer(i), new long[] {stream, need});
+                java.util.ArrayDeque<long[]> queue = own.computeIfAbsent(stream, k -> new java.util.ArrayDeque<>());
+                while (need > 0 && !queue.isEmpty()) {              // own freed bytes, newest first
+                    long[] newest = queue.peekLast();
+                    long take = Math.min(need, newest[2]);
+                    newest[2] -= take;
+                    need -= take;
+                    if (newest[2] == 0) {
+                        queue.pollLast();
+                    }
+                }
+                long fromShared = Math.min(need, shared);
+                shared -= fromShared;
+                need -= fromShared;
+                reserved += need;                                   // grow by what is left
+            } else if (trace.action(i) == Trace.FREE) {
+                long[] block = live.remove(trace.pointer(i));
+                if (block == null) {
+                    continue;
+                }
+                if (fenceLagEvents <= 0) {
+                    shared += block[1];
+                } else {
+                    long[] entry = {i + fenceLagEvents, block[0], block[1]};
+                    own.computeIfAbsent((int) block[0], k -> new java.util.ArrayDeque<>()).addLast(entry);
+                    aging.addLast(entry);
+                }
+            }
+            peak = Math.max(peak, reserved);
+        }
+        return peak;
+    }
+
+    /**
      * Replays against a fresh allocator over a simulated device of {@code capacityBytes} that
      * supports mapping, as the H200 does (strategies that do not map ignore it).
      */

@@ -40,4 +40,32 @@ class LaggingReplayStreamTest {
         assertThat(lagging.peakLiveBytes()).isEqualTo(instant.peakLiveBytes());
         assertThat(lagging.peakReservedBytes()).isGreaterThan(instant.peakReservedBytes());
     }
+
+    /**
+     * The no-wait reference: stream 0 frees 10 bytes, then stream 1 and stream 0 each ask for 10. With
+     * no lag the freed bytes serve stream 1 at once (10 in all); with a lag stream 1 must grow (20), but
+     * stream 0 may reuse its own bytes at once; once the lag passed, they serve another stream.
+     */
+    @Test
+    void theNoWaitReferenceCountsFreedBytesAsSharedOnlyAfterTheLag() {
+        Trace trace = new Trace();
+        trace.add(1, 0, Trace.ALLOCATE, 0x100, 10, 0);
+        trace.add(1, 1, Trace.FREE, 0x100, 10, 0);
+        trace.add(1, 2, Trace.ALLOCATE, 0x200, 10, 1);            // another stream, right after the free
+        trace.add(1, 3, Trace.ALLOCATE, 0x300, 10, 0);            // the freeing stream itself
+        assertThat(TraceReplayer.noWaitPeakBytes(trace, 0)).isEqualTo(TraceReplayer.peakLive(trace)).isEqualTo(20);
+        assertThat(TraceReplayer.noWaitPeakBytes(trace, 100)).as("stream 1 grows, stream 0 reuses its own")
+                .isEqualTo(20);
+
+        Trace later = new Trace();
+        later.add(1, 0, Trace.ALLOCATE, 0x100, 10, 0);
+        later.add(1, 1, Trace.FREE, 0x100, 10, 0);
+        later.add(1, 2, Trace.ALLOCATE, 0x200, 10, 1);            // before the lag of 3 passed: grows
+        later.add(1, 3, Trace.FREE, 0x200, 10, 1);
+        later.add(1, 4, Trace.ALLOCATE, 0x300, 10, 2);            // event 4 = 1 + 3: stream 0's bytes are shared
+        assertThat(TraceReplayer.noWaitPeakBytes(later, 0)).isEqualTo(10);
+        assertThat(TraceReplayer.noWaitPeakBytes(later, 3)).isEqualTo(20);
+        assertThat(TraceReplayer.noWaitPeakBytes(later, 4)).as("one event later still in flight: grows again")
+                .isEqualTo(30);
+    }
 }
