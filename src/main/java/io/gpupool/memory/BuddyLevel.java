@@ -231,17 +231,25 @@ final class BuddyLevel {
             } finally {
                 lock.unlock();
             }
-            int chunkId = keyChunk(key);
-            long offset = keyOffset(key);
-            Chunk chunk = chunks.get(chunkId);
-            while (j > k) {                                     // step 2: split
-                j--;
-                push(j, key(chunkId, offset + (1L << j)), chunk);
-            }
-            freeRange(chunkId, offset + units, offset + (1L << k), chunk);   // step 3: tail trimming
-            return handle(chunkId, offset, units);
+            return splitAndTrim(key, j, k, units);
         }
         return -1;
+    }
+
+    /**
+     * Steps 2 and 3 for a block of order {@code j} taken out of the lists (and counted live): split it
+     * down to order {@code k}, pushing the upper halves, then give back the tail beyond {@code units}.
+     */
+    private long splitAndTrim(long key, int j, int k, int units) {
+        int chunkId = keyChunk(key);
+        long offset = keyOffset(key);
+        Chunk chunk = chunks.get(chunkId);
+        while (j > k) {                                         // step 2: split
+            j--;
+            push(j, key(chunkId, offset + (1L << j)), chunk);
+        }
+        freeRange(chunkId, offset + units, offset + (1L << k), chunk);   // step 3: tail trimming
+        return handle(chunkId, offset, units);
     }
 
     /**
@@ -310,15 +318,7 @@ final class BuddyLevel {
         } finally {
             lock.unlock();
         }
-        int chunkId = keyChunk(bestKey);
-        long offset = keyOffset(bestKey);
-        Chunk chunk = chunks.get(chunkId);
-        while (j > k) {                                         // split as allocate does
-            j--;
-            push(j, key(chunkId, offset + (1L << j)), chunk);
-        }
-        freeRange(chunkId, offset + units, offset + (1L << k), chunk);
-        return handle(chunkId, offset, units);
+        return splitAndTrim(bestKey, j, k, units);
     }
 
     /**

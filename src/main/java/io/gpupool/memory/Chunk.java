@@ -140,7 +140,7 @@ final class Chunk {
 
     /** Blocks until every fence of the chunk completed. */
     void awaitAllFences() {
-        awaitFences(0, dedicated ? 1 : units);
+        awaitFences(0, units);                                 // a dedicated chunk's one slot included
     }
 
     /** Whether this chunk is address space whose units are mapped one by one (MAPPED growth). */

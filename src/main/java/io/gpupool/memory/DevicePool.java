@@ -310,24 +310,12 @@ public final class DevicePool implements DeviceAllocator {
         long spanHandle = bytes > maxBlock && policy == GrowthPolicy.ON_DEMAND && bytes <= maxSpanBytes
                 ? buddy.allocateSpan(spanUnits) : -1;
         if (bytes > maxBlock && mapping && bytes <= maxSpanBytes) {
-            long handle = allocateRun(spanUnits, stream, bytes, null);  // exit 3 (MAPPED): a span in address space
-            long size = (long) spanUnits << unitShift;
-            allocations.increment();
-            allocatedBytes.add(size);
-            allocatedRequested.add(bytes);
-            samplePeak();
-            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+            // exit 3 (MAPPED): a span in address space
+            block = spanBlock(allocateRun(spanUnits, stream, bytes, null), spanUnits, bytes, stream);
         } else if (spanHandle >= 0) {
-            int units = spanUnits;                                  // exit 3: a span of adjacent free max blocks
-            long handle = spanHandle;
-            waitForRun(handle, stream, null);
+            waitForRun(spanHandle, stream, null);                  // exit 3: a span of adjacent free max blocks
             globalHits.increment();
-            long size = (long) units << unitShift;
-            allocations.increment();
-            allocatedBytes.add(size);
-            allocatedRequested.add(bytes);
-            samplePeak();
-            block = new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+            block = spanBlock(spanHandle, spanUnits, bytes, stream);
         } else if (bytes > maxBlock) {
             block = allocateDedicated(bytes, stream);
         } else {
@@ -361,7 +349,17 @@ public final class DevicePool implements DeviceAllocator {
         return block;
     }
 
-    private Throwable site() {
+    /** Counts a span of {@code units} minimum blocks handed out for {@code bytes} and wraps it in a block. */
+    private DeviceBlock spanBlock(long handle, int units, long bytes, AllocationStream stream) {
+        long size = (long) units << unitShift;
+        allocations.increment();
+        allocatedBytes.add(size);
+        allocatedRequested.add(bytes);
+        samplePeak();
+        return new DeviceBlock(owner, address(handle), size, bytes, stream, handle, site());
+    }
+
+        private Throwable site() {
         return tracking ? new Throwable("allocation site") : null;
     }
 

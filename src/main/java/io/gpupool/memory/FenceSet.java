@@ -153,15 +153,12 @@ final class FenceSet {
 
     /** Blocks until every fence completed, then drops them (before the memory goes back to the source). */
     synchronized void awaitAll() {
-        for (int i = 0; i < byStream.length; i++) {
-            Shared shared = byStream[i];
+        for (Shared shared : byStream) {
             if (shared != null) {
                 shared.fence.await();
-                byStream[i] = null;
-                shared.release();
             }
         }
-        empty = true;
+        clear();
     }
 
     /** Drops every fence without waiting (the memory's new owner has been made to wait for them). */

@@ -98,8 +98,7 @@ public final class TraceReplayMain {
         for (TraceReplayer.Strategy strategy : strategies) {
             TraceReplayer.Result r;
             try {
-                r = TraceReplayer.replay(trace, strategy,
-                        io.gpupool.memory.source.SimulatedChunkSource.withMapping("replay", capacity), fenceLag);
+                r = TraceReplayer.replay(trace, strategy, capacity, fenceLag);
             } catch (UnsupportedOperationException e) {
                 System.out.printf(Locale.ROOT, "%-12s skipped: %s%n", strategy.name(), e.getMessage());
                 continue;

@@ -221,7 +221,12 @@ public final class TraceReplayer {
      * supports mapping, as the H200 does (strategies that do not map ignore it).
      */
     public static Result replay(Trace trace, Strategy strategy, long capacityBytes) {
-        return replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacityBytes));
+        return replay(trace, strategy, capacityBytes, 0);
+    }
+
+    /** Like {@link #replay(Trace, Strategy, long)}, with fences completing {@code fenceLagEvents} events late. */
+    public static Result replay(Trace trace, Strategy strategy, long capacityBytes, long fenceLagEvents) {
+        return replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacityBytes), fenceLagEvents);
     }
 
     /** Replays against a fresh allocator built over {@code source}; fences complete at once. */

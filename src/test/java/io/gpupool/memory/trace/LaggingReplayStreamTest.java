@@ -32,10 +32,8 @@ class LaggingReplayStreamTest {
         Trace trace = new InferenceTraceGenerator(InferenceTraceGenerator.Config.bertBase()
                 .withRequests(60).withStreams(4)).generate();
         TraceReplayer.Strategy pool = ReplayStrategies.byName("two-level");
-        TraceReplayer.Result instant = TraceReplayer.replay(trace, pool,
-                io.gpupool.memory.source.SimulatedChunkSource.withMapping("replay", 64L << 30), 0);
-        TraceReplayer.Result lagging = TraceReplayer.replay(trace, pool,
-                io.gpupool.memory.source.SimulatedChunkSource.withMapping("replay", 64L << 30), 2000);
+        TraceReplayer.Result instant = TraceReplayer.replay(trace, pool, 64L << 30, 0);
+        TraceReplayer.Result lagging = TraceReplayer.replay(trace, pool, 64L << 30, 2000);
         assertThat(lagging.failedAllocations()).isZero();
         assertThat(lagging.peakLiveBytes()).isEqualTo(instant.peakLiveBytes());
         assertThat(lagging.peakReservedBytes()).isGreaterThan(instant.peakReservedBytes());
