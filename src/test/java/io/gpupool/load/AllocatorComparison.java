@@ -117,12 +117,13 @@ public final class AllocatorComparison {
                         command.add(opt);
                     }
                 }
+                command.addAll(variant.jvmSettings());
                 command.addAll(List.of("-cp", serverCp, "io.gpupool.GpuPoolApplication",
                         "--server.address=127.0.0.1", "--server.port=" + port,
                         "--management.server.address=127.0.0.1", "--management.server.port=" + management,
                         "--gpupool.backend=" + backend, "--gpupool.memory.mode=" + variant.mode(),
                         "--gpupool.models.path=" + models));
-                variant.settings().forEach(setting -> command.add("--" + setting));
+                variant.serverSettings().forEach(setting -> command.add("--" + setting));
                 for (String arg : serverArgs.split(" ")) {
                     if (!arg.isBlank()) {
                         command.add(arg);
@@ -379,9 +380,20 @@ public final class AllocatorComparison {
     /**
      * One entry of {@code --modes}: an allocator mode, optionally with server settings that make it a
      * variant of its own in the tables, e.g. {@code TWO_LEVEL+gpupool.memory.mapped-slack=0.25}
-     * (settings separated by {@code +}, each passed to the server as {@code --key=value}).
+     * (settings separated by {@code +}, each passed to the server as {@code --key=value}; one written
+     * {@code -Dkey=value} goes to the server's JVM as a system property instead).
      */
     record Variant(String label, String mode, List<String> settings) {
+
+        /** Settings passed as server arguments ({@code key=value}). */
+        List<String> serverSettings() {
+            return settings.stream().filter(setting -> !setting.startsWith("-D")).toList();
+        }
+
+        /** Settings passed to the JVM ({@code -Dkey=value}). */
+        List<String> jvmSettings() {
+            return settings.stream().filter(setting -> setting.startsWith("-D")).toList();
+        }
 
         static Variant parse(String entry) {
             String trimmed = entry.trim();
@@ -396,9 +408,9 @@ public final class AllocatorComparison {
             List<String> settings = new ArrayList<>();
             for (int i = 1; i < parts.length; i++) {
                 String setting = parts[i].trim();
-                if (!setting.matches("[A-Za-z0-9._\\-\\[\\]]+=[^\\s]+")) {
+                if (!setting.matches("(-D)?[A-Za-z0-9._\\-\\[\\]]+=[^\\s]+")) {
                     throw new IllegalArgumentException("--modes entry '" + trimmed + "': setting '" + setting
-                            + "' is not key=value (e.g. gpupool.memory.mapped-slack=0.25)");
+                            + "' is not key=value (e.g. gpupool.memory.mapped-slack=0.25) or -Dkey=value");
                 }
                 settings.add(setting);
             }

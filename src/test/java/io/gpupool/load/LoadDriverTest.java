@@ -256,6 +256,10 @@ class LoadDriverTest {
         assertThat(slack.settings()).containsExactly("gpupool.memory.mapped-slack=0.25",
                 "gpupool.memory.local-idle-age=2s");
         assertThat(slack.fileName()).isEqualTo("TWO_LEVEL_gpupool.memory.mapped-slack_0.25_gpupool.memory.local-idle-age_2s");
+        assertThat(slack.jvmSettings()).isEmpty();
+        AllocatorComparison.Variant jvm = AllocatorComparison.Variant.parse("GLOBAL_ONLY+-Dgpupool.example=1+gpupool.a=b");
+        assertThat(jvm.jvmSettings()).containsExactly("-Dgpupool.example=1");
+        assertThat(jvm.serverSettings()).containsExactly("gpupool.a=b");
         assertThatThrownBy(() -> AllocatorComparison.Variant.parse("TWO_LEVLE"))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("unknown allocator mode 'TWO_LEVLE'");
         assertThatThrownBy(() -> AllocatorComparison.Variant.parse("TWO_LEVEL+slack"))

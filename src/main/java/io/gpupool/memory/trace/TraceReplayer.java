@@ -56,7 +56,13 @@ public final class TraceReplayer {
     /** What one replay measured. */
     public record Result(String strategy, int events, long allocations, long frees, long failedAllocations,
                          long unmatchedFrees, long peakLiveBytes, long peakReservedBytes, long chunkAllocations,
-                         long growsDespiteFreeBytes, long elapsedNanos, long mapCalls, long unmapCalls, long mappedBytesTotal, long mappedExtents) {
+                         long growsDespiteFreeBytes, long elapsedNanos, long mapCalls, long unmapCalls, long mappedBytesTotal, long mappedExtents,
+                         long localHits) {
+
+        /** Allocations a stream's local cache served, as a fraction of all allocations; 0 without allocations. */
+        public double localHitRatio() {
+            return allocations == 0 ? 0.0 : (double) localHits / allocations;
+        }
 
         /** peak reserved / peak live; NaN when nothing was live. */
         public double overhead() {
@@ -253,6 +259,7 @@ public final class TraceReplayer {
         long frees = 0;
         long failed = 0;
         long unmatched = 0;
+        long localHits = 0;
         int n = trace.size();
         long start = System.nanoTime();
         long elapsed;
@@ -296,6 +303,7 @@ public final class TraceReplayer {
                 }
             }
             elapsed = System.nanoTime() - start;
+            localHits = allocator.metrics().counters().localHits();
         } finally {
             for (DeviceBlock block : new ArrayList<>(live.values())) {
                 block.release();
@@ -305,6 +313,6 @@ public final class TraceReplayer {
         return new Result(strategy.name(), n, allocations, frees, failed, unmatched, peakLive,
                 statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed,
                 statistics.maps(), statistics.unmaps(), statistics.mappedBytesTotal(),
-                statistics.mappedExtentsTotal());
+                statistics.mappedExtentsTotal(), localHits);
     }
 }
