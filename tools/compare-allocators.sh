@@ -17,7 +17,8 @@
 #
 # OPTIONS are AllocatorComparison's (--modes, --out-dir, --backend, --models, --server-args "...",
 # --jvm-opts "...", --startup-timeout, --rounds N: every mode N times, the order turning each round, ratios
-# within each round and a median / lowest / highest summary; one full run moves by ~0.5 % on the H200) and LoadDriver's (--concurrency, --rate, --duration, --mix, ...;
+# within each round and a median / lowest / highest summary; one full run moves by ~0.5 % on the H200;
+# a --modes entry may be a variant with server settings: TWO_LEVEL+gpupool.memory.mapped-slack=0.25) and LoadDriver's (--concurrency, --rate, --duration, --mix, ...;
 # see tools/loaddriver.sh --help); later options override the preset. --pack FILE.tgz archives the output folder.
 # Works from a checkout (compiles first; SKIP_BUILD=1 skips) and from inside the GPU bundle (no Maven, no JDK).
 set -euo pipefail

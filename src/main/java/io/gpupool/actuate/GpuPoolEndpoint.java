@@ -176,7 +176,7 @@ public class GpuPoolEndpoint {
         GlobalDescriptor global = new GlobalDescriptor(m.reservedBytes(), m.allocatedBytes(), m.requestedBytes(),
                 m.cachedBytes(), m.globalFreeBytes(), m.peakReservedBytes(), m.peakAllocatedBytes(),
                 m.largestFreeBlockBytes(), m.fragmentation(), m.freeBlocks(), chunks.size(), chunks,
-                m.addressSpaceBytes(), m.mapCalls(), m.unmapCalls(), m.crossStreamWaits());
+                m.addressSpaceBytes(), m.mapCalls(), m.unmapCalls(), m.crossStreamWaits(), m.mapNanos(), m.unmapNanos());
         List<LocalCacheDescriptor> caches = m.streams().stream()
                 .map(c -> new LocalCacheDescriptor(c.ordinal(), c.cachedBytes(), c.cachedBlocks(), c.hits(), c.misses(),
                         c.hitRatio()))
@@ -232,12 +232,13 @@ public class GpuPoolEndpoint {
      * Under MAPPED growth reserved bytes are mapped memory, {@code addressSpaceBytes} the address space
      * the chunks span, and the map / unmap counters the driver calls that moved memory.
      * {@code crossStreamWaits} counts device-side waits on other streams' fences (memory reused across streams).
+     * {@code mapNanos} / {@code unmapNanos}: host time spent in those map / unmap calls.
      */
     public record GlobalDescriptor(long reservedBytes, long allocatedBytes, long requestedBytes, long cachedBytes,
                                    long freeBytes, long peakReservedBytes, long peakAllocatedBytes,
                                    long largestFreeBlockBytes, double fragmentation, List<FreeOrderMetric> freeBlocks,
                                    int chunkCount, List<ChunkMetric> chunks, long addressSpaceBytes, long mapCalls,
-                                   long unmapCalls, long crossStreamWaits) {
+                                   long unmapCalls, long crossStreamWaits, long mapNanos, long unmapNanos) {
     }
 
     /** A stream's local cache; hitRatio = hits / (hits + misses). */

@@ -2,7 +2,9 @@ package io.gpupool.actuate;
 
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.TimeUnit;
 import java.util.function.ToDoubleFunction;
+import java.util.function.ToLongFunction;
 
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.metric.FreeOrderMetric;
@@ -10,6 +12,7 @@ import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.PoolMetrics;
 import io.micrometer.core.instrument.binder.BaseUnits;
 import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.FunctionTimer;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
@@ -126,6 +129,10 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 global, pool, p -> p.metrics().mapCalls());
         counter(registry, "gpupool.unmaps", "Calls that unmapped free device memory (MAPPED growth)", global, pool,
                 p -> p.metrics().unmapCalls());
+        timer(registry, "gpupool.map.time", "Host time in the calls that mapped device memory (MAPPED growth)", global,
+                pool, p -> p.metrics().mapCalls(), p -> p.metrics().mapNanos());
+        timer(registry, "gpupool.unmap.time", "Host time in the calls that unmapped free device memory (MAPPED growth)",
+                global, pool, p -> p.metrics().unmapCalls(), p -> p.metrics().unmapNanos());
         counter(registry, "gpupool.fence.waits", "Device-side waits on other streams' fences (memory reused across streams)",
                 global, pool, p -> p.metrics().crossStreamWaits());
         counter(registry, "gpupool.coalesces", "Buddy merges of the global level", global, pool,
@@ -163,6 +170,12 @@ public class GpuPoolMeterBinder implements MeterBinder {
     private static void counter(MeterRegistry registry, String name, String description, Tags tags,
                                 ManagedPool pool, ToDoubleFunction<ManagedPool> value) {
         FunctionCounter.builder(name, pool, value).description(description).tags(tags).register(registry);
+    }
+
+    private static void timer(MeterRegistry registry, String name, String description, Tags tags, ManagedPool pool,
+                              ToLongFunction<ManagedPool> count, ToDoubleFunction<ManagedPool> totalNanos) {
+        FunctionTimer.builder(name, pool, count, totalNanos, TimeUnit.NANOSECONDS).description(description).tags(tags)
+                .register(registry);
     }
 
     /** The configuration of a pool that had one when it was bound (a pool never loses it). */

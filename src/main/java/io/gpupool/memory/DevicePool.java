@@ -193,6 +193,9 @@ public final class DevicePool implements DeviceAllocator {
     private final LongAdder reclaims = new LongAdder();
     private final LongAdder maps = new LongAdder();
     private final LongAdder unmaps = new LongAdder();
+    /** Host time inside the source's map and unmap calls (MAPPED): what growing and giving back costs. */
+    private final LongAdder mapNanos = new LongAdder();
+    private final LongAdder unmapNanos = new LongAdder();
     /** Device-side waits on other streams' fences inserted by the global level (plus {@link SmallObjects#crossStreamWaits}). */
     private final LongAdder crossStreamWaits = new LongAdder();
     /** allocated / (LOCAL_SHARE_DIVISOR * streams), refreshed by samplePeak; see {@link #localCapBytes}. */
@@ -1195,10 +1198,15 @@ public final class DevicePool implements DeviceAllocator {
     }
 
     private void mapAt(long address, long bytes, long extentBytes) {
-        if (extentBytes > 0) {
-            source.map(address, bytes, extentBytes);
-        } else {
-            source.map(address, bytes);
+        long started = System.nanoTime();
+        try {
+            if (extentBytes > 0) {
+                source.map(address, bytes, extentBytes);
+            } else {
+                source.map(address, bytes);
+            }
+        } finally {
+            mapNanos.add(System.nanoTime() - started);
         }
     }
 
@@ -1294,7 +1302,9 @@ public final class DevicePool implements DeviceAllocator {
         long[] unmapped = {0};
         forEachStretch(chunk, from, to, true, (start, end) -> {
             long bytes = (end - start) << unitShift;
+            long started = System.nanoTime();
             source.unmap(chunk.address + (start << unitShift), bytes);
+            unmapNanos.add(System.nanoTime() - started);
             synchronized (chunk.mapped) {
                 chunk.markMapped(start, end, false);
             }
@@ -1676,6 +1686,16 @@ public final class DevicePool implements DeviceAllocator {
         @Override
         public long unmapCalls() {
             return unmaps.sum();
+        }
+
+        @Override
+        public long mapNanos() {
+            return mapNanos.sum();
+        }
+
+        @Override
+        public long unmapNanos() {
+            return unmapNanos.sum();
         }
 
         @Override

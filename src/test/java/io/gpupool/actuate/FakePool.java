@@ -225,6 +225,16 @@ final class FakePool implements ManagedPool {
         }
 
         @Override
+        public long mapCalls() {
+            return 4;
+        }
+
+        @Override
+        public long mapNanos() {
+            return 3_000_000;
+        }
+
+        @Override
         public List<SizeClassMetric> smallClasses() {
             return List.of(new SizeClassMetric(0, 256, 2 * MIB, 1, 1000, 7192));
         }

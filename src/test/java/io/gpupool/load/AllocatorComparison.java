@@ -72,6 +72,7 @@ public final class AllocatorComparison {
         String models = take(values, "models", "models");
         String backend = take(values, "backend", "host");
         List<String> modes = List.of(take(values, "modes", "TWO_LEVEL,GLOBAL_ONLY,BEST_FIT,DIRECT").split(","));
+        modes.forEach(Variant::parse);                             // a bad entry fails before any server starts
         Path outDir = Path.of(take(values, "out-dir", "target/compare"));
         Duration startup = LoadDriver.duration("--startup-timeout", take(values, "startup-timeout", "240s"));
         String serverArgs = take(values, "server-args", "");
@@ -95,10 +96,14 @@ public final class AllocatorComparison {
         boolean allMet = true;
         for (int round = 1; round <= rounds; round++) {
             for (int m = 0; m < modes.size(); m++) {
-                String mode = modes.get((m + round - 1) % modes.size()).trim();
-                String name = rounds == 1 ? mode : mode + "-r" + round;
+                Variant variant = Variant.parse(modes.get((m + round - 1) % modes.size()));
+                String mode = variant.label();
+                String name = rounds == 1 ? variant.fileName() : variant.fileName() + "-r" + round;
                 ObjectNode row = rows.addObject();
                 row.put("mode", mode);
+                if (!variant.settings().isEmpty()) {
+                    row.put("allocator_mode", variant.mode());
+                }
                 if (rounds > 1) {
                     row.put("round", round);
                 }
@@ -115,7 +120,9 @@ public final class AllocatorComparison {
                 command.addAll(List.of("-cp", serverCp, "io.gpupool.GpuPoolApplication",
                         "--server.address=127.0.0.1", "--server.port=" + port,
                         "--management.server.address=127.0.0.1", "--management.server.port=" + management,
-                        "--gpupool.backend=" + backend, "--gpupool.memory.mode=" + mode, "--gpupool.models.path=" + models));
+                        "--gpupool.backend=" + backend, "--gpupool.memory.mode=" + variant.mode(),
+                        "--gpupool.models.path=" + models));
+                variant.settings().forEach(setting -> command.add("--" + setting));
                 for (String arg : serverArgs.split(" ")) {
                     if (!arg.isBlank()) {
                         command.add(arg);
@@ -165,7 +172,7 @@ public final class AllocatorComparison {
         }
         addRatios(rows);
         if (rounds > 1) {
-            combined.set("summary", summarize(rows, modes.stream().map(String::trim).toList()));
+            combined.set("summary", summarize(rows, modes.stream().map(entry -> Variant.parse(entry).label()).toList()));
         }
         Files.writeString(outDir.resolve("comparison.json"), JSON.writerWithDefaultPrettyPrinter().writeValueAsString(combined));
         String markdown = markdown(combined);
@@ -229,10 +236,11 @@ public final class AllocatorComparison {
                 for (JsonNode node : rows) {
                     if (node instanceof ObjectNode row && row.has("throughput_rps")
                             && row.path("round").asInt(1) == entry.getKey()) {
-                        row.put("throughput_vs_" + suffix, Math.round(100 * row.path("throughput_rps").asDouble()
-                                / reference.path("throughput_rps").asDouble()) / 100.0);
-                        row.put("p99_vs_" + suffix, Math.round(100 * row.path("p99_ms").asDouble()
-                                / reference.path("p99_ms").asDouble()) / 100.0);
+                        // three decimals: the question is often whether a ratio is above 1.000
+                        row.put("throughput_vs_" + suffix, Math.round(1000 * row.path("throughput_rps").asDouble()
+                                / reference.path("throughput_rps").asDouble()) / 1000.0);
+                        row.put("p99_vs_" + suffix, Math.round(1000 * row.path("p99_ms").asDouble()
+                                / reference.path("p99_ms").asDouble()) / 1000.0);
                     }
                 }
             }
@@ -262,7 +270,7 @@ public final class AllocatorComparison {
             entry.put("p99_ms_median", median(values(runs, "p99_ms")));
             for (String ratio : List.of("throughput_vs_direct", "throughput_vs_cuda_async")) {
                 if (runs.stream().allMatch(r -> r.has(ratio))) {
-                    spread(entry, ratio, runs, 100);
+                    spread(entry, ratio, runs, 1000);
                 }
             }
         }
@@ -376,5 +384,40 @@ public final class AllocatorComparison {
     private static String take(Map<String, String> values, String key, String fallback) {
         String value = values.remove(key);
         return value == null ? fallback : value;
+    }
+
+    /**
+     * One entry of {@code --modes}: an allocator mode, optionally with server settings that make it a
+     * variant of its own in the tables, e.g. {@code TWO_LEVEL+gpupool.memory.mapped-slack=0.25}
+     * (settings separated by {@code +}, each passed to the server as {@code --key=value}).
+     */
+    record Variant(String label, String mode, List<String> settings) {
+
+        static Variant parse(String entry) {
+            String trimmed = entry.trim();
+            String[] parts = trimmed.split("\\+");
+            String mode = parts[0].trim();
+            try {
+                io.gpupool.memory.AllocatorMode.valueOf(mode);
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("--modes entry '" + trimmed + "': unknown allocator mode '" + mode
+                        + "'; allowed: " + java.util.Arrays.toString(io.gpupool.memory.AllocatorMode.values()));
+            }
+            List<String> settings = new ArrayList<>();
+            for (int i = 1; i < parts.length; i++) {
+                String setting = parts[i].trim();
+                if (!setting.matches("[A-Za-z0-9._\\-\\[\\]]+=[^\\s]+")) {
+                    throw new IllegalArgumentException("--modes entry '" + trimmed + "': setting '" + setting
+                            + "' is not key=value (e.g. gpupool.memory.mapped-slack=0.25)");
+                }
+                settings.add(setting);
+            }
+            return new Variant(trimmed, mode, List.copyOf(settings));
+        }
+
+        /** The label with every character other than letters, digits, '.', '_' and '-' made '_' (file names). */
+        String fileName() {
+            return label.replaceAll("[^A-Za-z0-9._-]", "_");
+        }
     }
 }

@@ -677,7 +677,7 @@ public final class LoadDriver {
             JsonNode global = device.path("global");
             for (String field : List.of("reservedBytes", "allocatedBytes", "requestedBytes", "cachedBytes", "freeBytes",
                     "peakReservedBytes", "peakAllocatedBytes", "largestFreeBlockBytes", "chunkCount",
-                    "addressSpaceBytes", "mapCalls", "unmapCalls", "crossStreamWaits")) {
+                    "addressSpaceBytes", "mapCalls", "unmapCalls", "crossStreamWaits", "mapNanos", "unmapNanos")) {
                 out.put(field, global.path(field).asLong());
             }
             out.put("fragmentation", global.path("fragmentation").asDouble());

@@ -283,4 +283,22 @@ class LoadDriverTest {
                 .contains("Over 3 rounds")
                 .contains("| TWO_LEVEL | 3 | 99.0 (97.0–101.0) | - | 1.010 (0.990–1.010) | 280.0 |");
     }
+
+    /** A --modes entry may carry server settings and is then a variant of its own, named by the whole entry. */
+    @Test
+    void modeVariantsCarryServerSettingsAndBadEntriesAreRefusedByName() {
+        AllocatorComparison.Variant plain = AllocatorComparison.Variant.parse(" CUDA_ASYNC ");
+        assertThat(plain.label()).isEqualTo("CUDA_ASYNC");
+        assertThat(plain.settings()).isEmpty();
+        AllocatorComparison.Variant slack = AllocatorComparison.Variant.parse(
+                "TWO_LEVEL+gpupool.memory.mapped-slack=0.25+gpupool.memory.local-idle-age=2s");
+        assertThat(slack.mode()).isEqualTo("TWO_LEVEL");
+        assertThat(slack.settings()).containsExactly("gpupool.memory.mapped-slack=0.25",
+                "gpupool.memory.local-idle-age=2s");
+        assertThat(slack.fileName()).isEqualTo("TWO_LEVEL_gpupool.memory.mapped-slack_0.25_gpupool.memory.local-idle-age_2s");
+        assertThatThrownBy(() -> AllocatorComparison.Variant.parse("TWO_LEVLE"))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("unknown allocator mode 'TWO_LEVLE'");
+        assertThatThrownBy(() -> AllocatorComparison.Variant.parse("TWO_LEVEL+slack"))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("setting 'slack' is not key=value");
+    }
 }

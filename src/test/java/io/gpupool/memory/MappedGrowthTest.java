@@ -255,4 +255,46 @@ class MappedGrowthTest {
             assertThat(tight.mappedGranules()).isZero();
         }
     }
+
+    /** Operators read what growing costs: the host time inside the driver's map and unmap calls is counted. */
+    @Test
+    void hostTimeInMapAndUnmapCallsIsCounted() {
+        long callNanos = 2_000_000;
+        ChunkSource slow = new io.gpupool.memory.source.ForwardingChunkSource(source) {
+            @Override
+            public void map(long address, long bytes) {
+                pause();
+                super.map(address, bytes);
+            }
+
+            @Override
+            public void map(long address, long bytes, long extentBytes) {
+                pause();
+                super.map(address, bytes, extentBytes);
+            }
+
+            @Override
+            public void unmap(long address, long bytes) {
+                pause();
+                super.unmap(address, bytes);
+            }
+
+            private void pause() {
+                java.util.concurrent.locks.LockSupport.parkNanos(callNanos);
+            }
+        };
+        try (DevicePool pool = new DevicePool(slow, PoolConfig.defaults())) {
+            assertThat(pool.metrics().mapNanos()).isZero();
+            pool.allocate(10 * MIB, s0).release();
+            pool.allocate(300 * MIB, s1).release();
+            long maps = pool.metrics().mapCalls();
+            assertThat(maps).isPositive();
+            assertThat(pool.metrics().mapNanos()).isGreaterThanOrEqualTo(maps * callNanos);
+            assertThat(pool.metrics().unmapNanos()).isZero();
+            pool.trim();
+            long unmaps = pool.metrics().unmapCalls();
+            assertThat(unmaps).isPositive();
+            assertThat(pool.metrics().unmapNanos()).isGreaterThanOrEqualTo(unmaps * callNanos);
+        }
+    }
 }

@@ -41,6 +41,16 @@ public interface PoolMetrics extends AllocatorMetrics {
         return 0;
     }
 
+    /** Host nanoseconds spent in the source's map calls, failed ones included (MAPPED growth; 0 otherwise). */
+    default long mapNanos() {
+        return 0;
+    }
+
+    /** Host nanoseconds spent in the source's unmap calls (MAPPED growth; 0 otherwise). */
+    default long unmapNanos() {
+        return 0;
+    }
+
     /**
      * Device-side waits the allocator inserted so that a stream reusing memory another stream freed
      * starts after that stream's work on it (one per fence waited on; 0 for allocators without them).
