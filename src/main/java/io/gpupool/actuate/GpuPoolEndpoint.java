@@ -32,6 +32,7 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  *  GET    /actuator/gpupool                    all devices
  *  GET    /actuator/gpupool/{device}           one device (404 if unknown)
  *  POST   /actuator/gpupool/{device}           tune: {"coalesceThreshold": 20, "localCacheBytesPerStream": "128MB"}
+ *                                              (400 for a mode without a pool: BEST_FIT, DIRECT, CUDA_ASYNC)
  *  DELETE /actuator/gpupool                    trim every pool, answers the bytes released
  *  DELETE /actuator/gpupool/{device}           trim one pool
  *  GET    /actuator/gpupool/{device}/layout    buddy map: every chunk's blocks and their state
@@ -39,7 +40,11 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  *  POST   /actuator/gpupool/{device}/trace     {"recording": true|false} starts or stops recording
  * </pre>
  *
- * The operations here return plain values (null meaning "no such device"); the HTTP statuses and the
+ * Every device is listed whatever {@code gpupool.memory.mode} says: a mode without a pool shows its
+ * allocator's byte totals, peaks, counters and latency (see {@link AllocatorAdapter}), so the memory of
+ * the pool and of the baselines can be compared.
+ *
+ * <p>The operations here return plain values (null meaning "no such device"); the HTTP statuses and the
  * 400 answers that name a bad field live in {@link GpuPoolEndpointWebExtension}.
  */
 @Endpoint(id = "gpupool")
@@ -76,7 +81,7 @@ public class GpuPoolEndpoint {
             return null;
         }
         return switch (section) {
-            case LAYOUT -> new LayoutDescriptor(pool.device(), pool.configuration().minBlockBytes(), pool.layout());
+            case LAYOUT -> new LayoutDescriptor(pool.device(), minBlockBytes(pool), pool.layout());
             case TRACE -> pool.trace().map(GpuPoolEndpoint::csv).orElse(null);
             default -> null;
         };
@@ -113,14 +118,17 @@ public class GpuPoolEndpoint {
         fields.put("capBytes", capBytes);
         fields.put("capFraction", capFraction);
         fields.put("mappedSlack", mappedSlack);
-        PoolTuning tuning = TuningRequest.parse(fields);
+        // An allocator without a pool configuration refuses whatever the fields say: let its answer
+        // (which names the mode) be the one the operator reads, not a complaint about a field.
+        PoolTuning tuning = pool.configuration() == null ? PoolTuning.none() : TuningRequest.parse(fields);
+        PoolConfig tuned;
         try {
-            pool.tune(tuning);
+            tuned = pool.tune(tuning);
         }
         catch (IllegalArgumentException ex) {
             throw TuningException.fromPool(ex);
         }
-        return new TunedDescriptor(pool.device(), pool.capBytes(), pool.configuration());
+        return new TunedDescriptor(pool.device(), pool.capBytes(), tuned);
     }
 
     /** Starts or stops trace recording; null if there is no such device or it records no trace. */
@@ -183,6 +191,12 @@ public class GpuPoolEndpoint {
                 m.smallClasses(), caches, m.counters(), latency, pool.configuration(), trace);
     }
 
+    /** The buddy tree's leaf size, for drawing the layout; 0 for an allocator without a pool. */
+    private static long minBlockBytes(ManagedPool pool) {
+        PoolConfig config = pool.configuration();
+        return config == null ? 0 : config.minBlockBytes();
+    }
+
     static String csv(ManagedPool.TraceControl recorder) {
         StringWriter out = new StringWriter();
         try {
@@ -199,13 +213,16 @@ public class GpuPoolEndpoint {
     }
 
     /**
-     * One device's pool. {@code capBytes} is the cap in force resolved against the device memory;
-     * {@code trace} is null when the pool is not wrapped by the trace recorder.
+     * One device's pool, or its allocator when the mode has no pool ({@code mode} BEST_FIT, DIRECT,
+     * CUDA_ASYNC: then {@code configuration} is null, the cap is the device memory, and only the byte
+     * totals, peaks, counters and latency of {@code global} are filled). {@code capBytes} is the cap in
+     * force resolved against the device memory; {@code trace} is null when the pool is not wrapped by
+     * the trace recorder.
      */
     public record DeviceDescriptor(String device, String mode, long capacityBytes, long capBytes,
                                    GlobalDescriptor global, List<SizeClassMetric> smallObjects,
                                    List<LocalCacheDescriptor> localCaches, AllocatorCounters counters,
-                                   LatencyDescriptor latency, PoolConfig configuration,
+                                   LatencyDescriptor latency, @Nullable PoolConfig configuration,
                                    @Nullable TraceDescriptor trace) {
     }
 

@@ -1,10 +1,12 @@
 package io.gpupool.actuate;
 
 import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.function.ToDoubleFunction;
 import java.util.function.ToLongFunction;
 
+import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.metric.FreeOrderMetric;
 import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.PoolMetrics;
@@ -25,7 +27,9 @@ import io.micrometer.core.instrument.binder.MeterBinder;
  * <p>Names are dot-separated (Prometheus renders {@code gpupool.memory.reserved} with base unit bytes
  * as {@code gpupool_memory_reserved_bytes}); every meter has a description and, where it has one,
  * a base unit; tags are {@code device} and, where it applies, {@code level} ({@code global} for the
- * buddy level, {@code local} for the per-stream caches).
+ * buddy level, {@code local} for the per-stream caches). A device whose mode has no pool (BEST_FIT,
+ * DIRECT, CUDA_ASYNC) gets the same meters, with the pool-only ones at 0, except the tunables, which it
+ * does not have.
  *
  * <h2>Allocation latency</h2>
  * The core keeps its own lock-free power-of-two histogram (no Micrometer in {@code memory}), so it is
@@ -81,21 +85,25 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 ManagedPool::capBytes);
         bytes(registry, "gpupool.free.largest", "Largest free block of the global level", global, pool,
                 p -> p.metrics().largestFreeBlockBytes());
-        bytes(registry, "gpupool.local.cache.cap", "Cap on each stream's local cache (tunable)", local, pool,
-                p -> p.configuration().localCacheBytesPerStream());
-        bytes(registry, "gpupool.growth.step", "Size of the first lazily grown chunk (tunable)", global, pool,
-                p -> p.configuration().growthStepBytes());
         Gauge.builder("gpupool.fragmentation", pool, p -> p.metrics().fragmentation())
                 .description("1 - largest free block / free memory of the global level (0 = none)")
                 .tags(global).register(registry);
         Gauge.builder("gpupool.chunks", pool, p -> p.metrics().chunks().size())
                 .description("Chunks the pool holds from the device").tags(global).register(registry);
-        Gauge.builder("gpupool.coalesce.threshold", pool, p -> p.configuration().coalesceThreshold())
-                .description("Free blocks of one order that trigger a deferred merge (tunable)").tags(global)
-                .register(registry);
-        Gauge.builder("gpupool.mapped.slack", pool, p -> p.configuration().mappedSlack())
-                .description("MAPPED growth: free mapped memory kept beyond the allocated high-water mark, "
-                        + "as a fraction of it (tunable)").tags(global).register(registry);
+        if (pool.configuration() != null) {
+            // The tunables exist only for a pool; an allocator without one (BEST_FIT, DIRECT, CUDA_ASYNC)
+            // has none to show, and its configuration never appears later (the mode is fixed at start).
+            bytes(registry, "gpupool.local.cache.cap", "Cap on each stream's local cache (tunable)", local, pool,
+                    p -> tunable(p).localCacheBytesPerStream());
+            bytes(registry, "gpupool.growth.step", "Size of the first lazily grown chunk (tunable)", global, pool,
+                    p -> tunable(p).growthStepBytes());
+            Gauge.builder("gpupool.coalesce.threshold", pool, p -> tunable(p).coalesceThreshold())
+                    .description("Free blocks of one order that trigger a deferred merge (tunable)").tags(global)
+                    .register(registry);
+            Gauge.builder("gpupool.mapped.slack", pool, p -> tunable(p).mappedSlack())
+                    .description("MAPPED growth: free mapped memory kept beyond the allocated high-water mark, "
+                            + "as a fraction of it (tunable)").tags(global).register(registry);
+        }
         for (FreeOrderMetric order : pool.metrics().freeBlocks()) {
             int k = order.order();
             Gauge.builder("gpupool.free.blocks", pool, p -> freeBlocks(p.metrics(), k))
@@ -168,6 +176,11 @@ public class GpuPoolMeterBinder implements MeterBinder {
                               ToLongFunction<ManagedPool> count, ToDoubleFunction<ManagedPool> totalNanos) {
         FunctionTimer.builder(name, pool, count, totalNanos, TimeUnit.NANOSECONDS).description(description).tags(tags)
                 .register(registry);
+    }
+
+    /** The configuration of a pool that had one when it was bound (a pool never loses it). */
+    private static PoolConfig tunable(ManagedPool pool) {
+        return Objects.requireNonNull(pool.configuration(), "configuration");
     }
 
     private static double freeBlocks(PoolMetrics metrics, int order) {

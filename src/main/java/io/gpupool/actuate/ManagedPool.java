@@ -8,13 +8,15 @@ import java.util.Optional;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.metric.PoolMetrics;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One device's pool as operations sees it: what the {@code gpupool} endpoint, the meters, the health
  * contributors and the dashboard read, and the few things they may change.
  *
  * <p>The seam between {@code actuate} and {@code memory}: {@link DevicePoolAdapter} implements it over a
- * {@code memory.DevicePool} (and the trace decorator when there is one); tests use a fake. Reads go to
+ * {@code memory.DevicePool} (and the trace decorator when there is one), {@link AllocatorAdapter} over
+ * any other allocator (best-fit, direct, cuda-async: numbers only, nothing to tune); tests use a fake. Reads go to
  * {@link PoolMetrics}, whose getters never take the allocation lock, because scrapes, health probes
  * and the dashboard read while requests allocate.
  */
@@ -29,19 +31,27 @@ public interface ManagedPool {
     /** Read-only statistics of the pool. */
     PoolMetrics metrics();
 
-    /** The configuration in force. */
-    PoolConfig configuration();
+    /**
+     * The configuration in force; null for an allocator that is not a {@code DevicePool} (modes BEST_FIT,
+     * DIRECT, CUDA_ASYNC), which has no pool configuration and cannot be tuned.
+     */
+    @Nullable PoolConfig configuration();
 
-    /** The cap on reserved bytes in force, resolved against {@link #capacityBytes()}. */
+    /**
+     * The cap on reserved bytes in force, resolved against {@link #capacityBytes()}; the device's
+     * memory when there is no pool configuration (nothing but the device limits those allocators).
+     */
     default long capBytes() {
-        return configuration().effectiveCapBytes(capacityBytes());
+        PoolConfig config = configuration();
+        return config == null ? capacityBytes() : config.effectiveCapBytes(capacityBytes());
     }
 
     /**
      * Applies {@code tuning} to the running pool, validated as a whole.
      *
      * @return the configuration in force afterwards
-     * @throws IllegalArgumentException naming the field, the value and the allowed range
+     * @throws IllegalArgumentException naming the field, the value and the allowed range, or saying
+     *         that the allocator has no pool to tune
      */
     PoolConfig tune(PoolTuning tuning);
 

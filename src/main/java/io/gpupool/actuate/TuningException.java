@@ -3,6 +3,7 @@ package io.gpupool.actuate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
+import io.gpupool.memory.AllocatorMode;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -32,6 +33,22 @@ public class TuningException extends IllegalArgumentException {
         this.field = field;
         this.value = value;
         this.allowed = allowed;
+    }
+
+    private TuningException(String message) {
+        super(message);
+        this.field = null;
+        this.value = null;
+        this.allowed = null;
+    }
+
+    /**
+     * A tuning sent to a device whose allocator is not a pool ({@code mode} BEST_FIT, DIRECT or
+     * CUDA_ASYNC): there is no configuration to change, whatever the fields.
+     */
+    public static TuningException noPool(AllocatorMode mode) {
+        return new TuningException("mode " + mode + " has no pool to tune; gpupool.memory.mode="
+                + AllocatorMode.TWO_LEVEL + " or " + AllocatorMode.GLOBAL_ONLY + " can be tuned");
     }
 
     /** Wraps the pool's own rejection, picking field, value and range out of its message when it has them. */

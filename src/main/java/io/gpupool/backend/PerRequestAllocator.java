@@ -15,6 +15,12 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Sizes are rounded up to 256 bytes. Outstanding blocks are counted ({@link LongAdder}s, no lock)
  * so that {@link #close()} can report leaks.
+ *
+ * <p>Statistics: allocate and free report to a {@link BasicAllocatorMetrics} ({@link #basicMetrics()}),
+ * in which every block is its own reservation. That is what {@link #metrics()} shows unless a subclass
+ * knows better where reserved memory is counted (the driver's pool behind cuda-async keeps what is
+ * freed), in which case it overrides {@link #metrics()} with a view over {@link #basicMetrics()}; the
+ * allocate/free path never calls {@link #metrics()}, so such a view costs nothing there.
  */
 public abstract class PerRequestAllocator implements DeviceAllocator, DeviceBlock.Owner {
 
@@ -49,12 +55,13 @@ public abstract class PerRequestAllocator implements DeviceAllocator, DeviceBloc
         try {
             address = allocateNative(size, stream);
         } catch (RuntimeException e) {
-            metrics().onFailure();
+            basicMetrics().onFailure();
             throw e;
         }
         // Every block is its own device allocation: reserved and allocated move together.
-        metrics().onReserve(size);
-        metrics().onAllocate(bytes, size, System.nanoTime() - started);
+        BasicAllocatorMetrics counts = basicMetrics();
+        counts.onReserve(size);
+        counts.onAllocate(bytes, size, System.nanoTime() - started);
         outstandingBlocks.increment();
         outstandingBytes.add(size);
         return new DeviceBlock(this, address, size, bytes, stream, 0L, null);
@@ -65,12 +72,19 @@ public abstract class PerRequestAllocator implements DeviceAllocator, DeviceBloc
         freeNative(block.address(), block.size(), block.stream());
         outstandingBlocks.decrement();
         outstandingBytes.add(-block.size());
-        metrics().onFree(block.requestedBytes(), block.size());
-        metrics().onUnreserve(block.size());
+        BasicAllocatorMetrics counts = basicMetrics();
+        counts.onFree(block.requestedBytes(), block.size());
+        counts.onUnreserve(block.size());
     }
 
+    /** Per-block statistics: reserved = allocated = the blocks outstanding. Override for another view. */
     @Override
-    public final BasicAllocatorMetrics metrics() {
+    public AllocatorMetrics metrics() {
+        return basicMetrics();
+    }
+
+    /** What allocate and free report to (reserved counted per block); the base of a subclass's {@link #metrics()}. */
+    protected final BasicAllocatorMetrics basicMetrics() {
         BasicAllocatorMetrics current = metrics;
         if (current == null) {
             // Created lazily because describe() and mode() are implemented by the subclass.

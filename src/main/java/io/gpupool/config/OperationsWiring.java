@@ -1,5 +1,6 @@
 package io.gpupool.config;
 
+import io.gpupool.actuate.AllocatorAdapter;
 import io.gpupool.actuate.DevicePoolAdapter;
 import io.gpupool.actuate.InferenceMetrics;
 import io.gpupool.actuate.InferenceOutcome;
@@ -10,6 +11,7 @@ import io.gpupool.actuate.TracingAllocatorControl;
 import io.gpupool.backend.ComputeBackend;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.InferenceObserver;
@@ -36,24 +38,39 @@ import java.util.Map;
 @Configuration(proxyBeanMethods = false)
 public class OperationsWiring {
 
-    /** The pools of the devices, for modes that use {@link DevicePool} (others have no pool to show). */
+    /**
+     * Every device's activation allocator, whatever the mode: a {@link DevicePool} with all its
+     * levels and controls, any other allocator (BEST_FIT, DIRECT, CUDA_ASYNC) as its totals, peaks,
+     * counters and latency, so that the memory of every mode can be read and compared.
+     */
     @Bean
     @Primary
     ManagedPools servingManagedPools(ServingDevices devices, ComputeBackend backend) {
         List<ManagedPool> pools = new ArrayList<>();
         for (DeviceRuntime device : devices.devices()) {
-            DeviceAllocator allocator = device.allocator();
-            TracingAllocatorControl trace = null;
-            if (allocator instanceof TracingAllocator tracing) {          // trace recording on the endpoint
-                trace = new TracingAllocatorControl(tracing);
-                allocator = tracing.delegate();
-            }
-            if (allocator instanceof DevicePool pool) {
-                pools.add(new DevicePoolAdapter(selector(backend, device.index()), pool,
-                        device.device().chunkSource().capacityBytes(), trace));
-            }
+            pools.add(managedPool(selector(backend, device.index()), device));
         }
         return ManagedPools.of(pools);
+    }
+
+    static ManagedPool managedPool(String selector, DeviceRuntime device) {
+        DeviceAllocator allocator = device.allocator();
+        TracingAllocatorControl trace = null;
+        if (allocator instanceof TracingAllocator tracing) {          // trace recording on the endpoint
+            trace = new TracingAllocatorControl(tracing);
+            allocator = tracing.delegate();
+        }
+        if (allocator instanceof DevicePool pool) {
+            return new DevicePoolAdapter(selector, pool, device.device().chunkSource().capacityBytes(), trace);
+        }
+        // Not device.chunkSource(): on CUDA with expandable segments that would reserve address space
+        // for a source these modes never use.
+        long capacity = device.device().totalMemory();
+        if (allocator instanceof BestFitAllocator bestFit) {           // free segments inside its chunks
+            return new AllocatorAdapter(selector, new AllocatorAdapter.Metrics(bestFit.metrics(),
+                    bestFit::freeBytes, bestFit::largestFreeBytes), capacity, trace, bestFit::trim);
+        }
+        return AllocatorAdapter.of(selector, allocator.metrics(), capacity, trace);
     }
 
     @Bean

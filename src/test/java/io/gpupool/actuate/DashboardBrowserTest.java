@@ -39,7 +39,7 @@ class DashboardBrowserTest {
         Path chromium = Path.of(System.getenv().getOrDefault("CHROMIUM", "/usr/bin/chromium"));
         assumeTrue(Files.isExecutable(chromium), "no Chromium at " + chromium);
 
-        String dom = dumpDom(chromium, "http://localhost:" + managementPort + "/actuator/dashboard");
+        String dom = dumpDom(chromium, profile, "http://localhost:" + managementPort + "/actuator/dashboard");
 
         assertThat(dom).contains("cuda:0").contains("cuda:1");
         assertThat(dom).contains("15.8%");                    // fragmentation 1 - 64/76 of the fake pool
@@ -50,7 +50,8 @@ class DashboardBrowserTest {
         assertThat(dom).contains("id=\"status\">updated ");  // the refresh went through, no error shown
     }
 
-    private String dumpDom(Path chromium, String url) throws IOException, InterruptedException {
+    /** The DOM of {@code url} after its scripts ran (virtual time budget 8 s), using {@code profile} for Chromium's data. */
+    static String dumpDom(Path chromium, Path profile, String url) throws IOException, InterruptedException {
         Path userData = Files.createDirectories(profile.resolve("chromium"));
         List<String> command = List.of(chromium.toString(), "--headless", "--no-sandbox", "--disable-gpu",
                 "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update",

@@ -188,7 +188,7 @@ public final class AllocatorComparison {
         }
     }
 
-    private static void fillRow(ObjectNode row, JsonNode report) {
+    static void fillRow(ObjectNode row, JsonNode report) {
         JsonNode latency = report.path("latency_ms");
         row.put("throughput_rps", report.path("throughput_rps").asDouble());
         for (String q : List.of("p50", "p90", "p99", "p99.9", "max")) {
@@ -204,7 +204,12 @@ public final class AllocatorComparison {
             peakReserved += device.path("peakReservedBytes").asLong();
             peakAllocated += device.path("peakAllocatedBytes").asLong();
         }
+        // Every mode lists its devices (modes without a pool show their allocator's numbers); none
+        // listed means the endpoint could not be read, and the table says n/a rather than 0.
         row.put("pool_listed", report.path("pool_after").path("devices").size() > 0);
+        if (report.path("pool_after").has("error")) {
+            row.put("pool_error", report.path("pool_after").path("error").asString(""));
+        }
         row.put("pool_peak_reserved_bytes", peakReserved);
         row.put("pool_peak_allocated_bytes", peakAllocated);
         row.put("allocated_after_drain_bytes", LoadDriver.allocatedBytes(report.path("pool_after_drain")));
@@ -293,24 +298,25 @@ public final class AllocatorComparison {
         StringBuilder md = new StringBuilder();
         md.append(String.format(Locale.ROOT, "Backend `%s`, started %s.%n%n", combined.path("backend").asString(""),
                 combined.path("started_at").asString("")));
-        md.append("| mode | req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | × DIRECT req/s | × DIRECT p99 | not 200 | unexpected 5xx | pool peak reserved | allocated after drain | ready after |\n");
-        md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        md.append("| mode | req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | × DIRECT req/s | × DIRECT p99 | not 200 | unexpected 5xx | pool peak reserved | pool peak allocated | allocated after drain | ready after |\n");
+        md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (JsonNode row : combined.path("modes")) {
             if (row.has("error")) {
                 md.append("| ").append(row.path("mode").asString("")).append(" | failed: ")
-                        .append(row.path("error").asString("")).append(" |||||||||||\n");
+                        .append(row.path("error").asString("")).append(" |||||||||||||\n");
                 continue;
             }
             boolean pool = row.path("pool_listed").asBoolean();
+            String notRead = row.has("pool_error") ? "n/a (not read)" : "n/a (not listed)";
             String label = row.path("mode").asString("") + (row.has("round") ? " (round " + row.path("round").asInt() + ")" : "");
-            md.append(String.format(Locale.ROOT, "| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s | %d | %d | %s | %s | %d |%n",
+            md.append(String.format(Locale.ROOT, "| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %s | %d | %d | %s | %s | %s | %d |%n",
                     label, row.path("throughput_rps").asDouble(), row.path("p50_ms").asDouble(),
                     row.path("p90_ms").asDouble(), row.path("p99_ms").asDouble(), row.path("p99.9_ms").asDouble(),
                     row.has("throughput_vs_direct") ? String.format(Locale.ROOT, "%.2f", row.path("throughput_vs_direct").asDouble()) : "-",
                     row.has("p99_vs_direct") ? String.format(Locale.ROOT, "%.2f", row.path("p99_vs_direct").asDouble()) : "-",
                     row.path("requests").asLong() - row.path("ok").asLong(), row.path("unexpected_5xx").asLong(),
-                    !pool ? "n/a (not listed)"
-                            : String.format(Locale.ROOT, "%.0f MiB", row.path("pool_peak_reserved_bytes").asLong() / 1048576.0),
+                    !pool ? notRead : mebibytes(row.path("pool_peak_reserved_bytes").asLong()),
+                    !pool ? "n/a" : mebibytes(row.path("pool_peak_allocated_bytes").asLong()),
                     !pool ? "n/a" : row.path("allocated_after_drain_bytes").asLong() + " B", row.path("ready_after").asInt()));
         }
         if (combined.has("summary")) {
@@ -326,6 +332,10 @@ public final class AllocatorComparison {
             }
         }
         return md.toString();
+    }
+
+    private static String mebibytes(long bytes) {
+        return String.format(Locale.ROOT, "%.0f MiB", bytes / 1048576.0);
     }
 
     private static String range(JsonNode entry, String field, String format) {

@@ -193,24 +193,64 @@ class LoadDriverTest {
         }
     }
 
-    /** The comparison table: ratios against DIRECT, and modes that failed or list no pool shown as such. */
+    /**
+     * The comparison table: ratios against DIRECT, peak reserved and peak allocated for every mode that
+     * lists its devices (pool or not), n/a for a run whose endpoint could not be read, and failed modes.
+     */
     @Test
-    void comparisonTableGivesRatiosAgainstDirect() {
+    void comparisonTableGivesRatiosAgainstDirectAndMemoryForEveryListedMode() {
         JsonNode combined = json.readTree("""
                 {"backend":"cuda","started_at":"t","modes":[
                   {"mode":"TWO_LEVEL","throughput_rps":230,"p50_ms":1,"p90_ms":2,"p99_ms":9,"p99.9_ms":10,
                    "requests":100,"ok":100,"unexpected_5xx":0,"pool_listed":true,
-                   "pool_peak_reserved_bytes":1073741824,"allocated_after_drain_bytes":0,"ready_after":200},
+                   "pool_peak_reserved_bytes":1073741824,"pool_peak_allocated_bytes":805306368,
+                   "allocated_after_drain_bytes":0,"ready_after":200},
                   {"mode":"DIRECT","throughput_rps":200,"p50_ms":1,"p90_ms":2,"p99_ms":10,"p99.9_ms":11,
-                   "requests":90,"ok":88,"unexpected_5xx":0,"pool_listed":false,"ready_after":200},
+                   "requests":90,"ok":88,"unexpected_5xx":0,"pool_listed":true,
+                   "pool_peak_reserved_bytes":734003200,"pool_peak_allocated_bytes":734003200,
+                   "allocated_after_drain_bytes":0,"ready_after":200},
+                  {"mode":"BEST_FIT","throughput_rps":100,"p50_ms":1,"p90_ms":2,"p99_ms":20,"p99.9_ms":21,
+                   "requests":50,"ok":50,"unexpected_5xx":0,"pool_listed":false,
+                   "pool_error":"GET /actuator/gpupool answered 503","ready_after":200},
                   {"mode":"CUDA_ASYNC","error":"server exited with status 1 before it was ready"}]}""");
         AllocatorComparison.addRatios((tools.jackson.databind.node.ArrayNode) combined.get("modes"));
         assertThat(combined.get("modes").get(0).get("throughput_vs_direct").asDouble()).isEqualTo(1.15);
         assertThat(combined.get("modes").get(0).get("p99_vs_direct").asDouble()).isEqualTo(0.9);
         String table = AllocatorComparison.markdown(combined);
-        assertThat(table).contains("| TWO_LEVEL | 230.0 | 1.00 | 2.00 | 9.00 | 10.00 | 1.15 | 0.90 | 0 | 0 | 1024 MiB | 0 B | 200 |")
-                .contains("| DIRECT | 200.0 | 1.00 | 2.00 | 10.00 | 11.00 | 1.00 | 1.00 | 2 | 0 | n/a (not listed) | n/a | 200 |")
-                .contains("| CUDA_ASYNC | failed: server exited with status 1 before it was ready |");
+        assertThat(table).contains("| pool peak reserved | pool peak allocated | allocated after drain |")
+                .contains("| TWO_LEVEL | 230.0 | 1.00 | 2.00 | 9.00 | 10.00 | 1.15 | 0.90 | 0 | 0 | 1024 MiB | 768 MiB | 0 B | 200 |")
+                .contains("| DIRECT | 200.0 | 1.00 | 2.00 | 10.00 | 11.00 | 1.00 | 1.00 | 2 | 0 | 700 MiB | 700 MiB | 0 B | 200 |")
+                .contains("| BEST_FIT | 100.0 | 1.00 | 2.00 | 20.00 | 21.00 | 0.50 | 2.00 | 0 | 0 | n/a (not read) | n/a | n/a | 200 |")
+                .contains("| CUDA_ASYNC | failed: server exited with status 1 before it was ready |||||||||||||");
+        assertThat(table.lines().filter(line -> line.startsWith("| CUDA_ASYNC")).findFirst().orElseThrow()
+                .chars().filter(c -> c == '|').count())
+                .as("a failed mode's row has as many cells as the header")
+                .isEqualTo(table.lines().filter(line -> line.startsWith("| mode")).findFirst().orElseThrow()
+                        .chars().filter(c -> c == '|').count());
+    }
+
+    /** A row sums the peaks of every listed device; an unreadable endpoint leaves it unlisted with the reason. */
+    @Test
+    void comparisonRowSumsThePeaksOfEveryDeviceOrKeepsWhyTheEndpointWasNotRead() {
+        JsonNode report = json.readTree("""
+                {"throughput_rps":10,"latency_ms":{"p50":1},"requests":5,"status":{"200":5},"ready_after":200,
+                 "pool_after":{"devices":{
+                   "cuda:0":{"mode":"CUDA_ASYNC","peakReservedBytes":3000,"peakAllocatedBytes":1000,"allocatedBytes":0},
+                   "cuda:1":{"mode":"CUDA_ASYNC","peakReservedBytes":500,"peakAllocatedBytes":200,"allocatedBytes":0}}},
+                 "pool_after_drain":{"devices":{"cuda:0":{"allocatedBytes":0},"cuda:1":{"allocatedBytes":256}}}}""");
+        tools.jackson.databind.node.ObjectNode row = json.createObjectNode();
+        AllocatorComparison.fillRow(row, report);
+        assertThat(row.get("pool_listed").asBoolean()).isTrue();
+        assertThat(row.get("pool_peak_reserved_bytes").asLong()).isEqualTo(3500);
+        assertThat(row.get("pool_peak_allocated_bytes").asLong()).isEqualTo(1200);
+        assertThat(row.get("allocated_after_drain_bytes").asLong()).isEqualTo(256);
+        assertThat(row.has("pool_error")).isFalse();
+
+        tools.jackson.databind.node.ObjectNode unread = json.createObjectNode();
+        AllocatorComparison.fillRow(unread, json.readTree("""
+                {"pool_after":{"error":"GET /actuator/gpupool failed: connection refused"},"pool_after_drain":{}}"""));
+        assertThat(unread.get("pool_listed").asBoolean()).isFalse();
+        assertThat(unread.get("pool_error").asString()).contains("connection refused");
     }
 
     /** Several rounds: ratios within each round, and a summary of median, lowest and highest per mode. */

@@ -36,7 +36,16 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 final class LibCuda {
 
+    // CUmemPool_attribute values; all of these are cuuint64_t, read and written through a pointer to 8 bytes.
     static final int MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
+    /** Memory the pool currently holds from the device (what it keeps after frees included). */
+    static final int MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5;
+    /** High-water mark of {@link #MEMPOOL_ATTR_RESERVED_MEM_CURRENT}; setting it to 0 resets it (no other value). */
+    static final int MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6;
+    /** Memory of the pool currently handed out to the application. */
+    static final int MEMPOOL_ATTR_USED_MEM_CURRENT = 7;
+    /** High-water mark of {@link #MEMPOOL_ATTR_USED_MEM_CURRENT}; setting it to 0 resets it (no other value). */
+    static final int MEMPOOL_ATTR_USED_MEM_HIGH = 8;
     private static final int MEM_ALLOCATION_TYPE_PINNED = 1;
     private static final int MEM_LOCATION_TYPE_DEVICE = 1;
     private static final int MEM_ACCESS_FLAGS_PROT_READWRITE = 3;
@@ -107,7 +116,7 @@ final class LibCuda {
         }
     }
 
-    /** Sets a 64-bit attribute (e.g. the release threshold) of a memory pool. */
+    /** Sets a 64-bit attribute (e.g. the release threshold, or 0 into a high-water mark) of a memory pool. */
     void setMemPoolAttribute(long pool, int attribute, long value) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment in = arena.allocate(JAVA_LONG);
