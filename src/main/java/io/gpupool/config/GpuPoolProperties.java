@@ -83,7 +83,7 @@ public class GpuPoolProperties {
         /** The cap as a fraction of device memory, in (0, 1], used when cap is empty. */
         private double capFraction = 0.9;
 
-        /** Most bytes one stream's local cache holds (TWO_LEVEL). */
+        /** Most bytes one stream's local cache holds (TWO_LEVEL); MAPPED and ON_DEMAND growth lower it to a share of the allocated bytes. */
         private DataSize localCacheSize = DataSize.ofMegabytes(256);
 
         /** Most free blocks one stream caches per size class, 0 to 64. */

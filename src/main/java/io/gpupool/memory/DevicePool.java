@@ -65,9 +65,9 @@ import java.util.function.Supplier;
  * instead of trading against it: chunks are address space, memory is mapped under the runs in use
  * (see "MAPPED: map and unmap" below), and free space between live blocks costs nothing unless it
  * is mapped. Mapped memory is held to the allocated high-water mark + {@link PoolConfig#mappedSlack()} (1/16):
- * 1.08-1.12 x peak live on the trace. Local caches keep their configured cap (the budget bounds them),
- * so a stream reuses its own memory without fences (H200 serving: 96.5 req/s against 80.4 with
- * ON_DEMAND's small caps). A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200
+ * 1.08-1.12 x peak live on the trace. A stream's local cache holds at most its share of half the
+ * allocated bytes (see {@link #MAPPED_LOCAL_SHARE_FACTOR}: with the full configured cap the caches
+ * kept the pool over its budget and every reclaim flushed them, so the streams mapped afresh). A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200
  * (docs/benchmarks.md), so placement prefers fully mapped blocks, then merges, and large runs
  * (&ge; {@code LARGE_RUN_BYTES}) live in chunks of their own. Waiting on another stream's fence costs
  * more than a map (it serialises the two streams on the device), so a block the stream need not wait
@@ -176,7 +176,17 @@ public final class DevicePool implements DeviceAllocator {
 
     /** Under ON_DEMAND the local caches together hold at most 1/this of allocated bytes (plus the floor below). */
     static final int LOCAL_SHARE_DIVISOR = 8;
-    /** Floor of a stream's local cap under ON_DEMAND, in minimum blocks. */
+    /**
+     * Under MAPPED the local caches together hold at most this many times the ON_DEMAND share, i.e.
+     * half of the allocated bytes (plus the floor). With the full configured cap (256 MiB per stream,
+     * 4 GiB over 16 streams against a budget slack of 1/16) the caches kept pushing the pool over its
+     * mapped budget; each reclaim flushed them all and the streams then mapped afresh: 22 449 maps per
+     * 1000 trace requests against 5 777 with this share, the same 1.081 x peak live, and a lower peak
+     * when fences lag (2.36 x against 2.77 x at 1000 events). On the H200 it served 0.996 x cuda-async
+     * against 0.987-0.991 x in two 3-round comparisons (docs/benchmarks.md, fourth session).
+     */
+    static final int MAPPED_LOCAL_SHARE_FACTOR = 4;
+    /** Floor of a stream's local cap under ON_DEMAND and MAPPED, in minimum blocks. */
     static final int LOCAL_MIN_UNITS = 4;
 
     private final ChunkSource source;
@@ -1560,16 +1570,19 @@ public final class DevicePool implements DeviceAllocator {
     /**
      * The bytes cap of one stream's local cache now: localCacheBytesPerStream, lowered under
      * ON_DEMAND growth to a share of the pool's allocated bytes (1/{@value #LOCAL_SHARE_DIVISOR}
-     * of them spread over the streams, at least {@value #LOCAL_MIN_UNITS} minimum blocks), so
-     * that the caches together never strand more than a fixed fraction of live memory.
+     * of them spread over the streams, at least {@value #LOCAL_MIN_UNITS} minimum blocks), and under
+     * MAPPED growth to {@value #MAPPED_LOCAL_SHARE_FACTOR} times that share (half of the allocated
+     * bytes), so that the caches together never strand more than a fixed fraction of live memory.
      * Refreshed when the peak is sampled (a plain volatile read on the hot path).
      */
     long localCapBytes(PoolConfig cfg) {
         long fixed = cfg.localCacheBytesPerStream();
-        if (policy != GrowthPolicy.ON_DEMAND) {
-            return fixed;                                          // MAPPED: the mapped budget bounds the caches
-        }
-        return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, liveShareBytes));
+        long share = switch (policy) {
+            case ON_DEMAND -> liveShareBytes;
+            case MAPPED -> liveShareBytes * MAPPED_LOCAL_SHARE_FACTOR;
+            default -> fixed;                                      // LAZY, EAGER, HYBRID: the configured cap
+        };
+        return Math.min(fixed, Math.max(LOCAL_MIN_UNITS * minBlock, share));
     }
 
     /** Flushes every local cache, releases empty slabs and coalesces, returning nothing to the source (tests). */

@@ -36,7 +36,8 @@ import java.util.Objects;
  * @param localCacheBytesPerStream most bytes one stream's local cache holds; [0, 1 TiB]; 0 disables the
  *                                 local level in effect; blocks above a quarter of it are not cached
  *                                 locally; default 256 MiB. Under ON_DEMAND a stream's cap is further lowered
- *                                 to its share of 1/8 of the pool's allocated bytes (at least 4 minimum blocks)
+ *                                 to its share of 1/8 of the pool's allocated bytes, under MAPPED to its share
+ *                                 of 1/2 of them (at least 4 minimum blocks either way)
  * @param localCacheCountPerClass  most free blocks one stream caches per size class; [0, 64]; default 16
  * @param localIdleAge             a local size class unused for longer is flushed to the global level; [0, 1 h];
  *                                 default 10 s

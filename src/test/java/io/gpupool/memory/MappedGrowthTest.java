@@ -297,4 +297,27 @@ class MappedGrowthTest {
             assertThat(pool.metrics().unmapNanos()).isGreaterThanOrEqualTo(unmaps * callNanos);
         }
     }
+
+    /**
+     * Under MAPPED a stream's local cache holds at most its share of half the allocated bytes: with
+     * little live, a freed 16 MiB block goes back to the global level where every stream can take it;
+     * with 1 GiB live on another stream, the same block stays in the stream's cache for reuse.
+     */
+    @Test
+    void aStreamCachesAtMostItsShareOfHalfTheAllocatedBytes() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+            DeviceBlock small = pool.allocate(16 * MIB, s0);
+            small.release();
+            assertThat(pool.metrics().cachedBytes()).as("16 MiB live: the share is below the 8 MiB floor").isZero();
+            List<DeviceBlock> live = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                live.add(pool.allocate(256 * MIB, s1));            // each large allocation samples the share
+            }
+            DeviceBlock again = pool.allocate(16 * MIB, s0);
+            again.release();
+            assertThat(pool.metrics().cachedBytes()).as("1 GiB live over 2 streams: a share of 256 MiB")
+                    .isEqualTo(16 * MIB);
+            live.forEach(DeviceBlock::release);
+        }
+    }
 }
