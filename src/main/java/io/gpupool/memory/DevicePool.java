@@ -183,7 +183,9 @@ public final class DevicePool implements DeviceAllocator {
      * mapped budget; each reclaim flushed them all and the streams then mapped afresh: 22 449 maps per
      * 1000 trace requests against 5 777 with this share, the same 1.081 x peak live, and a lower peak
      * when fences lag (2.36 x against 2.77 x at 1000 events). On the H200 it served 0.996 x cuda-async
-     * against 0.987-0.991 x in two 3-round comparisons (docs/benchmarks.md, fourth session).
+     * against 0.987-0.991 x in two 3-round comparisons and 1.000 x in the final 2-round one; there the
+     * maps stayed (about 5 000 per 20 s run) while cache flushes fell by a third and the local hit
+     * ratio went from 90 % to 24 % (docs/benchmarks.md, fourth session).
      */
     static final int MAPPED_LOCAL_SHARE_FACTOR = 4;
     /** Floor of a stream's local cap under ON_DEMAND and MAPPED, in minimum blocks. */
