@@ -269,6 +269,9 @@ public final class AllocatorComparison {
             }
             spread(entry, "throughput_rps", runs, 1);
             entry.put("p99_ms_median", median(values(runs, "p99_ms")));
+            if (runs.stream().allMatch(r -> r.path("pool_listed").asBoolean())) {
+                spread(entry, "pool_peak_reserved_bytes", runs, 1);
+            }
             for (String ratio : List.of("throughput_vs_direct", "throughput_vs_cuda_async")) {
                 if (runs.stream().allMatch(r -> r.has(ratio))) {
                     spread(entry, ratio, runs, 1000);
@@ -322,13 +325,14 @@ public final class AllocatorComparison {
         if (combined.has("summary")) {
             md.append(String.format(Locale.ROOT, "%nOver %d rounds (median, lowest–highest; ratios taken within each round):%n%n",
                     combined.path("rounds").asInt()));
-            md.append("| mode | runs | req/s | × DIRECT | × CUDA_ASYNC | p99 ms (median) |\n");
-            md.append("|---|---:|---:|---:|---:|---:|\n");
+            md.append("| mode | runs | req/s | × DIRECT | × CUDA_ASYNC | p99 ms (median) | peak reserved MiB |\n");
+            md.append("|---|---:|---:|---:|---:|---:|---:|\n");
             for (JsonNode entry : combined.path("summary")) {
-                md.append(String.format(Locale.ROOT, "| %s | %d | %s | %s | %s | %s |%n", entry.path("mode").asString(""),
+                md.append(String.format(Locale.ROOT, "| %s | %d | %s | %s | %s | %s | %s |%n", entry.path("mode").asString(""),
                         entry.path("runs").asInt(), range(entry, "throughput_rps", "%.1f"),
                         range(entry, "throughput_vs_direct", "%.2f"), range(entry, "throughput_vs_cuda_async", "%.3f"),
-                        entry.has("p99_ms_median") ? String.format(Locale.ROOT, "%.1f", entry.path("p99_ms_median").asDouble()) : "-"));
+                        entry.has("p99_ms_median") ? String.format(Locale.ROOT, "%.1f", entry.path("p99_ms_median").asDouble()) : "-",
+                        mebibytes(entry, "pool_peak_reserved_bytes")));
             }
         }
         return md.toString();
@@ -336,6 +340,16 @@ public final class AllocatorComparison {
 
     private static String mebibytes(long bytes) {
         return String.format(Locale.ROOT, "%.0f MiB", bytes / 1048576.0);
+    }
+
+    /** Median (lowest–highest) of a byte field in MiB, or "-" when some run was not read. */
+    private static String mebibytes(JsonNode entry, String field) {
+        if (!entry.has(field + "_median")) {
+            return "-";
+        }
+        double mib = 1024.0 * 1024.0;
+        return String.format(Locale.ROOT, "%.0f (%.0f–%.0f)", entry.path(field + "_median").asDouble() / mib,
+                entry.path(field + "_min").asDouble() / mib, entry.path(field + "_max").asDouble() / mib);
     }
 
     private static String range(JsonNode entry, String field, String format) {

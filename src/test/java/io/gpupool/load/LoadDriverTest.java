@@ -258,11 +258,14 @@ class LoadDriverTest {
     void roundsAreComparedWithinEachRoundAndSummarised() {
         JsonNode combined = json.readTree("""
                 {"backend":"cuda","started_at":"t","rounds":3,"modes":[
-                  {"mode":"TWO_LEVEL","round":1,"throughput_rps":99,"p99_ms":280,"requests":1,"ok":1,"pool_listed":true},
+                  {"mode":"TWO_LEVEL","round":1,"throughput_rps":99,"p99_ms":280,"requests":1,"ok":1,"pool_listed":true,
+                   "pool_peak_reserved_bytes":943718400},
                   {"mode":"CUDA_ASYNC","round":1,"throughput_rps":100,"p99_ms":260,"requests":1,"ok":1},
                   {"mode":"CUDA_ASYNC","round":2,"throughput_rps":96,"p99_ms":270,"requests":1,"ok":1},
-                  {"mode":"TWO_LEVEL","round":2,"throughput_rps":97,"p99_ms":290,"requests":1,"ok":1,"pool_listed":true},
-                  {"mode":"TWO_LEVEL","round":3,"throughput_rps":101,"p99_ms":270,"requests":1,"ok":1,"pool_listed":true},
+                  {"mode":"TWO_LEVEL","round":2,"throughput_rps":97,"p99_ms":290,"requests":1,"ok":1,"pool_listed":true,
+                   "pool_peak_reserved_bytes":838860800},
+                  {"mode":"TWO_LEVEL","round":3,"throughput_rps":101,"p99_ms":270,"requests":1,"ok":1,"pool_listed":true,
+                   "pool_peak_reserved_bytes":1048576000},
                   {"mode":"CUDA_ASYNC","round":3,"throughput_rps":100,"p99_ms":250,"requests":1,"ok":1}]}""");
         tools.jackson.databind.node.ArrayNode rows = (tools.jackson.databind.node.ArrayNode) combined.get("modes");
         AllocatorComparison.addRatios(rows);
@@ -281,7 +284,8 @@ class LoadDriverTest {
         assertThat(AllocatorComparison.markdown(combined))
                 .contains("| TWO_LEVEL (round 2) | 97.0 |")
                 .contains("Over 3 rounds")
-                .contains("| TWO_LEVEL | 3 | 99.0 (97.0–101.0) | - | 1.010 (0.990–1.010) | 280.0 |");
+                .contains("| TWO_LEVEL | 3 | 99.0 (97.0–101.0) | - | 1.010 (0.990–1.010) | 280.0 | 900 (800–1000) |")
+                .contains("| CUDA_ASYNC | 3 | 100.0 (96.0–100.0) | - | 1.000 (1.000–1.000) | 260.0 | - |");
     }
 
     /** A --modes entry may carry server settings and is then a variant of its own, named by the whole entry. */
