@@ -188,7 +188,7 @@ public class GpuPoolEndpoint {
                 .map(t -> new TraceDescriptor(pool.device(), t.recording(), t.events()))
                 .orElse(null);
         return new DeviceDescriptor(pool.device(), m.mode().name(), pool.capacityBytes(), pool.capBytes(), global,
-                m.smallClasses(), caches, m.counters(), latency, pool.configuration(), trace);
+                m.smallClasses(), m.localCacheCapBytes(), caches, m.counters(), latency, pool.configuration(), trace);
     }
 
     /** The buddy tree's leaf size, for drawing the layout; 0 for an allocator without a pool. */
@@ -216,12 +216,15 @@ public class GpuPoolEndpoint {
      * One device's pool, or its allocator when the mode has no pool ({@code mode} BEST_FIT, DIRECT,
      * CUDA_ASYNC: then {@code configuration} is null, the cap is the device memory, and only the byte
      * totals, peaks, counters and latency of {@code global} are filled). {@code capBytes} is the cap in
-     * force resolved against the device memory; {@code trace} is null when the pool is not wrapped by
-     * the trace recorder.
+     * force resolved against the device memory; {@code localCacheCapBytes} is each stream's local cap in
+     * force now (the configured cap, lowered to a share of the allocated bytes under MAPPED and ON_DEMAND
+     * growth; 0 without local caches); {@code trace} is null when the pool is not wrapped by the trace
+     * recorder.
      */
     public record DeviceDescriptor(String device, String mode, long capacityBytes, long capBytes,
                                    GlobalDescriptor global, List<SizeClassMetric> smallObjects,
-                                   List<LocalCacheDescriptor> localCaches, AllocatorCounters counters,
+                                   long localCacheCapBytes, List<LocalCacheDescriptor> localCaches,
+                                   AllocatorCounters counters,
                                    LatencyDescriptor latency, @Nullable PoolConfig configuration,
                                    @Nullable TraceDescriptor trace) {
     }

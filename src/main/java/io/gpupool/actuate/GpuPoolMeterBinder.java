@@ -88,6 +88,9 @@ public class GpuPoolMeterBinder implements MeterBinder {
         Gauge.builder("gpupool.fragmentation", pool, p -> p.metrics().fragmentation())
                 .description("1 - largest free block / free memory of the global level (0 = none)")
                 .tags(global).register(registry);
+        bytes(registry, "gpupool.local.cache.cap.in.force", "Cap on each stream's local cache now: the configured cap, "
+                + "lowered to a stream's share of the allocated bytes under MAPPED and ON_DEMAND growth", local, pool,
+                p -> p.metrics().localCacheCapBytes());
         Gauge.builder("gpupool.chunks", pool, p -> p.metrics().chunks().size())
                 .description("Chunks the pool holds from the device").tags(global).register(registry);
         if (pool.configuration() != null) {

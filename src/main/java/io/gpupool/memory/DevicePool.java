@@ -1719,6 +1719,12 @@ public final class DevicePool implements DeviceAllocator {
         }
 
         @Override
+        public long localCacheCapBytes() {
+            PoolConfig cfg = config;
+            return cfg.mode() == AllocatorMode.TWO_LEVEL ? localCapBytes(cfg) : 0;
+        }
+
+        @Override
         public List<StreamCacheMetric> streams() {
             List<StreamCacheMetric> result = new ArrayList<>();
             for (LocalCache cache : caches) {

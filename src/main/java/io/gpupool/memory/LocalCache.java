@@ -48,9 +48,9 @@ import java.lang.invoke.VarHandle;
  *       fence for the batch); if the bytes cap would be passed, flush the oldest entries of the
  *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
  *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).
- *       The bytes cap is {@link DevicePool#localCapBytes}: the configured cap, under ON_DEMAND growth
- *       lowered to the stream's share of a fraction of the pool's allocated bytes (one volatile
- *       read).</li>
+ *       The bytes cap is {@link DevicePool#localCapBytes}: the configured cap, under MAPPED and
+ *       ON_DEMAND growth lowered to the stream's share of a fraction of the pool's allocated bytes
+ *       (one volatile read).</li>
  *   <li>uses are stamped with the pool's coarse clock ({@link DevicePool#advanceClock}: a volatile
  *       long refreshed on global-level operations, maintenance and every 1024 local operations of
  *       any stream, but written only when it moved by more than a millisecond, so that sixteen

@@ -230,6 +230,11 @@ final class FakePool implements ManagedPool {
         }
 
         @Override
+        public long localCacheCapBytes() {
+            return 32 * MIB;
+        }
+
+        @Override
         public long mapNanos() {
             return 3_000_000;
         }

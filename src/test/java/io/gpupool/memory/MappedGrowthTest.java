@@ -309,6 +309,7 @@ class MappedGrowthTest {
             DeviceBlock small = pool.allocate(16 * MIB, s0);
             small.release();
             assertThat(pool.metrics().cachedBytes()).as("16 MiB live: the share is below the 8 MiB floor").isZero();
+            assertThat(pool.metrics().localCacheCapBytes()).as("operators see the cap in force").isEqualTo(8 * MIB);
             List<DeviceBlock> live = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
                 live.add(pool.allocate(256 * MIB, s1));            // each large allocation samples the share
@@ -317,6 +318,7 @@ class MappedGrowthTest {
             again.release();
             assertThat(pool.metrics().cachedBytes()).as("1 GiB live over 2 streams: a share of 256 MiB")
                     .isEqualTo(16 * MIB);
+            assertThat(pool.metrics().localCacheCapBytes()).isEqualTo(256 * MIB);
             live.forEach(DeviceBlock::release);
         }
     }

@@ -14,6 +14,14 @@ public interface PoolMetrics extends AllocatorMetrics {
     /** Per-stream local caches, ordered by ordinal. */
     List<StreamCacheMetric> streams();
 
+    /**
+     * The bytes cap of each stream's local cache in force now: the configured cap, lowered under
+     * MAPPED and ON_DEMAND growth to a stream's share of the allocated bytes; 0 without local caches.
+     */
+    default long localCacheCapBytes() {
+        return 0;
+    }
+
     /** Free blocks of the global level, one entry per order. */
     List<FreeOrderMetric> freeBlocks();
 
