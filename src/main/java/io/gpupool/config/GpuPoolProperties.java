@@ -107,6 +107,13 @@ public class GpuPoolProperties {
          */
         private double mappedSlack = PoolConfig.DEFAULT_MAPPED_SLACK;
 
+        /**
+         * MAPPED growth: rather than map beyond the budget (high-water mark + mapped slack), take memory
+         * another stream freed and wait for that stream's work (as cudaMallocAsync does). Less memory,
+         * more cross-stream waits; off by default.
+         */
+        private boolean waitBeyondBudget = false;
+
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
 
@@ -150,6 +157,8 @@ public class GpuPoolProperties {
         public void setReleaseThreshold(DataSize releaseThreshold) { this.releaseThreshold = releaseThreshold; }
         public Duration getReleaseIdleAge() { return releaseIdleAge; }
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
+        public boolean isWaitBeyondBudget() { return waitBeyondBudget; }
+        public void setWaitBeyondBudget(boolean waitBeyondBudget) { this.waitBeyondBudget = waitBeyondBudget; }
         public double getMappedSlack() { return mappedSlack; }
         public void setMappedSlack(double mappedSlack) { this.mappedSlack = mappedSlack; }
         public boolean isTrackAllocationSites() { return trackAllocationSites; }

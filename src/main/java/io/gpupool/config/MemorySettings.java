@@ -52,7 +52,8 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
                     bytes(memory.getGrowthStep()), bytes(memory.getMaxGrowthStep()), bytes(memory.getCap()),
                     memory.getCapFraction(), bytes(memory.getLocalCacheSize()), memory.getLocalCacheCountPerClass(),
                     memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThreshold()),
-                    memory.getReleaseIdleAge(), memory.getMappedSlack(), memory.isTrackAllocationSites());
+                    memory.getReleaseIdleAge(), memory.getMappedSlack(), memory.isWaitBeyondBudget(),
+                    memory.isTrackAllocationSites());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
                     memory.getFaultInjection().getSeed(), memory.isExpandableSegments());
         } catch (IllegalArgumentException | NullPointerException e) {

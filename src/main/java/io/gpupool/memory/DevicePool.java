@@ -418,7 +418,8 @@ public final class DevicePool implements DeviceAllocator {
                 buddy.coalesceAll();                               // freed runs lie in pieces until merged
                 handle = buddy.allocate(units, stream, true);
             }
-            if (handle < 0 && reserved.get() + ((long) units << unitShift) > capBytes()) {
+            long mapLimit = config.waitBeyondBudget() ? mappedBudget() : capBytes();
+            if (handle < 0 && reserved.get() + ((long) units << unitShift) > mapLimit) {
                 handle = buddy.allocate(units, null, true);        // no room to map: a wait beats a recovery
             }
             if (handle < 0 && units > 1) {

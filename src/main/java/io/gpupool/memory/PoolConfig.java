@@ -52,6 +52,13 @@ import java.util.Objects;
  *                                 blocks); more is unmapped. [0, 1]; default 0.0625 (1/16). BERT trace, 1000
  *                                 requests: 0 holds 1.07 x peak live, 1/16 1.08 x, 1/8 1.15 x, 1/4 1.27 x; on
  *                                 the H200, 1/4 served 0.5-0.8 % more requests in single runs (docs/benchmarks.md)
+ * @param waitBeyondBudget         MAPPED growth: when no free block the stream can take without waiting is
+ *                                 mapped and mapping one would pass the mapped budget (the high-water mark +
+ *                                 mappedSlack), take a mapped block another stream freed and make the stream
+ *                                 wait for that stream's work (what cudaMallocAsync does) rather than map more.
+ *                                 Default false (map before wait). Holds less when the device runs behind the
+ *                                 host: BERT trace with fences 1000 events late, 2.13 x peak live against 2.36 x
+ *                                 and 5 x fewer maps, at twice the waits; not yet measured on a GPU
  * @param trackAllocationSites     remember a stack trace per block to report leaks at close; default false
  */
 public record PoolConfig(
@@ -71,6 +78,7 @@ public record PoolConfig(
         long releaseThresholdBytes,
         Duration releaseIdleAge,
         double mappedSlack,
+        boolean waitBeyondBudget,
         boolean trackAllocationSites) {
 
     public static final long KIB = 1024L;
@@ -135,7 +143,7 @@ public record PoolConfig(
     public static PoolConfig defaults() {
         return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.MAPPED, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
-                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, false);
+                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, false, false);
     }
 
     /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */
@@ -158,14 +166,14 @@ public record PoolConfig(
                 tuning.releaseThresholdBytes() != null ? tuning.releaseThresholdBytes() : releaseThresholdBytes,
                 tuning.releaseIdleAge() != null ? tuning.releaseIdleAge() : releaseIdleAge,
                 tuning.mappedSlack() != null ? tuning.mappedSlack() : mappedSlack,
-                trackAllocationSites);
+                waitBeyondBudget, trackAllocationSites);
     }
 
     public PoolConfig withMode(AllocatorMode newMode) {
         return new PoolConfig(newMode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, trackAllocationSites);
+                mappedSlack, waitBeyondBudget, trackAllocationSites);
     }
 
     /** Sets the growth policy and its initial size (pass 0 with LAZY). */
@@ -173,7 +181,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, policy, newInitialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, trackAllocationSites);
+                mappedSlack, waitBeyondBudget, trackAllocationSites);
     }
 
     /** Sets the block range; growth steps are raised to at least the new maximum block. */
@@ -182,14 +190,22 @@ public record PoolConfig(
         return new PoolConfig(mode, newMinBlockBytes, newMaxBlockBytes, growthPolicy, initialBytes, step,
                 Math.max(maxGrowthStepBytes, step), capBytes, capFraction, localCacheBytesPerStream,
                 localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, trackAllocationSites);
+                mappedSlack, waitBeyondBudget, trackAllocationSites);
     }
 
     public PoolConfig withTrackAllocationSites(boolean track) {
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, track);
+                mappedSlack, waitBeyondBudget, track);
+    }
+
+    /** Sets {@link #waitBeyondBudget()}. */
+    public PoolConfig withWaitBeyondBudget(boolean wait) {
+        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
+                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
+                mappedSlack, wait, trackAllocationSites);
     }
 
     static IllegalArgumentException invalid(String field, Object value, String allowed) {

@@ -37,13 +37,16 @@ class GpuPoolConfigurationTest {
 
     @Test
     void poolModesGetThePool() {
-        runner.withPropertyValues("gpupool.memory.mode=GLOBAL_ONLY", "gpupool.models.path=does-not-exist")
+        runner.withPropertyValues("gpupool.memory.mode=GLOBAL_ONLY", "gpupool.models.path=does-not-exist",
+                        "gpupool.memory.wait-beyond-budget=true")
                 .run(context -> {
                     assertThat(context).hasNotFailed();
                     ServingDevices devices = context.getBean(ServingDevices.class);
                     assertThat(devices.devices().getFirst().allocator())
                             .isInstanceOfSatisfying(io.gpupool.memory.trace.TracingAllocator.class,
-                                    tracing -> assertThat(tracing.delegate()).isInstanceOf(io.gpupool.memory.DevicePool.class));
+                                    tracing -> assertThat(tracing.delegate()).isInstanceOfSatisfying(
+                                            io.gpupool.memory.DevicePool.class,
+                                            pool -> assertThat(pool.config().waitBeyondBudget()).isTrue()));
                     assertThat(devices.devices().getFirst().allocator().mode()).isEqualTo(AllocatorMode.GLOBAL_ONLY);
                     assertThat(context.getBean(ModelRegistry.class).models()).isEmpty();
                 });

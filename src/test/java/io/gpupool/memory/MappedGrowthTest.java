@@ -117,6 +117,29 @@ class MappedGrowthTest {
         }
     }
 
+    /** With waitBeyondBudget, mapping past the budget gives way to a wait on the stream that freed memory. */
+    @Test
+    void beyondTheBudgetAStreamCanBeMadeToWaitRatherThanMapMore() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true);
+        try (DevicePool pool = new DevicePool(source, config)) {
+            DeviceBlock first = pool.allocate(40 * MIB, s0);
+            s0.pending = true;
+            first.release();
+            long maps = pool.metrics().mapCalls();
+            DeviceBlock other = pool.allocate(40 * MIB, s1);        // 80 MiB would pass 40 MiB + 16 MiB of slack
+            assertThat(other.address()).as("s0's freed block, not fresh memory").isEqualTo(first.address());
+            assertThat(pool.metrics().mapCalls()).isEqualTo(maps);
+            assertThat(s0.fences.getLast().waiters).as("s1 waits for s0 on the device").containsExactly(s1);
+            assertThat(pool.metrics().crossStreamWaits()).isEqualTo(1);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(40 * MIB);
+            DeviceBlock small = pool.allocate(8 * MIB, s0);         // within the budget: mapped, no wait
+            assertThat(pool.metrics().crossStreamWaits()).isEqualTo(1);
+            small.release();
+            other.release();
+            s0.fences.getLast().complete = true;
+        }
+    }
+
     /**
      * Many sizes freed in a scattered order leave free mapped memory in pieces; the pool never holds
      * more than the high-water mark of allocated bytes plus its slack (1/16, at least 8 minimum blocks),

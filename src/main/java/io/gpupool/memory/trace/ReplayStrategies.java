@@ -15,7 +15,8 @@ import java.util.Map;
 /**
  * The allocation strategies the replay tool knows by name: the two-level pool and the global pool
  * alone, both with {@link PoolConfig#defaults()} (the cap fraction applies to the simulated
- * device), the best-fit baseline with its default 64 MiB growth step, and "two-level-lazy-256":
+ * device), the same two with {@link PoolConfig#waitBeyondBudget()} ("two-level-wait", "global-only-wait"),
+ * the best-fit baseline with its default 64 MiB growth step, and "two-level-lazy-256":
  * the two-level pool with the defaults before ON_DEMAND growth, kept for before/after comparisons.
  */
 public final class ReplayStrategies {
@@ -26,6 +27,10 @@ public final class ReplayStrategies {
         add(new TraceReplayer.Strategy("two-level", source -> new DevicePool(source, PoolConfig.defaults())));
         add(new TraceReplayer.Strategy("global-only",
                 source -> new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))));
+        add(new TraceReplayer.Strategy("two-level-wait",
+                source -> new DevicePool(source, PoolConfig.defaults().withWaitBeyondBudget(true))));
+        add(new TraceReplayer.Strategy("global-only-wait", source -> new DevicePool(source,
+                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true))));
         add(new TraceReplayer.Strategy("best-fit", BestFitAllocator::new));
         add(new TraceReplayer.Strategy("two-level-lazy-256", source -> new DevicePool(source, lazy256())));
         add(new TraceReplayer.Strategy("two-level-ondemand-64",

@@ -107,9 +107,9 @@ public final class TraceReplayMain {
             long minimum = minCapacity ? TraceReplayer.minimumCapacity(trace, strategy, capacity, 16L << 20) : -1;
             minimums.add(minimum);
             System.out.printf(Locale.ROOT,
-                    "%-12s peak live %8.1f MiB  peak reserved %8.1f MiB  ratio %.3f  chunks %5d (%d despite free)  maps %d (%.0f MiB, %d physical allocations) unmaps %d  local hits %.1f %%  failed %d  %7.1f ms (%.0f ns/event)%n",
+                    "%-12s peak live %8.1f MiB  peak reserved %8.1f MiB  ratio %.3f  chunks %5d (%d despite free)  maps %d (%.0f MiB, %d physical allocations) unmaps %d  local hits %.1f %%  waits %d  failed %d  %7.1f ms (%.0f ns/event)%n",
                     r.strategy(), r.peakLiveBytes() / 1048576.0, r.peakReservedBytes() / 1048576.0, r.overhead(),
-                    r.chunkAllocations(), r.growsDespiteFreeBytes(), r.mapCalls(), r.mappedBytesTotal() / 1048576.0, r.mappedExtents(), r.unmapCalls(), 100 * r.localHitRatio(), r.failedAllocations(),
+                    r.chunkAllocations(), r.growsDespiteFreeBytes(), r.mapCalls(), r.mappedBytesTotal() / 1048576.0, r.mappedExtents(), r.unmapCalls(), 100 * r.localHitRatio(), r.crossStreamWaits(), r.failedAllocations(),
                     r.elapsedNanos() / 1e6, r.nanosPerEvent());
             if (minCapacity) {
                 System.out.printf(Locale.ROOT, "%-12s smallest device that fits: %8.1f MiB  ratio to peak live %.3f%n",
@@ -129,10 +129,10 @@ public final class TraceReplayMain {
             out.append(i == 0 ? "\n" : ",\n").append(String.format(Locale.ROOT,
                     "    {\"strategy\": \"%s\", \"peakLiveBytes\": %d, \"peakReservedBytes\": %d, \"overhead\": %.4f, "
                             + "\"chunkAllocations\": %d, \"growsDespiteFreeBytes\": %d, \"allocations\": %d, \"frees\": %d, \"failedAllocations\": %d, "
-                            + "\"unmatchedFrees\": %d, \"elapsedNanos\": %d, \"minimumCapacityBytes\": %d, \"mapCalls\": %d, \"unmapCalls\": %d, \"mappedBytesTotal\": %d, \"mappedExtents\": %d, \"localHits\": %d}",
+                            + "\"unmatchedFrees\": %d, \"elapsedNanos\": %d, \"minimumCapacityBytes\": %d, \"mapCalls\": %d, \"unmapCalls\": %d, \"mappedBytesTotal\": %d, \"mappedExtents\": %d, \"localHits\": %d, \"crossStreamWaits\": %d}",
                     r.strategy(), r.peakLiveBytes(), r.peakReservedBytes(), r.overhead(), r.chunkAllocations(),
                     r.growsDespiteFreeBytes(), r.allocations(), r.frees(), r.failedAllocations(), r.unmatchedFrees(), r.elapsedNanos(),
-                    minimums.get(i), r.mapCalls(), r.unmapCalls(), r.mappedBytesTotal(), r.mappedExtents(), r.localHits()));
+                    minimums.get(i), r.mapCalls(), r.unmapCalls(), r.mappedBytesTotal(), r.mappedExtents(), r.localHits(), r.crossStreamWaits()));
         }
         return out.append("\n  ]\n}\n").toString();
     }

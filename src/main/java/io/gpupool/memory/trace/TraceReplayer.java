@@ -57,7 +57,7 @@ public final class TraceReplayer {
     public record Result(String strategy, int events, long allocations, long frees, long failedAllocations,
                          long unmatchedFrees, long peakLiveBytes, long peakReservedBytes, long chunkAllocations,
                          long growsDespiteFreeBytes, long elapsedNanos, long mapCalls, long unmapCalls, long mappedBytesTotal, long mappedExtents,
-                         long localHits) {
+                         long localHits, long crossStreamWaits) {
 
         /** Allocations a stream's local cache served, as a fraction of all allocations; 0 without allocations. */
         public double localHitRatio() {
@@ -260,6 +260,7 @@ public final class TraceReplayer {
         long failed = 0;
         long unmatched = 0;
         long localHits = 0;
+        long crossStreamWaits = 0;
         int n = trace.size();
         long start = System.nanoTime();
         long elapsed;
@@ -304,6 +305,9 @@ public final class TraceReplayer {
             }
             elapsed = System.nanoTime() - start;
             localHits = allocator.metrics().counters().localHits();
+            if (allocator.metrics() instanceof io.gpupool.memory.metric.PoolMetrics pool) {
+                crossStreamWaits = pool.crossStreamWaits();
+            }
         } finally {
             for (DeviceBlock block : new ArrayList<>(live.values())) {
                 block.release();
@@ -313,6 +317,6 @@ public final class TraceReplayer {
         return new Result(strategy.name(), n, allocations, frees, failed, unmatched, peakLive,
                 statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed,
                 statistics.maps(), statistics.unmaps(), statistics.mappedBytesTotal(),
-                statistics.mappedExtentsTotal(), localHits);
+                statistics.mappedExtentsTotal(), localHits, crossStreamWaits);
     }
 }
