@@ -101,7 +101,7 @@ public class GpuPoolEndpoint {
                                           @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
                                           @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
                                           @Nullable String capFraction,
-                                          @Nullable String mappedSlack) {
+                                          @Nullable String mappedSlack, @Nullable String waitBeyondBudget) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {
             return null;
@@ -118,6 +118,7 @@ public class GpuPoolEndpoint {
         fields.put("capBytes", capBytes);
         fields.put("capFraction", capFraction);
         fields.put("mappedSlack", mappedSlack);
+        fields.put("waitBeyondBudget", waitBeyondBudget);
         // An allocator without a pool configuration refuses whatever the fields say: let its answer
         // (which names the mode) be the one the operator reads, not a complaint about a field.
         PoolTuning tuning = pool.configuration() == null ? PoolTuning.none() : TuningRequest.parse(fields);

@@ -59,11 +59,11 @@ public class GpuPoolEndpointWebExtension {
                                             @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
                                             @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
                                             @Nullable String capFraction,
-                                            @Nullable String mappedSlack) {
+                                            @Nullable String mappedSlack, @Nullable String waitBeyondBudget) {
         try {
             GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, localCacheBytesPerStream,
                     localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                    growthStepBytes, maxGrowthStepBytes, capBytes, capFraction, mappedSlack);
+                    growthStepBytes, maxGrowthStepBytes, capBytes, capFraction, mappedSlack, waitBeyondBudget);
             return tuned == null ? notFound() : new WebEndpointResponse<>(tuned);
         }
         catch (TuningException ex) {

@@ -106,6 +106,9 @@ public class GpuPoolMeterBinder implements MeterBinder {
             Gauge.builder("gpupool.mapped.slack", pool, p -> tunable(p).mappedSlack())
                     .description("MAPPED growth: free mapped memory kept beyond the allocated high-water mark, "
                             + "as a fraction of it (tunable)").tags(global).register(registry);
+            Gauge.builder("gpupool.wait.beyond.budget", pool, p -> tunable(p).waitBeyondBudget() ? 1 : 0)
+                    .description("MAPPED growth: 1 when a stream waits for memory another stream freed rather than "
+                            + "map beyond the budget (tunable)").tags(global).register(registry);
         }
         for (FreeOrderMetric order : pool.metrics().freeBlocks()) {
             int k = order.order();

@@ -31,6 +31,8 @@ import org.springframework.util.unit.DataSize;
  *  capFraction                double     cap as a fraction of device memory (sets capBytes to 0)
  *  mappedSlack                double     MAPPED growth: free mapped memory kept beyond the allocated
  *                                        high-water mark, as a fraction of it (default 0.0625)
+ *  waitBeyondBudget           boolean    MAPPED growth: beyond the budget, wait for memory another
+ *                                        stream freed rather than map more (default false)
  * </pre>
  */
 public final class TuningRequest {
@@ -38,7 +40,7 @@ public final class TuningRequest {
     /** The accepted field names, in the order above. */
     public static final Set<String> FIELDS = Set.of("localCacheBytesPerStream", "localCacheCountPerClass",
             "localIdleAge", "coalesceThreshold", "releaseThresholdBytes", "releaseIdleAge", "growthStepBytes",
-            "maxGrowthStepBytes", "capBytes", "capFraction", "mappedSlack");
+            "maxGrowthStepBytes", "capBytes", "capFraction", "mappedSlack", "waitBeyondBudget");
 
     private TuningRequest() {
     }
@@ -71,6 +73,7 @@ public final class TuningRequest {
                 case "capBytes" -> tuning.withCapBytes(size(field, text));
                 case "capFraction" -> tuning.withCapFraction(fraction(field, text));
                 case "mappedSlack" -> tuning.withMappedSlack(number(field, text));
+                case "waitBeyondBudget" -> tuning.withWaitBeyondBudget(bool(field, text));
                 default -> throw new TuningException(field, text, "one of the fields " + FIELDS);
             };
         }
@@ -114,6 +117,14 @@ public final class TuningRequest {
         catch (NumberFormatException ex) {
             throw new TuningException(field, text, "a number such as 0.0625");
         }
+    }
+
+    private static boolean bool(String field, String text) {
+        return switch (text.toLowerCase(java.util.Locale.ROOT)) {
+            case "true" -> true;
+            case "false" -> false;
+            default -> throw new TuningException(field, text, "true or false");
+        };
     }
 
     private static double fraction(String field, String text) {

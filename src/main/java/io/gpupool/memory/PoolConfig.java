@@ -58,7 +58,8 @@ import java.util.Objects;
  *                                 wait for that stream's work (what cudaMallocAsync does) rather than map more.
  *                                 Default false (map before wait). Holds less when the device runs behind the
  *                                 host: BERT trace with fences 1000 events late, 2.13 x peak live against 2.36 x
- *                                 and 5 x fewer maps, at twice the waits; not yet measured on a GPU
+ *                                 and 5 x fewer maps, at twice the waits; not yet measured on a GPU. Tunable at
+ *                                 runtime
  * @param trackAllocationSites     remember a stack trace per block to report leaks at close; default false
  */
 public record PoolConfig(
@@ -166,7 +167,8 @@ public record PoolConfig(
                 tuning.releaseThresholdBytes() != null ? tuning.releaseThresholdBytes() : releaseThresholdBytes,
                 tuning.releaseIdleAge() != null ? tuning.releaseIdleAge() : releaseIdleAge,
                 tuning.mappedSlack() != null ? tuning.mappedSlack() : mappedSlack,
-                waitBeyondBudget, trackAllocationSites);
+                tuning.waitBeyondBudget() != null ? tuning.waitBeyondBudget() : waitBeyondBudget,
+                trackAllocationSites);
     }
 
     public PoolConfig withMode(AllocatorMode newMode) {

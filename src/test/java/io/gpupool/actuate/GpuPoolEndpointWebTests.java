@@ -95,12 +95,13 @@ class GpuPoolEndpointWebTests {
     void tuningAppliesAtOnceAndShowsInTheNextReadAndInTheMetrics() {
         operatorPost("/gpupool/cuda:0")
                 .bodyValue(Map.of("coalesceThreshold", 25, "localCacheBytesPerStream", "128MB", "capFraction", 0.5,
-                        "mappedSlack", 0.25))
+                        "mappedSlack", 0.25, "waitBeyondBudget", true))
                 .exchange()
                 .expectStatus().isOk()
                 .expectBody()
                 .jsonPath("$.configuration.coalesceThreshold").isEqualTo(25)
                 .jsonPath("$.configuration.mappedSlack").isEqualTo(0.25)
+                .jsonPath("$.configuration.waitBeyondBudget").isEqualTo(true)
                 .jsonPath("$.configuration.localCacheBytesPerStream").isEqualTo(128 * MIB)
                 .jsonPath("$.capBytes").isEqualTo(512 * MIB);
         management.get().uri("/gpupool/cuda:0").exchange()
@@ -111,6 +112,7 @@ class GpuPoolEndpointWebTests {
         assertThat(prometheus).containsPattern("gpupool_memory_cap_bytes\\{[^}]*device=\"cuda:0\"[^}]*} 5\\.36870912E8");
         assertThat(prometheus).containsPattern("gpupool_local_cache_cap_bytes\\{[^}]*device=\"cuda:0\"[^}]*} 1\\.34217728E8");
         assertThat(prometheus).containsPattern("gpupool_mapped_slack\\{[^}]*device=\"cuda:0\"[^}]*} 0\\.25");
+        assertThat(prometheus).containsPattern("gpupool_wait_beyond_budget\\{[^}]*device=\"cuda:0\"[^}]*} 1\\.0");
     }
 
     @Test

@@ -39,6 +39,17 @@ class TuningRequestTest {
     }
 
     @Test
+    void waitBeyondBudgetIsTrueOrFalse() {
+        assertThat(PoolConfig.defaults().apply(TuningRequest.parse(fields("waitBeyondBudget", "TRUE")))
+                .waitBeyondBudget()).isTrue();
+        assertThat(PoolConfig.defaults().withWaitBeyondBudget(true)
+                .apply(TuningRequest.parse(fields("waitBeyondBudget", "false"))).waitBeyondBudget()).isFalse();
+        assertThatThrownBy(() -> TuningRequest.parse(fields("waitBeyondBudget", "yes")))
+                .isInstanceOf(TuningException.class).hasMessageContaining("waitBeyondBudget")
+                .hasMessageContaining("true or false");
+    }
+
+    @Test
     void theMappedSlackIsANumberAndThePoolChecksItsRange() {
         PoolTuning tuning = TuningRequest.parse(fields("mappedSlack", "0.25"));
         assertThat(PoolConfig.defaults().apply(tuning).mappedSlack()).isEqualTo(0.25);

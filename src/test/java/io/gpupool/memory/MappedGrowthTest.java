@@ -117,11 +117,11 @@ class MappedGrowthTest {
         }
     }
 
-    /** With waitBeyondBudget, mapping past the budget gives way to a wait on the stream that freed memory. */
+    /** With waitBeyondBudget (tuned at runtime), mapping past the budget gives way to a wait on the stream that freed memory. */
     @Test
     void beyondTheBudgetAStreamCanBeMadeToWaitRatherThanMapMore() {
-        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true);
-        try (DevicePool pool = new DevicePool(source, config)) {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            assertThat(pool.tune(PoolTuning.none().withWaitBeyondBudget(true)).waitBeyondBudget()).isTrue();
             DeviceBlock first = pool.allocate(40 * MIB, s0);
             s0.pending = true;
             first.release();
