@@ -30,6 +30,8 @@ import java.util.Locale;
  *     --fence-lag N         fences complete N events after they were recorded instead of at once
  *                           (the device running behind the host; not with --min-capacity); also prints
  *                           what an allocator that never makes a stream wait would need (noWaitPeakBytes)
+ *     --fence-lag request   fences complete when the recording stream's request ends (its live bytes
+ *                           return to 0), as the server synchronises each stream at the end of a request
  * </pre>
  * Prints one line per strategy: peak live, peak reserved, their ratio, chunk allocations and time;
  * with {@code --min-capacity} also the smallest device that suffices, and its ratio to peak live.
@@ -48,14 +50,14 @@ public final class TraceReplayMain {
         List<TraceReplayer.Strategy> strategies = ReplayStrategies.all();
         long capacity = 141L << 30;
         boolean minCapacity = false;
-        long fenceLag = 0;
+        FenceTiming fenceTiming = FenceTiming.IMMEDIATE;
         for (int i = 0; i < args.length; i++) {
             String arg = args[i];
             switch (arg) {
                 case "--trace" -> tracePath = Path.of(value(args, ++i, arg));
                 case "--generate" -> generate = true;
                 case "--min-capacity" -> minCapacity = true;
-                case "--fence-lag" -> fenceLag = Long.parseLong(value(args, ++i, arg));
+                case "--fence-lag" -> fenceTiming = FenceTiming.parse(value(args, ++i, arg));
                 case "--requests" -> config = config.withRequests(Integer.parseInt(value(args, ++i, arg)));
                 case "--streams" -> config = config.withStreams(Integer.parseInt(value(args, ++i, arg)));
                 case "--seed" -> config = config.withSeed(Long.parseLong(value(args, ++i, arg)));
@@ -74,8 +76,9 @@ public final class TraceReplayMain {
                         + TraceReplayMain.class.getName());
             }
         }
-        if (fenceLag < 0 || (fenceLag > 0 && minCapacity)) {
-            throw new IllegalArgumentException("--fence-lag " + fenceLag + " is invalid; allowed: >= 0, and not with --min-capacity");
+        boolean lagging = !fenceTiming.equals(FenceTiming.IMMEDIATE);
+        if (lagging && minCapacity) {
+            throw new IllegalArgumentException("--fence-lag " + fenceTiming + " is invalid with --min-capacity; allowed: 0");
         }
         if (generate == (tracePath != null)) {
             throw new IllegalArgumentException("give exactly one of --trace FILE or --generate");
@@ -86,19 +89,21 @@ public final class TraceReplayMain {
         }
         String what = generate ? "generated " + config : tracePath.toString();
         System.out.printf(Locale.ROOT, "trace: %s, %d events%n", what, trace.size());
-        if (fenceLag > 0) {
+        if (lagging) {
             long peakLive = TraceReplayer.peakLive(trace);
-            long reference = TraceReplayer.noWaitPeakBytes(trace, fenceLag);
-            System.out.printf(Locale.ROOT, "fences complete %d events late; an allocator that never makes a stream wait "
+            long reference = TraceReplayer.noWaitPeakBytes(trace, fenceTiming);
+            String when = fenceTiming instanceof FenceTiming.Lag lag ? lag.events() + " events late"
+                    : "when their stream's request ends";
+            System.out.printf(Locale.ROOT, "fences complete %s; an allocator that never makes a stream wait "
                     + "needs about %.1f MiB (%.3f x peak live; bytes only, no fragmentation)%n",
-                    fenceLag, reference / 1048576.0, (double) reference / peakLive);
+                    when, reference / 1048576.0, (double) reference / peakLive);
         }
         List<TraceReplayer.Result> results = new ArrayList<>();
         List<Long> minimums = new ArrayList<>();
         for (TraceReplayer.Strategy strategy : strategies) {
             TraceReplayer.Result r;
             try {
-                r = TraceReplayer.replay(trace, strategy, capacity, fenceLag);
+                r = TraceReplayer.replay(trace, strategy, capacity, fenceTiming);
             } catch (UnsupportedOperationException e) {
                 System.out.printf(Locale.ROOT, "%-12s skipped: %s%n", strategy.name(), e.getMessage());
                 continue;

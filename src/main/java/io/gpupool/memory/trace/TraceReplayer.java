@@ -170,6 +170,17 @@ public final class TraceReplayer {
      * would need up to the sum of the streams' own peaks. A greedy estimate, not a proven minimum.
      */
     public static long noWaitPeakBytes(Trace trace, long fenceLagEvents) {
+        return noWaitPeakBytes(trace, new FenceTiming.Lag(fenceLagEvents));
+    }
+
+    /**
+     * {@link #noWaitPeakBytes(Trace, long)} for any {@link FenceTiming}: with {@link FenceTiming.RequestEnd}
+     * the bytes a stream freed become shared when its live bytes return to 0 (its request ended).
+     */
+    public static long noWaitPeakBytes(Trace trace, FenceTiming timing) {
+        long fenceLagEvents = timing instanceof FenceTiming.Lag lag ? lag.events() : Long.MAX_VALUE;
+        boolean atRequestEnd = timing instanceof FenceTiming.RequestEnd;
+        HashMap<Integer, long[]> streamLive = new HashMap<>();      // stream -> {live bytes}
         HashMap<Long, long[]> live = new HashMap<>();               // pointer -> {stream, bytes}
         HashMap<Integer, java.util.ArrayDeque<long[]>> own = new HashMap<>();  // stream -> {readyAt, bytes}, oldest first
         java.util.ArrayDeque<long[]> aging = new java.util.ArrayDeque<>();    // {readyAt, stream, bytes} in free order
@@ -190,6 +201,7 @@ public final class TraceReplayer {
                 int stream = trace.stream(i);
                 long need = trace.bytes(i);
                 live.put(trace.pointer(i), new long[] {stream, need});
+                streamLive.computeIfAbsent(stream, k -> new long[1])[0] += need;
                 java.util.ArrayDeque<long[]> queue = own.computeIfAbsent(stream, k -> new java.util.ArrayDeque<>());
                 while (need > 0 && !queue.isEmpty()) {              // own freed bytes, newest first
                     long[] newest = queue.peekLast();
@@ -209,12 +221,22 @@ public final class TraceReplayer {
                 if (block == null) {
                     continue;
                 }
+                long[] streamBytes = streamLive.get((int) block[0]);
+                streamBytes[0] -= block[1];
                 if (fenceLagEvents <= 0) {
                     shared += block[1];
                 } else {
-                    long[] entry = {i + fenceLagEvents, block[0], block[1]};
-                    own.computeIfAbsent((int) block[0], k -> new java.util.ArrayDeque<>()).addLast(entry);
-                    aging.addLast(entry);
+                    long[] entry = {atRequestEnd ? Long.MAX_VALUE : i + fenceLagEvents, block[0], block[1]};
+                    java.util.ArrayDeque<long[]> queue = own.computeIfAbsent((int) block[0], k -> new java.util.ArrayDeque<>());
+                    queue.addLast(entry);
+                    if (!atRequestEnd) {
+                        aging.addLast(entry);
+                    } else if (streamBytes[0] == 0) {               // the request ended: its frees are done
+                        for (long[] done : queue) {
+                            shared += done[2];
+                        }
+                        queue.clear();
+                    }
                 }
             }
             peak = Math.max(peak, reserved);
@@ -246,6 +268,19 @@ public final class TraceReplayer {
      * ({@link LaggingReplayStream}), as when the device runs behind the host.
      */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source, long fenceLagEvents) {
+        return replay(trace, strategy, source, new FenceTiming.Lag(fenceLagEvents));
+    }
+
+    /** Like {@link #replay(Trace, Strategy, long)}, with the fences completing as {@code timing} says. */
+    public static Result replay(Trace trace, Strategy strategy, long capacityBytes, FenceTiming timing) {
+        return replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacityBytes), timing);
+    }
+
+    /** Replays against a fresh allocator built over {@code source}, the fences completing as {@code timing} says. */
+    public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing) {
+        long fenceLagEvents = timing instanceof FenceTiming.Lag lag ? lag.events() : 0;
+        boolean atRequestEnd = timing instanceof FenceTiming.RequestEnd;
+        HashMap<AllocationStream, long[]> streamLive = new HashMap<>();   // live bytes per stream (request ends)
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
         GrowthWitness witness = new GrowthWitness(statistics);
         DeviceAllocator allocator = strategy.factory().apply(witness);
@@ -276,7 +311,8 @@ public final class TraceReplayer {
                                 + " allocated again before it was freed; the trace is inconsistent");
                     }
                     AllocationStream stream = streams.computeIfAbsent(trace.stream(i),
-                            key -> fenceLagEvents > 0 ? new LaggingReplayStream(streams.size(), clock, fenceLagEvents)
+                            key -> atRequestEnd ? new RequestEndReplayStream(streams.size())
+                                    : fenceLagEvents > 0 ? new LaggingReplayStream(streams.size(), clock, fenceLagEvents)
                                     : new ReplayStream(streams.size()));
                     DeviceBlock block;
                     witness.request = bytes;
@@ -287,6 +323,7 @@ public final class TraceReplayer {
                         continue;
                     }
                     live.put(pointer, block);
+                    streamLive.computeIfAbsent(stream, k -> new long[1])[0] += block.requestedBytes();
                     allocations++;
                     liveBytes += bytes;
                     if (liveBytes > peakLive) {
@@ -301,6 +338,11 @@ public final class TraceReplayer {
                     liveBytes -= block.requestedBytes();
                     block.release();
                     frees++;
+                    long[] streamBytes = streamLive.get(block.stream());
+                    streamBytes[0] -= block.requestedBytes();
+                    if (streamBytes[0] == 0 && block.stream() instanceof RequestEndReplayStream ended) {
+                        ended.requestEnded();                      // the server synchronises the stream here
+                    }
                 }
             }
             elapsed = System.nanoTime() - start;

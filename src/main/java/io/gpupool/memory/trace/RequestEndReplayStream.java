@@ -1,0 +1,63 @@
+package io.gpupool.memory.trace;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.StreamFence;
+
+/**
+ * A replay stream whose fences complete when its current request ends ({@link FenceTiming.RequestEnd}):
+ * the replay calls {@link #requestEnded()} when the stream's live bytes return to 0, which stands for
+ * the synchronisation the server does at the end of each request. Until then the memory the stream
+ * freed is still in use on the simulated device for every other stream (the stream itself may reuse
+ * it at once: stream order).
+ */
+final class RequestEndReplayStream implements AllocationStream {
+
+    private final int ordinal;
+    /** Requests this stream has finished; a fence is complete once this passed its value at recording. */
+    private long requestsEnded;
+
+    RequestEndReplayStream(int ordinal) {
+        if (ordinal < 0) {
+            throw new IllegalArgumentException("ordinal = " + ordinal + " is invalid; allowed: >= 0");
+        }
+        this.ordinal = ordinal;
+    }
+
+    /** The stream's request ended (its live bytes are 0): its fences so far are complete. */
+    void requestEnded() {
+        requestsEnded++;
+    }
+
+    @Override
+    public int ordinal() {
+        return ordinal;
+    }
+
+    @Override
+    public StreamFence recordFence() {
+        long recordedIn = requestsEnded;
+        return new StreamFence() {
+            @Override
+            public boolean isComplete() {
+                return requestsEnded > recordedIn;
+            }
+
+            @Override
+            public void makeWait(AllocationStream stream) {
+            }
+
+            @Override
+            public void await() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+    }
+
+    @Override
+    public String toString() {
+        return "replay stream " + ordinal + " (fences complete when its request ends)";
+    }
+}
