@@ -8,7 +8,7 @@ import io.gpupool.memory.StreamFence;
  * event e + {@code lagEvents}, as on a busy GPU where the kernels that used a freed block are still
  * queued when the host frees it. Plain {@link ReplayStream}s complete at once, which hides what
  * pending fences cost an allocator (memory it may not unmap or hand to another stream yet).
- * {@code makeWait} and {@code await} have nothing to do: there is no device, and time is the trace.
+ * Its fences are {@link SimulatedFence}s.
  */
 final class LaggingReplayStream implements AllocationStream {
 
@@ -38,24 +38,7 @@ final class LaggingReplayStream implements AllocationStream {
     @Override
     public StreamFence recordFence() {
         long readyAt = clock[0] + lagEvents;
-        return new StreamFence() {
-            @Override
-            public boolean isComplete() {
-                return clock[0] >= readyAt;
-            }
-
-            @Override
-            public void makeWait(AllocationStream stream) {
-            }
-
-            @Override
-            public void await() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
+        return new SimulatedFence(() -> clock[0] >= readyAt);
     }
 
     @Override

@@ -36,24 +36,7 @@ final class RequestEndReplayStream implements AllocationStream {
     @Override
     public StreamFence recordFence() {
         long recordedIn = requestsEnded;
-        return new StreamFence() {
-            @Override
-            public boolean isComplete() {
-                return requestsEnded > recordedIn;
-            }
-
-            @Override
-            public void makeWait(AllocationStream stream) {
-            }
-
-            @Override
-            public void await() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
+        return new SimulatedFence(() -> requestsEnded > recordedIn);
     }
 
     @Override
