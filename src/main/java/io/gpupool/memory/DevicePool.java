@@ -67,13 +67,14 @@ import java.util.function.Supplier;
  * is mapped. Mapped memory is held to the allocated high-water mark + {@link PoolConfig#mappedSlack()} (1/16):
  * 1.08-1.12 x peak live on the trace. A stream's local cache holds at most its share of half the
  * allocated bytes (see {@link #MAPPED_LOCAL_SHARE_FACTOR}: with the full configured cap the caches
- * kept the pool over its budget and every reclaim flushed them, so the streams mapped afresh). A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200
- * (docs/benchmarks.md), so placement prefers fully mapped blocks, then merges, and large runs
- * (&ge; {@code LARGE_RUN_BYTES}) live in chunks of their own. Waiting on another stream's fence costs
- * more than a map (it serialises the two streams on the device), so a block the stream need not wait
- * for comes next, mapped where it is not; then a fenced mapped block; then the block with the most
- * mapped units. Near the cap, where a map would set off the staged recovery, the fenced mapped block
- * comes before the blocks that need mapping.
+ * kept the pool over its budget and every reclaim flushed them, so the streams mapped afresh).
+ * A map costs ~45 us and an unmap ~35 us per 2 MiB granule on the H200 (docs/benchmarks.md), so
+ * placement prefers fully mapped blocks, then merges, and large runs (&ge; {@code LARGE_RUN_BYTES})
+ * live in chunks of their own. Waiting on another stream's fence costs more than a map (it serialises
+ * the two streams on the device), so a block the stream need not wait for comes next, mapped where
+ * it is not; then a fenced mapped block; then the block with the most mapped units. Near the cap,
+ * where a map would set off the staged recovery, the fenced mapped block comes before the blocks
+ * that need mapping; with {@link PoolConfig#waitBeyondBudget()} it does so already beyond the budget.
  *
  * <h2>ON_DEMAND (without mapping)</h2>
  * Peak reserved / peak live was 3.78 with LAZY doubling and 256 MiB blocks. At the reservation's peak the excess sat in
@@ -420,7 +421,9 @@ public final class DevicePool implements DeviceAllocator {
             }
             long mapLimit = config.waitBeyondBudget() ? mappedBudget() : capBytes();
             if (handle < 0 && reserved.get() + ((long) units << unitShift) > mapLimit) {
-                handle = buddy.allocate(units, null, true);        // no room to map: a wait beats a recovery
+                // no room to map under the cap (a wait beats a recovery) or, with waitBeyondBudget,
+                // under the budget (a wait beats holding more memory)
+                handle = buddy.allocate(units, null, true);
             }
             if (handle < 0 && units > 1) {
                 handle = buddy.allocateMostMapped(units, stream);  // B need not wait; the least to map
