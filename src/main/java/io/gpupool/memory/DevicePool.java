@@ -419,7 +419,7 @@ public final class DevicePool implements DeviceAllocator {
                 buddy.coalesceAll();                               // freed runs lie in pieces until merged
                 handle = buddy.allocate(units, stream, true);
             }
-            long mapLimit = config.waitBeyondBudget() ? mappedBudget() : capBytes();
+            long mapLimit = config.waitBeyondBudget() ? Math.min(mappedBudget(), capBytes()) : capBytes();
             if (handle < 0 && reserved.get() + ((long) units << unitShift) > mapLimit) {
                 // no room to map under the cap (a wait beats a recovery) or, with waitBeyondBudget,
                 // under the budget (a wait beats holding more memory)

@@ -73,6 +73,26 @@ class MappedGrowthTest {
         }
     }
 
+    /** With waitBeyondBudget too, the cap (not only the budget) sends a stream to a wait before a recovery. */
+    @Test
+    void withWaitBeyondBudgetTheCapStillComesFirstWhenTheBudgetLiesAboveIt() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true)
+                .apply(PoolTuning.none().withCapBytes(64 * MIB));
+        try (DevicePool pool = new DevicePool(source, config)) {
+            DeviceBlock held = pool.allocate(24 * MIB, s1);
+            DeviceBlock first = pool.allocate(32 * MIB, s0);       // 56 MiB mapped; budget 56 + 16 = 72 > cap
+            s0.pending = true;
+            first.release();
+            DeviceBlock other = pool.allocate(16 * MIB, s1);        // 72 MiB would pass the cap, not the budget
+            assertThat(other.address()).as("part of the fenced block, not fresh memory").isEqualTo(first.address());
+            assertThat(s0.fences.getLast().waiters).containsExactly(s1);
+            assertThat(pool.metrics().counters().recoveries()).isZero();
+            other.release();
+            held.release();
+            s0.fences.getLast().complete = true;
+        }
+    }
+
     @Test
     void theMappedSlackIsTunedAtRuntimeAndBoundsWhatMaintenanceKeepsMapped() {
         PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
