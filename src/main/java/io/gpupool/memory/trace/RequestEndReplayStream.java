@@ -5,14 +5,16 @@ import io.gpupool.memory.StreamFence;
 
 /**
  * A replay stream whose fences complete when its current request ends ({@link FenceTiming.RequestEnd}):
- * the replay calls {@link #requestEnded()} when the stream's live bytes return to 0, which stands for
- * the synchronisation the server does at the end of each request. Until then the memory the stream
- * freed is still in use on the simulated device for every other stream (the stream itself may reuse
- * it at once: stream order).
+ * the replay reports each block the stream allocates and frees, and when the stream's live bytes
+ * return to 0 its request has ended, which stands for the synchronisation the server does at the end
+ * of each request. Until then the memory the stream freed is still in use on the simulated device for
+ * every other stream (the stream itself may reuse it at once: stream order).
  */
 final class RequestEndReplayStream implements AllocationStream {
 
     private final int ordinal;
+    /** Bytes the stream holds now; 0 between requests. */
+    private long liveBytes;
     /** Requests this stream has finished; a fence is complete once this passed its value at recording. */
     private long requestsEnded;
 
@@ -23,7 +25,20 @@ final class RequestEndReplayStream implements AllocationStream {
         this.ordinal = ordinal;
     }
 
-    /** The stream's request ended (its live bytes are 0): its fences so far are complete. */
+    /** The stream was handed a block of {@code bytes}. */
+    void allocated(long bytes) {
+        liveBytes += bytes;
+    }
+
+    /** The stream freed a block of {@code bytes} (after the pool recorded its fence); the last one ends the request. */
+    void freed(long bytes) {
+        liveBytes -= bytes;
+        if (liveBytes == 0) {
+            requestEnded();
+        }
+    }
+
+    /** The stream's request ended: its fences so far are complete. */
     void requestEnded() {
         requestsEnded++;
     }

@@ -280,7 +280,6 @@ public final class TraceReplayer {
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing) {
         long fenceLagEvents = timing instanceof FenceTiming.Lag lag ? lag.events() : 0;
         boolean atRequestEnd = timing instanceof FenceTiming.RequestEnd;
-        HashMap<AllocationStream, long[]> streamLive = new HashMap<>();   // live bytes per stream (request ends)
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
         GrowthWitness witness = new GrowthWitness(statistics);
         DeviceAllocator allocator = strategy.factory().apply(witness);
@@ -323,7 +322,9 @@ public final class TraceReplayer {
                         continue;
                     }
                     live.put(pointer, block);
-                    streamLive.computeIfAbsent(stream, k -> new long[1])[0] += block.requestedBytes();
+                    if (stream instanceof RequestEndReplayStream tracked) {
+                        tracked.allocated(block.requestedBytes());
+                    }
                     allocations++;
                     liveBytes += bytes;
                     if (liveBytes > peakLive) {
@@ -338,10 +339,8 @@ public final class TraceReplayer {
                     liveBytes -= block.requestedBytes();
                     block.release();
                     frees++;
-                    long[] streamBytes = streamLive.get(block.stream());
-                    streamBytes[0] -= block.requestedBytes();
-                    if (streamBytes[0] == 0 && block.stream() instanceof RequestEndReplayStream ended) {
-                        ended.requestEnded();                      // the server synchronises the stream here
+                    if (block.stream() instanceof RequestEndReplayStream tracked) {
+                        tracked.freed(block.requestedBytes());     // after the release: its fence ends with the request
                     }
                 }
             }

@@ -21,6 +21,18 @@ class RequestEndReplayStreamTest {
     }
 
     @Test
+    void theRequestEndsWhenTheStreamsLiveBytesReturnToZero() {
+        RequestEndReplayStream stream = new RequestEndReplayStream(0);
+        stream.allocated(10);
+        stream.allocated(20);
+        stream.freed(10);
+        StreamFence fence = stream.recordFence();
+        assertThat(fence.isComplete()).as("20 bytes still live: the request runs").isFalse();
+        stream.freed(20);
+        assertThat(fence.isComplete()).isTrue();
+    }
+
+    @Test
     void fenceTimingParsesANumberOrRequestAndNamesTheOptionOtherwise() {
         assertThat(FenceTiming.parse("0")).isEqualTo(FenceTiming.IMMEDIATE);
         assertThat(FenceTiming.parse("500")).isEqualTo(new FenceTiming.Lag(500));
