@@ -70,3 +70,50 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- toYaml $files }}
 {{- end }}
+
+{{/* The server container's environment, shared by the Deployment and the KServe runtime:
+     dict "root" (the chart context) "modelsPath" (where the model repository is mounted). */}}
+{{- define "gpupool.containerEnv" -}}
+{{- $root := .root -}}
+- name: SPRING_PROFILES_ACTIVE
+  value: {{ include "gpupool.profiles" $root | quote }}
+- name: SPRING_CONFIG_ADDITIONAL_LOCATION
+  value: "optional:file:/config/"
+- name: SERVER_PORT
+  value: "8080"
+- name: MANAGEMENT_SERVER_PORT
+  value: "8081"
+- name: GPUPOOL_MODELS_PATH
+  value: {{ .modelsPath }}
+- name: GPUPOOL_SECURITY_OPERATOR_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "gpupool.secretName" $root }}
+      key: username
+- name: GPUPOOL_SECURITY_OPERATOR_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "gpupool.secretName" $root }}
+      key: password
+- name: JDK_JAVA_OPTIONS
+  value: {{ $root.Values.javaOptions | quote }}
+{{- with $root.Values.env }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the KServe (Cluster)ServingRuntime that InferenceServices select. */}}
+{{- define "gpupool.runtimeName" -}}
+{{- default (include "gpupool.fullname" .) .Values.kserve.servingRuntime.name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Container resources with the GPU limit added when gpu.enabled. */}}
+{{- define "gpupool.resources" -}}
+{{- $resources := deepCopy .Values.resources }}
+{{- if .Values.gpu.enabled }}
+{{- $limits := default dict $resources.limits }}
+{{- $_ := set $limits .Values.gpu.resourceName (.Values.gpu.count | toString) }}
+{{- $_ := set $resources "limits" $limits }}
+{{- end }}
+{{- toYaml $resources }}
+{{- end }}
