@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../.."
 
 echo "== yamllint (config profiles, chart values, CI scenarios)"
 yamllint --strict .yamllint.yml config helm/gpupool/Chart.yaml helm/gpupool/values.yaml helm/gpupool/ci \
-  helm/gpupool/files/config
+  helm/gpupool/files/config helm/gpupool/files/prometheus tools/ci/alert-rules-test.yaml
 echo "yamllint: no problems"
 
 echo "== Dockerfile lint (dockerfile-utils)"

