@@ -1,6 +1,6 @@
 // Validates rendered Kubernetes manifests offline against the API schemas of kubernetes-models
-// (and the prometheus-operator models for ServiceMonitor and PrometheusRule). KServe publishes no
-// such models: its kinds are checked against our own schemas of the fields the chart sets
+// (and the prometheus-operator models for ServiceMonitor, PodMonitor and PrometheusRule). KServe
+// publishes no such models: its kinds are checked against our own schemas of the fields the chart sets
 // (schemas/*.json), their nested Kubernetes types (containers, volumes, tolerations, affinity)
 // against the Kubernetes schemas, and what the chart relies on across fields (below).
 //   node tools/ci/validate-manifests.mjs rendered.yaml [...]
@@ -20,6 +20,7 @@ const KNOWN = {
   "autoscaling/v2/HorizontalPodAutoscaler": "kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler",
   "policy/v1/PodDisruptionBudget": "kubernetes-models/policy/v1/PodDisruptionBudget",
   "monitoring.coreos.com/v1/ServiceMonitor": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor",
+  "monitoring.coreos.com/v1/PodMonitor": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor",
   "monitoring.coreos.com/v1/PrometheusRule": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule",
 };
 

@@ -72,13 +72,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* The server container's environment, shared by the Deployment and the KServe runtime:
-     dict "root" (the chart context) "modelsPath" (where the model repository is mounted). */}}
+     dict "root" (the chart context) "modelsPath" (where the model repository is mounted)
+     "configLocation" (spring.config.additional-location). */}}
 {{- define "gpupool.containerEnv" -}}
 {{- $root := .root -}}
 - name: SPRING_PROFILES_ACTIVE
   value: {{ include "gpupool.profiles" $root | quote }}
 - name: SPRING_CONFIG_ADDITIONAL_LOCATION
-  value: "optional:file:/config/"
+  value: {{ .configLocation | quote }}
 - name: SERVER_PORT
   value: "8080"
 - name: MANAGEMENT_SERVER_PORT
@@ -116,4 +117,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $_ := set $resources "limits" $limits }}
 {{- end }}
 {{- toYaml $resources }}
+{{- end }}
+
+{{/* Labels KServe puts on the pods of the gpupool runtime (the runtime's spec.labels). */}}
+{{- define "gpupool.runtimePodLabels" -}}
+app.kubernetes.io/name: {{ include "gpupool.name" . }}
+app.kubernetes.io/component: kserve-runtime
+gpupool.io/runtime: {{ include "gpupool.runtimeName" . }}
 {{- end }}
