@@ -13,6 +13,6 @@ echo "== Dockerfile lint (dockerfile-utils)"
 node tools/ci/lint-dockerfile.mjs Dockerfile
 
 echo "== shell scripts parse"
-for s in tools/ci/*.sh tools/sync-helm-config.sh docker/*.sh .ci/run; do bash -n "$s"; done
+for s in tools/ci/*.sh tools/sync-helm-config.sh tools/monitoring-live-check.sh docker/*.sh .ci/run; do bash -n "$s"; done
 
 tools/ci/helm-checks.sh
