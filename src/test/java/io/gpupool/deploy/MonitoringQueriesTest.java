@@ -62,6 +62,12 @@ class MonitoringQueriesTest {
             "kube_pod_status_ready", "kube-state-metrics",
             "kube_pod_container_info", "kube-state-metrics");
 
+    /**
+     * Metrics that panels query before the server publishes them (meters of work not merged yet),
+     * read from the one file that lists them; see its header for the rule.
+     */
+    static final Path PENDING = Path.of("src/test/resources/monitoring/pending-metrics.txt");
+
     /** Labels that Prometheus adds when it scrapes a pod (the server does not publish them). */
     static final Set<String> SCRAPE_LABELS = Set.of("namespace", "pod", "job", "instance", "service", "endpoint",
             "container");
@@ -123,26 +129,40 @@ class MonitoringQueriesTest {
     void everyMetricTheDashboardQueriesIsPublished() throws IOException {
         Map<String, List<String>> queries = dashboardQueries();
         assertThat(queries).as("dashboard panels with queries").isNotEmpty();
+        Set<String> pending = pendingMetrics();
         List<String> missing = new ArrayList<>();
         Set<String> read = new TreeSet<>();
         queries.forEach((panel, exprs) -> {
             for (String expr : exprs) {
                 for (String name : PromQl.metricNames(expr)) {
                     read.add(name);
-                    if (!scraped.containsKey(name)) {
+                    if (!scraped.containsKey(name) && !pending.contains(name)) {
                         missing.add(panel + ": " + name);
                     }
                 }
             }
         });
         assertThat(missing).as("metrics the dashboard queries but /actuator/prometheus lacks").isEmpty();
+        assertThat(read).as("every pending metric is still queried").containsAll(pending);
         // The panels the operators were promised, by the meters they read.
         assertThat(read).contains("gpupool_memory_reserved_bytes", "gpupool_memory_allocated_bytes",
                 "gpupool_memory_cached_bytes", "gpupool_memory_cap_bytes", "gpupool_fragmentation",
                 "gpupool_free_largest_bytes", "gpupool_local_hit_ratio", "gpupool_maps_total", "gpupool_unmaps_total",
                 "gpupool_allocation_latency_buckets_total", "gpupool_recoveries_total", "gpupool_failures_total",
                 "gpupool_inference_requests_total", "gpupool_inference_compute_seconds_bucket",
-                "gpupool_inference_queue_wait_seconds_bucket", "gpupool_inference_queue_depth");
+                "gpupool_inference_queue_wait_seconds_bucket", "gpupool_inference_queue_depth",
+                "gpupool_batch_size_requests_bucket");
+    }
+
+    @Test
+    void pendingMetricsWaitOnlyWhileTheirFamilyIsUnpublished() throws IOException {
+        for (String name : pendingMetrics()) {
+            String family = family(name);
+            assertThat(scraped.keySet().stream().filter(published -> published.startsWith(family)).sorted().toList())
+                    .as("%s is listed in %s, but the server now publishes metrics of %s*: remove the family's names "
+                            + "from the list so that their panels are checked", name, PENDING, family)
+                    .isEmpty();
+        }
     }
 
     @Test
@@ -195,13 +215,14 @@ class MonitoringQueriesTest {
     void everyExactLabelMatcherSelectsAPublishedSeries() throws IOException {
         List<String> queries = new ArrayList<>(alertExpressions().values());
         dashboardQueries().values().forEach(queries::addAll);
+        Set<String> pending = pendingMetrics();
         List<String> unmatched = new ArrayList<>();
         int checked = 0;
         for (String query : queries) {
             for (PromQl.Selector selector : PromQl.selectors(query)) {
                 Map<String, String> wanted = new HashMap<>(selector.equalities());
                 wanted.keySet().removeAll(SCRAPE_LABELS);
-                if (wanted.isEmpty() || EXTERNAL.containsKey(selector.metric())) {
+                if (wanted.isEmpty() || EXTERNAL.containsKey(selector.metric()) || pending.contains(selector.metric())) {
                     continue;
                 }
                 checked++;
@@ -233,6 +254,29 @@ class MonitoringQueriesTest {
         assertThat(PromQl.metricNames(expr)).containsExactly("gpupool_x_bucket", "other_metric", "up");
         assertThat(PromQl.selectors("a{outcome=\"overloaded\", pod=~\"$pod\", level=\"$level\"} + b"))
                 .containsExactly(new PromQl.Selector("a", Map.of("outcome", "overloaded")));
+    }
+
+    /** The names listed in {@link #PENDING} (none when the file is gone). */
+    static Set<String> pendingMetrics() throws IOException {
+        if (!Files.exists(PENDING)) {
+            return Set.of();
+        }
+        Set<String> names = new TreeSet<>();
+        for (String line : Files.readAllLines(PENDING)) {
+            String name = line.strip();
+            if (!name.isEmpty() && !name.startsWith("#")) {
+                names.add(name);
+            }
+        }
+        return names;
+    }
+
+    /** The first two words of a metric name, e.g. {@code gpupool_batch_}. */
+    static String family(String name) {
+        int first = name.indexOf('_');
+        int second = first < 0 ? -1 : name.indexOf('_', first + 1);
+        assertThat(second).as("pending metric %s has a family of two words", name).isPositive();
+        return name.substring(0, second + 1);
     }
 
     private static WebTestClient.ResponseSpec infer(WebTestClient api, String model, String body) {
