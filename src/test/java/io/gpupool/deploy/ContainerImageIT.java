@@ -9,12 +9,15 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Base64;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import com.github.dockerjava.api.command.HealthState;
 import com.github.dockerjava.api.command.InspectContainerResponse;
@@ -70,7 +73,13 @@ class ContainerImageIT {
 
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     private final List<String> logs = new CopyOnWriteArrayList<>();
+    private static final Pattern STARTED =
+        Pattern.compile("Started \\w+ in ([0-9.]+) seconds \\(process running for ([0-9.]+)\\)");
+
     private GenericContainer<?> server;
+    private long startedNanos;
+    /** When {@code /v2/health/ready} first answered 200; -1 before. */
+    private volatile long readyNanos = -1;
     private int appPort;
     private int managementPort;
 
@@ -131,11 +140,35 @@ class ContainerImageIT {
             .withLogConsumer((OutputFrame frame) -> logs.add(frame.getUtf8StringWithoutLineEnding()))
             // The image's own HEALTHCHECK (readiness on the management port) decides when we start.
             .waitingFor(new HealthyOrExited().withStartupTimeout(Duration.ofMinutes(3)));
+        startedNanos = System.nanoTime();
         try {
             server.start();
         } catch (RuntimeException e) {
             throw new AssertionError("container failed to start or to become healthy; its log:\n" + String.join("\n", logs), e);
         }
+        recordStartUp();
+    }
+
+    /**
+     * Writes how long the image took to serve, for docs/benchmarks.md ("Start-up"): from the start of
+     * the container (create and start, as {@code docker run}) to the first 200 of {@code /v2/health/ready},
+     * polled every 50 ms, and the JVM's own "Started ... in" line. A measurement, not a check: the time
+     * depends on the machine.
+     */
+    private void recordStartUp() throws IOException {
+        String log = String.join("\n", logs);
+        Matcher started = STARTED.matcher(log);
+        boolean found = started.find();
+        ObjectNode startUp = JSON.createObjectNode()
+            .put("readySecondsFromContainerStart", readyNanos < 0 ? -1 : (readyNanos - startedNanos) / 1e9)
+            .put("startedSeconds", found ? Double.parseDouble(started.group(1)) : -1)
+            .put("processSeconds", found ? Double.parseDouble(started.group(2)) : -1)
+            .put("aotCacheWarnings", log.lines().filter(line -> line.contains("[aot]")).count())
+            .put("cpus", Runtime.getRuntime().availableProcessors());
+        Path out = Path.of("target", "container-startup.json");
+        Files.createDirectories(out.getParent());
+        Files.writeString(out, JSON.writeValueAsString(startUp));
+        System.out.println("container start-up: " + startUp);
     }
 
     /**
@@ -231,11 +264,14 @@ class ContainerImageIT {
      * Waits until Docker reports the image's HEALTHCHECK healthy, and gives up at once when the
      * container exits (a server that fails to start should not cost the whole start-up timeout).
      */
-    private static final class HealthyOrExited extends AbstractWaitStrategy {
+    private final class HealthyOrExited extends AbstractWaitStrategy {
         @Override
         protected void waitUntilReady() {
             long deadline = System.nanoTime() + startupTimeout.toNanos();
             while (true) {
+                if (readyNanos < 0 && answersReady()) {
+                    readyNanos = System.nanoTime();
+                }
                 InspectContainerResponse.ContainerState state = waitStrategyTarget.getCurrentContainerInfo().getState();
                 if (!Boolean.TRUE.equals(state.getRunning())) {
                     throw new ContainerLaunchException("container exited with code " + state.getExitCodeLong());
@@ -249,12 +285,24 @@ class ContainerImageIT {
                         + " (health: " + (health == null ? "none" : health.getStatus()) + ")");
                 }
                 try {
-                    Thread.sleep(500);
+                    Thread.sleep(readyNanos < 0 ? 50 : 500);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                     throw new ContainerLaunchException("interrupted while waiting for the container");
                 }
             }
+        }
+    }
+
+    private boolean answersReady() {
+        try {
+            return http.send(HttpRequest.newBuilder(uri(appPort, "/v2/health/ready")).timeout(Duration.ofSeconds(1))
+                .GET().build(), HttpResponse.BodyHandlers.discarding()).statusCode() == 200;
+        } catch (IOException e) {
+            return false; // not listening yet
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
         }
     }
 
