@@ -1,4 +1,4 @@
-package io.gpupool.load;
+package io.gpupool.lab;
 
 import io.gpupool.GpuPoolApplication;
 import io.gpupool.config.FaultInjection;

@@ -1,4 +1,4 @@
-package io.gpupool.bench;
+package io.gpupool.lab;
 
 import io.gpupool.backend.ComputeBackend;
 import io.gpupool.backend.ComputeDevice;

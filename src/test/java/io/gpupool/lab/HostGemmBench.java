@@ -1,4 +1,4 @@
-package io.gpupool.bench;
+package io.gpupool.lab;
 
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.host.HostTensorOps;

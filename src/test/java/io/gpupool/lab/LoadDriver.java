@@ -1,4 +1,4 @@
-package io.gpupool.load;
+package io.gpupool.lab;
 
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;

@@ -1,4 +1,4 @@
-package io.gpupool.bench;
+package io.gpupool.lab;
 
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;

@@ -1,4 +1,4 @@
-package io.gpupool.load;
+package io.gpupool.lab;
 
 import com.sun.net.httpserver.HttpServer;
 import org.junit.jupiter.api.Test;

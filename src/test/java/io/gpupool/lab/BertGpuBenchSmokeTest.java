@@ -1,4 +1,4 @@
-package io.gpupool.bench;
+package io.gpupool.lab;
 
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.junit.jupiter.api.Test;
