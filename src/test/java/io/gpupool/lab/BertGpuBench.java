@@ -18,7 +18,7 @@ import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.LoadTarget;
-import io.gpupool.model.ModelRepository;
+import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.model.bert.BertModel;
 import io.gpupool.model.safetensors.SafetensorsFile;

@@ -1,8 +1,14 @@
-package io.gpupool.model;
+package io.gpupool.model.repository;
 
+import io.gpupool.model.DeviceWeights;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.LoadTarget;
+import io.gpupool.model.ModelConfig;
+import io.gpupool.model.ModelFormatException;
 import io.gpupool.model.bert.BertModel;
 import io.gpupool.model.mlp.MlpModel;
 import io.gpupool.model.safetensors.SafetensorsFile;
+import io.gpupool.model.safetensors.SafetensorsFormatException;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -103,7 +109,8 @@ public final class ModelRepository implements AutoCloseable {
 
     private static String describe(Throwable e) {
         String message = e.getMessage();
-        return e instanceof ModelFormatException || e instanceof IllegalArgumentException
+        return e instanceof ModelFormatException || e instanceof SafetensorsFormatException
+                || e instanceof IllegalArgumentException
                 ? message : e.getClass().getSimpleName() + (message == null ? "" : ": " + message);
     }
 
