@@ -155,6 +155,8 @@ class GpuPoolEndpointWebTests {
                 .expectBody().jsonPath("$.field").isEqualTo("coalesceTreshold");
         management.get().uri("/gpupool/cuda:1").exchange()
                 .expectBody().jsonPath("$.configuration.coalesceThreshold").isEqualTo(10);
+        operatorPost("/gpupool/cuda:9").bodyValue(Map.of("bogus", 1)).exchange()
+                .expectStatus().isNotFound(); // an unknown device is the answer, whatever the fields
     }
 
     @Test
