@@ -6,10 +6,12 @@
 #
 # Stages:
 #   build    BUILD_IMAGE (a JDK 25). Either runs the Maven wrapper on the sources in the context, or,
-#            when APP_JAR names a jar in the context, takes that jar as is. Then splits the Spring Boot
-#            jar into its layers (dependencies change rarely, the application often).
+#            when APP_JAR names a jar in the context, takes that jar as is. Then extracts the Spring Boot
+#            jar into its layers (dependencies change rarely, the application often) as a plain
+#            app.jar + lib/, which the JVM's ahead-of-time cache can serve (a nested jar cannot).
 #   runtime  BASE_IMAGE (a JRE 25). Non-root user 10001, config profiles in /config, model repository
-#            volume at /models, app port 8080, management (actuator) port 8081.
+#            volume at /models, app port 8080, management (actuator) port 8081, the AOT cache
+#            /app/app.aot trained at build time.
 #
 # BASE_IMAGE and BUILD_IMAGE default to the public Temurin images; the "docker" tests substitute a
 # locally built Debian + jlink'd runtime for both (tools/ci/build-base-image.sh), with APP_JAR set to
@@ -33,7 +35,7 @@ RUN set -eu; \
       ./mvnw -B -ntp -DskipTests package; \
       cp target/gpupool-*.jar app.jar; \
     fi; \
-    java -Djarmode=tools -jar app.jar extract --layers --launcher --destination extracted
+    java -Djarmode=tools -jar app.jar extract --layers --application-filename app.jar --destination extracted
 
 FROM ${BASE_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 gpupool \
@@ -42,9 +44,8 @@ RUN groupadd --system --gid 10001 gpupool \
  && mkdir -p /app /config /models \
  && chown gpupool:gpupool /models
 WORKDIR /app
-# Least-often-changed layer first.
+# Least-often-changed layer first: lib/*.jar, then app.jar (whose manifest names them).
 COPY --from=build /workspace/extracted/dependencies/ ./
-COPY --from=build /workspace/extracted/spring-boot-loader/ ./
 COPY --from=build /workspace/extracted/snapshot-dependencies/ ./
 COPY --from=build /workspace/extracted/application/ ./
 COPY config/ /config/
@@ -57,10 +58,19 @@ ENV SPRING_CONFIG_ADDITIONAL_LOCATION=optional:file:/config/ \
     SPRING_PROFILES_ACTIVE=production \
     GPUPOOL_MODELS_PATH=/models \
     JDK_JAVA_OPTIONS="-XX:MaxRAMPercentage=75.0"
+# Java's ahead-of-time cache (JEP 483/514/515): a training run refreshes the application context once
+# (spring.context.exit=onRefresh: beans created, no port opened) and records the classes it loaded and
+# linked, so that the server starts from /app/app.aot instead of loading them from the jars. The run
+# uses the host profile without production (which needs the operator password); the cache depends
+# only on the class path and the JVM, both the same as the ENTRYPOINT's. A JVM that cannot use the
+# cache warns once and starts without it. Start-up times: docs/benchmarks.md, "Start-up".
+RUN SPRING_PROFILES_ACTIVE=host java --enable-native-access=ALL-UNNAMED -XX:AOTCacheOutput=/app/app.aot \
+      -Dspring.context.exit=onRefresh -jar /app/app.jar \
+ && chmod 0444 /app/app.aot
 USER 10001:10001
 EXPOSE 8080 8081
 VOLUME ["/models"]
 HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
   CMD ["/usr/local/bin/gpupool-healthcheck"]
-ENTRYPOINT ["java", "--enable-native-access=ALL-UNNAMED", "-XX:+ExitOnOutOfMemoryError", "-cp", "/app", \
-            "org.springframework.boot.loader.launch.JarLauncher"]
+ENTRYPOINT ["java", "--enable-native-access=ALL-UNNAMED", "-XX:+ExitOnOutOfMemoryError", "-XX:AOTCache=/app/app.aot", \
+            "-jar", "/app/app.jar"]

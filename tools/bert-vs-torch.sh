@@ -73,7 +73,7 @@ LEFT=$((TOTAL_S - (SECONDS - START)))
 BUDGET=$((LEFT - 45))          # JVM start, weight load and PTX JIT are outside the bench's own budget
 if [ -n "$RUNNER" ] && [ -f "$MODEL/model.safetensors" ] && [ "$BUDGET" -gt 10 ]; then
   log "gpupool bench: budget ${BUDGET}s, hard limit $((LEFT - 5))s"
-  timeout --kill-after=5 $((LEFT - 5)) "$RUNNER" --main io.gpupool.bench.BertGpuBench \
+  timeout --kill-after=5 $((LEFT - 5)) "$RUNNER" --main io.gpupool.lab.BertGpuBench \
       --model "$MODEL" --out "$OUT_DIR/bert-gpupool.json" --backend "${BACKEND:-cuda}" --precisions FP32,BF16,TF32,TF32X3 \
       --batches 1,8,32 --seqs 16,128,512 --warmup 3 --reps "$REPS" --budget-s "$BUDGET" --shape-s 3 \
     || { s=$?; [ "$s" -eq 2 ] && log "gpupool bench cut short by its budget (partial results kept)" \

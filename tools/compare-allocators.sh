@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the same workload against the same build once per allocator mode (gpupool.memory.mode), one
 # server process after the other on free loopback ports, and writes comparison.{json,md,html} plus one
-# report and one server log per mode (io.gpupool.load.AllocatorComparison).
+# report and one server log per mode (io.gpupool.lab.AllocatorComparison).
 #
 #   tools/compare-allocators.sh quick [OPTIONS]   host backend, TWO_LEVEL GLOBAL_ONLY BEST_FIT DIRECT,
 #                                                 tiny-bert + iris-mlp, 4 s warm-up + 15 s per mode
@@ -89,7 +89,7 @@ for a in "${ARGS[@]}"; do [ "$a" = "--out-dir" ] && HAS_OUT=1; done
 [ $HAS_OUT = 0 ] && PRESET_ARGS+=(--out-dir "$OUT")
 
 set +e
-"$JAVA" --enable-native-access=ALL-UNNAMED ${LOAD_JAVA_OPTS:-} -cp "$TOOL_CP" io.gpupool.load.AllocatorComparison \
+"$JAVA" --enable-native-access=ALL-UNNAMED ${LOAD_JAVA_OPTS:-} -cp "$TOOL_CP" io.gpupool.lab.AllocatorComparison \
   --java "$JAVA" --server-cp "$SERVER_CP" "${PRESET_ARGS[@]}" "${ARGS[@]}"
 STATUS=$?
 set -e

@@ -2,7 +2,6 @@ package io.gpupool.actuate;
 
 import java.util.List;
 import java.util.Objects;
-import java.util.Optional;
 import java.util.function.LongSupplier;
 
 import io.gpupool.memory.AllocatorMode;
@@ -35,12 +34,9 @@ import org.jspecify.annotations.Nullable;
  * {@link #trim} gives back what the allocator's own trim gives (best-fit's wholly free chunks) or 0,
  * {@link #layout} is empty, and trace recording works as for a pool.
  */
-public final class AllocatorAdapter implements ManagedPool {
+public final class AllocatorAdapter extends DeviceAdapter {
 
-    private final String device;
     private final Metrics metrics;
-    private final long capacityBytes;
-    private final @Nullable TraceControl trace;
     private final LongSupplier trim;
 
     /**
@@ -52,10 +48,8 @@ public final class AllocatorAdapter implements ManagedPool {
      */
     public AllocatorAdapter(String device, Metrics metrics, long capacityBytes, @Nullable TraceControl trace,
                             LongSupplier trim) {
-        this.device = Objects.requireNonNull(device, "device");
+        super(device, capacityBytes, trace);
         this.metrics = Objects.requireNonNull(metrics, "metrics");
-        this.capacityBytes = capacityBytes;
-        this.trace = trace;
         this.trim = Objects.requireNonNull(trim, "trim");
     }
 
@@ -63,16 +57,6 @@ public final class AllocatorAdapter implements ManagedPool {
     public static AllocatorAdapter of(String device, AllocatorMetrics allocator, long capacityBytes,
                                       @Nullable TraceControl trace) {
         return new AllocatorAdapter(device, new Metrics(allocator, () -> 0, () -> 0), capacityBytes, trace, () -> 0);
-    }
-
-    @Override
-    public String device() {
-        return device;
-    }
-
-    @Override
-    public long capacityBytes() {
-        return capacityBytes;
     }
 
     @Override
@@ -100,11 +84,6 @@ public final class AllocatorAdapter implements ManagedPool {
     @Override
     public List<ChunkLayout> layout() {
         return List.of();
-    }
-
-    @Override
-    public Optional<TraceControl> trace() {
-        return Optional.ofNullable(trace);
     }
 
     /**

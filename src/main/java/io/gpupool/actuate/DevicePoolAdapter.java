@@ -4,7 +4,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Objects;
-import java.util.Optional;
 
 import io.gpupool.memory.DevicePool;
 import io.gpupool.memory.PoolConfig;
@@ -19,12 +18,9 @@ import org.jspecify.annotations.Nullable;
  * to the pool itself. The buddy map comes from {@link BlockLayoutMetric} when the pool's metrics offer
  * it; otherwise each chunk is reported with its free bytes only.
  */
-public final class DevicePoolAdapter implements ManagedPool {
+public final class DevicePoolAdapter extends DeviceAdapter {
 
-    private final String device;
     private final DevicePool pool;
-    private final long capacityBytes;
-    private final @Nullable TraceControl trace;
 
     /**
      * @param device        the selector, e.g. {@code cuda:0}
@@ -32,20 +28,8 @@ public final class DevicePoolAdapter implements ManagedPool {
      * @param trace         trace recording of the allocator in front of the pool, or null
      */
     public DevicePoolAdapter(String device, DevicePool pool, long capacityBytes, @Nullable TraceControl trace) {
-        this.device = Objects.requireNonNull(device, "device");
+        super(device, capacityBytes, trace);
         this.pool = Objects.requireNonNull(pool, "pool");
-        this.capacityBytes = capacityBytes;
-        this.trace = trace;
-    }
-
-    @Override
-    public String device() {
-        return device;
-    }
-
-    @Override
-    public long capacityBytes() {
-        return capacityBytes;
     }
 
     @Override
@@ -95,10 +79,5 @@ public final class DevicePoolAdapter implements ManagedPool {
             chunks.add(new ChunkLayout(index++, chunk.bytes(), chunk.freeBytes(), chunk.dedicated(), List.of()));
         }
         return chunks;
-    }
-
-    @Override
-    public Optional<TraceControl> trace() {
-        return Optional.ofNullable(trace);
     }
 }

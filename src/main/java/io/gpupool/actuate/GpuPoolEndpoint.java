@@ -47,8 +47,10 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  * <p>The operations here return plain values (null meaning "no such device"); the HTTP statuses and the
  * 400 answers that name a bad field live in {@link GpuPoolEndpointWebExtension}.
  */
-@Endpoint(id = "gpupool")
+@Endpoint(id = GpuPoolEndpoint.ID)
 public class GpuPoolEndpoint {
+
+    static final String ID = "gpupool";
 
     static final String LAYOUT = "layout";
     static final String TRACE = "trace";
@@ -88,42 +90,26 @@ public class GpuPoolEndpoint {
     }
 
     /**
-     * Tunes one pool; field names are those of {@code memory.PoolConfig} (see {@link TuningRequest}),
-     * absent fields stay as they are.
+     * Tunes one pool; absent fields stay as they are. The body's fields are {@link PoolTuning}'s
+     * components, bound by {@link TuningBodyBinder} and {@link TuningRequest}.
      *
      * @return the configuration in force afterwards, or null if there is no such device
-     * @throws TuningException naming the field that does not parse or that the pool rejects
+     * @throws TuningException naming the field that the pool rejects
      */
     @WriteOperation
-    public @Nullable TunedDescriptor tune(@Selector String device, @Nullable String localCacheBytesPerStream,
-                                          @Nullable String localCacheCountPerClass, @Nullable String localIdleAge,
-                                          @Nullable String coalesceThreshold, @Nullable String releaseThresholdBytes,
-                                          @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
-                                          @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
-                                          @Nullable String capFraction,
-                                          @Nullable String mappedSlack, @Nullable String waitBeyondBudget) {
+    public @Nullable TunedDescriptor tune(@Selector String device, PoolTuning tuning) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {
             return null;
         }
-        Map<String, @Nullable String> fields = new LinkedHashMap<>();
-        fields.put("localCacheBytesPerStream", localCacheBytesPerStream);
-        fields.put("localCacheCountPerClass", localCacheCountPerClass);
-        fields.put("localIdleAge", localIdleAge);
-        fields.put("coalesceThreshold", coalesceThreshold);
-        fields.put("releaseThresholdBytes", releaseThresholdBytes);
-        fields.put("releaseIdleAge", releaseIdleAge);
-        fields.put("growthStepBytes", growthStepBytes);
-        fields.put("maxGrowthStepBytes", maxGrowthStepBytes);
-        fields.put("capBytes", capBytes);
-        fields.put("capFraction", capFraction);
-        fields.put("mappedSlack", mappedSlack);
-        fields.put("waitBeyondBudget", waitBeyondBudget);
-        // An allocator without a pool configuration refuses whatever the fields say: let its answer
-        // (which names the mode) be the one the operator reads, not a complaint about a field.
-        PoolTuning tuning = pool.configuration() == null ? PoolTuning.none() : TuningRequest.parse(fields);
         PoolConfig tuned;
         try {
+            // An allocator without a pool configuration refuses whatever the fields say: its answer
+            // names the mode.
+            PoolConfig current = pool.configuration();
+            if (current != null) {
+                TuningChecks.beforeApplying(current, tuning, pool.capacityBytes());
+            }
             tuned = pool.tune(tuning);
         }
         catch (IllegalArgumentException ex) {

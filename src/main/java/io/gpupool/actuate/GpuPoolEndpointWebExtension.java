@@ -2,6 +2,7 @@ package io.gpupool.actuate;
 
 import java.util.Map;
 
+import io.gpupool.memory.PoolTuning;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.actuate.endpoint.annotation.DeleteOperation;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
@@ -53,23 +54,20 @@ public class GpuPoolEndpointWebExtension {
     }
 
     @WriteOperation
-    public WebEndpointResponse<Object> tune(@Selector String device, @Nullable String localCacheBytesPerStream,
-                                            @Nullable String localCacheCountPerClass, @Nullable String localIdleAge,
-                                            @Nullable String coalesceThreshold, @Nullable String releaseThresholdBytes,
-                                            @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
-                                            @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
-                                            @Nullable String capFraction,
-                                            @Nullable String mappedSlack, @Nullable String waitBeyondBudget) {
+    public WebEndpointResponse<Object> tune(@Selector String device, PoolTuning tuning) {
         try {
-            GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, localCacheBytesPerStream,
-                    localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                    growthStepBytes, maxGrowthStepBytes, capBytes, capFraction, mappedSlack, waitBeyondBudget);
+            GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, tuning);
             return tuned == null ? notFound() : new WebEndpointResponse<>(tuned);
         }
         catch (TuningException ex) {
-            return new WebEndpointResponse<>(new TuningError(String.valueOf(ex.getMessage()), ex.field(), ex.value(),
-                    ex.allowed()), WebEndpointResponse.STATUS_BAD_REQUEST);
+            return badRequest(ex);
         }
+    }
+
+    /** The 400 answer to a tuning that does not bind or that the pool rejects. */
+    static WebEndpointResponse<Object> badRequest(TuningException ex) {
+        return new WebEndpointResponse<>(new TuningError(String.valueOf(ex.getMessage()), ex.field(), ex.value(),
+                ex.allowed()), WebEndpointResponse.STATUS_BAD_REQUEST);
     }
 
     @WriteOperation

@@ -35,6 +35,12 @@ public class OperationsConfiguration {
         return new GpuPoolEndpointWebExtension(endpoint, pools);
     }
 
+    /** Binds a tuning POST's body to the one {@code PoolTuning} that {@code tune} takes. */
+    @Bean
+    public TuningBodyBinder tuningBodyBinder(ManagedPools pools) {
+        return new TuningBodyBinder(pools);
+    }
+
     @Bean
     public DashboardEndpoint dashboardEndpoint() {
         return new DashboardEndpoint();

@@ -36,10 +36,22 @@ public class TuningException extends IllegalArgumentException {
     }
 
     private TuningException(String message) {
+        this(message, null, null, null);
+    }
+
+    private TuningException(String message, @Nullable String field, @Nullable String value,
+                            @Nullable String allowed) {
         super(message);
-        this.field = null;
-        this.value = null;
-        this.allowed = null;
+        this.field = field;
+        this.value = value;
+        this.allowed = allowed;
+    }
+
+    /** Fields that are no tuning knob: named all at once, so that one answer lists every misspelling. */
+    public static TuningException unknownFields(java.util.Collection<String> unknown, java.util.List<String> accepted) {
+        String names = String.join(", ", unknown);
+        return new TuningException("unknown tuning field" + (unknown.size() == 1 ? " " : "s ") + names
+                + "; allowed: " + String.join(", ", accepted), names, null, String.join(", ", accepted));
     }
 
     /**

@@ -1,9 +1,15 @@
 package io.gpupool.actuate;
 
+import java.lang.reflect.Constructor;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.RecordComponent;
 import java.time.Duration;
-import java.util.LinkedHashMap;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
 import java.util.Map;
-import java.util.Set;
+import java.util.TreeSet;
+import java.util.regex.Pattern;
 
 import io.gpupool.memory.PoolTuning;
 import org.jspecify.annotations.Nullable;
@@ -11,76 +17,96 @@ import org.springframework.boot.convert.DurationStyle;
 import org.springframework.util.unit.DataSize;
 
 /**
- * Turns the fields of a tuning POST into a {@link PoolTuning}. Field names are those of
- * {@code memory.PoolConfig}, so the pool's own validation message names the field the operator sent.
- * Values arrive as text (JSON numbers as their decimal text); sizes may carry a unit ({@code 256MB}),
- * durations too ({@code 30s}, {@code PT30S}). This class only parses: ranges are the pool's business
- * ({@code PoolConfig} validates the whole result, and a rejected tuning changes nothing).
+ * Binds the JSON body of a tuning POST to the typed {@link PoolTuning} that the endpoint and its web
+ * extension take. The accepted fields are {@code PoolTuning}'s components, by name and in order; how a
+ * field's text is read follows from the component's type, so adding a knob to {@code PoolTuning} makes
+ * it tunable here without a second list:
  *
  * <pre>
- *  field                      type       meaning
- *  localCacheBytesPerStream   size       cap of each stream's local cache
- *  localCacheCountPerClass    int        free blocks one local cache keeps per size class
- *  localIdleAge               duration   a local size class idle this long is flushed
- *  coalesceThreshold          int        free blocks of one order before a deferred merge
- *  releaseThresholdBytes      size       reserved bytes kept even when idle
- *  releaseIdleAge             duration   how long a chunk stays empty before it is returned
- *  growthStepBytes            size       size of the next lazily grown chunk
- *  maxGrowthStepBytes         size       growth steps double up to this
- *  capBytes                   size       most bytes reserved (0 = use capFraction)
- *  capFraction                double     cap as a fraction of device memory (sets capBytes to 0)
- *  mappedSlack                double     MAPPED growth: free mapped memory kept beyond the allocated
- *                                        high-water mark, as a fraction of it (default 0.0625)
- *  waitBeyondBudget           boolean    MAPPED growth: beyond the budget, wait for memory another
- *                                        stream freed rather than map more (default false)
+ *  component type   accepted                                         example
+ *  Long  (bytes)    whole bytes, or a whole number with a unit        268435456, "256MB"
+ *  Integer          a whole number                                    20
+ *  Duration         a number with a unit, or ISO-8601                 "30s", "500ms", "PT30S"
+ *  Double           a decimal number, optionally with an exponent     0.5, 1e-3 (not "0.5d", "0x1p-3", "NaN")
+ *  Boolean          true or false                                     true
  * </pre>
+ *
+ * A field may be a JSON number, string or boolean; a blank string leaves the component unchanged. A
+ * field that is no component is refused by name, so a misspelt knob is never silently ignored. This
+ * class only parses: ranges are the pool's business ({@code PoolConfig} validates the whole result,
+ * and a rejected tuning changes nothing).
  */
 public final class TuningRequest {
 
-    /** The accepted field names, in the order above. */
-    public static final Set<String> FIELDS = Set.of("localCacheBytesPerStream", "localCacheCountPerClass",
-            "localIdleAge", "coalesceThreshold", "releaseThresholdBytes", "releaseIdleAge", "growthStepBytes",
-            "maxGrowthStepBytes", "capBytes", "capFraction", "mappedSlack", "waitBeyondBudget");
+    private static final RecordComponent[] COMPONENTS = PoolTuning.class.getRecordComponents();
+
+    /** The accepted field names: {@link PoolTuning}'s components, in declaration order. */
+    public static final List<String> FIELDS = Arrays.stream(COMPONENTS).map(RecordComponent::getName).toList();
+
+    /** A decimal number as JSON writes one; Java's extras (type suffixes, hex, NaN, Infinity) are refused. */
+    private static final Pattern DECIMAL = Pattern.compile("[+-]?(\\d+\\.?\\d*|\\.\\d+)([eE][+-]?\\d+)?");
+
+    private static final Constructor<PoolTuning> CANONICAL = canonicalConstructor();
 
     private TuningRequest() {
     }
 
     /**
-     * Parses the given fields (absent or blank = unchanged).
+     * Binds the body's fields (absent or blank = unchanged).
      *
-     * @throws TuningException naming the first field whose text does not parse, or when no field is given
+     * @throws TuningException naming the unknown fields, or the first field whose value does not parse,
+     *         or saying that no field was given
      */
-    public static PoolTuning parse(Map<String, @Nullable String> fields) {
-        PoolTuning tuning = PoolTuning.none();
+    public static PoolTuning parse(Map<String, ? extends @Nullable Object> body) {
+        TreeSet<String> unknown = new TreeSet<>(body.keySet());
+        FIELDS.forEach(unknown::remove);
+        if (!unknown.isEmpty()) {
+            throw TuningException.unknownFields(unknown, FIELDS);
+        }
+        Object[] values = new Object[COMPONENTS.length];
         boolean any = false;
-        for (Map.Entry<String, @Nullable String> e : new LinkedHashMap<>(fields).entrySet()) {
-            String text = e.getValue();
-            if (text == null || text.isBlank()) {
-                continue;
+        for (int i = 0; i < COMPONENTS.length; i++) {
+            Object raw = body.get(COMPONENTS[i].getName());
+            String text = raw == null ? "" : String.valueOf(raw).trim();
+            if (!text.isEmpty()) {
+                values[i] = read(COMPONENTS[i], text);
+                any = true;
             }
-            any = true;
-            String field = e.getKey();
-            text = text.trim();
-            tuning = switch (field) {
-                case "localCacheBytesPerStream" -> tuning.withLocalCacheBytesPerStream(size(field, text));
-                case "localCacheCountPerClass" -> tuning.withLocalCacheCountPerClass(integer(field, text));
-                case "localIdleAge" -> tuning.withLocalIdleAge(duration(field, text));
-                case "coalesceThreshold" -> tuning.withCoalesceThreshold(integer(field, text));
-                case "releaseThresholdBytes" -> tuning.withReleaseThresholdBytes(size(field, text));
-                case "releaseIdleAge" -> tuning.withReleaseIdleAge(duration(field, text));
-                case "growthStepBytes" -> tuning.withGrowthStepBytes(size(field, text));
-                case "maxGrowthStepBytes" -> tuning.withMaxGrowthStepBytes(size(field, text));
-                case "capBytes" -> tuning.withCapBytes(size(field, text));
-                case "capFraction" -> tuning.withCapFraction(fraction(field, text));
-                case "mappedSlack" -> tuning.withMappedSlack(number(field, text));
-                case "waitBeyondBudget" -> tuning.withWaitBeyondBudget(bool(field, text));
-                default -> throw new TuningException(field, text, "one of the fields " + FIELDS);
-            };
         }
         if (!any) {
-            throw new TuningException("body", "{}", "at least one of the fields " + FIELDS);
+            throw new TuningException("body", String.valueOf(body), "at least one of the fields " + FIELDS);
         }
-        return tuning;
+        try {
+            return CANONICAL.newInstance(values);
+        }
+        catch (InvocationTargetException ex) {
+            throw ex.getCause() instanceof RuntimeException runtime ? runtime : new IllegalStateException(ex);
+        }
+        catch (ReflectiveOperationException ex) {
+            throw new IllegalStateException(ex);
+        }
+    }
+
+    private static Object read(RecordComponent component, String text) {
+        String field = component.getName();
+        Class<?> type = component.getType();
+        if (type == Long.class) {
+            return size(field, text);
+        }
+        if (type == Integer.class) {
+            return integer(field, text);
+        }
+        if (type == Duration.class) {
+            return duration(field, text);
+        }
+        if (type == Double.class) {
+            return number(field, text);
+        }
+        if (type == Boolean.class) {
+            return bool(field, text);
+        }
+        throw new IllegalStateException("PoolTuning." + field + " has type " + type.getName()
+                + ", which a tuning request cannot read");
     }
 
     private static long size(String field, String text) {
@@ -111,28 +137,27 @@ public final class TuningRequest {
     }
 
     private static double number(String field, String text) {
-        try {
-            return Double.parseDouble(text);
+        if (!DECIMAL.matcher(text).matches()) {
+            throw new TuningException(field, text, "a decimal number such as 0.0625");
         }
-        catch (NumberFormatException ex) {
-            throw new TuningException(field, text, "a number such as 0.0625");
-        }
+        return Double.parseDouble(text);
     }
 
     private static boolean bool(String field, String text) {
-        return switch (text.toLowerCase(java.util.Locale.ROOT)) {
+        return switch (text.toLowerCase(Locale.ROOT)) {
             case "true" -> true;
             case "false" -> false;
             default -> throw new TuningException(field, text, "true or false");
         };
     }
 
-    private static double fraction(String field, String text) {
+    private static Constructor<PoolTuning> canonicalConstructor() {
+        Class<?>[] types = Arrays.stream(COMPONENTS).map(RecordComponent::getType).toArray(Class<?>[]::new);
         try {
-            return Double.parseDouble(text);
+            return PoolTuning.class.getDeclaredConstructor(types);
         }
-        catch (NumberFormatException ex) {
-            throw new TuningException(field, text, "a fraction in (0, 1]");
+        catch (NoSuchMethodException ex) {
+            throw new IllegalStateException("a record has its canonical constructor", ex);
         }
     }
 }

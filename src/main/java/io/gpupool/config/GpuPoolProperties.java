@@ -60,31 +60,31 @@ public class GpuPoolProperties {
         private AllocatorMode mode = AllocatorMode.TWO_LEVEL;
 
         /** Smallest buddy block; a power of two from 2MB to 64MB. Smaller requests share blocks through size classes. */
-        private DataSize minBlockSize = DataSize.ofMegabytes(2);
+        private DataSize minBlockBytes = DataSize.ofMegabytes(2);
 
         /** Largest buddy block; a power of two up to 4GB. Larger requests get a dedicated chunk of their own size (2MB granule). */
-        private DataSize maxBlockSize = DataSize.ofMegabytes(256);
+        private DataSize maxBlockBytes = DataSize.ofMegabytes(256);
 
-        /** How the pool grows: MAPPED (default: address-space chunks, memory mapped under blocks in use, free mapped memory beyond the allocated high-water mark + 1/16 unmapped; ON_DEMAND where the device cannot map, e.g. a host backend that is not Linux), ON_DEMAND (optional initial size, then flush caches, coalesce, return empty chunks and grow by what a miss needs), EAGER (reserve the initial size, never grow), LAZY (grow in chunks doubling from growth-step), HYBRID (initial size, then LAZY). */
+        /** How the pool grows: MAPPED (default: address-space chunks, memory mapped under blocks in use, free mapped memory beyond the allocated high-water mark + 1/16 unmapped; ON_DEMAND where the device cannot map, e.g. a host backend that is not Linux), ON_DEMAND (optional initial size, then flush caches, coalesce, return empty chunks and grow by what a miss needs), EAGER (reserve the initial size, never grow), LAZY (grow in chunks doubling from growth-step-bytes), HYBRID (initial size, then LAZY). */
         private GrowthPolicy growthPolicy = GrowthPolicy.MAPPED;
 
         /** Bytes reserved at start for EAGER and HYBRID; must be empty for LAZY. Independently of this, warm-up reserves 1.5 x the largest tensor of the served models. */
-        private DataSize initialSize;
+        private DataSize initialBytes;
 
-        /** Size of the first chunk grown on demand; later chunks double up to max-growth-step. */
-        private DataSize growthStep = DataSize.ofMegabytes(256);
+        /** Size of the first chunk grown on demand; later chunks double up to max-growth-step-bytes. */
+        private DataSize growthStepBytes = DataSize.ofMegabytes(256);
 
         /** Largest chunk grown on demand. */
-        private DataSize maxGrowthStep = DataSize.ofGigabytes(1);
+        private DataSize maxGrowthStepBytes = DataSize.ofGigabytes(1);
 
         /** Most bytes the pool reserves from the device; when empty, cap-fraction of the device memory applies. */
-        private DataSize cap;
+        private DataSize capBytes;
 
-        /** The cap as a fraction of device memory, in (0, 1], used when cap is empty. */
+        /** The cap as a fraction of device memory, in (0, 1], used when cap-bytes is empty. */
         private double capFraction = 0.9;
 
         /** Most bytes one stream's local cache holds (TWO_LEVEL); MAPPED and ON_DEMAND growth lower it to a share of the allocated bytes. */
-        private DataSize localCacheSize = DataSize.ofMegabytes(256);
+        private DataSize localCacheBytesPerStream = DataSize.ofMegabytes(256);
 
         /** Most free blocks one stream caches per size class, 0 to 64. */
         private int localCacheCountPerClass = 16;
@@ -96,7 +96,7 @@ public class GpuPoolProperties {
         private int coalesceThreshold = 10;
 
         /** Reserved bytes kept even when idle; empty chunks above it go back to the device. */
-        private DataSize releaseThreshold = DataSize.ofBytes(0);
+        private DataSize releaseThresholdBytes = DataSize.ofBytes(0);
 
         /** How long a chunk must stay empty before it goes back to the device. */
         private Duration releaseIdleAge = Duration.ofSeconds(30);
@@ -129,32 +129,32 @@ public class GpuPoolProperties {
 
         public AllocatorMode getMode() { return mode; }
         public void setMode(AllocatorMode mode) { this.mode = mode; }
-        public DataSize getMinBlockSize() { return minBlockSize; }
-        public void setMinBlockSize(DataSize minBlockSize) { this.minBlockSize = minBlockSize; }
-        public DataSize getMaxBlockSize() { return maxBlockSize; }
-        public void setMaxBlockSize(DataSize maxBlockSize) { this.maxBlockSize = maxBlockSize; }
+        public DataSize getMinBlockBytes() { return minBlockBytes; }
+        public void setMinBlockBytes(DataSize minBlockBytes) { this.minBlockBytes = minBlockBytes; }
+        public DataSize getMaxBlockBytes() { return maxBlockBytes; }
+        public void setMaxBlockBytes(DataSize maxBlockBytes) { this.maxBlockBytes = maxBlockBytes; }
         public GrowthPolicy getGrowthPolicy() { return growthPolicy; }
         public void setGrowthPolicy(GrowthPolicy growthPolicy) { this.growthPolicy = growthPolicy; }
-        public DataSize getInitialSize() { return initialSize; }
-        public void setInitialSize(DataSize initialSize) { this.initialSize = initialSize; }
-        public DataSize getGrowthStep() { return growthStep; }
-        public void setGrowthStep(DataSize growthStep) { this.growthStep = growthStep; }
-        public DataSize getMaxGrowthStep() { return maxGrowthStep; }
-        public void setMaxGrowthStep(DataSize maxGrowthStep) { this.maxGrowthStep = maxGrowthStep; }
-        public DataSize getCap() { return cap; }
-        public void setCap(DataSize cap) { this.cap = cap; }
+        public DataSize getInitialBytes() { return initialBytes; }
+        public void setInitialBytes(DataSize initialBytes) { this.initialBytes = initialBytes; }
+        public DataSize getGrowthStepBytes() { return growthStepBytes; }
+        public void setGrowthStepBytes(DataSize growthStepBytes) { this.growthStepBytes = growthStepBytes; }
+        public DataSize getMaxGrowthStepBytes() { return maxGrowthStepBytes; }
+        public void setMaxGrowthStepBytes(DataSize maxGrowthStepBytes) { this.maxGrowthStepBytes = maxGrowthStepBytes; }
+        public DataSize getCapBytes() { return capBytes; }
+        public void setCapBytes(DataSize capBytes) { this.capBytes = capBytes; }
         public double getCapFraction() { return capFraction; }
         public void setCapFraction(double capFraction) { this.capFraction = capFraction; }
-        public DataSize getLocalCacheSize() { return localCacheSize; }
-        public void setLocalCacheSize(DataSize localCacheSize) { this.localCacheSize = localCacheSize; }
+        public DataSize getLocalCacheBytesPerStream() { return localCacheBytesPerStream; }
+        public void setLocalCacheBytesPerStream(DataSize localCacheBytesPerStream) { this.localCacheBytesPerStream = localCacheBytesPerStream; }
         public int getLocalCacheCountPerClass() { return localCacheCountPerClass; }
         public void setLocalCacheCountPerClass(int n) { this.localCacheCountPerClass = n; }
         public Duration getLocalIdleAge() { return localIdleAge; }
         public void setLocalIdleAge(Duration localIdleAge) { this.localIdleAge = localIdleAge; }
         public int getCoalesceThreshold() { return coalesceThreshold; }
         public void setCoalesceThreshold(int coalesceThreshold) { this.coalesceThreshold = coalesceThreshold; }
-        public DataSize getReleaseThreshold() { return releaseThreshold; }
-        public void setReleaseThreshold(DataSize releaseThreshold) { this.releaseThreshold = releaseThreshold; }
+        public DataSize getReleaseThresholdBytes() { return releaseThresholdBytes; }
+        public void setReleaseThresholdBytes(DataSize releaseThresholdBytes) { this.releaseThresholdBytes = releaseThresholdBytes; }
         public Duration getReleaseIdleAge() { return releaseIdleAge; }
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
         public boolean isWaitBeyondBudget() { return waitBeyondBudget; }

@@ -14,8 +14,8 @@ public class KernelProperties {
     /**
      * Precision of the linear layers (and, for BF16 with head size 64, of attention) on CUDA devices: FP32 (exact
      * single precision on the CUDA cores; outputs match transformers within 1e-4), TF32 or BF16 (tensor cores with
-     * FP32 accumulation: several times faster, about 1e-3 relative error), or TF32X3 (three TF32 tensor-core
-     * products per multiply: near FP32 accuracy, faster than FP32 on large batches).
+     * FP32 accumulation, about 1e-3 relative error), or TF32X3 (three TF32 tensor-core products per multiply:
+     * near FP32 accuracy). Speed and accuracy of each: docs/benchmarks.md, "Compute".
      */
     private Precision precision = Precision.FP32;
 

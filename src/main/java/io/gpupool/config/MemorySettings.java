@@ -3,13 +3,14 @@ package io.gpupool.config;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.PoolConfig;
 
-import java.util.Map;
+import java.util.Locale;
+import java.util.regex.Pattern;
 import java.util.Objects;
 
 /**
- * Validated {@code gpupool.memory.*}: the allocator mode and the pool configuration. The pool's own
- * record validates the sizes; its messages are rewritten to name our property (e.g.
- * {@code gpupool.memory.cap} instead of the record field {@code capBytes}).
+ * Validated {@code gpupool.memory.*}: the allocator mode and the pool configuration. Each pool property
+ * is named after the {@link PoolConfig} component it sets ({@code capBytes} is {@code cap-bytes}), so the
+ * pool's own validation message only needs the component's name written as a property.
  *
  * @param mode the allocator of each device's activations
  * @param pool the configuration of {@code DevicePool} (its mode is TWO_LEVEL for the non-pool modes,
@@ -23,16 +24,8 @@ import java.util.Objects;
 public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultProbability, long faultSeed,
                              boolean expandableSegments) {
 
-    private static final Map<String, String> PROPERTY_OF_FIELD = Map.ofEntries(
-            Map.entry("minBlockBytes", "min-block-size"), Map.entry("maxBlockBytes", "max-block-size"),
-            Map.entry("growthPolicy", "growth-policy"), Map.entry("initialBytes", "initial-size"),
-            Map.entry("growthStepBytes", "growth-step"), Map.entry("maxGrowthStepBytes", "max-growth-step"),
-            Map.entry("capBytes", "cap"), Map.entry("capFraction", "cap-fraction"),
-            Map.entry("localCacheBytesPerStream", "local-cache-size"),
-            Map.entry("localCacheCountPerClass", "local-cache-count-per-class"),
-            Map.entry("localIdleAge", "local-idle-age"), Map.entry("coalesceThreshold", "coalesce-threshold"),
-            Map.entry("releaseThresholdBytes", "release-threshold"), Map.entry("releaseIdleAge", "release-idle-age"),
-            Map.entry("mappedSlack", "mapped-slack"));
+    /** The pool's way of naming a field in its messages: {@code gpupool.memory.capBytes = ...}. */
+    private static final Pattern FIELD_IN_MESSAGE = Pattern.compile("gpupool\\.memory\\.([a-z][A-Za-z0-9]*)\\b");
 
     public MemorySettings {
         Objects.requireNonNull(mode, "gpupool.memory.mode must be one of TWO_LEVEL, GLOBAL_ONLY, BEST_FIT, DIRECT, CUDA_ASYNC");
@@ -47,16 +40,17 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
         AllocatorMode poolMode = memory.getMode() == AllocatorMode.GLOBAL_ONLY ? AllocatorMode.GLOBAL_ONLY
                 : AllocatorMode.TWO_LEVEL;
         try {
-            PoolConfig pool = new PoolConfig(poolMode, bytes(memory.getMinBlockSize()),
-                    bytes(memory.getMaxBlockSize()), memory.getGrowthPolicy(), bytes(memory.getInitialSize()),
-                    bytes(memory.getGrowthStep()), bytes(memory.getMaxGrowthStep()), bytes(memory.getCap()),
-                    memory.getCapFraction(), bytes(memory.getLocalCacheSize()), memory.getLocalCacheCountPerClass(),
-                    memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThreshold()),
+            PoolConfig pool = new PoolConfig(poolMode, bytes(memory.getMinBlockBytes()),
+                    bytes(memory.getMaxBlockBytes()), memory.getGrowthPolicy(), bytes(memory.getInitialBytes()),
+                    bytes(memory.getGrowthStepBytes()), bytes(memory.getMaxGrowthStepBytes()), bytes(memory.getCapBytes()),
+                    memory.getCapFraction(), bytes(memory.getLocalCacheBytesPerStream()), memory.getLocalCacheCountPerClass(),
+                    memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThresholdBytes()),
                     memory.getReleaseIdleAge(), memory.getMappedSlack(), memory.isWaitBeyondBudget(),
                     memory.isTrackAllocationSites());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
                     memory.getFaultInjection().getSeed(), memory.isExpandableSegments());
-        } catch (IllegalArgumentException | NullPointerException e) {
+        }
+        catch (IllegalArgumentException | NullPointerException e) {
             throw new IllegalArgumentException(withPropertyNames(String.valueOf(e.getMessage())));
         }
     }
@@ -65,12 +59,13 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
         return size == null ? 0 : size.toBytes();
     }
 
-    /** "gpupool.memory.capBytes = 5 is invalid" becomes "gpupool.memory.cap = 5 bytes is invalid". */
+    /** "gpupool.memory.capBytes = 5 is invalid" becomes "gpupool.memory.cap-bytes = 5 is invalid". */
     static String withPropertyNames(String message) {
-        String result = message;
-        for (Map.Entry<String, String> entry : PROPERTY_OF_FIELD.entrySet()) {
-            result = result.replace("gpupool.memory." + entry.getKey() + " ", "gpupool.memory." + entry.getValue() + " ");
-        }
-        return result;
+        return FIELD_IN_MESSAGE.matcher(message).replaceAll(m -> "gpupool.memory." + kebab(m.group(1)));
+    }
+
+    /** {@code localCacheBytesPerStream} as Boot binds it: {@code local-cache-bytes-per-stream}. */
+    static String kebab(String camel) {
+        return camel.replaceAll("([a-z0-9])([A-Z])", "$1-$2").toLowerCase(Locale.ROOT);
     }
 }

@@ -3,7 +3,7 @@ package io.gpupool.config;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.LoadTarget;
-import io.gpupool.model.ModelRepository;
+import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.ModelFailure;
 import io.gpupool.serving.ModelSource;

@@ -6,6 +6,13 @@ import java.time.Duration;
  * A set of runtime changes for {@link DevicePool#tune(PoolTuning)}; a {@code null} component means
  * "leave unchanged". The pool validates the result as a whole through {@link PoolConfig}'s
  * constructor, so a rejected tuning changes nothing.
+ *
+ * <p>Each component bears the name of the {@link PoolConfig} component it changes; the actuator's
+ * request fields and the {@code gpupool.memory.*} properties derive from these names, so a knob has
+ * one name everywhere. Build one with {@link #builder()}.
+ *
+ * <p>A fraction cap given without a byte cap also sets {@code capBytes} to 0, because a byte cap in
+ * force would hide the fraction.
  */
 public record PoolTuning(
         Long localCacheBytesPerStream,
@@ -21,84 +28,108 @@ public record PoolTuning(
         Double mappedSlack,
         Boolean waitBeyondBudget) {
 
-    /** A tuning that changes nothing; start here and use the {@code with*} methods. */
+    public PoolTuning {
+        if (capFraction != null && capBytes == null) {
+            capBytes = 0L;
+        }
+    }
+
+    /** A tuning that changes nothing. */
     public static PoolTuning none() {
-        return new PoolTuning(null, null, null, null, null, null, null, null, null, null, null, null);
+        return builder().build();
     }
 
-    public PoolTuning withLocalCacheBytesPerStream(long bytes) {
-        return new PoolTuning(bytes, localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes,
-                releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                mappedSlack, waitBeyondBudget);
+    public static Builder builder() {
+        return new Builder();
     }
 
-    public PoolTuning withLocalCacheCountPerClass(int count) {
-        return new PoolTuning(localCacheBytesPerStream, count, localIdleAge, coalesceThreshold, releaseThresholdBytes,
-                releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                mappedSlack, waitBeyondBudget);
-    }
+    /** Collects the components to change; every method names the component it sets. */
+    public static final class Builder {
 
-    public PoolTuning withLocalIdleAge(Duration age) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, age, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                mappedSlack, waitBeyondBudget);
-    }
+        private Long localCacheBytesPerStream;
+        private Integer localCacheCountPerClass;
+        private Duration localIdleAge;
+        private Integer coalesceThreshold;
+        private Long releaseThresholdBytes;
+        private Duration releaseIdleAge;
+        private Long growthStepBytes;
+        private Long maxGrowthStepBytes;
+        private Long capBytes;
+        private Double capFraction;
+        private Double mappedSlack;
+        private Boolean waitBeyondBudget;
 
-    public PoolTuning withCoalesceThreshold(int threshold) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, threshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                mappedSlack, waitBeyondBudget);
-    }
+        private Builder() {
+        }
 
-    public PoolTuning withReleaseThresholdBytes(long bytes) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                bytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                mappedSlack, waitBeyondBudget);
-    }
+        public Builder localCacheBytesPerStream(long bytes) {
+            this.localCacheBytesPerStream = bytes;
+            return this;
+        }
 
-    public PoolTuning withReleaseIdleAge(Duration age) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, age, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                mappedSlack, waitBeyondBudget);
-    }
+        public Builder localCacheCountPerClass(int count) {
+            this.localCacheCountPerClass = count;
+            return this;
+        }
 
-    public PoolTuning withGrowthStepBytes(long bytes) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, bytes, maxGrowthStepBytes, capBytes, capFraction,
-                mappedSlack, waitBeyondBudget);
-    }
+        public Builder localIdleAge(Duration age) {
+            this.localIdleAge = age;
+            return this;
+        }
 
-    public PoolTuning withMaxGrowthStepBytes(long bytes) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, bytes, capBytes, capFraction,
-                mappedSlack, waitBeyondBudget);
-    }
+        public Builder coalesceThreshold(int threshold) {
+            this.coalesceThreshold = threshold;
+            return this;
+        }
 
-    /** Cap in bytes; 0 switches to the fraction. */
-    public PoolTuning withCapBytes(long bytes) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, bytes, capFraction,
-                mappedSlack, waitBeyondBudget);
-    }
+        public Builder releaseThresholdBytes(long bytes) {
+            this.releaseThresholdBytes = bytes;
+            return this;
+        }
 
-    /** MAPPED growth: free mapped memory kept beyond the allocated high-water mark, as a fraction of it. */
-    public PoolTuning withMappedSlack(double slack) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                slack, waitBeyondBudget);
-    }
+        public Builder releaseIdleAge(Duration age) {
+            this.releaseIdleAge = age;
+            return this;
+        }
 
-    /** Cap as a fraction of the source's capacity; also sets capBytes to 0 so the fraction applies. */
-    public PoolTuning withCapFraction(double fraction) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, 0L, fraction,
-                mappedSlack, waitBeyondBudget);
-    }
+        public Builder growthStepBytes(long bytes) {
+            this.growthStepBytes = bytes;
+            return this;
+        }
 
-    /** MAPPED growth: wait for another stream's freed memory rather than map beyond the budget. */
-    public PoolTuning withWaitBeyondBudget(boolean wait) {
-        return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
-                releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                mappedSlack, wait);
+        public Builder maxGrowthStepBytes(long bytes) {
+            this.maxGrowthStepBytes = bytes;
+            return this;
+        }
+
+        /** Cap in bytes; 0 lets {@code capFraction} apply. */
+        public Builder capBytes(long bytes) {
+            this.capBytes = bytes;
+            return this;
+        }
+
+        /** Cap as a fraction of the source's capacity; without {@link #capBytes} it also sets that to 0. */
+        public Builder capFraction(double fraction) {
+            this.capFraction = fraction;
+            return this;
+        }
+
+        /** MAPPED growth: free mapped memory kept beyond the allocated high-water mark, as a fraction of it. */
+        public Builder mappedSlack(double slack) {
+            this.mappedSlack = slack;
+            return this;
+        }
+
+        /** MAPPED growth: wait for another stream's freed memory rather than map beyond the budget. */
+        public Builder waitBeyondBudget(boolean wait) {
+            this.waitBeyondBudget = wait;
+            return this;
+        }
+
+        public PoolTuning build() {
+            return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
+                    releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
+                    mappedSlack, waitBeyondBudget);
+        }
     }
 }

@@ -9,22 +9,39 @@ import java.util.Set;
  */
 public interface InferenceModel extends AutoCloseable {
 
-    String name();
+    /** Name, version, platform, tensors and limits; the accessors below read it. */
+    ModelSignature signature();
 
-    String version();
+    default String name() {
+        return signature().name();
+    }
+
+    default String version() {
+        return signature().version();
+    }
 
     /** Platform string for metadata, e.g. "gpupool_bert" or "gpupool_mlp". */
-    String platform();
+    default String platform() {
+        return signature().platform();
+    }
 
-    List<TensorSpec> inputs();
+    default List<TensorSpec> inputs() {
+        return signature().inputs();
+    }
 
-    List<TensorSpec> outputs();
+    default List<TensorSpec> outputs() {
+        return signature().outputs();
+    }
 
     /** Largest batch accepted; requests above it are rejected before any device memory is touched. */
-    int maxBatchSize();
+    default int maxBatchSize() {
+        return signature().maxBatchSize();
+    }
 
     /** Largest sequence length accepted, or 0 for models without a sequence dimension. */
-    int maxSequenceLength();
+    default int maxSequenceLength() {
+        return signature().maxSequenceLength();
+    }
 
     /**
      * Runs the model. {@code inputs} are already validated against {@link #inputs()} (names, types,

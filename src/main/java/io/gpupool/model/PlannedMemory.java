@@ -2,7 +2,7 @@ package io.gpupool.model;
 
 /**
  * A model whose per-request device memory is known in advance from its execution plan (see
- * {@link io.gpupool.model.plan.ExecutionPlan}), so a server can size its pool before the first
+ * {@code model.plan.ExecutionPlan}), so a server can size its pool before the first
  * request. Byte counts are rounded per tensor to the allocators' 256-byte granule; a pool with
  * coarser size classes should round each tensor to its own classes on top.
  */

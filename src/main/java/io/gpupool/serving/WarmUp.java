@@ -21,8 +21,8 @@ import java.util.Set;
  * <ol>
  *   <li>Per device: the largest single tensor any of its models allocates at its largest accepted
  *       size (maximum batch, maximum sequence length), as the models' liveness plans report it; the
- *       device's pool reserves 1.5 × that up front (the seeds' rule: smaller grows too often, larger
- *       wastes).</li>
+ *       device's pool reserves 1.5 × that up front (less makes the first requests grow the pool,
+ *       more reserves memory no request uses).</li>
  *   <li>Every model runs once per device at that size, through the same stream lease a request takes. That
  *       grows the pool to its working size before the first request, and proves the model runs. A
  *       model whose dry run fails is marked unavailable (and reported by the repository index)
@@ -60,7 +60,7 @@ public final class WarmUp {
         long reserve(DeviceRuntime device, long bytes);
     }
 
-    /** The seeds' rule for the initial pool size: 1.5 × the largest tensor. */
+    /** The initial pool size as a multiple of the largest tensor (see the class comment). */
     static final double INITIAL_SIZE_FACTOR = 1.5;
 
     private final ModelRegistry registry;

@@ -83,7 +83,7 @@ class AllocatorAdapterTest {
     void tuningIsRefusedNamingTheModeAndTheModesThatCanBeTuned() {
         BasicAllocatorMetrics async = new BasicAllocatorMetrics("cuda:0 cuda-async", AllocatorMode.CUDA_ASYNC);
         AllocatorAdapter adapter = AllocatorAdapter.of("cuda:0", async, 1024 * MIB, null);
-        assertThatThrownBy(() -> adapter.tune(PoolTuning.none().withCoalesceThreshold(5)))
+        assertThatThrownBy(() -> adapter.tune(PoolTuning.builder().coalesceThreshold(5).build()))
                 .isInstanceOf(TuningException.class)
                 .hasMessage("mode CUDA_ASYNC has no pool to tune; gpupool.memory.mode=TWO_LEVEL or GLOBAL_ONLY can be tuned");
     }

@@ -75,7 +75,7 @@ final class FakePool implements ManagedPool {
 
     @Override
     public PoolMetrics metrics() {
-        return new Metrics();
+        return snapshot();
     }
 
     @Override
@@ -98,7 +98,7 @@ final class FakePool implements ManagedPool {
 
     @Override
     public List<ChunkLayout> layout() {
-        return DevicePoolAdapter.layout(new Metrics());
+        return DevicePoolAdapter.layout(snapshot());
     }
 
     @Override
@@ -144,124 +144,46 @@ final class FakePool implements ManagedPool {
     }
 
     /** Numbers consistent with one 256 MiB chunk: 100 MiB allocated, 16 MiB cached, 76 MiB free in 4 + 8 + 64 MiB blocks. */
-    final class Metrics implements PoolMetrics, BlockLayoutMetric {
+    private Snapshot snapshot() {
+        List<BlockLayoutMetric.Block> blocks = List.of(
+                new BlockLayoutMetric.Block(0, 64 * MIB, BlockLayoutMetric.BlockState.ALLOCATED),
+                new BlockLayoutMetric.Block(64 * MIB, 32 * MIB, BlockLayoutMetric.BlockState.ALLOCATED),
+                new BlockLayoutMetric.Block(96 * MIB, 2 * MIB, BlockLayoutMetric.BlockState.SPLIT),
+                new BlockLayoutMetric.Block(98 * MIB, 2 * MIB, BlockLayoutMetric.BlockState.ALLOCATED),
+                new BlockLayoutMetric.Block(100 * MIB, 4 * MIB, BlockLayoutMetric.BlockState.FREE),
+                new BlockLayoutMetric.Block(104 * MIB, 8 * MIB, BlockLayoutMetric.BlockState.FREE),
+                new BlockLayoutMetric.Block(112 * MIB, 16 * MIB, BlockLayoutMetric.BlockState.CACHED),
+                new BlockLayoutMetric.Block(128 * MIB, 64 * MIB, BlockLayoutMetric.BlockState.FREE),
+                new BlockLayoutMetric.Block(192 * MIB, 64 * MIB, BlockLayoutMetric.BlockState.ALLOCATED));
+        return new Snapshot(device, config.mode(), reserved.get(), allocated.get(), allocated.get() - MIB,
+                512 * MIB, 200 * MIB, new AllocatorCounters(1000, 990, 800, 150, 3, trims.get(), 12, 1, failures.get()),
+                latency, 16 * MIB,
+                List.of(new StreamCacheMetric(0, 12 * MIB, 5, 600, 100), new StreamCacheMetric(1, 4 * MIB, 2, 200, 100)),
+                List.of(new FreeOrderMetric(0, 2 * MIB, 0), new FreeOrderMetric(1, 4 * MIB, 1),
+                        new FreeOrderMetric(2, 8 * MIB, 1), new FreeOrderMetric(3, 16 * MIB, 0),
+                        new FreeOrderMetric(4, 32 * MIB, 0), new FreeOrderMetric(5, 64 * MIB, 1),
+                        new FreeOrderMetric(6, 128 * MIB, 0), new FreeOrderMetric(7, 256 * MIB, 0)),
+                76 * MIB, 64 * MIB, 4, 32 * MIB, 3_000_000,
+                List.of(new SizeClassMetric(0, 256, 2 * MIB, 1, 1000, 7192)),
+                List.of(new ChunkMetric(0x7f0000000000L, 256 * MIB, 76 * MIB, false)),
+                List.of(new BlockLayoutMetric.ChunkBlocks(0x7f0000000000L, 256 * MIB, false, blocks)));
+    }
 
-        @Override
-        public String name() {
-            return device;
-        }
-
-        @Override
-        public AllocatorMode mode() {
-            return config.mode();
-        }
-
-        @Override
-        public long reservedBytes() {
-            return reserved.get();
-        }
-
-        @Override
-        public long allocatedBytes() {
-            return allocated.get();
-        }
-
-        @Override
-        public long requestedBytes() {
-            return allocated.get() - MIB;
-        }
-
-        @Override
-        public long peakReservedBytes() {
-            return 512 * MIB;
-        }
-
-        @Override
-        public long peakAllocatedBytes() {
-            return 200 * MIB;
-        }
+    /**
+     * The pool's numbers as the test set them: each component is the {@link PoolMetrics} (or
+     * {@link BlockLayoutMetric}) method of the same name, so the record implements them without a getter
+     * of its own.
+     */
+    record Snapshot(String name, AllocatorMode mode, long reservedBytes, long allocatedBytes, long requestedBytes,
+                    long peakReservedBytes, long peakAllocatedBytes, AllocatorCounters counters,
+                    LatencyDistribution allocationLatency, long cachedBytes, List<StreamCacheMetric> streams,
+                    List<FreeOrderMetric> freeBlocks, long globalFreeBytes, long largestFreeBlockBytes, long mapCalls,
+                    long localCacheCapBytes, long mapNanos, List<SizeClassMetric> smallClasses,
+                    List<ChunkMetric> chunks, List<BlockLayoutMetric.ChunkBlocks> layout)
+            implements PoolMetrics, BlockLayoutMetric {
 
         @Override
         public void resetPeaks() {
-        }
-
-        @Override
-        public AllocatorCounters counters() {
-            return new AllocatorCounters(1000, 990, 800, 150, 3, trims.get(), 12, 1, failures.get());
-        }
-
-        @Override
-        public LatencyDistribution allocationLatency() {
-            return latency;
-        }
-
-        @Override
-        public long cachedBytes() {
-            return 16 * MIB;
-        }
-
-        @Override
-        public List<StreamCacheMetric> streams() {
-            return List.of(new StreamCacheMetric(0, 12 * MIB, 5, 600, 100),
-                    new StreamCacheMetric(1, 4 * MIB, 2, 200, 100));
-        }
-
-        @Override
-        public List<FreeOrderMetric> freeBlocks() {
-            return List.of(new FreeOrderMetric(0, 2 * MIB, 0), new FreeOrderMetric(1, 4 * MIB, 1),
-                    new FreeOrderMetric(2, 8 * MIB, 1), new FreeOrderMetric(3, 16 * MIB, 0),
-                    new FreeOrderMetric(4, 32 * MIB, 0), new FreeOrderMetric(5, 64 * MIB, 1),
-                    new FreeOrderMetric(6, 128 * MIB, 0), new FreeOrderMetric(7, 256 * MIB, 0));
-        }
-
-        @Override
-        public long globalFreeBytes() {
-            return 76 * MIB;
-        }
-
-        @Override
-        public long largestFreeBlockBytes() {
-            return 64 * MIB;
-        }
-
-        @Override
-        public long mapCalls() {
-            return 4;
-        }
-
-        @Override
-        public long localCacheCapBytes() {
-            return 32 * MIB;
-        }
-
-        @Override
-        public long mapNanos() {
-            return 3_000_000;
-        }
-
-        @Override
-        public List<SizeClassMetric> smallClasses() {
-            return List.of(new SizeClassMetric(0, 256, 2 * MIB, 1, 1000, 7192));
-        }
-
-        @Override
-        public List<ChunkMetric> chunks() {
-            return List.of(new ChunkMetric(0x7f0000000000L, 256 * MIB, 76 * MIB, false));
-        }
-
-        @Override
-        public List<ChunkBlocks> layout() {
-            List<Block> blocks = List.of(
-                    new Block(0, 64 * MIB, BlockState.ALLOCATED),
-                    new Block(64 * MIB, 32 * MIB, BlockState.ALLOCATED),
-                    new Block(96 * MIB, 2 * MIB, BlockState.SPLIT),
-                    new Block(98 * MIB, 2 * MIB, BlockState.ALLOCATED),
-                    new Block(100 * MIB, 4 * MIB, BlockState.FREE),
-                    new Block(104 * MIB, 8 * MIB, BlockState.FREE),
-                    new Block(112 * MIB, 16 * MIB, BlockState.CACHED),
-                    new Block(128 * MIB, 64 * MIB, BlockState.FREE),
-                    new Block(192 * MIB, 64 * MIB, BlockState.ALLOCATED));
-            return List.of(new ChunkBlocks(0x7f0000000000L, 256 * MIB, false, blocks));
         }
     }
 }

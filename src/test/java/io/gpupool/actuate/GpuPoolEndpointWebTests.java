@@ -145,6 +145,58 @@ class GpuPoolEndpointWebTests {
     }
 
     @Test
+    void unknownFieldsAre400NamingThemAndChangeNothing() {
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("bogus", 1)).exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("bogus")
+                .jsonPath("$.error").value(m -> assertThat((String) m).startsWith("unknown tuning field bogus;"));
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("coalesceThreshold", 30, "coalesceTreshold", 30)).exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("coalesceTreshold");
+        management.get().uri("/gpupool/cuda:1").exchange()
+                .expectBody().jsonPath("$.configuration.coalesceThreshold").isEqualTo(10);
+        operatorPost("/gpupool/cuda:9").bodyValue(Map.of("bogus", 1)).exchange()
+                .expectStatus().isNotFound(); // an unknown device is the answer, whatever the fields
+    }
+
+    @Test
+    void javaNumberLiteralsAreNotNumbers() {
+        for (String text : new String[] {"0.5d", "0x1p-3"}) {
+            operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capFraction", text)).exchange()
+                    .expectStatus().isBadRequest()
+                    .expectBody().jsonPath("$.field").isEqualTo("capFraction").jsonPath("$.value").isEqualTo(text);
+        }
+        management.get().uri("/gpupool/cuda:1").exchange().expectBody().jsonPath("$.capBytes").isEqualTo(920 * MIB);
+    }
+
+    @Test
+    void aCapFractionThatResolvesBelowOneBlockIsRefusedAsACapInBytesIs() {
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capFraction", 1e-9)).exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("capFraction")
+                .jsonPath("$.allowed").value(a -> assertThat((String) a).contains("minBlockBytes (2097152)"));
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capBytes", "1MB")).exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("capBytes");
+        management.get().uri("/gpupool/cuda:1").exchange().expectBody().jsonPath("$.capBytes").isEqualTo(920 * MIB);
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capFraction", 0.002)).exchange() // 2.05 MiB: one block
+                .expectStatus().isOk()
+                .expectBody().jsonPath("$.capBytes").isEqualTo(2 * MIB);
+    }
+
+    @Test
+    void aMaxGrowthStepBelowTheGrowthStepIsRefusedInItsOwnName() {
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("maxGrowthStepBytes", "128MB")).exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("maxGrowthStepBytes")
+                .jsonPath("$.value").isEqualTo(String.valueOf(128 * MIB))
+                .jsonPath("$.allowed").isEqualTo("at least growthStepBytes (" + 256 * MIB + ")");
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("maxGrowthStepBytes", "512MB")).exchange()
+                .expectStatus().isOk()
+                .expectBody().jsonPath("$.configuration.maxGrowthStepBytes").isEqualTo(512 * MIB);
+    }
+
+    @Test
     void writesWithoutTheOperatorCredentialAre401AndChangeNothing() {
         management.post().uri("/gpupool/cuda:1").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue(Map.of("coalesceThreshold", 99)).exchange()

@@ -55,7 +55,7 @@ class TuningRequestTest {
         assertThat(PoolConfig.defaults().apply(tuning).mappedSlack()).isEqualTo(0.25);
         assertThatThrownBy(() -> TuningRequest.parse(fields("mappedSlack", "a lot")))
                 .isInstanceOf(TuningException.class).hasMessageContaining("mappedSlack")
-                .hasMessageContaining("a number");
+                .hasMessageContaining("a decimal number");
         assertThatThrownBy(() -> PoolConfig.defaults().apply(TuningRequest.parse(fields("mappedSlack", "-0.5"))))
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("gpupool.memory.mappedSlack = -0.5 is invalid; allowed: [0, 1]");
@@ -78,6 +78,45 @@ class TuningRequestTest {
                 });
         assertThatThrownBy(() -> TuningRequest.parse(fields("growthStepBytes", "big")))
                 .isInstanceOfSatisfying(TuningException.class, e -> assertThat(e.field()).isEqualTo("growthStepBytes"));
+    }
+
+    @Test
+    void theFieldsArePoolTuningsComponentsSoEveryKnobCanBeSentByItsName() {
+        assertThat(TuningRequest.FIELDS).containsExactly(java.util.Arrays.stream(PoolTuning.class.getRecordComponents())
+                .map(java.lang.reflect.RecordComponent::getName).toArray(String[]::new));
+        for (String field : TuningRequest.FIELDS) {
+            assertThat(PoolConfig.class.getRecordComponents()).as("PoolConfig has the component %s", field)
+                    .anySatisfy(c -> assertThat(c.getName()).isEqualTo(field));
+        }
+    }
+
+    @Test
+    void unknownFieldsAreRefusedAllByName() {
+        assertThatThrownBy(() -> TuningRequest.parse(fields("bogus", "1", "coalesceThreshold", "5", "capfraction", "0.5")))
+                .isInstanceOfSatisfying(TuningException.class, e -> {
+                    assertThat(e.field()).isEqualTo("bogus, capfraction");
+                    assertThat(e).hasMessageStartingWith("unknown tuning fields bogus, capfraction; allowed: ")
+                            .hasMessageContaining("capFraction");
+                });
+        assertThatThrownBy(() -> TuningRequest.parse(fields("bogus", "1")))
+                .hasMessageStartingWith("unknown tuning field bogus;");
+    }
+
+    @Test
+    void numbersAreDecimalsAsJsonWritesThemNotJavaLiterals() {
+        for (String text : new String[] {"0.5d", "0x1p-3", "0.5f", "NaN", "Infinity", "1/2"}) {
+            assertThatThrownBy(() -> TuningRequest.parse(fields("capFraction", text))).as(text)
+                    .isInstanceOfSatisfying(TuningException.class, e -> {
+                        assertThat(e.field()).isEqualTo("capFraction");
+                        assertThat(e.value()).isEqualTo(text);
+                    });
+            assertThatThrownBy(() -> TuningRequest.parse(fields("mappedSlack", text))).as(text)
+                    .isInstanceOf(TuningException.class);
+        }
+        assertThat(TuningRequest.parse(Map.of("capFraction", 1.0E-3)).capFraction()).isEqualTo(0.001);
+        assertThat(TuningRequest.parse(fields("mappedSlack", ".25")).mappedSlack()).isEqualTo(0.25);
+        assertThat(TuningRequest.parse(Map.of("coalesceThreshold", 7, "waitBeyondBudget", true)))
+                .isEqualTo(PoolTuning.builder().coalesceThreshold(7).waitBeyondBudget(true).build());
     }
 
     @Test

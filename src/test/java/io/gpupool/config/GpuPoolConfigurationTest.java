@@ -68,14 +68,32 @@ class GpuPoolConfigurationTest {
 
     @Test
     void badMemoryValueNamesOurPropertyNotThePoolField() {
-        runner.withPropertyValues("gpupool.memory.min-block-size=3MB")
+        runner.withPropertyValues("gpupool.memory.min-block-bytes=3MB")
                 .run(context -> assertThat(context).getFailure().rootCause()
-                        .hasMessageStartingWith("gpupool.memory.min-block-size = 3145728 is invalid"));
-        runner.withPropertyValues("gpupool.memory.growth-policy=LAZY", "gpupool.memory.initial-size=64MB")
+                        .hasMessageStartingWith("gpupool.memory.min-block-bytes = 3145728 is invalid"));
+        runner.withPropertyValues("gpupool.memory.growth-policy=LAZY", "gpupool.memory.initial-bytes=64MB")
                 .run(context -> assertThat(context).getFailure().rootCause()
-                        .hasMessageContaining("gpupool.memory.initial-size = 67108864 is invalid"));
+                        .hasMessageContaining("gpupool.memory.initial-bytes = 67108864 is invalid"));
         runner.withPropertyValues("gpupool.memory.mapped-slack=2")
                 .run(context -> assertThat(context).getFailure().rootCause()
                         .hasMessage("gpupool.memory.mapped-slack = 2.0 is invalid; allowed: [0, 1]"));
+    }
+
+    @Test
+    void everyPoolSettingIsThePropertyNamedAfterItsPoolConfigComponent() throws Exception {
+        for (java.lang.reflect.RecordComponent component : io.gpupool.memory.PoolConfig.class.getRecordComponents()) {
+            String name = component.getName();
+            if (name.equals("mode")) {
+                continue; // gpupool.memory.mode chooses among more allocators than the pool's two modes
+            }
+            String accessor = (component.getType() == boolean.class ? "is" : "get")
+                    + Character.toUpperCase(name.charAt(0)) + name.substring(1);
+            assertThat(GpuPoolProperties.Memory.class.getMethod(accessor)).as("property for %s", name).isNotNull();
+        }
+        assertThat(MemorySettings.kebab("localCacheBytesPerStream")).isEqualTo("local-cache-bytes-per-stream");
+        runner.withPropertyValues("gpupool.memory.cap-bytes=1MB", "gpupool.memory.local-cache-bytes-per-stream=32MB")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessage("gpupool.memory.cap-bytes = 1048576 is invalid; allowed: 0 (use capFraction) or at "
+                                + "least minBlockBytes (2097152)"));
     }
 }

@@ -16,7 +16,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class PoolMaintenanceTest {
 
     private static DevicePool poolReleasingAtOnce() {
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withReleaseIdleAge(Duration.ZERO));
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.builder().releaseIdleAge(Duration.ZERO).build());
         return new DevicePool(new SimulatedChunkSource("test", 1L << 34), config);
     }
 

@@ -42,9 +42,9 @@ class DevicePoolPropertiesTest {
                                          @ForAll boolean mapped) {
         FakeChunkSource source = new FakeChunkSource(GIB, mapped);
         PoolConfig config = PoolConfig.defaults().withBlocks(2 * MIB, 32 * MIB)
-                .apply(PoolTuning.none().withGrowthStepBytes(64 * MIB).withMaxGrowthStepBytes(256 * MIB)
-                        .withLocalCacheCountPerClass(4).withLocalCacheBytesPerStream(64 * MIB)
-                        .withCoalesceThreshold(3))
+                .apply(PoolTuning.builder().growthStepBytes(64 * MIB).maxGrowthStepBytes(256 * MIB)
+                        .localCacheCountPerClass(4).localCacheBytesPerStream(64 * MIB)
+                        .coalesceThreshold(3).build())
                 .withMode(twoLevel ? AllocatorMode.TWO_LEVEL : AllocatorMode.GLOBAL_ONLY);
         if (mapped) {              // MAPPED: address-space chunks, memory mapped under runs, reclaim
             config = config.withGrowth(GrowthPolicy.MAPPED, initialMiB * MIB);

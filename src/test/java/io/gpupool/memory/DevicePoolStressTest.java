@@ -41,8 +41,8 @@ class DevicePoolStressTest {
     private void run(AllocatorMode mode) throws Exception {
         FakeChunkSource source = new FakeChunkSource(64 * GIB);
         PoolConfig config = PoolConfig.defaults().withBlocks(2 * MIB, 64 * MIB).withMode(mode)
-                .apply(PoolTuning.none().withLocalCacheCountPerClass(8).withLocalIdleAge(Duration.ZERO)
-                        .withReleaseIdleAge(Duration.ZERO));
+                .apply(PoolTuning.builder().localCacheCountPerClass(8).localIdleAge(Duration.ZERO)
+                        .releaseIdleAge(Duration.ZERO).build());
         DevicePool pool = new DevicePool(source, config);
         ConcurrentSkipListMap<Long, Long> liveRanges = new ConcurrentSkipListMap<>();
         ConcurrentLinkedQueue<DeviceBlock> handOver = new ConcurrentLinkedQueue<>();

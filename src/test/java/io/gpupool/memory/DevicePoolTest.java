@@ -236,7 +236,7 @@ class DevicePoolTest {
 
     @Test
     void localCacheRespectsItsCountCapAndOverflowsToTheGlobalLevel() {
-        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalCacheCountPerClass(4));
+        PoolConfig config = lazy256().apply(PoolTuning.builder().localCacheCountPerClass(4).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
             for (int i = 0; i < 10; i++) {
@@ -252,7 +252,7 @@ class DevicePoolTest {
 
     @Test
     void localCacheRespectsItsByteCapAndKeepsLargeBlocksOut() {
-        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalCacheBytesPerStream(16 * MIB));
+        PoolConfig config = lazy256().apply(PoolTuning.builder().localCacheBytesPerStream(16 * MIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             pool.allocate(6 * MIB, s0).release();              // above a quarter of the cap: straight to global
             assertThat(pool.metrics().cachedBytes()).isZero();
@@ -404,7 +404,7 @@ class DevicePoolTest {
 
     @Test
     void cachedMemoryOfOtherStreamsIsReusedBeforeThePoolGrows() {
-        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalCacheBytesPerStream(GIB));
+        PoolConfig config = lazy256().apply(PoolTuning.builder().localCacheBytesPerStream(GIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
@@ -423,8 +423,8 @@ class DevicePoolTest {
     @Test
     void outOfMemoryRecoveryFlushesLocalCachesAndRetries() {
         FakeChunkSource limited = new FakeChunkSource(256 * MIB);
-        PoolConfig config = lazy256().apply(PoolTuning.none().withCapFraction(1.0)
-                .withLocalCacheCountPerClass(2));
+        PoolConfig config = lazy256().apply(PoolTuning.builder().capFraction(1.0)
+                .localCacheCountPerClass(2).build());
         try (DevicePool pool = new DevicePool(limited, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
@@ -445,7 +445,7 @@ class DevicePoolTest {
     @Test
     void outOfMemoryMessageStatesTheNumbers() {
         FakeChunkSource limited = new FakeChunkSource(GIB);
-        PoolConfig config = lazy256().apply(PoolTuning.none().withCapBytes(512 * MIB));
+        PoolConfig config = lazy256().apply(PoolTuning.builder().capBytes(512 * MIB).build());
         try (DevicePool pool = new DevicePool(limited, config)) {
             DeviceBlock a = pool.allocate(200 * MIB, s0);
             DeviceBlock b = pool.allocate(30 * MIB, s0);
@@ -535,8 +535,8 @@ class DevicePoolTest {
 
     @Test
     void emptyChunksGoBackAfterTheIdleAgeAboveTheThreshold() {
-        PoolConfig config = globalOnly().apply(PoolTuning.none().withReleaseIdleAge(Duration.ZERO)
-                .withReleaseThresholdBytes(256 * MIB));
+        PoolConfig config = globalOnly().apply(PoolTuning.builder().releaseIdleAge(Duration.ZERO)
+                .releaseThresholdBytes(256 * MIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
             for (int i = 0; i < 3; i++) {
@@ -548,7 +548,7 @@ class DevicePoolTest {
             assertThat(released).isIn(256 * MIB, 512 * MIB);
             assertThat(pool.metrics().reservedBytes()).isGreaterThanOrEqualTo(256 * MIB);
             assertThat(source.liveChunks()).isEqualTo(1);
-            pool.tune(PoolTuning.none().withReleaseThresholdBytes(0));
+            pool.tune(PoolTuning.builder().releaseThresholdBytes(0).build());
             pool.maintain();
             assertThat(source.liveChunks()).isZero();
         }
@@ -556,7 +556,7 @@ class DevicePoolTest {
 
     @Test
     void idleChunksStayUntilTheirAgeIsReached() {
-        PoolConfig config = globalOnly().apply(PoolTuning.none().withReleaseIdleAge(Duration.ofHours(1)));
+        PoolConfig config = globalOnly().apply(PoolTuning.builder().releaseIdleAge(Duration.ofHours(1)).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             pool.allocate(8 * MIB, s0).release();
             assertThat(pool.maintain()).isZero();
@@ -566,7 +566,7 @@ class DevicePoolTest {
 
     @Test
     void idleLocalClassesAreFlushedByMaintenance() {
-        PoolConfig config = lazy256().apply(PoolTuning.none().withLocalIdleAge(Duration.ZERO));
+        PoolConfig config = lazy256().apply(PoolTuning.builder().localIdleAge(Duration.ZERO).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             pool.allocate(8 * MIB, s0).release();
             pool.allocate(1024, s0).release();
@@ -593,15 +593,15 @@ class DevicePoolTest {
     @Test
     void tuningIsValidatedAsAWholeAndRejectedTuningChangesNothing() {
         try (DevicePool pool = new DevicePool(source, lazy256())) {
-            assertThatThrownBy(() -> pool.tune(PoolTuning.none().withCoalesceThreshold(5).withLocalCacheCountPerClass(65)))
+            assertThatThrownBy(() -> pool.tune(PoolTuning.builder().coalesceThreshold(5).localCacheCountPerClass(65).build()))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("localCacheCountPerClass = 65").hasMessageContaining("[0, 64]");
             assertThat(pool.config().coalesceThreshold()).isEqualTo(10);
-            assertThatThrownBy(() -> pool.tune(PoolTuning.none().withGrowthStepBytes(3 * MIB)))
+            assertThatThrownBy(() -> pool.tune(PoolTuning.builder().growthStepBytes(3 * MIB).build()))
                     .hasMessageContaining("growthStepBytes = 3145728");
-            assertThatThrownBy(() -> pool.tune(PoolTuning.none().withCapFraction(1.5)))
+            assertThatThrownBy(() -> pool.tune(PoolTuning.builder().capFraction(1.5).build()))
                     .hasMessageContaining("capFraction = 1.5").hasMessageContaining("(0, 1]");
-            PoolConfig tuned = pool.tune(PoolTuning.none().withCoalesceThreshold(3).withGrowthStepBytes(512 * MIB));
+            PoolConfig tuned = pool.tune(PoolTuning.builder().coalesceThreshold(3).growthStepBytes(512 * MIB).build());
             assertThat(tuned.coalesceThreshold()).isEqualTo(3);
             assertThat(pool.config()).isEqualTo(tuned);
             pool.allocate(8 * MIB, s0).release();
@@ -643,10 +643,10 @@ class DevicePoolTest {
                 .hasMessageContaining("HYBRID");
         assertThatThrownBy(() -> d.withGrowth(GrowthPolicy.EAGER, 0)).hasMessageContaining("initialBytes = 0");
         assertThatThrownBy(() -> d.withMode(AllocatorMode.BEST_FIT)).hasMessageContaining("mode = BEST_FIT");
-        assertThatThrownBy(() -> d.apply(PoolTuning.none().withLocalIdleAge(Duration.ofSeconds(-1))))
+        assertThatThrownBy(() -> d.apply(PoolTuning.builder().localIdleAge(Duration.ofSeconds(-1)).build()))
                 .hasMessageContaining("localIdleAge = PT-1S");
         assertThat(d.effectiveCapBytes(1001 * MIB)).as("0.9 x 1001 MiB, down to whole blocks").isEqualTo(900 * MIB);
-        assertThat(d.apply(PoolTuning.none().withCapBytes(GIB)).effectiveCapBytes(1001 * MIB)).isEqualTo(GIB);
+        assertThat(d.apply(PoolTuning.builder().capBytes(GIB).build()).effectiveCapBytes(1001 * MIB)).isEqualTo(GIB);
     }
 
     @Test

@@ -57,7 +57,7 @@ class MappedGrowthTest {
     @Test
     void atTheCapAStreamWaitsForAnotherStreamsMemoryRatherThanRecover() {
         PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
-                .apply(PoolTuning.none().withCapBytes(64 * MIB));
+                .apply(PoolTuning.builder().capBytes(64 * MIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             DeviceBlock held = pool.allocate(32 * MIB, s1);
             DeviceBlock first = pool.allocate(32 * MIB, s0);       // the cap is now fully mapped
@@ -77,7 +77,7 @@ class MappedGrowthTest {
     @Test
     void withWaitBeyondBudgetTheCapStillComesFirstWhenTheBudgetLiesAboveIt() {
         PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true)
-                .apply(PoolTuning.none().withCapBytes(64 * MIB));
+                .apply(PoolTuning.builder().capBytes(64 * MIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             DeviceBlock held = pool.allocate(24 * MIB, s1);
             DeviceBlock first = pool.allocate(32 * MIB, s0);       // 56 MiB mapped; budget 56 + 16 = 72 > cap
@@ -96,7 +96,7 @@ class MappedGrowthTest {
     @Test
     void theMappedSlackIsTunedAtRuntimeAndBoundsWhatMaintenanceKeepsMapped() {
         PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
-                .apply(PoolTuning.none().withReleaseIdleAge(java.time.Duration.ZERO).withMappedSlack(1.0));
+                .apply(PoolTuning.builder().releaseIdleAge(java.time.Duration.ZERO).mappedSlack(1.0).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
             for (int i = 0; i < 40; i++) {
@@ -108,11 +108,11 @@ class MappedGrowthTest {
             assertThat(pool.metrics().reservedBytes()).isEqualTo(320 * MIB);
             pool.maintain();                                        // slack 1.0: 160 MiB live may keep 160 free
             assertThat(pool.metrics().reservedBytes()).isEqualTo(320 * MIB);
-            assertThat(pool.tune(PoolTuning.none().withMappedSlack(0.25)).mappedSlack()).isEqualTo(0.25);
+            assertThat(pool.tune(PoolTuning.builder().mappedSlack(0.25).build()).mappedSlack()).isEqualTo(0.25);
             pool.maintain();
             assertThat(pool.metrics().reservedBytes()).as("160 MiB live + a quarter")
                     .isBetween(160 * MIB, 200 * MIB);
-            assertThatThrownBy(() -> pool.tune(PoolTuning.none().withMappedSlack(1.5)))
+            assertThatThrownBy(() -> pool.tune(PoolTuning.builder().mappedSlack(1.5).build()))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessage("gpupool.memory.mappedSlack = 1.5 is invalid; allowed: [0, 1]");
             assertThat(pool.config().mappedSlack()).as("a rejected tuning changes nothing").isEqualTo(0.25);
@@ -141,7 +141,7 @@ class MappedGrowthTest {
     @Test
     void beyondTheBudgetAStreamCanBeMadeToWaitRatherThanMapMore() {
         try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
-            assertThat(pool.tune(PoolTuning.none().withWaitBeyondBudget(true)).waitBeyondBudget()).isTrue();
+            assertThat(pool.tune(PoolTuning.builder().waitBeyondBudget(true).build()).waitBeyondBudget()).isTrue();
             DeviceBlock first = pool.allocate(40 * MIB, s0);
             s0.pending = true;
             first.release();
@@ -235,7 +235,7 @@ class MappedGrowthTest {
 
     @Test
     void maintainGivesMemoryBackOnceDemandFellForTheReleaseIdleAge() {
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.none().withReleaseIdleAge(java.time.Duration.ZERO));
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.builder().releaseIdleAge(java.time.Duration.ZERO).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> live = new ArrayList<>();
             for (int i = 0; i < 10; i++) {

@@ -1,5 +1,6 @@
 package io.gpupool.model;
 
+import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.model.safetensors.SafetensorsFile;
 import io.gpupool.model.testing.SafetensorsBuilder;

@@ -1,9 +1,10 @@
 package io.gpupool.model;
 
+import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.OutOfDeviceMemoryException;
-import io.gpupool.model.ModelRepository.ModelStatus;
-import io.gpupool.model.ModelRepository.State;
+import io.gpupool.model.repository.ModelRepository.ModelStatus;
+import io.gpupool.model.repository.ModelRepository.State;
 import io.gpupool.model.safetensors.SafetensorsFile;
 import io.gpupool.model.testing.SafetensorsBuilder;
 import io.gpupool.model.testing.TestStream;

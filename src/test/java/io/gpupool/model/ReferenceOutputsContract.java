@@ -1,5 +1,6 @@
 package io.gpupool.model;
 
+import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.memory.DeviceAllocator;

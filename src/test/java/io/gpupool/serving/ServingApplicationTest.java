@@ -93,6 +93,20 @@ class ServingApplicationTest {
     }
 
     @Test
+    void theShippedTinyBertOffersTheEmbeddingTheReadmeShows() {
+        client.get().uri("/v2/models/tiny-bert").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[*].name").value(names -> assertThat(names.toString()).contains("embedding"));
+        client.post().uri("/v2/models/tiny-bert/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [{"name": "input_ids", "shape": [2, 3], "datatype": "INT64", "data": [[2, 45, 3], [2, 17, 3]]}],
+                         "outputs": [{"name": "embedding"}]}""")
+                .exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[0].name").isEqualTo("embedding")
+                .jsonPath("$.outputs[0].shape[0]").isEqualTo(2)
+                .jsonPath("$.outputs[0].shape[1]").isEqualTo(32);
+    }
+
+    @Test
     void irisMlpWithBinaryTensorDataBothWays() {
         byte[] header = ("{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[2,4],"
                 + "\"parameters\":{\"binary_data_size\":32}}],\"parameters\":{\"binary_data_output\":true}}")

@@ -26,6 +26,9 @@ import static jcuda.driver.JCudaDriver.cuMemsetD8Async;
 import static jcuda.driver.JCudaDriver.cuStreamCreate;
 import static jcuda.driver.JCudaDriver.cuStreamDestroy;
 import static jcuda.driver.JCudaDriver.cuStreamSynchronize;
+import static io.gpupool.backend.StreamChecks.checkBytes;
+import static io.gpupool.backend.StreamChecks.checkCopy;
+import static io.gpupool.backend.StreamChecks.rethrow;
 
 /**
  * A non-blocking CUDA stream (cuStreamCreate with CU_STREAM_NON_BLOCKING) plus a host worker for the
@@ -227,7 +230,7 @@ public final class CudaStream implements DeviceStream {
         worker.drain();
         Throwable hostFailure = worker.takeFailure();
         Cu.check("cuStreamSynchronize", result, "stream " + ordinal + " on " + device.label());
-        rethrow(hostFailure);
+        rethrow(hostFailure, "host work on a CUDA stream");
     }
 
     @Override
@@ -248,7 +251,7 @@ public final class CudaStream implements DeviceStream {
         }
         Cu.check("cuStreamDestroy", cuStreamDestroy(stream));
         Cu.check("cuStreamSynchronize", result, "closing stream " + ordinal);
-        rethrow(hostFailure);
+        rethrow(hostFailure, "host work on a CUDA stream");
     }
 
     @Override
@@ -282,33 +285,6 @@ public final class CudaStream implements DeviceStream {
         public void destroy(CUevent event) {
             device.makeCurrent();
             Cu.check("cuEventDestroy", cuEventDestroy(event), device.label());
-        }
-    }
-
-    private static void rethrow(Throwable failure) {
-        if (failure == null) {
-            return;
-        }
-        if (failure instanceof RuntimeException runtime) {
-            throw runtime;
-        }
-        if (failure instanceof Error error) {
-            throw error;
-        }
-        throw new IllegalStateException("host work on a CUDA stream failed", failure);
-    }
-
-    private static void checkBytes(long bytes) {
-        if (bytes < 0) {
-            throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
-        }
-    }
-
-    private static void checkCopy(MemorySegment host, long bytes) {
-        checkBytes(bytes);
-        Objects.requireNonNull(host, "host segment");
-        if (host.byteSize() < bytes) {
-            throw new IllegalArgumentException("host segment holds " + host.byteSize() + " bytes, copy needs " + bytes);
         }
     }
 }

@@ -1,5 +1,6 @@
 package io.gpupool.backend.cuda;
 
+import io.gpupool.backend.Uninterruptibly;
 import jcuda.driver.CUevent;
 
 import java.util.concurrent.LinkedBlockingQueue;
@@ -70,19 +71,7 @@ final class CudaStreamWorker {
         if (Thread.currentThread() == thread) {
             throw new IllegalStateException("a host task on " + name + " waits for its own stream: deadlock");
         }
-        boolean interrupted = false;
-        synchronized (progress) {
-            while (completed < target) {
-                try {
-                    progress.wait();
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                }
-            }
-        }
-        if (interrupted) {
-            Thread.currentThread().interrupt();
-        }
+        Uninterruptibly.await(progress, () -> completed >= target);
     }
 
     Throwable takeFailure() {
@@ -94,11 +83,7 @@ final class CudaStreamWorker {
             return;
         }
         queue.add(STOP);
-        try {
-            thread.join();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        Uninterruptibly.join(thread);
         thread = null;
     }
 

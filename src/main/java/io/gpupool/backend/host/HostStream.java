@@ -8,6 +8,10 @@ import io.gpupool.memory.StreamFence;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 
+import static io.gpupool.backend.StreamChecks.checkBytes;
+import static io.gpupool.backend.StreamChecks.checkCopy;
+import static io.gpupool.backend.StreamChecks.rethrow;
+
 /**
  * A host "stream": one worker thread with an ordered queue ({@link OrderedWorker}). Copies and fills
  * are plain memory operations on native addresses, run by the worker in queue order; device
@@ -112,13 +116,13 @@ final class HostStream implements DeviceStream {
     @Override
     public void synchronize() {
         worker.awaitTicket(worker.lastTicket());
-        rethrow(worker.takeFailure());
+        rethrow(worker.takeFailure(), "work on a host stream");
     }
 
     @Override
     public void close() {
         worker.stop();
-        rethrow(worker.takeFailure());
+        rethrow(worker.takeFailure(), "work on a host stream");
     }
 
     @Override
@@ -126,34 +130,7 @@ final class HostStream implements DeviceStream {
         return "host stream " + ordinal;
     }
 
-    static void rethrow(Throwable failure) {
-        if (failure == null) {
-            return;
-        }
-        if (failure instanceof RuntimeException runtime) {
-            throw runtime;
-        }
-        if (failure instanceof Error error) {
-            throw error;
-        }
-        throw new IllegalStateException("work on a host stream failed", failure);
-    }
-
     private static MemorySegment nativeAt(long address, long bytes) {
         return MemorySegment.ofAddress(address).reinterpret(bytes);
-    }
-
-    private static void checkBytes(long bytes) {
-        if (bytes < 0) {
-            throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
-        }
-    }
-
-    private static void checkCopy(MemorySegment host, long bytes) {
-        checkBytes(bytes);
-        Objects.requireNonNull(host, "host segment");
-        if (host.byteSize() < bytes) {
-            throw new IllegalArgumentException("host segment holds " + host.byteSize() + " bytes, copy needs " + bytes);
-        }
     }
 }

@@ -1,5 +1,7 @@
 package io.gpupool.backend.host;
 
+import io.gpupool.backend.Uninterruptibly;
+
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -61,18 +63,7 @@ final class OrderedWorker {
                 return true;
             }
         }
-        boolean interrupted = false;
-        while (true) {
-            try {
-                thread.join();
-                break;
-            } catch (InterruptedException e) {
-                interrupted = true;
-            }
-        }
-        if (interrupted) {
-            Thread.currentThread().interrupt();
-        }
+        Uninterruptibly.join(thread);
         return false;
     }
 
@@ -93,19 +84,7 @@ final class OrderedWorker {
         if (Thread.currentThread() == thread) {
             throw new IllegalStateException("a task on " + thread.getName() + " waits for its own stream: deadlock");
         }
-        boolean interrupted = false;
-        synchronized (progress) {
-            while (completed < ticket) {
-                try {
-                    progress.wait();
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                }
-            }
-        }
-        if (interrupted) {
-            Thread.currentThread().interrupt();
-        }
+        Uninterruptibly.await(progress, () -> completed >= ticket);
     }
 
     /** Returns and clears the first failure of a task since the last call, or null. */
@@ -122,18 +101,7 @@ final class OrderedWorker {
             stopped = true;
             queue.add(STOP);
         }
-        boolean interrupted = false;
-        while (true) {
-            try {
-                thread.join();
-                break;
-            } catch (InterruptedException e) {
-                interrupted = true;
-            }
-        }
-        if (interrupted) {
-            Thread.currentThread().interrupt();
-        }
+        Uninterruptibly.join(thread);
     }
 
     private void loop() {

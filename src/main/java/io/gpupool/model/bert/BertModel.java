@@ -510,39 +510,17 @@ public final class BertModel implements InferenceModel, PlannedMemory {
         return config;
     }
 
-    @Override
-    public String name() {
-        return config.name();
-    }
+    /** Built on first use from the config; a race builds an equal, immutable signature twice. */
+    private io.gpupool.model.ModelSignature signature;
 
     @Override
-    public String version() {
-        return config.serving().version();
-    }
-
-    @Override
-    public String platform() {
-        return PLATFORM;
-    }
-
-    @Override
-    public List<TensorSpec> inputs() {
-        return inputs;
-    }
-
-    @Override
-    public List<TensorSpec> outputs() {
-        return outputs;
-    }
-
-    @Override
-    public int maxBatchSize() {
-        return config.serving().maxBatchSize();
-    }
-
-    @Override
-    public int maxSequenceLength() {
-        return config.serving().maxSequenceLength();
+    public io.gpupool.model.ModelSignature signature() {
+        io.gpupool.model.ModelSignature known = signature;
+        if (known == null) {
+            known = io.gpupool.model.ModelSignature.of(config, PLATFORM, inputs, outputs, config.serving().maxSequenceLength());
+            signature = known;
+        }
+        return known;
     }
 
     @Override

@@ -9,6 +9,7 @@ import io.gpupool.model.InferenceModel;
 import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
+import io.gpupool.model.ModelSignature;
 import io.gpupool.model.PlannedMemory;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.model.plan.ExecutionPlan;
@@ -55,6 +56,7 @@ public final class MlpModel implements InferenceModel, PlannedMemory {
     private final List<TensorSpec> outputs;
     private final String scoreName;
     private final ExecutionPlan plan;
+    private final ModelSignature signature;
     private volatile boolean closed;
 
     private record Request(MemorySegment input, MemorySegment scores) {
@@ -83,6 +85,7 @@ public final class MlpModel implements InferenceModel, PlannedMemory {
                             + "', expected some of " + allOutputs.stream().map(TensorSpec::name).toList())));
         }
         this.outputs = selected.isEmpty() ? allOutputs : List.copyOf(selected);
+        this.signature = ModelSignature.of(config, PLATFORM, inputs, outputs, 0);
 
         ExecutionPlan.Builder b = ExecutionPlan.builder();
         int in = b.tensor(INPUT, (bs, s) -> (long) bs * arch.inputFeatures() * Float.BYTES);
@@ -251,38 +254,8 @@ public final class MlpModel implements InferenceModel, PlannedMemory {
     }
 
     @Override
-    public String name() {
-        return config.name();
-    }
-
-    @Override
-    public String version() {
-        return config.serving().version();
-    }
-
-    @Override
-    public String platform() {
-        return PLATFORM;
-    }
-
-    @Override
-    public List<TensorSpec> inputs() {
-        return inputs;
-    }
-
-    @Override
-    public List<TensorSpec> outputs() {
-        return outputs;
-    }
-
-    @Override
-    public int maxBatchSize() {
-        return config.serving().maxBatchSize();
-    }
-
-    @Override
-    public int maxSequenceLength() {
-        return 0;
+    public ModelSignature signature() {
+        return signature;
     }
 
     @Override

@@ -1,6 +1,5 @@
 package io.gpupool.model.safetensors;
 
-import io.gpupool.model.ModelFormatException;
 import tools.jackson.core.JacksonException;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
@@ -37,7 +36,7 @@ import java.util.Map;
  *              "&lt;tensor&gt;": {"dtype": "F32", "shape": [d0, d1, ...], "data_offsets": [begin, end]}, ... }
  * </pre>
  *
- * Checks made at open, each failing with a {@link ModelFormatException} naming the file and tensor:
+ * Checks made at open, each failing with a {@link SafetensorsFormatException} naming the file and tensor:
  * <ol>
  *   <li>the file holds the 8-byte length and the N header bytes it announces (else: truncated);</li>
  *   <li>the header is a JSON object whose entries have a known dtype, a shape of non-negative
@@ -119,7 +118,7 @@ public final class SafetensorsFile implements AutoCloseable {
         this.metadata = metadata;
     }
 
-    /** Maps {@code path} and checks its header; fails with {@link ModelFormatException} on any inconsistency. */
+    /** Maps {@code path} and checks its header; fails with {@link SafetensorsFormatException} on any inconsistency. */
     public static SafetensorsFile open(Path path) {
         Arena arena = Arena.ofShared();
         try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ)) {
@@ -130,7 +129,7 @@ public final class SafetensorsFile implements AutoCloseable {
             return opened;
         } catch (IOException e) {
             arena.close();
-            throw new ModelFormatException(path + ": cannot read: " + e.getMessage(), e);
+            throw new SafetensorsFormatException(path + ": cannot read: " + e.getMessage(), e);
         } catch (RuntimeException e) {
             arena.close();
             throw e;
@@ -255,8 +254,8 @@ public final class SafetensorsFile implements AutoCloseable {
         }
     }
 
-    private static ModelFormatException fail(Path path, String what) {
-        return new ModelFormatException(path + ": " + what);
+    private static SafetensorsFormatException fail(Path path, String what) {
+        return new SafetensorsFormatException(path + ": " + what);
     }
 
     public Path path() {

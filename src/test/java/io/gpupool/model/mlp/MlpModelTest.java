@@ -5,7 +5,7 @@ import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.LoadTarget;
-import io.gpupool.model.ModelRepository;
+import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.model.testing.TestStream;
 import io.gpupool.model.testing.TrackingAllocator;

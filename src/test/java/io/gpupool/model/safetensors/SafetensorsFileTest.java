@@ -1,6 +1,5 @@
 package io.gpupool.model.safetensors;
 
-import io.gpupool.model.ModelFormatException;
 import io.gpupool.model.testing.SafetensorsBuilder;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -60,7 +59,7 @@ class SafetensorsFileTest {
         byte[] good = new SafetensorsBuilder().f32("a", new long[]{4}).f32("b", new long[]{16}).bytes();
         Path file = Files.write(dir.resolve("cut.safetensors"), Arrays.copyOf(good, good.length - 10));
 
-        assertThatThrownBy(() -> SafetensorsFile.open(file)).isInstanceOf(ModelFormatException.class)
+        assertThatThrownBy(() -> SafetensorsFile.open(file)).isInstanceOf(SafetensorsFormatException.class)
                 .hasMessageContaining("cut.safetensors").hasMessageContaining("'b'").hasMessageContaining("truncated");
     }
 
@@ -81,7 +80,7 @@ class SafetensorsFileTest {
         Path file = new SafetensorsBuilder().f32("a", new long[]{4}).f32("b", new long[]{4})
                 .lieAboutOffsets("b", 16, 28).write(dir.resolve("size.safetensors"));
 
-        assertThatThrownBy(() -> SafetensorsFile.open(file)).isInstanceOf(ModelFormatException.class)
+        assertThatThrownBy(() -> SafetensorsFile.open(file)).isInstanceOf(SafetensorsFormatException.class)
                 .hasMessageContaining("tensor 'b': F32[4] needs 16 bytes but data_offsets [16, 28] span 12");
     }
 

@@ -4,6 +4,7 @@ import io.gpupool.memory.DeviceBlock;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
+import io.gpupool.model.ModelSignature;
 import io.gpupool.model.TensorSpec;
 
 import java.util.List;
@@ -19,11 +20,7 @@ import java.util.function.Function;
  */
 public final class TestModel implements InferenceModel {
 
-    private final String name;
-    private final int maxBatch;
-    private final int maxSequence;
-    private final List<TensorSpec> inputs;
-    private final List<TensorSpec> outputs;
+    private final ModelSignature signature;
     private final Function<List<HostTensor>, List<HostTensor>> compute;
     public volatile Runnable gate = () -> { };
     /** Device bytes taken on top of the inputs' size, to drive the allocator into out-of-memory. */
@@ -34,47 +31,13 @@ public final class TestModel implements InferenceModel {
 
     public TestModel(String name, int maxBatch, int maxSequence, List<TensorSpec> inputs, List<TensorSpec> outputs,
                      Function<List<HostTensor>, List<HostTensor>> compute) {
-        this.name = name;
-        this.maxBatch = maxBatch;
-        this.maxSequence = maxSequence;
-        this.inputs = inputs;
-        this.outputs = outputs;
+        this.signature = new ModelSignature(name, "1", "test", inputs, outputs, maxBatch, maxSequence);
         this.compute = compute;
     }
 
     @Override
-    public String name() {
-        return name;
-    }
-
-    @Override
-    public String version() {
-        return "1";
-    }
-
-    @Override
-    public String platform() {
-        return "test";
-    }
-
-    @Override
-    public List<TensorSpec> inputs() {
-        return inputs;
-    }
-
-    @Override
-    public List<TensorSpec> outputs() {
-        return outputs;
-    }
-
-    @Override
-    public int maxBatchSize() {
-        return maxBatch;
-    }
-
-    @Override
-    public int maxSequenceLength() {
-        return maxSequence;
+    public ModelSignature signature() {
+        return signature;
     }
 
     @Override

@@ -1,0 +1,56 @@
+package io.gpupool.lab;
+
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.bestfit.BestFitAllocator;
+import io.gpupool.memory.source.SimulatedChunkSource;
+
+/**
+ * The allocators the benchmarks compare, by the names used in {@code @Param}. All run over a
+ * {@link SimulatedChunkSource} (no memory behind the addresses): the benchmarks measure the
+ * allocators' bookkeeping, not the device.
+ *
+ * <p>{@code best-fit} is also the single-lock baseline: one lock around every allocate and free.
+ */
+final class BenchAllocators {
+
+    static final long DEVICE_BYTES = 141L << 30;
+    /**
+     * Bytes the benchmarks keep allocated in the background (as a server keeps its tensors), in
+     * {@link #LIVE_BLOCK} blocks. The pool sizes a stream's local cache from the live bytes (under
+     * ON_DEMAND growth: 1/8 of them spread over the streams, and a block above a quarter of that cap
+     * is not cached), so with almost nothing live a 4 MiB block skips the local level entirely.
+     */
+    static final long LIVE_BYTES = 4L << 30;
+    static final long LIVE_BLOCK = 256L << 20;
+
+    private BenchAllocators() {
+    }
+
+    /** Allocates {@link #LIVE_BYTES} on {@code stream}; release them with {@link #release}. */
+    static java.util.List<io.gpupool.memory.DeviceBlock> holdLive(DeviceAllocator allocator,
+                                                                  io.gpupool.memory.AllocationStream stream) {
+        java.util.List<io.gpupool.memory.DeviceBlock> live = new java.util.ArrayList<>();
+        for (long held = 0; held < LIVE_BYTES; held += LIVE_BLOCK) {
+            live.add(allocator.allocate(LIVE_BLOCK, stream));
+        }
+        return live;
+    }
+
+    static void release(java.util.List<io.gpupool.memory.DeviceBlock> live) {
+        live.forEach(io.gpupool.memory.DeviceBlock::release);
+        live.clear();
+    }
+
+    static DeviceAllocator create(String name) {
+        SimulatedChunkSource device = new SimulatedChunkSource("bench", DEVICE_BYTES);
+        return switch (name) {
+            case "two-level" -> new DevicePool(device, PoolConfig.defaults());
+            case "global-only" -> new DevicePool(device, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY));
+            case "best-fit" -> new BestFitAllocator(device, 256L << 20, false);
+            default -> throw new IllegalArgumentException("unknown allocator '" + name + "'");
+        };
+    }
+}
