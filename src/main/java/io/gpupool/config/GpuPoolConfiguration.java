@@ -10,7 +10,7 @@ import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.model.InferenceModel;

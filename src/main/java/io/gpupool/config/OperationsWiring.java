@@ -10,7 +10,7 @@ import io.gpupool.actuate.ModelsHealthIndicator;
 import io.gpupool.actuate.TracingAllocatorControl;
 import io.gpupool.backend.ComputeBackend;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.serving.DeviceRuntime;

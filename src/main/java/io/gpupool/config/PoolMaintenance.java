@@ -1,7 +1,7 @@
 package io.gpupool.config;
 
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.serving.DeviceRuntime;
 import org.slf4j.Logger;

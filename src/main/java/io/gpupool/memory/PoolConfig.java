@@ -210,7 +210,8 @@ public record PoolConfig(
                 mappedSlack, wait, trackAllocationSites);
     }
 
-    static IllegalArgumentException invalid(String field, Object value, String allowed) {
+    /** The rejection every setting uses: names the property, the value given and what is allowed. */
+    public static IllegalArgumentException invalid(String field, Object value, String allowed) {
         return new IllegalArgumentException("gpupool.memory." + field + " = " + value + " is invalid; allowed: " + allowed);
     }
 

@@ -2,7 +2,7 @@ package io.gpupool.bench;
 
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.source.SimulatedChunkSource;

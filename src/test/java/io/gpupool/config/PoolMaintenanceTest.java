@@ -1,6 +1,6 @@
 package io.gpupool.config;
 
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.source.SimulatedChunkSource;

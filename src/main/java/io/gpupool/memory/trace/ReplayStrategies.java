@@ -1,7 +1,7 @@
 package io.gpupool.memory.trace;
 
 import io.gpupool.memory.AllocatorMode;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;

@@ -1,4 +1,9 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
 
 import org.junit.jupiter.api.Test;
 

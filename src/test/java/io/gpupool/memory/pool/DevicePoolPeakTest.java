@@ -1,4 +1,7 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.PoolConfig;
 
 import org.junit.jupiter.api.Test;
 

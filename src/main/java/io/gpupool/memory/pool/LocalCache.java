@@ -1,4 +1,7 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.PoolConfig;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;

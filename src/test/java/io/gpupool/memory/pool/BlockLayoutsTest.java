@@ -1,4 +1,6 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.DeviceBlock;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

@@ -1,4 +1,9 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.DeviceAllocatorContract;
 
 /** The two-level pool against the contract every allocator meets. */
 class DevicePoolContractTest extends DeviceAllocatorContract {

@@ -1,4 +1,15 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.GrowthPolicy;
+import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.StreamFence;
 
 import io.gpupool.memory.metric.AllocatorCounters;
 import io.gpupool.memory.metric.BlockLayoutMetric;

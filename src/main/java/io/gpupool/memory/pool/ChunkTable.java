@@ -1,4 +1,4 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
 
 import java.util.ArrayList;
 import java.util.Arrays;

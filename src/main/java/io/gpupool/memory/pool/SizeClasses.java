@@ -1,4 +1,6 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.PoolConfig;
 
 /**
  * Size classes of the small-object cache: every request below the minimum buddy block is rounded

@@ -1,4 +1,7 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.ChunkSource;
 
 import java.util.concurrent.atomic.AtomicLong;
 

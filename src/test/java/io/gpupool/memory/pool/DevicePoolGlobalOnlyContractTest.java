@@ -1,4 +1,10 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.DeviceAllocatorContract;
 
 /** The pool without stream-local caches against the contract every allocator meets. */
 class DevicePoolGlobalOnlyContractTest extends DeviceAllocatorContract {

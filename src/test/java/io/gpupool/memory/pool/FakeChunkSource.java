@@ -1,4 +1,8 @@
-package io.gpupool.memory;
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.PoolConfig;
 
 import java.util.ArrayList;
 import java.util.List;
