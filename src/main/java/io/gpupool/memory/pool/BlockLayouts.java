@@ -54,8 +54,8 @@ final class BlockLayouts {
         }
         for (int k = 0; k <= buddy.topOrder(); k++) {                                     // step 1
             for (long key : buddy.freeKeysUnlocked(k)) {
-                int id = BuddyLevel.keyChunk(key);
-                int offset = (int) BuddyLevel.keyOffset(key);
+                int id = Handles.keyChunk(key);
+                int offset = (int) Handles.keyOffset(key);
                 if (id <= maxId && states[id] != null && offset + (1 << k) <= states[id].length) {
                     mark(states[id], offset, 1 << k, FREE);
                     freeOrder[id][offset] = k + 1;
@@ -83,13 +83,13 @@ final class BlockLayouts {
     }
 
     private static void markRun(byte[][] states, int maxId, long handle, byte state) {
-        if ((handle & DevicePool.KIND_MASK) != 0) {
+        if ((handle & Handles.KIND_MASK) != 0) {
             return;                                    // a small object: its slab shows as SPLIT
         }
-        int id = BuddyLevel.chunkId(handle);
+        int id = Handles.chunkId(handle);
         if (id <= maxId && states[id] != null) {
-            long offset = BuddyLevel.offset(handle);
-            long length = BuddyLevel.length(handle);
+            long offset = Handles.offset(handle);
+            long length = Handles.length(handle);
             if (offset + length <= states[id].length) {
                 mark(states[id], (int) offset, (int) length, state);
             }

@@ -2,6 +2,14 @@ package io.gpupool.memory.pool;
 
 import io.gpupool.memory.AllocationStream;
 
+import static io.gpupool.memory.pool.Handles.adjacent;
+import static io.gpupool.memory.pool.Handles.chunkId;
+import static io.gpupool.memory.pool.Handles.key;
+import static io.gpupool.memory.pool.Handles.keyChunk;
+import static io.gpupool.memory.pool.Handles.keyOffset;
+import static io.gpupool.memory.pool.Handles.length;
+import static io.gpupool.memory.pool.Handles.offset;
+
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.LongAdder;
@@ -31,8 +39,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * </pre>
  *
  * <h2>Handles</h2>
- * A run handed out is described by a packed long (see {@link #handle}): bits 40..61 chunk id,
- * 16..39 offset, 0..15 length in units; bits 62..63 are 0 (the pool uses them for other kinds).
+ * A run handed out is a packed long ({@link Handles#run}: chunk id, offset, length in units); free
+ * lists hold keys ({@link Handles#key}: chunk id, offset) of one order each.
  *
  * <h2>Allocate a run of n units (n &lt;= 2^top)</h2>
  * <ol>
@@ -84,15 +92,6 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class BuddyLevel {
 
-    static final int CHUNK_SHIFT = 40;
-    static final int OFFSET_SHIFT = 16;
-    static final long OFFSET_MASK = (1L << 24) - 1;
-    static final long LENGTH_MASK = (1L << 16) - 1;
-    static final int MAX_CHUNKS = 1 << 22;
-    static final long MAX_CHUNK_UNITS = 1L << 24;
-    /** Free-list keys hold the chunk id above a 24-bit unit offset (see {@link #key}). */
-    static final int KEY_CHUNK_SHIFT = 24;
-
     private final ChunkTable chunks;
     private final int top;
     private final ReentrantLock[] locks;
@@ -129,44 +128,6 @@ final class BuddyLevel {
             lists[k] = new long[16];
             triggers[k] = coalesceThreshold;
         }
-    }
-
-    static long handle(int chunkId, long offset, long length) {
-        return ((long) chunkId << CHUNK_SHIFT) | (offset << OFFSET_SHIFT) | length;
-    }
-
-    static int chunkId(long handle) {
-        return (int) (handle >>> CHUNK_SHIFT) & (MAX_CHUNKS - 1);
-    }
-
-    static long offset(long handle) {
-        return (handle >>> OFFSET_SHIFT) & OFFSET_MASK;
-    }
-
-    static long length(long handle) {
-        return handle & LENGTH_MASK;
-    }
-
-    private static long key(int chunkId, long offset) {
-        return ((long) chunkId << KEY_CHUNK_SHIFT) | offset;
-    }
-
-    /** The chunk id of a free-list key. */
-    static int keyChunk(long key) {
-        return (int) (key >>> KEY_CHUNK_SHIFT);
-    }
-
-    /** The unit offset of a free-list key within its chunk. */
-    static long keyOffset(long key) {
-        return key & OFFSET_MASK;
-    }
-
-    /**
-     * Whether free block {@code key} starts where {@code previous} (of {@code step} units) ends, in the
-     * same chunk; over sorted keys of one order this finds runs of adjacent blocks.
-     */
-    static boolean adjacent(long previous, long key, long step) {
-        return key == previous + step && keyChunk(key) == keyChunk(previous);
     }
 
     int topOrder() {
@@ -251,7 +212,7 @@ final class BuddyLevel {
             push(j, key(chunkId, offset + (1L << j)), chunk);
         }
         freeRange(chunkId, offset + units, offset + (1L << k), chunk);   // step 3: tail trimming
-        return handle(chunkId, offset, units);
+        return Handles.run(chunkId, offset, units);
     }
 
     /**
@@ -368,7 +329,7 @@ final class BuddyLevel {
         int chunkId = keyChunk(start);
         long offset = keyOffset(start);
         freeRange(chunkId, offset + units, offset + ((long) blocks << top), chunks.get(chunkId));   // tail trimming
-        return handle(chunkId, offset, units);
+        return Handles.run(chunkId, offset, units);
     }
 
     /** Whether runs of {@code units} may come from {@code chunk} (the large / small split of MAPPED growth). */
@@ -621,7 +582,7 @@ final class BuddyLevel {
                     if (count == taken.length) {
                         taken = Arrays.copyOf(taken, count * 2);
                     }
-                    taken[count++] = handle(chunk.id, offset, size);
+                    taken[count++] = Handles.run(chunk.id, offset, size);
                     got += mappedUnits;
                 }
                 sizes[k] = n;

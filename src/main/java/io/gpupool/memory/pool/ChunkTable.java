@@ -23,8 +23,8 @@ final class ChunkTable {
         while (id < current.length && current[id] != null) {
             id++;
         }
-        if (id >= BuddyLevel.MAX_CHUNKS) {
-            throw new IllegalStateException("more than " + BuddyLevel.MAX_CHUNKS + " chunks");
+        if (id >= Handles.MAX_CHUNKS) {
+            throw new IllegalStateException("more than " + Handles.MAX_CHUNKS + " chunks");
         }
         Chunk[] next = Arrays.copyOf(current, id < current.length ? current.length : current.length * 2);
         Chunk chunk = factory.apply(id);

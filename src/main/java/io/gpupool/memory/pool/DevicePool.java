@@ -160,7 +160,7 @@ import java.util.function.Supplier;
 public final class DevicePool implements DeviceAllocator {
 
     static final long KIND_MASK = 3L << 62;
-    static final long KIND_SMALL = SmallObjects.KIND_SMALL;
+    static final long KIND_SMALL = Handles.KIND_SMALL;
     static final long KIND_DEDICATED = 2L << 62;
     static final int LATENCY_SAMPLE_EVERY = 16;
     /** A stream samples the allocated peak after taking peak / 2^this from the global level ({@link #samplePeak}). */
@@ -299,7 +299,7 @@ public final class DevicePool implements DeviceAllocator {
         this.largestSmall = classes.size(smallCount - 1);
         int maxUnits = (int) (maxBlock >>> unitShift);
         this.maxUnits = maxUnits;
-        this.maxSpanBytes = Math.min(BuddyLevel.LENGTH_MASK, BuddyLevel.MAX_CHUNK_UNITS) << unitShift;
+        this.maxSpanBytes = Math.min(Handles.LENGTH_MASK, Handles.MAX_CHUNK_UNITS) << unitShift;
         this.classBytes = new long[smallCount + maxUnits];
         for (int c = 0; c < classBytes.length; c++) {
             classBytes[c] = c < smallCount ? classes.size(c) : (long) (c - smallCount + 1) << unitShift;
@@ -488,8 +488,8 @@ public final class DevicePool implements DeviceAllocator {
      * fences move there instead, so every later taker of the slab's objects waits for them too.
      */
     private void waitForRun(long handle, AllocationStream stream, FenceSet keep) {
-        FenceSet fences = chunks.get(BuddyLevel.chunkId(handle))
-                .takeFences(BuddyLevel.offset(handle), BuddyLevel.length(handle), keep);
+        FenceSet fences = chunks.get(Handles.chunkId(handle))
+                .takeFences(Handles.offset(handle), Handles.length(handle), keep);
         if (fences != null) {
             crossStreamWaits.add(fences.makeWait(stream));
             if (fences != keep) {
@@ -613,7 +613,7 @@ public final class DevicePool implements DeviceAllocator {
 
     /** Obtains one buddy chunk of {@code bytes} (a multiple of minBlock) within the cap; grow lock held. */
     private void grow(long bytes, boolean large) {
-        bytes = Math.min(bytes, BuddyLevel.MAX_CHUNK_UNITS << unitShift);
+        bytes = Math.min(bytes, Handles.MAX_CHUNK_UNITS << unitShift);
         Chunk chunk;
         if (mapping) {                                             // address space only: no memory yet
             long extent = Math.max(minBlock, Math.min(maxBlock, LARGE_EXTENT_BYTES));
@@ -759,19 +759,19 @@ public final class DevicePool implements DeviceAllocator {
     }
 
     private int classOf(long handle) {
-        return (handle & KIND_MASK) == KIND_SMALL ? SmallObjects.sizeClass(handle)
-                : smallCount + (int) BuddyLevel.length(handle) - 1;
+        return (handle & KIND_MASK) == KIND_SMALL ? Handles.sizeClass(handle)
+                : smallCount + (int) Handles.length(handle) - 1;
     }
 
     private long address(long handle) {
         long kind = handle & KIND_MASK;
         if (kind == 0) {
-            return chunks.get(BuddyLevel.chunkId(handle)).address + (BuddyLevel.offset(handle) << unitShift);
+            return chunks.get(Handles.chunkId(handle)).address + (Handles.offset(handle) << unitShift);
         }
         if (kind == KIND_SMALL) {
             return small.address(handle);
         }
-        return chunks.get((int) (handle & (BuddyLevel.MAX_CHUNKS - 1))).address;
+        return chunks.get((int) (handle & (Handles.MAX_CHUNKS - 1))).address;
     }
 
     // ------------------------------------------------------------------ free
@@ -790,7 +790,7 @@ public final class DevicePool implements DeviceAllocator {
             return;
         }
         PoolConfig cfg = config;
-        boolean span = (handle & KIND_MASK) == 0 && BuddyLevel.length(handle) > maxUnits;
+        boolean span = (handle & KIND_MASK) == 0 && Handles.length(handle) > maxUnits;
         int c = span ? -1 : classOf(handle);
         if (!span && cfg.mode() == AllocatorMode.TWO_LEVEL
                 && cacheFor(stream).push(c, handle, block.size(), block.requestedBytes(), cfg)) {
@@ -806,7 +806,7 @@ public final class DevicePool implements DeviceAllocator {
         frees.increment();
         freedBytes.add(block.size());
         freedRequested.add(block.requestedBytes());
-        Chunk chunk = chunks.get((int) (block.handle() & (BuddyLevel.MAX_CHUNKS - 1)));
+        Chunk chunk = chunks.get((int) (block.handle() & (Handles.MAX_CHUNKS - 1)));
         StreamFence recorded = stream.recordFence();
         if (recorded.isComplete()) {
             recorded.close();
@@ -849,8 +849,8 @@ public final class DevicePool implements DeviceAllocator {
                     small.giveBack(handles, i, i + 1, fence, released);
                 } else {
                     if (fence != null) {
-                        chunks.get(BuddyLevel.chunkId(handle))
-                                .addFence(BuddyLevel.offset(handle), BuddyLevel.length(handle), fence);
+                        chunks.get(Handles.chunkId(handle))
+                                .addFence(Handles.offset(handle), Handles.length(handle), fence);
                     }
                     buddy.free(handle);
                 }
@@ -866,8 +866,8 @@ public final class DevicePool implements DeviceAllocator {
     }
 
     private void returnSlab(SmallObjects.Slab slab) {
-        Chunk chunk = chunks.get(BuddyLevel.chunkId(slab.runHandle));
-        chunk.putFences(BuddyLevel.offset(slab.runHandle), BuddyLevel.length(slab.runHandle), slab.fences);
+        Chunk chunk = chunks.get(Handles.chunkId(slab.runHandle));
+        chunk.putFences(Handles.offset(slab.runHandle), Handles.length(slab.runHandle), slab.fences);
         slab.fences.clear();
         buddy.free(slab.runHandle);
     }
@@ -1098,9 +1098,9 @@ public final class DevicePool implements DeviceAllocator {
 
     /** Maps every unmapped unit of a run the caller holds (in a large chunk: every extent it touches). */
     private void ensureMapped(long handle, long requested) {
-        Chunk chunk = chunks.get(BuddyLevel.chunkId(handle));
-        long to = BuddyLevel.offset(handle) + BuddyLevel.length(handle);
-        long position = BuddyLevel.offset(handle);
+        Chunk chunk = chunks.get(Handles.chunkId(handle));
+        long to = Handles.offset(handle) + Handles.length(handle);
+        long position = Handles.offset(handle);
         int extent = chunk.extentUnits;
         if (extent > 1) {
             long from = position / extent * extent;
@@ -1315,10 +1315,10 @@ public final class DevicePool implements DeviceAllocator {
     private long unmapTaken(long[] handles) {
         long unmapped = 0;
         for (long handle : handles) {
-            Chunk chunk = chunks.get(BuddyLevel.chunkId(handle));
-            long from = BuddyLevel.offset(handle);
-            chunk.awaitFences(from, BuddyLevel.length(handle));   // a stream may still use these units
-            unmapped += unmapUnits(chunk, from, from + BuddyLevel.length(handle));
+            Chunk chunk = chunks.get(Handles.chunkId(handle));
+            long from = Handles.offset(handle);
+            chunk.awaitFences(from, Handles.length(handle));   // a stream may still use these units
+            unmapped += unmapUnits(chunk, from, from + Handles.length(handle));
             buddy.free(handle);
         }
         return unmapped;
@@ -1485,13 +1485,13 @@ public final class DevicePool implements DeviceAllocator {
             }
         };
         java.util.Map<Integer, List<long[]>> busy = new java.util.HashMap<>();
-        small.forEachTaken(line, run -> busy.computeIfAbsent(BuddyLevel.chunkId(run), id -> new ArrayList<>())
-                .add(new long[] {BuddyLevel.offset(run), BuddyLevel.length(run)}));
+        small.forEachTaken(line, run -> busy.computeIfAbsent(Handles.chunkId(run), id -> new ArrayList<>())
+                .add(new long[] {Handles.offset(run), Handles.length(run)}));
         long[][] free = buddy.snapshotFree();
         for (int k = 0; k < free.length; k++) {
             for (long key : free[k]) {
-                busy.computeIfAbsent(BuddyLevel.keyChunk(key), id -> new ArrayList<>())
-                        .add(new long[] {BuddyLevel.keyOffset(key), 1L << k});
+                busy.computeIfAbsent(Handles.keyChunk(key), id -> new ArrayList<>())
+                        .add(new long[] {Handles.keyOffset(key), 1L << k});
             }
         }
         for (Chunk chunk : chunks.all()) {
@@ -1790,7 +1790,7 @@ public final class DevicePool implements DeviceAllocator {
                 long longest = 0;
                 long run = 0;
                 for (int i = 0; i < keys.length; i++) {
-                    run = i > 0 && BuddyLevel.adjacent(keys[i - 1], keys[i], step) ? run + 1 : 1;
+                    run = i > 0 && Handles.adjacent(keys[i - 1], keys[i], step) ? run + 1 : 1;
                     longest = Math.max(longest, run);
                 }
                 return Math.max(1, longest) * (minBlock << top);

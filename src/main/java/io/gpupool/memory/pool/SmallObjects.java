@@ -19,7 +19,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *   bitmap: bit i set = object i is outside the slab (handed out or in a local cache)
  * </pre>
  * <h2>Handle of an object</h2>
- * bit 62 set (kind small), bits 32..61 slab id, bits 8..31 object index, bits 0..7 class index.
+ * Kind small: bits 32..61 slab id, bits 8..31 object index, bits 0..7 class index ({@link Handles}).
  *
  * <h2>Steps</h2>
  * <ol>
@@ -37,11 +37,6 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class SmallObjects {
 
-    static final long KIND_SMALL = 1L << 62;
-    static final int SLAB_SHIFT = 32;
-    static final int INDEX_SHIFT = 8;
-    static final long INDEX_MASK = (1L << 24) - 1;
-    static final int CLASS_MASK = 0xff;
     /** How many slabs with room a take inspects for one without another stream's pending fence. */
     static final int CLEAR_SCAN = 8;
 
@@ -98,17 +93,9 @@ final class SmallObjects {
         }
     }
 
-    static long handle(int slabId, int index, int sizeClass) {
-        return KIND_SMALL | ((long) slabId << SLAB_SHIFT) | ((long) index << INDEX_SHIFT) | sizeClass;
-    }
-
-    static int sizeClass(long handle) {
-        return (int) handle & CLASS_MASK;
-    }
-
     long address(long handle) {
-        Slab slab = slabTable[(int) ((handle & ~KIND_SMALL) >>> SLAB_SHIFT)];
-        return slab.address + ((handle >>> INDEX_SHIFT) & INDEX_MASK) * classes.size(slab.sizeClass);
+        Slab slab = slabTable[Handles.slabId(handle)];
+        return slab.address + Handles.objectIndex(handle) * classes.size(slab.sizeClass);
     }
 
     /**
@@ -126,7 +113,7 @@ final class SmallObjects {
                 crossStreamWaits.add(slab.fences.makeWait(taker));
                 while (n < max && slab.used < slab.capacity) {
                     int index = claim(slab);
-                    out[outFrom + n++] = handle(slab.id, index, c);
+                    out[outFrom + n++] = Handles.small(slab.id, index, c);
                 }
                 if (slab.used == slab.capacity) {
                     removeRoom(arena, slab);
@@ -198,9 +185,9 @@ final class SmallObjects {
     void giveBack(long[] handles, int from, int to, FenceSet.Shared fence, List<Slab> released) {
         for (int i = from; i < to; i++) {
             long h = handles[i];
-            int c = sizeClass(h);
-            Slab slab = slabTable[(int) ((h & ~KIND_SMALL) >>> SLAB_SHIFT)];
-            int index = (int) ((h >>> INDEX_SHIFT) & INDEX_MASK);
+            int c = Handles.sizeClass(h);
+            Slab slab = slabTable[Handles.slabId(h)];
+            int index = (int) Handles.objectIndex(h);
             ClassArena arena = arenas[c];
             arena.lock.lock();
             try {
