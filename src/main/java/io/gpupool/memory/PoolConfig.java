@@ -4,7 +4,7 @@ import java.time.Duration;
 import java.util.Objects;
 
 /**
- * The validated, immutable configuration of a {@link DevicePool}.
+ * The validated, immutable configuration of a {@link io.gpupool.memory.pool.DevicePool}.
  *
  * <p>Every constructor call checks all fields and rejects a bad value with a message naming the
  * field, the value and the allowed range, so a running pool never sees an inconsistent

@@ -26,8 +26,8 @@ import java.lang.invoke.VarHandle;
  * it decides where the caches of different streams end up (they are all reached from one array and
  * copied together), and before the padding an owner word, a counter array or the top of a stack could
  * share a cache line with another stream's, so streams that never touch each other's memory could
- * invalidate each other's lines on every operation (false sharing; the suspected reason why 4 streams
- * were sometimes no faster than one on the H200, see docs/benchmarks.md). 128 bytes rather than 64
+ * invalidate each other's lines on every operation (false sharing; docs/benchmarks.md, scaling across
+ * streams). 128 bytes rather than 64
  * because the adjacent-line prefetcher moves lines in pairs. A class's count and last use sit side by
  * side, so one operation writes two or three lines, all of them private to the stream.
  *
@@ -42,7 +42,7 @@ import java.lang.invoke.VarHandle;
  * caller simply goes to the global level instead of waiting. Only maintenance (trim, recovery,
  * detach, idle sweep from another thread) spins for the word, and owners hold it for a few stores.
  * Lock order: owner word, then global order locks / class locks; nothing that holds a global lock
- * ever claims an owner word, and nobody holding an owner word takes the pool's grow lock.
+ * ever claims an owner word, and nobody holding an owner word takes the grow lock.
  *
  * <h2>Steps</h2>
  * <ol>
@@ -51,22 +51,18 @@ import java.lang.invoke.VarHandle;
  *       fence for the batch); if the bytes cap would be passed, flush the oldest entries of the
  *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
  *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).
- *       The bytes cap is {@link DevicePool#localCapBytes}: the configured cap, under MAPPED and
- *       ON_DEMAND growth lowered to the stream's share of a fraction of the pool's allocated bytes
- *       (one volatile read).</li>
- *   <li>uses are stamped with the pool's coarse clock ({@link DevicePool#advanceClock}: a volatile
- *       long refreshed on global-level operations, maintenance and every 1024 local operations of
- *       any stream, but written only when it moved by more than a millisecond, so that sixteen
- *       streams do not keep invalidating the line it shares with the pool's read-only fields; no
- *       clock call on the hot path); every 1024 operations the owner flushes classes idle longer
- *       than {@code localIdleAge}.</li>
+ *       The bytes cap comes from the {@link CapRule} (the growth strategy): the configured cap,
+ *       under MAPPED and ON_DEMAND growth lowered to the stream's share of a fraction of the pool's
+ *       allocated bytes (one volatile read).</li>
+ *   <li>uses are stamped with the {@link CoarseClock} (no clock call on the hot path); every 1024
+ *       operations the owner advances it and flushes classes idle longer than {@code localIdleAge}.</li>
  * </ol>
  *
  * <h2>Statistics</h2>
  * Single-writer counters in the padded {@code hot} array: written by the claimant with
  * {@code setOpaque}, read by metrics with {@code getOpaque}, never locked. The cached bytes counter
- * is also the cache's own byte count (one store, not two). The {@code unsampled} slot is the pool's
- * trigger for sampling its allocated peak ({@link #addUnsampled}).
+ * is also the cache's own byte count (one store, not two). The {@code unsampled} slot is the
+ * trigger for sampling the pool's allocated peak ({@link #addUnsampled}, {@link PoolStatistics}).
  */
 final class LocalCache {
 
@@ -95,19 +91,39 @@ final class LocalCache {
 
     private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
 
+    /** Where flushed entries go: the global level, and nothing else of the pool. */
+    interface GlobalFree {
+        /** Frees {@code handles[from, to)} from {@code stream} into the global level under one fence recorded on the stream. */
+        void returnToGlobal(AllocationStream stream, long[] handles, int from, int to);
+    }
+
+    /** The bytes cap of one stream's cache now (the growth strategy decides it). */
+    @FunctionalInterface
+    interface CapRule {
+        long capBytes(PoolConfig config);
+    }
+
     final int ordinal;
     final AllocationStream stream;
-    private final DevicePool pool;
+    private final GlobalFree global;
+    private final CapRule cap;
+    private final CoarseClock clock;
+    /** Bytes of each class index (shared, read-only). */
+    private final long[] classBytes;
     /** Per class: null until first use, then a padded stack (see the layout above). */
     private final long[][] entries;
     private final int classCount;
     /** Owner word, operation count, statistics, per-class counts and last uses; padded at both ends. */
     private final long[] hot;
 
-    LocalCache(DevicePool pool, AllocationStream stream, int classCount) {
-        this.pool = pool;
+    LocalCache(AllocationStream stream, long[] classBytes, GlobalFree global, CapRule cap, CoarseClock clock) {
+        this.global = global;
+        this.cap = cap;
+        this.clock = clock;
+        this.classBytes = classBytes;
         this.stream = stream;
         this.ordinal = stream.ordinal();
+        int classCount = classBytes.length;
         this.classCount = classCount;
         this.entries = new long[classCount][];
         this.hot = new long[CLASS_BASE + 2 * classCount + PAD];
@@ -164,7 +180,7 @@ final class LocalCache {
     /**
      * Adds {@code bytes} taken from the global level for this stream and says whether they passed
      * {@code limit} since the last time this returned true (then the pool samples its peak; see
-     * {@link DevicePool#samplePeak}). Written by the allocating thread without claiming: a lost update
+     * {@link PoolStatistics#samplePeak}). Written by the allocating thread without claiming: a lost update
      * when two threads allocate on one stream at once only delays a sample.
      */
     boolean addUnsampled(long bytes, long limit) {
@@ -183,7 +199,7 @@ final class LocalCache {
     }
 
     private void touch(int c) {
-        hot[CLASS_BASE + 2 * c + 1] = pool.coarseNanos;
+        hot[CLASS_BASE + 2 * c + 1] = clock.nanos();
     }
 
     private long[] stack(int c) {
@@ -213,7 +229,7 @@ final class LocalCache {
             }
             long handle = entries[c][PAD + --n];
             hot[slot] = n;
-            hot[slot + 1] = pool.coarseNanos;
+            hot[slot + 1] = clock.nanos();
             add(HITS, 1);
             add(ALLOC_BYTES, size);
             add(ALLOC_REQUESTED, requested);
@@ -233,7 +249,7 @@ final class LocalCache {
      */
     boolean push(int c, long handle, long size, long requested, PoolConfig config) {
         int countCap = config.localCacheCountPerClass();
-        long bytesCap = pool.localCapBytes(config);
+        long bytesCap = cap.capBytes(config);
         if (countCap == 0 || size > bytesCap >>> 2 || !tryClaim()) {
             return false;
         }
@@ -246,7 +262,7 @@ final class LocalCache {
             for (int other = classCount - 1; other >= 0 && bytes + size > bytesCap; other--) {
                 int n = count(other);
                 if (n > 0) {                              // largest classes first, only as many as needed
-                    long each = pool.classBytes(other);
+                    long each = classBytes[other];
                     long excess = bytes + size - bytesCap;
                     flushOldest(other, (int) Math.min(n, (excess + each - 1) / each));
                     bytes = hot[STAT_BASE + CACHED_BYTES];
@@ -256,7 +272,7 @@ final class LocalCache {
             int n = (int) hot[slot];
             stack[PAD + n] = handle;
             hot[slot] = n + 1;
-            hot[slot + 1] = pool.coarseNanos;
+            hot[slot + 1] = clock.nanos();
             add(FREES, 1);
             add(FREE_BYTES, size);
             add(FREE_REQUESTED, requested);
@@ -288,7 +304,7 @@ final class LocalCache {
                 add(CACHED_BLOCKS, -1);
                 return handle;
             }
-            long room = (pool.localCapBytes(config) - hot[STAT_BASE + CACHED_BYTES]) / size;
+            long room = (cap.capBytes(config) - hot[STAT_BASE + CACHED_BYTES]) / size;
             int want = (int) Math.max(1, Math.min(Math.min(room, config.localCacheCountPerClass() / 2), ENTRIES));
             int got = small.take(c, stack, PAD, want, stream);
             if (got == 0) {
@@ -310,7 +326,7 @@ final class LocalCache {
         hot[OPERATIONS] = operations;
         if ((operations & SWEEP_MASK) == 0) {
             long now = System.nanoTime();
-            pool.advanceClock(now);
+            clock.advance(now);
             flushIdle(now, config.localIdleAge().toNanos());
         }
     }
@@ -321,7 +337,7 @@ final class LocalCache {
         for (int c = 0; c < classCount; c++) {
             int n = count(c);
             if (n > 0 && now - hot[CLASS_BASE + 2 * c + 1] > idleNanos) {
-                flushed += n * pool.classBytes(c);
+                flushed += n * classBytes[c];
                 flushOldest(c, n);
             }
         }
@@ -332,10 +348,10 @@ final class LocalCache {
     private void flushOldest(int c, int n) {
         long[] list = entries[c];
         int count = count(c);
-        pool.returnToGlobal(stream, list, PAD, PAD + n);
+        global.returnToGlobal(stream, list, PAD, PAD + n);
         System.arraycopy(list, PAD + n, list, PAD, count - n);
         setCount(c, count - n);
-        long size = pool.classBytes(c);
+        long size = classBytes[c];
         add(CACHED_BYTES, -n * size);
         add(CACHED_BLOCKS, -n);
     }

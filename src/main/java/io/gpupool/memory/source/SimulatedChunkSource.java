@@ -2,7 +2,9 @@ package io.gpupool.memory.source;
 
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.VirtualMemory;
 
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -28,7 +30,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * twice, unmapping one that is not mapped, or releasing a range that still has mapped granules
  * fails loudly, so a pool bug shows up in replay rather than as silent double counting.
  */
-public final class SimulatedChunkSource implements ChunkSource {
+public final class SimulatedChunkSource implements ChunkSource, VirtualMemory {
 
     private static final long BASE = 1L << 40;
     private static final long ALIGNMENT = 2L << 20;
@@ -123,12 +125,12 @@ public final class SimulatedChunkSource implements ChunkSource {
     }
 
     @Override
-    public boolean supportsMapping() {
-        return mapping;
+    public Optional<VirtualMemory> virtualMemory() {
+        return mapping ? Optional.of(this) : Optional.empty();
     }
 
     @Override
-    public long mappingGranularity() {
+    public long granularity() {
         requireMapping();
         return ALIGNMENT;
     }

@@ -1,6 +1,7 @@
 package io.gpupool.memory.source;
 
 import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.VirtualMemory;
 import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.Log2Histogram;
 import io.gpupool.memory.metric.Peaks;
@@ -67,30 +68,36 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
         reservedBytes.addAndGet(-bytes);
     }
 
+    /** Maps count as reserved memory and as allocation time; unmaps as frees. */
     @Override
-    public void map(long address, long bytes, long extentBytes) {
-        long start = System.nanoTime();
-        try {
-            upstream.map(address, bytes, extentBytes);
-        } catch (Throwable e) {
-            failures.increment();
-            recordAllocateTime(System.nanoTime() - start);
-            throw e;
-        }
-        recordAllocateTime(System.nanoTime() - start);
-        maps.increment();
-        mappedBytes.add(bytes);
-        mappedExtents.add(bytes / extentBytes);
-        Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
-    }
+    protected VirtualMemory decorate(VirtualMemory upstreamMemory) {
+        return new ForwardingVirtualMemory(upstreamMemory) {
+            @Override
+            public void map(long address, long bytes, long extentBytes) {
+                long start = System.nanoTime();
+                try {
+                    upstream.map(address, bytes, extentBytes);
+                } catch (Throwable e) {
+                    failures.increment();
+                    recordAllocateTime(System.nanoTime() - start);
+                    throw e;
+                }
+                recordAllocateTime(System.nanoTime() - start);
+                maps.increment();
+                mappedBytes.add(bytes);
+                mappedExtents.add(bytes / extentBytes);
+                Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
+            }
 
-    @Override
-    public void unmap(long address, long bytes) {
-        long start = System.nanoTime();
-        upstream.unmap(address, bytes);
-        freeNanos.add(System.nanoTime() - start);
-        unmaps.increment();
-        reservedBytes.addAndGet(-bytes);
+            @Override
+            public void unmap(long address, long bytes) {
+                long start = System.nanoTime();
+                upstream.unmap(address, bytes);
+                freeNanos.add(System.nanoTime() - start);
+                unmaps.increment();
+                reservedBytes.addAndGet(-bytes);
+            }
+        };
     }
 
     /** Calls of {@link #map} that succeeded. */

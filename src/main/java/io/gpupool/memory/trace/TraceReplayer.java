@@ -5,7 +5,9 @@ import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.VirtualMemory;
 import io.gpupool.memory.source.ForwardingChunkSource;
+import io.gpupool.memory.source.ForwardingVirtualMemory;
 import io.gpupool.memory.source.SimulatedChunkSource;
 import io.gpupool.memory.source.StatisticsChunkSource;
 
@@ -100,9 +102,14 @@ public final class TraceReplayer {
 
         /** A map is growth of reserved memory too: counted like a chunk allocation. */
         @Override
-        public void map(long address, long bytes, long extentBytes) {
-            witness();
-            upstream.map(address, bytes, extentBytes);
+        protected VirtualMemory decorate(VirtualMemory upstreamMemory) {
+            return new ForwardingVirtualMemory(upstreamMemory) {
+                @Override
+                public void map(long address, long bytes, long extentBytes) {
+                    witness();
+                    upstream.map(address, bytes, extentBytes);
+                }
+            };
         }
 
         private void witness() {

@@ -15,7 +15,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The allocated peak is not sampled on every local miss (that read a line of every stream's cache);
  * it must still catch a burst that is gone before anyone reads the metrics, within the documented
- * lag of peak / 2^{@link DevicePool#PEAK_LAG_SHIFT} per stream.
+ * lag of peak / 2^{@link PoolStatistics#PEAK_LAG_SHIFT} per stream.
  */
 class DevicePoolPeakTest {
 
@@ -35,7 +35,7 @@ class DevicePoolPeakTest {
             assertThat(pool.metrics().allocatedBytes()).isZero();
             assertThat(pool.metrics().peakAllocatedBytes())
                     .isLessThanOrEqualTo(truePeak)
-                    .isGreaterThanOrEqualTo(truePeak - (truePeak >>> DevicePool.PEAK_LAG_SHIFT));
+                    .isGreaterThanOrEqualTo(truePeak - (truePeak >>> PoolStatistics.PEAK_LAG_SHIFT));
         }
     }
 
@@ -61,7 +61,7 @@ class DevicePoolPeakTest {
 
             assertThat(pool.metrics().peakAllocatedBytes())
                     .isLessThanOrEqualTo(truePeak)
-                    .isGreaterThanOrEqualTo(truePeak - streams * (truePeak >>> DevicePool.PEAK_LAG_SHIFT));
+                    .isGreaterThanOrEqualTo(truePeak - streams * (truePeak >>> PoolStatistics.PEAK_LAG_SHIFT));
         }
     }
 }

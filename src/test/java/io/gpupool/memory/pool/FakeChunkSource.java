@@ -3,10 +3,12 @@ package io.gpupool.memory.pool;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.VirtualMemory;
 
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -17,7 +19,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * matches an allocation, can refuse (a limit on live bytes, or refuse everything), and records the
  * sizes it was asked for.
  */
-final class FakeChunkSource implements ChunkSource {
+final class FakeChunkSource implements ChunkSource, VirtualMemory {
 
     private static final long BASE = 1L << 40;
 
@@ -48,12 +50,12 @@ final class FakeChunkSource implements ChunkSource {
     }
 
     @Override
-    public boolean supportsMapping() {
-        return mapping;
+    public Optional<VirtualMemory> virtualMemory() {
+        return mapping ? Optional.of(this) : Optional.empty();
     }
 
     @Override
-    public long mappingGranularity() {
+    public long granularity() {
         return 2 * PoolConfig.MIB;
     }
 

@@ -313,21 +313,20 @@ class MappedGrowthTest {
         long callNanos = 2_000_000;
         ChunkSource slow = new io.gpupool.memory.source.ForwardingChunkSource(source) {
             @Override
-            public void map(long address, long bytes) {
-                pause();
-                super.map(address, bytes);
-            }
+            protected io.gpupool.memory.VirtualMemory decorate(io.gpupool.memory.VirtualMemory upstreamMemory) {
+                return new io.gpupool.memory.source.ForwardingVirtualMemory(upstreamMemory) {
+                    @Override
+                    public void map(long address, long bytes, long extentBytes) {
+                        pause();
+                        super.map(address, bytes, extentBytes);
+                    }
 
-            @Override
-            public void map(long address, long bytes, long extentBytes) {
-                pause();
-                super.map(address, bytes, extentBytes);
-            }
-
-            @Override
-            public void unmap(long address, long bytes) {
-                pause();
-                super.unmap(address, bytes);
+                    @Override
+                    public void unmap(long address, long bytes) {
+                        pause();
+                        super.unmap(address, bytes);
+                    }
+                };
             }
 
             private void pause() {
