@@ -6,8 +6,8 @@ public enum GrowthPolicy {
     EAGER,
     /**
      * Start empty; grow on demand with chunks of growth step, doubling up to the largest step, within
-     * the cap. Reserved bytes overshoot live bytes by up to the last step by construction (3.78 x
-     * peak live on the BERT trace with 256 MiB blocks).
+     * the cap. Reserved bytes overshoot live bytes by up to the last step by construction
+     * (docs/benchmarks.md, "Fragmentation").
      */
     LAZY,
     /** Reserve {@link PoolConfig#initialBytes()} at construction, then grow like {@link #LAZY}. */

@@ -66,8 +66,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <h2>Large and small chunks (MAPPED growth)</h2>
  * With {@code largeUnits} &gt; 0, runs of at least that many units (and spans) come only from chunks
  * marked {@link Chunk#large} and smaller runs only from the others, so small runs do not split the
- * mapped free blocks a large tensor left behind (on the BERT trace: 10 % fewer bytes mapped, 30 %
- * fewer unmap calls). The pool grows a chunk of the class the missing run needs.
+ * mapped free blocks a large tensor left behind (docs/benchmarks.md, "MAPPED"). The pool grows a
+ * chunk of the class the missing run needs.
  *
  * <h2>Free a run</h2>
  * Decompose [o, o + n) into aligned blocks (largest first) and push each onto its order; nothing
@@ -216,72 +216,28 @@ final class BuddyLevel {
     }
 
     /**
-     * MAPPED growth, for a run no fully mapped block can serve: the free block (any order that holds
-     * the run) whose first {@code units} units have the most mapped units, so the fewest bytes need
-     * mapping; ties go to the lowest key. The candidates are found on a racy read of the lists and
-     * the winner is taken under its order lock if it is still there (else -1; the caller falls back).
-     * With {@code clearFor}, only among blocks whose first {@code units} units would not make that
-     * stream wait on another stream's unfinished work.
+     * Takes free block {@code key} of order {@code j} for a run of {@code units} if it is still in the
+     * list (a caller chose it on a racy read, {@link #freeKeyUnlocked}), split and trimmed like any run.
      *
-     * @return the run's handle, or -1
+     * @return the run's handle, or -1 when another thread took the block meanwhile
      */
-    long allocateMostMapped(int units, AllocationStream clearFor) {
-        int k = ceilLog2(units);
-        long bestKey = -1;
-        int bestOrder = -1;
-        long bestMapped = 0;
-        for (int j = k; j <= top; j++) {
-            long[] list = lists[j];
-            int n = Math.min(sizes[j], list.length);
-            for (int i = 0; i < n; i++) {
-                long key = list[i];
-                Chunk chunk = chunks.get(keyChunk(key));
-                if (chunk == null || !chunk.isAddressSpace() || !servesRun(chunk, units)) {
-                    continue;
-                }
-                long offset = keyOffset(key);
-                long mapped;
-                synchronized (chunk.mapped) {
-                    mapped = chunk.countMapped(offset, offset + units);
-                }
-                if (clearFor != null && (mapped > bestMapped || mapped == bestMapped && mapped > 0 && key < bestKey)
-                        && chunk.fencesBlock(offset, units, clearFor)) {
-                    continue;                                       // asked only for blocks it need not wait for
-                }
-                if (mapped > bestMapped || (mapped == bestMapped && mapped > 0 && key < bestKey)) {
-                    bestKey = key;
-                    bestOrder = j;
-                    bestMapped = mapped;
-                }
-            }
-        }
-        if (bestKey < 0) {
-            return -1;
-        }
-        int j = bestOrder;
+    long take(int j, long key, int units) {
         ReentrantLock lock = locks[j];
         lock.lock();
         try {
-            long[] list = lists[j];
-            int found = -1;
-            for (int i = 0; i < sizes[j]; i++) {
-                if (list[i] == bestKey) {
-                    found = i;
-                    break;
-                }
+            int found = 0;
+            while (found < sizes[j] && lists[j][found] != key) {
+                found++;
             }
-            if (found < 0) {
+            if (found == sizes[j]) {
                 return -1;
             }
-            int last = sizes[j] - 1;
-            list[found] = list[last];
-            sizes[j] = last;
-            counts.lazySet(j, last);
-            chunks.get(keyChunk(bestKey)).liveUnits.addAndGet(1L << j);
+            removeAt(j, found);
+            chunks.get(keyChunk(key)).liveUnits.addAndGet(1L << j);
         } finally {
             lock.unlock();
         }
-        return splitAndTrim(bestKey, j, k, units);
+        return splitAndTrim(key, j, ceilLog2(units), units);
     }
 
     /**
@@ -389,8 +345,15 @@ final class BuddyLevel {
                 lowest = i;
             }
         }
-        long key = list[lowest];
-        list[lowest] = list[last];
+        return removeAt(k, lowest);
+    }
+
+    /** Removes the key at index {@code i} of order {@code k}'s list (the last one takes its place); order lock held. */
+    private long removeAt(int k, int i) {
+        long[] list = lists[k];
+        int last = sizes[k] - 1;
+        long key = list[i];
+        list[i] = list[last];
         sizes[k] = last;
         counts.lazySet(k, last);
         return key;
@@ -431,14 +394,7 @@ final class BuddyLevel {
             }
             lowest = i;
         }
-        if (lowest < 0) {
-            return -1;
-        }
-        long key = list[lowest];
-        list[lowest] = list[last];
-        sizes[k] = last;
-        counts.lazySet(k, last);
-        return key;
+        return lowest < 0 ? -1 : removeAt(k, lowest);
     }
 
     private void pushLocked(int order, long key) {
@@ -609,6 +565,17 @@ final class BuddyLevel {
             }
         }
         return result;
+    }
+
+    /** Free blocks of order {@code k} on a racy read (may include a slot just vacated); pairs with {@link #freeKeyUnlocked}. */
+    int freeSlotsUnlocked(int k) {
+        return Math.min(sizes[k], lists[k].length);
+    }
+
+    /** The key in slot {@code i} of order {@code k}, read without the lock: a hint, confirmed by {@link #take}. */
+    long freeKeyUnlocked(int k, int i) {
+        long[] list = lists[k];
+        return i < list.length ? list[i] : -1;
     }
 
     /**

@@ -102,7 +102,7 @@ final class MappedGrowth extends Growth {
                 handle = buddy.allocate(units, null, true);        // no room to map: a wait beats a recovery
             }
             if (handle < 0 && units > 1) {
-                handle = buddy.allocateMostMapped(units, stream);  // B need not wait; the least to map
+                handle = allocateMostMapped(units, stream);  // B need not wait; the least to map
             }
             if (handle < 0) {
                 handle = buddy.allocate(units, stream);            // B need not wait; map all of it
@@ -111,13 +111,52 @@ final class MappedGrowth extends Growth {
                 handle = buddy.allocate(units, null, true);        // mapped, B waits
             }
             if (handle < 0 && units > 1) {
-                handle = buddy.allocateMostMapped(units, null);    // the fewest bytes to map
+                handle = allocateMostMapped(units, null);    // the fewest bytes to map
             }
         }
         if (handle < 0 && units <= global.maxUnits) {
             handle = buddy.allocate(units, stream);
         }
         return handle;
+    }
+
+    /**
+     * For a run no fully mapped block can serve: the free block (any order that holds the run) whose
+     * first {@code units} units have the most mapped units, so the fewest bytes need mapping; ties go
+     * to the lowest key. Candidates come from a racy read of the lists, the winner is taken under its
+     * order lock if it is still there (else -1; the caller falls back). With {@code clearFor}, only
+     * among blocks whose first {@code units} units would not make that stream wait on another stream.
+     */
+    private long allocateMostMapped(int units, AllocationStream clearFor) {
+        BuddyLevel buddy = global.buddy;
+        long bestKey = -1;
+        int bestOrder = -1;
+        long bestMapped = 0;
+        for (int j = BuddyLevel.ceilLog2(units); j <= buddy.topOrder(); j++) {
+            int n = buddy.freeSlotsUnlocked(j);
+            for (int i = 0; i < n; i++) {
+                long key = buddy.freeKeyUnlocked(j, i);
+                Chunk chunk = key < 0 ? null : global.chunks.get(Handles.keyChunk(key));
+                if (chunk == null || !chunk.isAddressSpace() || !buddy.servesRun(chunk, units)) {
+                    continue;
+                }
+                long offset = Handles.keyOffset(key);
+                long mapped;
+                synchronized (chunk.mapped) {
+                    mapped = chunk.countMapped(offset, offset + units);
+                }
+                boolean better = mapped > bestMapped || (mapped == bestMapped && mapped > 0 && key < bestKey);
+                if (better && clearFor != null && chunk.fencesBlock(offset, units, clearFor)) {
+                    continue;                                       // asked only for blocks it need not wait for
+                }
+                if (better) {
+                    bestKey = key;
+                    bestOrder = j;
+                    bestMapped = mapped;
+                }
+            }
+        }
+        return bestKey < 0 ? -1 : buddy.take(bestOrder, bestKey, units);
     }
 
     @Override
