@@ -206,7 +206,7 @@ public class GpuPoolConfiguration {
 
         @Override
         public long reserve(DeviceRuntime device, long bytes) {
-            return TracingAllocator.unwrap(device.allocator()) instanceof DevicePool pool ? pool.reserve(bytes) : 0;
+            return device.allocator().capability(DevicePool.class).map(pool -> pool.reserve(bytes)).orElse(0L);
         }
     }
 
