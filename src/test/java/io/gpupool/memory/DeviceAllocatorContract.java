@@ -1,8 +1,8 @@
 package io.gpupool.memory;
 
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.source.StatisticsChunkSource;
-import io.gpupool.memory.trace.ReplayStream;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.StatisticsChunkSource;
+import io.gpupool.replay.ReplayStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;

@@ -2,9 +2,9 @@ package io.gpupool.memory.bestfit;
 
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.source.StatisticsChunkSource;
-import io.gpupool.memory.trace.ReplayStream;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.StatisticsChunkSource;
+import io.gpupool.replay.ReplayStream;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
 import net.jqwik.api.ForAll;

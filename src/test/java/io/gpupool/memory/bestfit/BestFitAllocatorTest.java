@@ -4,9 +4,9 @@ import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.StreamFence;
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.source.StatisticsChunkSource;
-import io.gpupool.memory.trace.ReplayStream;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.StatisticsChunkSource;
+import io.gpupool.replay.ReplayStream;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;

@@ -32,7 +32,7 @@ class DevicePoolTest {
      * tests in {@link OnDemandGrowthTest}).
      */
     static PoolConfig lazy256() {
-        return io.gpupool.memory.trace.ReplayStrategies.lazy256();
+        return io.gpupool.replay.ReplayStrategies.lazy256();
     }
 
     private static PoolConfig globalOnly() {

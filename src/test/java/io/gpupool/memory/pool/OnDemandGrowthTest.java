@@ -5,10 +5,10 @@ import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.PoolConfig;
 
-import io.gpupool.memory.trace.InferenceTraceGenerator;
-import io.gpupool.memory.trace.ReplayStrategies;
+import io.gpupool.replay.InferenceTraceGenerator;
+import io.gpupool.replay.ReplayStrategies;
 import io.gpupool.memory.trace.Trace;
-import io.gpupool.memory.trace.TraceReplayer;
+import io.gpupool.replay.TraceReplayer;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -82,7 +82,7 @@ class OnDemandGrowthTest {
             pool.allocate(2 * MIB, s0).release();
             assertThat(pool.metrics().cachedBytes()).isEqualTo(2 * MIB);
         }
-        try (DevicePool lazy = new DevicePool(new FakeChunkSource(8 * GIB), io.gpupool.memory.trace.ReplayStrategies.lazy256())) {
+        try (DevicePool lazy = new DevicePool(new FakeChunkSource(8 * GIB), io.gpupool.replay.ReplayStrategies.lazy256())) {
             lazy.allocate(8 * MIB, s0).release();
             assertThat(lazy.metrics().cachedBytes()).as("LAZY keeps the fixed per-stream cap").isEqualTo(8 * MIB);
         }
@@ -150,7 +150,7 @@ class OnDemandGrowthTest {
         TraceReplayer.Result frugal = TraceReplayer.replay(trace,
                 new TraceReplayer.Strategy("frugal", s -> new DevicePool(s, FRUGAL)), 141L << 30);
         TraceReplayer.Result lazy = TraceReplayer.replay(trace,
-                new TraceReplayer.Strategy("lazy", s -> new DevicePool(s, io.gpupool.memory.trace.ReplayStrategies.lazy256())), 141L << 30);
+                new TraceReplayer.Strategy("lazy", s -> new DevicePool(s, io.gpupool.replay.ReplayStrategies.lazy256())), 141L << 30);
 
         assertThat(onDemand.failedAllocations()).isZero();
         assertThat(frugal.failedAllocations()).isZero();

@@ -1,4 +1,4 @@
-package io.gpupool.memory.trace;
+package io.gpupool.replay;
 
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.StreamFence;

@@ -1,4 +1,6 @@
-package io.gpupool.memory.trace;
+package io.gpupool.replay;
+
+import io.gpupool.memory.trace.Trace;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -12,7 +14,7 @@ import java.util.Locale;
  * Command line for trace replay and the fragmentation study.
  *
  * <pre>
- *   java -cp target/classes io.gpupool.memory.trace.TraceReplayMain [options]
+ *   java -cp target/classes io.gpupool.replay.TraceReplayMain [options]
  *     --trace FILE          replay this RMM-format CSV trace
  *     --generate            instead, generate a BERT-style inference trace (InferenceTraceGenerator)
  *       --requests N        requests to generate (2000)

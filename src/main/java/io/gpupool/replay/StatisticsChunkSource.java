@@ -1,4 +1,7 @@
-package io.gpupool.memory.source;
+package io.gpupool.replay;
+
+import io.gpupool.memory.source.ForwardingChunkSource;
+import io.gpupool.memory.source.ForwardingVirtualMemory;
 
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.VirtualMemory;

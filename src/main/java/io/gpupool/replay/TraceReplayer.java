@@ -1,4 +1,6 @@
-package io.gpupool.memory.trace;
+package io.gpupool.replay;
+
+import io.gpupool.memory.trace.Trace;
 
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.ChunkSource;
@@ -8,8 +10,8 @@ import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.VirtualMemory;
 import io.gpupool.memory.source.ForwardingChunkSource;
 import io.gpupool.memory.source.ForwardingVirtualMemory;
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.source.StatisticsChunkSource;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.StatisticsChunkSource;
 
 import java.util.ArrayList;
 import java.util.HashMap;

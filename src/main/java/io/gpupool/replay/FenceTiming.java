@@ -1,4 +1,4 @@
-package io.gpupool.memory.trace;
+package io.gpupool.replay;
 
 /**
  * When the fences of a replayed stream complete, i.e. how far the simulated device runs behind the

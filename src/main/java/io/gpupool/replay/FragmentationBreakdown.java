@@ -1,4 +1,6 @@
-package io.gpupool.memory.trace;
+package io.gpupool.replay;
+
+import io.gpupool.memory.trace.Trace;
 
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceAllocator;
@@ -6,8 +8,8 @@ import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.metric.ChunkMetric;
 import io.gpupool.memory.metric.PoolMetrics;
 import io.gpupool.memory.metric.SizeClassMetric;
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.source.StatisticsChunkSource;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.StatisticsChunkSource;
 
 import java.util.HashMap;
 import java.util.Locale;

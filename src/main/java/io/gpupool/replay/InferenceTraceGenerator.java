@@ -1,4 +1,6 @@
-package io.gpupool.memory.trace;
+package io.gpupool.replay;
+
+import io.gpupool.memory.trace.Trace;
 
 import java.util.ArrayList;
 import java.util.List;

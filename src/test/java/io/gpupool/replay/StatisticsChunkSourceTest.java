@@ -1,4 +1,4 @@
-package io.gpupool.memory.source;
+package io.gpupool.replay;
 
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import org.junit.jupiter.api.Test;

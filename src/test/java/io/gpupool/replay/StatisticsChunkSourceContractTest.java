@@ -1,4 +1,4 @@
-package io.gpupool.memory.source;
+package io.gpupool.replay;
 
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.ChunkSourceContract;

@@ -1,4 +1,6 @@
-package io.gpupool.memory.trace;
+package io.gpupool.replay;
+
+import io.gpupool.memory.trace.Trace;
 
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import org.junit.jupiter.api.Test;

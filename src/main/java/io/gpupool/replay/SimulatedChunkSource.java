@@ -1,4 +1,6 @@
-package io.gpupool.memory.source;
+package io.gpupool.replay;
+
+import io.gpupool.memory.source.ReservedRanges;
 
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
