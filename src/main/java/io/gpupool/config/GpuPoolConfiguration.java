@@ -10,7 +10,7 @@ import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.model.InferenceModel;
@@ -206,7 +206,7 @@ public class GpuPoolConfiguration {
 
         @Override
         public long reserve(DeviceRuntime device, long bytes) {
-            return TracingAllocator.unwrap(device.allocator()) instanceof DevicePool pool ? pool.reserve(bytes) : 0;
+            return device.allocator().capability(DevicePool.class).map(pool -> pool.reserve(bytes)).orElse(0L);
         }
     }
 

@@ -10,7 +10,7 @@ import io.gpupool.actuate.ModelsHealthIndicator;
 import io.gpupool.actuate.TracingAllocatorControl;
 import io.gpupool.backend.ComputeBackend;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.serving.DeviceRuntime;
@@ -55,18 +55,18 @@ public class OperationsWiring {
 
     static ManagedPool managedPool(String selector, DeviceRuntime device) {
         DeviceAllocator allocator = device.allocator();
-        TracingAllocatorControl trace = null;
-        if (allocator instanceof TracingAllocator tracing) {          // trace recording on the endpoint
-            trace = new TracingAllocatorControl(tracing);
-            allocator = tracing.delegate();
-        }
-        if (allocator instanceof DevicePool pool) {
-            return new DevicePoolAdapter(selector, pool, device.device().chunkSource().capacityBytes(), trace);
+        TracingAllocatorControl trace = allocator.capability(TracingAllocator.class)   // trace recording on the endpoint
+                .map(TracingAllocatorControl::new).orElse(null);
+        var pool = allocator.capability(DevicePool.class);
+        if (pool.isPresent()) {
+            return new DevicePoolAdapter(selector, pool.get(), device.device().chunkSource().capacityBytes(), trace);
         }
         // Not device.chunkSource(): on CUDA with expandable segments that would reserve address space
         // for a source these modes never use.
         long capacity = device.device().totalMemory();
-        if (allocator instanceof BestFitAllocator bestFit) {           // free segments inside its chunks
+        var bestFitAllocator = allocator.capability(BestFitAllocator.class);
+        if (bestFitAllocator.isPresent()) {                           // free segments inside its chunks
+            BestFitAllocator bestFit = bestFitAllocator.get();
             return new AllocatorAdapter(selector, new AllocatorAdapter.Metrics(bestFit.metrics(),
                     bestFit::freeBytes, bestFit::largestFreeBytes), capacity, trace, bestFit::trim);
         }

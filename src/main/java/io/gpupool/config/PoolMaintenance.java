@@ -1,8 +1,7 @@
 package io.gpupool.config;
 
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
-import io.gpupool.memory.trace.TracingAllocator;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.serving.DeviceRuntime;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -44,14 +43,12 @@ public final class PoolMaintenance implements AutoCloseable {
         timer.scheduleWithFixedDelay(this::runOnce, nanos, nanos, TimeUnit.NANOSECONDS);
     }
 
-    /** The pools behind the devices' activation and weight allocators (unwrapping a trace recorder). */
+    /** The pools behind the devices' activation and weight allocators (behind a trace recorder, too). */
     public static List<DevicePool> poolsOf(List<DeviceRuntime> runtimes) {
         List<DevicePool> pools = new ArrayList<>();
         for (DeviceRuntime runtime : runtimes) {
             for (DeviceAllocator allocator : List.of(runtime.allocator(), runtime.weightsAllocator())) {
-                if (TracingAllocator.unwrap(allocator) instanceof DevicePool pool && !pools.contains(pool)) {
-                    pools.add(pool);
-                }
+                allocator.capability(DevicePool.class).filter(pool -> !pools.contains(pool)).ifPresent(pools::add);
             }
         }
         return pools;

@@ -2,12 +2,18 @@ package io.gpupool.memory;
 
 import io.gpupool.memory.metric.AllocatorMetrics;
 
+import java.util.Optional;
+
 /**
  * What the rest of the server allocates device memory from: the two-level pool, its variants, or a
  * baseline allocator ({@code direct}, {@code cuda-async}) kept for side-by-side measurement.
  *
  * <p>Every block is handed out with a reference count of one and belongs to the stream that asked
  * for it; {@link DeviceBlock#release()} at zero returns it to this allocator.
+ *
+ * <p>What an allocator offers beyond allocating (a pool's {@code reserve} and {@code maintain}, a trace
+ * recorder's control) is found with {@link #capability}, through any decorators, so wiring code never
+ * unwraps them by class.
  */
 public interface DeviceAllocator extends AutoCloseable {
 
@@ -27,6 +33,14 @@ public interface DeviceAllocator extends AutoCloseable {
      * without levels can use {@link io.gpupool.memory.metric.BasicAllocatorMetrics}.
      */
     AllocatorMetrics metrics();
+
+    /**
+     * This allocator as {@code type}, or the first allocator of that type behind it: a decorator
+     * answers for itself and then asks the allocator it wraps.
+     */
+    default <T> Optional<T> capability(Class<T> type) {
+        return type.isInstance(this) ? Optional.of(type.cast(this)) : Optional.empty();
+    }
 
     /**
      * Closes the allocator and returns all memory to its source. Blocks still outstanding are

@@ -6,8 +6,8 @@ public enum GrowthPolicy {
     EAGER,
     /**
      * Start empty; grow on demand with chunks of growth step, doubling up to the largest step, within
-     * the cap. Reserved bytes overshoot live bytes by up to the last step by construction (3.78 x
-     * peak live on the BERT trace with 256 MiB blocks).
+     * the cap. Reserved bytes overshoot live bytes by up to the last step by construction
+     * (docs/benchmarks.md, "Fragmentation").
      */
     LAZY,
     /** Reserve {@link PoolConfig#initialBytes()} at construction, then grow like {@link #LAZY}. */
@@ -21,9 +21,9 @@ public enum GrowthPolicy {
      */
     ON_DEMAND,
     /**
-     * The default. Needs a source that {@linkplain ChunkSource#supportsMapping() maps} (CUDA virtual
+     * The default. Needs a source that {@linkplain ChunkSource#virtualMemory() maps} (CUDA virtual
      * memory on a GPU, mmap on a Linux host; falls back to {@link #ON_DEMAND} otherwise). Buddy chunks
-     * are reserved address space ({@link DevicePool#ADDRESS_CHUNK_MAX_BLOCKS} maximum blocks each,
+     * are reserved address space (four maximum blocks each,
      * costing no memory); device memory is mapped under a run when it is handed out, and free mapped
      * memory at the global level is unmapped when mapping more would pass the budget: the high-water
      * mark of allocated bytes plus {@link PoolConfig#mappedSlack()} of it (default 1/16). Reserved bytes (mapped

@@ -4,7 +4,7 @@ import java.time.Duration;
 import java.util.Objects;
 
 /**
- * The validated, immutable configuration of a {@link DevicePool}.
+ * The validated, immutable configuration of a {@link io.gpupool.memory.pool.DevicePool}.
  *
  * <p>Every constructor call checks all fields and rejects a bad value with a message naming the
  * field, the value and the allowed range, so a running pool never sees an inconsistent
@@ -16,10 +16,9 @@ import java.util.Objects;
  * @param minBlockBytes            smallest buddy block; a power of two in [2 MiB, 64 MiB]; default 2 MiB.
  *                                 Requests below it are served by the small-object cache
  * @param maxBlockBytes            largest buddy block; a power of two in [minBlockBytes, 4 GiB] and at most
- *                                 2^15 minimum blocks; default 256 MiB. On the BERT trace, with MAPPED growth
- *                                 256 MiB holds 1.08-1.12 x live; without mapping (ON_DEMAND) 256 MiB reserves
- *                                 ~1.9 x live with ~0.4 device allocations per request and 32 MiB reaches 1.14 x
- *                                 with ~25 (docs/benchmarks.md).
+ *                                 2^15 minimum blocks; default 256 MiB. Without mapping (ON_DEMAND) smaller
+ *                                 blocks reserve less at the price of more device allocations per request
+ *                                 (docs/benchmarks.md, "Fragmentation").
  *                                 Larger requests get a dedicated chunk of their own size
  * @param growthPolicy             MAPPED, ON_DEMAND, EAGER, LAZY or HYBRID; default MAPPED, which acts as ON_DEMAND
  *                                 on a source that cannot map (see {@link GrowthPolicy})
@@ -49,17 +48,15 @@ import java.util.Objects;
  *                                 default 30 s
  * @param mappedSlack              MAPPED growth: free mapped memory the global level keeps beyond the high-water
  *                                 mark of allocated bytes, as a fraction of that mark (at least 8 minimum
- *                                 blocks); more is unmapped. [0, 1]; default 0.0625 (1/16). BERT trace, 1000
- *                                 requests: 0 holds 1.07 x peak live, 1/16 1.08 x, 1/8 1.15 x, 1/4 1.27 x; on
- *                                 the H200, 1/4 served 0.5-0.8 % more requests in single runs (docs/benchmarks.md)
+ *                                 blocks); more is unmapped. [0, 1]; default 0.0625 (1/16). More slack holds
+ *                                 more memory and maps less (docs/benchmarks.md, "MAPPED")
  * @param waitBeyondBudget         MAPPED growth: when no free block the stream can take without waiting is
  *                                 mapped and mapping one would pass the mapped budget (the high-water mark +
  *                                 mappedSlack), take a mapped block another stream freed and make the stream
  *                                 wait for that stream's work (what cudaMallocAsync does) rather than map more.
- *                                 Default false (map before wait). Holds less when the device runs behind the
- *                                 host: BERT trace with fences 1000 events late, 2.13 x peak live against 2.36 x
- *                                 and 5 x fewer maps, at twice the waits; not yet measured on a GPU. Tunable at
- *                                 runtime
+ *                                 Default false (map before wait). Holds less and maps less when the device
+ *                                 runs behind the host, at more cross-stream waits (docs/benchmarks.md).
+ *                                 Tunable at runtime
  * @param trackAllocationSites     remember a stack trace per block to report leaks at close; default false
  */
 public record PoolConfig(
@@ -210,7 +207,8 @@ public record PoolConfig(
                 mappedSlack, wait, trackAllocationSites);
     }
 
-    static IllegalArgumentException invalid(String field, Object value, String allowed) {
+    /** The rejection every setting uses: names the property, the value given and what is allowed. */
+    public static IllegalArgumentException invalid(String field, Object value, String allowed) {
         return new IllegalArgumentException("gpupool.memory." + field + " = " + value + " is invalid; allowed: " + allowed);
     }
 

@@ -8,7 +8,7 @@ import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.StreamFence;
 import io.gpupool.memory.bestfit.BestFitAllocator;
-import io.gpupool.memory.source.SimulatedChunkSource;
+import io.gpupool.replay.SimulatedChunkSource;
 import io.gpupool.memory.trace.TracingAllocator;
 import org.junit.jupiter.api.Test;
 

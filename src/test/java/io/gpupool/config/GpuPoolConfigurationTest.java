@@ -45,7 +45,7 @@ class GpuPoolConfigurationTest {
                     assertThat(devices.devices().getFirst().allocator())
                             .isInstanceOfSatisfying(io.gpupool.memory.trace.TracingAllocator.class,
                                     tracing -> assertThat(tracing.delegate()).isInstanceOfSatisfying(
-                                            io.gpupool.memory.DevicePool.class,
+                                            io.gpupool.memory.pool.DevicePool.class,
                                             pool -> assertThat(pool.config().waitBeyondBudget()).isTrue()));
                     assertThat(devices.devices().getFirst().allocator().mode()).isEqualTo(AllocatorMode.GLOBAL_ONLY);
                     assertThat(context.getBean(ModelRegistry.class).models()).isEmpty();

@@ -1,10 +1,10 @@
 package io.gpupool.config;
 
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.trace.ReplayStream;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.ReplayStream;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;

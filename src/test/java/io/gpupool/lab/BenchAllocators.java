@@ -2,10 +2,10 @@ package io.gpupool.lab;
 
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.bestfit.BestFitAllocator;
-import io.gpupool.memory.source.SimulatedChunkSource;
+import io.gpupool.replay.SimulatedChunkSource;
 
 /**
  * The allocators the benchmarks compare, by the names used in {@code @Param}. All run over a

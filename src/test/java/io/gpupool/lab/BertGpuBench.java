@@ -11,7 +11,7 @@ import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;

@@ -2,7 +2,7 @@ package io.gpupool.lab;
 
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
-import io.gpupool.memory.trace.ReplayStream;
+import io.gpupool.replay.ReplayStream;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;

@@ -1,9 +1,8 @@
 package io.gpupool.memory;
 
-import io.gpupool.memory.source.LimitingChunkSource;
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.source.StatisticsChunkSource;
-import io.gpupool.memory.trace.ReplayStream;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.StatisticsChunkSource;
+import io.gpupool.replay.ReplayStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -143,8 +142,7 @@ public abstract class DeviceAllocatorContract {
     @Test
     void outOfMemoryIsReportedAndTheAllocatorKeepsWorking() {
         close();
-        source = new StatisticsChunkSource(LimitingChunkSource.ofBytes(new SimulatedChunkSource("small", 64 * GIB),
-                512 * MIB));
+        source = new StatisticsChunkSource(new SimulatedChunkSource("small", 512 * MIB));
         allocator = createAllocator(source);
         closed = false;
         DeviceBlock small = allocator.allocate(MIB, stream0);

@@ -33,7 +33,7 @@ final class ServingFixture implements AutoCloseable {
 
     final List<FakeDevice> devices = new ArrayList<>();
     final List<CountingAllocator> allocators = new ArrayList<>();
-    final List<io.gpupool.memory.DevicePool> pools = new ArrayList<>();
+    final List<io.gpupool.memory.pool.DevicePool> pools = new ArrayList<>();
     final List<DeviceRuntime> runtimes = new ArrayList<>();
     final Map<String, Map<Integer, TestModel>> models = new HashMap<>();
     final ModelRegistry registry;
@@ -80,12 +80,12 @@ final class ServingFixture implements AutoCloseable {
             io.gpupool.memory.DeviceAllocator allocator = counting;
             if (b.poolCap > 0) {
                 long mib = io.gpupool.memory.PoolConfig.MIB;
-                allocator = new io.gpupool.memory.DevicePool(
+                allocator = new io.gpupool.memory.pool.DevicePool(
                         new io.gpupool.backend.host.HostBackend(b.poolCap * 4).devices().getFirst().chunkSource(),
                         new io.gpupool.memory.PoolConfig(io.gpupool.memory.AllocatorMode.TWO_LEVEL, 2 * mib, 2 * mib,
                                 io.gpupool.memory.GrowthPolicy.LAZY, 0, 2 * mib, 2 * mib, b.poolCap, 0.9, 256 * mib,
                                 16, Duration.ofSeconds(10), 10, 0, Duration.ofSeconds(30), io.gpupool.memory.PoolConfig.DEFAULT_MAPPED_SLACK, false, false));
-                pools.add((io.gpupool.memory.DevicePool) allocator);
+                pools.add((io.gpupool.memory.pool.DevicePool) allocator);
             }
             devices.add(device);
             allocators.add(counting);
@@ -176,6 +176,6 @@ final class ServingFixture implements AutoCloseable {
     @Override
     public void close() {
         runtimes.forEach(r -> r.worker().close());
-        pools.forEach(io.gpupool.memory.DevicePool::close);
+        pools.forEach(io.gpupool.memory.pool.DevicePool::close);
     }
 }

@@ -2,7 +2,9 @@ package io.gpupool.backend.cuda;
 
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.VirtualMemory;
 
+import java.util.Optional;
 import java.util.Map;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -70,7 +72,7 @@ import static jcuda.driver.JCudaDriver.cuMemFree;
  * kernel to finish (docs/benchmarks.md, "Virtual memory mapping costs on the H200"). Unmapping is
  * therefore the way to give memory back without stalling other streams.
  */
-public final class CudaChunkSource implements ChunkSource {
+public final class CudaChunkSource implements ChunkSource, VirtualMemory {
 
     /** CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED. */
     static final int ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102;
@@ -172,12 +174,12 @@ public final class CudaChunkSource implements ChunkSource {
     }
 
     @Override
-    public boolean supportsMapping() {
-        return lib != null;
+    public Optional<VirtualMemory> virtualMemory() {
+        return lib != null ? Optional.of(this) : Optional.empty();
     }
 
     @Override
-    public long mappingGranularity() {
+    public long granularity() {
         requireMapping();
         return granularity;
     }

@@ -3,7 +3,7 @@ package io.gpupool.backend.cuda;
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceBlock;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.StreamFence;

@@ -2,10 +2,12 @@ package io.gpupool.backend.host;
 
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.VirtualMemory;
 import io.gpupool.memory.source.ReservedRanges;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -25,7 +27,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * mapped and releasing a range that still has mapped granules, each before any system call.
  * Elsewhere than Linux the source does not map and the pool grows ON_DEMAND.
  */
-public final class HostChunkSource implements ChunkSource {
+public final class HostChunkSource implements ChunkSource, VirtualMemory {
 
     private static final long ALIGNMENT = 4096;
 
@@ -98,12 +100,12 @@ public final class HostChunkSource implements ChunkSource {
     }
 
     @Override
-    public boolean supportsMapping() {
-        return vm != null;
+    public Optional<VirtualMemory> virtualMemory() {
+        return vm != null ? Optional.of(this) : Optional.empty();
     }
 
     @Override
-    public long mappingGranularity() {
+    public long granularity() {
         requireMapping();
         return GRANULE;
     }

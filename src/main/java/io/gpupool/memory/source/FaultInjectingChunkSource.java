@@ -2,6 +2,7 @@ package io.gpupool.memory.source;
 
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.VirtualMemory;
 
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
@@ -97,15 +98,21 @@ public final class FaultInjectingChunkSource extends ForwardingChunkSource {
         return draw < p;
     }
 
+    /** Map calls count and fail like allocations: a map is how a MAPPED pool obtains memory. */
     @Override
-    public void map(long address, long bytes, long extentBytes) {
-        long call = calls.incrementAndGet();
-        if (shouldFail(call)) {
-            injected.increment();
-            throw new OutOfDeviceMemoryException(bytes, "injected failure of " + name() + " on map call "
-                    + call + " (" + bytes + " bytes at 0x" + Long.toHexString(address) + ")");
-        }
-        upstream.map(address, bytes, extentBytes);
+    protected VirtualMemory decorate(VirtualMemory upstreamMemory) {
+        return new ForwardingVirtualMemory(upstreamMemory) {
+            @Override
+            public void map(long address, long bytes, long extentBytes) {
+                long call = calls.incrementAndGet();
+                if (shouldFail(call)) {
+                    injected.increment();
+                    throw new OutOfDeviceMemoryException(bytes, "injected failure of " + name() + " on map call "
+                            + call + " (" + bytes + " bytes at 0x" + Long.toHexString(address) + ")");
+                }
+                upstream.map(address, bytes, extentBytes);
+            }
+        };
     }
 
     /** Allocate calls seen so far (failed or not). */

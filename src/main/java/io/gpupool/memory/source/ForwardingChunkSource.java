@@ -1,17 +1,16 @@
 package io.gpupool.memory.source;
 
 import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.VirtualMemory;
 
 import java.util.Objects;
+import java.util.Optional;
 
 /**
  * A {@link ChunkSource} that passes every call to an upstream source: the base of the decorators,
- * each of which overrides only the calls its concern touches (the limit, statistics, fault
- * injection, trace recording).
- *
- * <p>{@link #map(long, long)} is passed on as {@link #map(long, long, long)} with the granularity as
- * the extent (what a map without extents means), so a decorator overrides the three-argument form
- * alone and sees every map.
+ * each of which overrides only the calls its concern touches. A decorator whose concern covers
+ * mapped memory too overrides {@link #decorate} and wraps the upstream's {@link VirtualMemory} in a
+ * {@link ForwardingVirtualMemory}; a source without virtual memory stays without it.
  */
 public abstract class ForwardingChunkSource implements ChunkSource {
 
@@ -42,37 +41,12 @@ public abstract class ForwardingChunkSource implements ChunkSource {
     }
 
     @Override
-    public boolean supportsMapping() {
-        return upstream.supportsMapping();
+    public final Optional<VirtualMemory> virtualMemory() {
+        return upstream.virtualMemory().map(this::decorate);
     }
 
-    @Override
-    public long mappingGranularity() {
-        return upstream.mappingGranularity();
-    }
-
-    @Override
-    public long reserveAddressSpace(long bytes) {
-        return upstream.reserveAddressSpace(bytes);
-    }
-
-    @Override
-    public void releaseAddressSpace(long address, long bytes) {
-        upstream.releaseAddressSpace(address, bytes);
-    }
-
-    @Override
-    public void map(long address, long bytes) {
-        map(address, bytes, mappingGranularity());
-    }
-
-    @Override
-    public void map(long address, long bytes, long extentBytes) {
-        upstream.map(address, bytes, extentBytes);
-    }
-
-    @Override
-    public void unmap(long address, long bytes) {
-        upstream.unmap(address, bytes);
+    /** The virtual memory this source offers over the upstream's; the default passes it on unchanged. */
+    protected VirtualMemory decorate(VirtualMemory upstreamMemory) {
+        return upstreamMemory;
     }
 }

@@ -7,6 +7,7 @@ import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.metric.AllocatorMetrics;
 
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -112,9 +113,11 @@ public final class TracingAllocator implements DeviceAllocator {
         return delegate;
     }
 
-    /** The allocator behind {@code allocator} when it is a trace recorder, else {@code allocator} itself. */
-    public static DeviceAllocator unwrap(DeviceAllocator allocator) {
-        return allocator instanceof TracingAllocator tracing ? tracing.delegate : allocator;
+    /** This recorder, or what the wrapped allocator offers. */
+    @Override
+    public <T> Optional<T> capability(Class<T> type) {
+        Optional<T> own = DeviceAllocator.super.capability(type);
+        return own.isPresent() ? own : delegate.capability(type);
     }
 
     @Override

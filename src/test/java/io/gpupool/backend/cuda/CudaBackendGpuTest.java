@@ -5,7 +5,7 @@ import io.gpupool.backend.KernelModule;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import org.junit.jupiter.api.AfterEach;

@@ -56,8 +56,8 @@ class CudaChunkSourceMappingGpuTest {
 
     @Test
     void hopperMapsIn2MiBGranules() {
-        assertThat(source.supportsMapping()).isTrue();
-        assertThat(source.mappingGranularity()).isEqualTo(2 * MIB);
+        assertThat(source.virtualMemory()).contains(source);
+        assertThat(source.granularity()).isEqualTo(2 * MIB);
     }
 
     @Test
@@ -146,7 +146,7 @@ class CudaChunkSourceMappingGpuTest {
 
     @Test
     void mappingMoreThanTheDeviceHasFailsWithOutOfMemoryAndMapsNothing() {
-        long granule = source.mappingGranularity();
+        long granule = source.granularity();
         long bytes = (2 * device.totalMemory() + granule - 1) / granule * granule;
         long base = source.reserveAddressSpace(bytes);
         source.map(base, granule);

@@ -2,7 +2,7 @@ package io.gpupool.backend.cuda;
 
 import io.gpupool.backend.host.HostChunkSource;
 import io.gpupool.memory.DeviceBlock;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;

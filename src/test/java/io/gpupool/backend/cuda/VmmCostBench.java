@@ -48,7 +48,7 @@ public final class VmmCostBench {
     private VmmCostBench(CudaDevice device, int repetitions) {
         this.device = device;
         this.source = device.plainChunkSource();
-        this.granule = source.mappingGranularity();
+        this.granule = source.granularity();
         this.repetitions = repetitions;
     }
 
@@ -59,7 +59,7 @@ public final class VmmCostBench {
         try {
             CudaDevice device = (CudaDevice) backend.devices().getFirst();
             device.bindToCurrentThread();
-            if (!device.plainChunkSource().supportsMapping()) {
+            if (device.plainChunkSource().virtualMemory().isEmpty()) {
                 throw new IllegalStateException(device + " cannot map memory");
             }
             VmmCostBench bench = new VmmCostBench(device, repetitions);

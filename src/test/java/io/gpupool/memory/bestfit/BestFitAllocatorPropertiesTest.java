@@ -2,10 +2,9 @@ package io.gpupool.memory.bestfit;
 
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
-import io.gpupool.memory.source.LimitingChunkSource;
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.source.StatisticsChunkSource;
-import io.gpupool.memory.trace.ReplayStream;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.StatisticsChunkSource;
+import io.gpupool.replay.ReplayStream;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
 import net.jqwik.api.ForAll;
@@ -42,9 +41,8 @@ class BestFitAllocatorPropertiesTest {
     @Property(tries = 200)
     void liveBlocksNeverOverlapAndEverythingCoalescesBack(@ForAll("actions") @Size(max = 300) List<Long> actions,
                                                           @ForAll boolean limited) {
-        StatisticsChunkSource source = new StatisticsChunkSource(new SimulatedChunkSource("prop", 1L << 40));
-        BestFitAllocator allocator = new BestFitAllocator(
-                limited ? LimitingChunkSource.ofBytes(source, 48 * MIB) : source, 8 * MIB, false);
+        StatisticsChunkSource source = new StatisticsChunkSource(new SimulatedChunkSource("prop", limited ? 48 * MIB : 1L << 40));
+        BestFitAllocator allocator = new BestFitAllocator(source, 8 * MIB, false);
         List<DeviceBlock> live = new ArrayList<>();
         long requested = 0;
         for (long action : actions) {

@@ -4,10 +4,9 @@ import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.StreamFence;
-import io.gpupool.memory.source.LimitingChunkSource;
-import io.gpupool.memory.source.SimulatedChunkSource;
-import io.gpupool.memory.source.StatisticsChunkSource;
-import io.gpupool.memory.trace.ReplayStream;
+import io.gpupool.replay.SimulatedChunkSource;
+import io.gpupool.replay.StatisticsChunkSource;
+import io.gpupool.replay.ReplayStream;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -86,7 +85,7 @@ class BestFitAllocatorTest {
 
     @Test
     void outOfMemoryGivesBackFreeChunksRetriesAndThenStatesTheNumbers() {
-        LimitingChunkSource limit = LimitingChunkSource.ofBytes(source, 40 * MIB);
+        SimulatedChunkSource limit = new SimulatedChunkSource("dev", 40 * MIB);
         try (BestFitAllocator allocator = new BestFitAllocator(limit, 16 * MIB, false)) {
             DeviceBlock a = allocator.allocate(10 * MIB, s0);
             DeviceBlock b = allocator.allocate(10 * MIB, s0); // second 16 MiB chunk

@@ -1,5 +1,7 @@
 package io.gpupool.memory.source;
 
+import io.gpupool.replay.SimulatedChunkSource;
+
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.ChunkSourceContract;
 

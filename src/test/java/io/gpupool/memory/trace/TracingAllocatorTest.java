@@ -1,8 +1,12 @@
 package io.gpupool.memory.trace;
 
+import io.gpupool.replay.ReplayStrategies;
+import io.gpupool.replay.ReplayStream;
+import io.gpupool.replay.TraceReplayer;
+
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.bestfit.BestFitAllocator;
-import io.gpupool.memory.source.SimulatedChunkSource;
+import io.gpupool.replay.SimulatedChunkSource;
 import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;

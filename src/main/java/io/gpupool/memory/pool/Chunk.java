@@ -1,0 +1,198 @@
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.ChunkSource;
+
+import java.util.concurrent.atomic.AtomicLong;
+
+/** A chunk obtained from the {@link ChunkSource}: either buddy space or one dedicated large block. */
+final class Chunk {
+
+    final int id;
+    final long address;
+    final long bytes;
+    /** Size in minimum blocks (buddy chunks only). */
+    final long units;
+    final boolean dedicated;
+    /** Minimum blocks of this chunk outside the global free lists; changed under the order lock that moved them. */
+    final AtomicLong liveUnits = new AtomicLong();
+    /** When {@link #liveUnits} last reached 0 ({@link System#nanoTime()}). */
+    volatile long emptySinceNanos;
+    /**
+     * Fences of memory that left a stream for the global level: one set per unit of a buddy chunk,
+     * one for all of a dedicated chunk. Per unit rather than per chunk, so that a stream taking a run
+     * waits only for the streams that last freed those very units, and a reclaim can unmap the free
+     * units whose fences completed while other units of the chunk are still in flight. A run's units
+     * belong to whoever holds the run; their sets change only while it does (taking a run moves the
+     * fences out, giving it back puts the new fence in), the sets' own monitors cover the readers
+     * that merely look ({@link #fencesBlock}, {@link #fencesPending}).
+     */
+    private final FenceSet[] fences;
+    /** A dedicated chunk whose block was freed and that waits in the pool's large cache. */
+    volatile boolean idleDedicated;
+    /**
+     * MAPPED growth: which units have device memory behind them (bit u of word u / 64), or null
+     * for a chunk that is memory throughout. Guarded by itself; a unit's bit changes only while
+     * its owner (an allocating thread, or the reclaimer that took the block out of the free lists)
+     * holds it exclusively, the monitor only protects the other bits of the word.
+     */
+    final long[] mapped;
+    /**
+     * MAPPED growth: this address-space chunk serves runs of at least {@link BuddyLevel#largeUnits}
+     * units (and spans), the others serve smaller runs; see {@link BuddyLevel}, "Large and small chunks".
+     */
+    volatile boolean large;
+    /**
+     * MAPPED growth: units per physical allocation. 1 in small chunks; in large chunks an extent of
+     * several units is mapped and unmapped as a whole (all its units or none are mapped), because the
+     * driver charges per physical allocation. Set before the chunk is published.
+     */
+    volatile int extentUnits = 1;
+    /** Serialises check-and-map of extents in a large chunk (two runs may touch one extent); never held with the grow lock taken after. */
+    final Object extentLock = new Object();
+    /** Units with their bit set in {@link #mapped}; guarded by {@code mapped}. */
+    volatile long mappedUnits;
+
+    Chunk(int id, long address, long bytes, long units, boolean dedicated) {
+        this(id, address, bytes, units, dedicated, false);
+    }
+
+    Chunk(int id, long address, long bytes, long units, boolean dedicated, boolean addressSpaceOnly) {
+        this.id = id;
+        this.address = address;
+        this.bytes = bytes;
+        this.units = units;
+        this.dedicated = dedicated;
+        this.emptySinceNanos = System.nanoTime();
+        this.mapped = addressSpaceOnly ? new long[(int) ((units + 63) >>> 6)] : null;
+        this.fences = new FenceSet[dedicated ? 1 : (int) Math.max(1, units)];
+        for (int i = 0; i < fences.length; i++) {
+            fences[i] = new FenceSet();
+        }
+    }
+
+    // Fence slots of [first, first + count): the units themselves, or slot 0 of a dedicated chunk.
+    private int firstSlot(long first) {
+        return dedicated ? 0 : (int) first;
+    }
+
+    private int endSlot(long first, long count) {
+        return dedicated ? 1 : (int) (first + count);
+    }
+
+    /** Records {@code fence} (a stream's work on the memory that just left it) on units [first, first + count). */
+    void addFence(long first, long count, FenceSet.Shared fence) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            fences[u].add(fence);
+        }
+    }
+
+    /**
+     * Moves the fences of units [first, first + count) into {@code into} (created when needed; the
+     * latest per stream is kept) and returns it, or null when none were pending. Caller holds the run.
+     */
+    FenceSet takeFences(long first, long count, FenceSet into) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            FenceSet unit = fences[u];
+            if (!unit.isEmpty()) {
+                if (into == null) {
+                    into = new FenceSet();
+                }
+                into.absorb(unit);
+            }
+        }
+        return into;
+    }
+
+    /** Puts a reference to each of {@code from}'s fences on units [first, first + count) (a slab's run coming back). */
+    void putFences(long first, long count, FenceSet from) {
+        if (from.isEmpty()) {
+            return;
+        }
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            fences[u].copyFrom(from);
+        }
+    }
+
+    /** Whether taking units [first, first + count) would make {@code stream} wait on another stream's unfinished work. */
+    boolean fencesBlock(long first, long count, AllocationStream stream) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            if (fences[u].blocks(stream)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
+    boolean fencesPending(long first, long count) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            if (fences[u].pending()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Blocks until the fences of units [first, first + count) completed (before their memory is unmapped or freed). */
+    void awaitFences(long first, long count) {
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            fences[u].awaitAll();
+        }
+    }
+
+    /** Blocks until every fence of the chunk completed. */
+    void awaitAllFences() {
+        awaitFences(0, units);                                 // a dedicated chunk's one slot included
+    }
+
+    /** Whether this chunk is address space whose units are mapped one by one (MAPPED growth). */
+    boolean isAddressSpace() {
+        return mapped != null;
+    }
+
+    /** The first unit in [from, to) whose mapped bit equals {@code state}, or {@code to}. Caller holds {@code mapped}. */
+    long nextUnit(long from, long to, boolean state) {
+        for (long u = from; u < to; u++) {
+            long word = mapped[(int) (u >>> 6)];
+            if (!state) {
+                word = ~word;
+            }
+            word &= -1L << (u & 63);
+            if (word == 0) {
+                u |= 63;                                           // skip the rest of this word
+                continue;
+            }
+            long found = (u & ~63L) + Long.numberOfTrailingZeros(word);
+            return Math.min(found, to);
+        }
+        return to;
+    }
+
+    /** Mapped units in [from, to). Caller holds {@code mapped}. */
+    long countMapped(long from, long to) {
+        long count = 0;
+        for (long u = from; u < to; u++) {
+            if ((u & 63) == 0 && u + 64 <= to) {
+                count += Long.bitCount(mapped[(int) (u >>> 6)]);
+                u += 63;
+            } else if ((mapped[(int) (u >>> 6)] & (1L << (u & 63))) != 0) {
+                count++;
+            }
+        }
+        return count;
+    }
+
+    /** Sets or clears the mapped bits of [from, to) and adjusts {@link #mappedUnits}. Caller holds {@code mapped}. */
+    void markMapped(long from, long to, boolean state) {
+        for (long u = from; u < to; u++) {
+            long bit = 1L << (u & 63);
+            int w = (int) (u >>> 6);
+            boolean was = (mapped[w] & bit) != 0;
+            if (was != state) {
+                mapped[w] ^= bit;
+                mappedUnits += state ? 1 : -1;
+            }
+        }
+    }
+}

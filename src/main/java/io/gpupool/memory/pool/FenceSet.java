@@ -1,0 +1,220 @@
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.StreamFence;
+
+import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The fences protecting one unit of a chunk ({@link Chunk}) or one slab: at most one per stream, the
+ * latest recorded when this memory left that stream for the global level (a later fence on a stream
+ * implies the earlier).
+ *
+ * <p>A fence recorded for a batch of frees is shared by every set the batch touched, so fences are
+ * wrapped in a reference-counted {@link Shared}; the underlying {@link StreamFence} is closed when
+ * the last set drops it. All methods synchronise on the set; they run on the global path only and
+ * {@link #isEmpty()} lets callers skip the monitor when there is nothing to wait for.
+ */
+final class FenceSet {
+
+    /** A fence shared by several sets; closed when the last one lets go. */
+    static final class Shared {
+        private static final AtomicLong SEQUENCE = new AtomicLong();
+
+        final StreamFence fence;
+        final int ordinal;
+        final long sequence;
+        private final AtomicInteger references = new AtomicInteger(1);
+        /** Latched once the fence was seen complete: the many unit sets sharing it ask the driver once. */
+        private volatile boolean complete;
+
+        Shared(StreamFence fence, int ordinal) {
+            this.fence = fence;
+            this.ordinal = ordinal;
+            this.sequence = SEQUENCE.incrementAndGet();
+        }
+
+        boolean isComplete() {
+            if (!complete && fence.isComplete()) {
+                complete = true;
+            }
+            return complete;
+        }
+
+        Shared retain() {
+            references.incrementAndGet();
+            return this;
+        }
+
+        void release() {
+            if (references.decrementAndGet() == 0) {
+                fence.close();
+            }
+        }
+    }
+
+    private static final Shared[] NONE = new Shared[0];
+
+    private Shared[] byStream = NONE;
+    private volatile boolean empty = true;
+
+    boolean isEmpty() {
+        return empty;
+    }
+
+    /** Adds a reference to {@code fence}, replacing an older fence of the same stream. */
+    synchronized void add(Shared fence) {
+        fence.retain();
+        put(fence);
+        empty = false;
+    }
+
+    private void put(Shared fence) {
+        if (fence.ordinal >= byStream.length) {
+            byStream = Arrays.copyOf(byStream, Math.max(fence.ordinal + 1, byStream.length * 2));
+        }
+        Shared old = byStream[fence.ordinal];
+        if (old == null || old.sequence < fence.sequence) {
+            byStream[fence.ordinal] = fence;
+            if (old != null) {
+                old.release();
+            }
+        } else {
+            fence.release();
+        }
+    }
+
+    /**
+     * Whether taking memory from this set's chunk or slab would make {@code stream} wait on another
+     * stream's unfinished work; drops completed fences on the way. The answer is a hint for choosing
+     * between candidates: whoever takes the memory still calls {@link #makeWait}.
+     */
+    boolean blocks(AllocationStream stream) {
+        return !empty && dropCompleted(stream.ordinal()) == FOREIGN;
+    }
+
+    private static final int NONE_PENDING = 0;
+    private static final int OWN_ONLY = 1;
+    private static final int FOREIGN = 2;
+
+    /**
+     * Drops completed fences; says whether unfinished ones remain, and whether any belongs to a stream
+     * other than {@code ordinal} (-1: every stream counts as other).
+     */
+    private synchronized int dropCompleted(int ordinal) {
+        boolean any = false;
+        boolean foreign = false;
+        for (int i = 0; i < byStream.length; i++) {
+            Shared shared = byStream[i];
+            if (shared == null) {
+                continue;
+            }
+            if (shared.isComplete()) {
+                byStream[i] = null;
+                shared.release();
+            } else {
+                any = true;
+                foreign |= i != ordinal;
+            }
+        }
+        empty = !any;
+        return foreign ? FOREIGN : any ? OWN_ONLY : NONE_PENDING;
+    }
+
+    /**
+     * Makes {@code stream} wait for every other stream's pending fence; drops completed ones. The
+     * stream's own fence needs no wait (its work is ordered).
+     *
+     * @return how many device-side waits were inserted (one per other stream with a pending fence)
+     */
+    int makeWait(AllocationStream stream) {
+        if (empty) {
+            return 0;
+        }
+        synchronized (this) {
+            if (dropCompleted(stream.ordinal()) != FOREIGN) {
+                return 0;
+            }
+            int waits = 0;
+            for (int i = 0; i < byStream.length; i++) {
+                Shared shared = byStream[i];
+                if (shared != null && i != stream.ordinal()) {
+                    shared.fence.makeWait(stream);
+                    waits++;
+                }
+            }
+            return waits;
+        }
+    }
+
+    /** Whether any fence is still unfinished; drops the completed ones. */
+    boolean pending() {
+        return !empty && dropCompleted(-1) != NONE_PENDING;
+    }
+
+    /** Blocks until every fence completed, then drops them (before the memory goes back to the source). */
+    synchronized void awaitAll() {
+        for (Shared shared : byStream) {
+            if (shared != null) {
+                shared.fence.await();
+            }
+        }
+        clear();
+    }
+
+    /** Drops every fence without waiting (the memory's new owner has been made to wait for them). */
+    synchronized void clear() {
+        for (int i = 0; i < byStream.length; i++) {
+            Shared shared = byStream[i];
+            if (shared != null) {
+                byStream[i] = null;
+                shared.release();
+            }
+        }
+        empty = true;
+    }
+
+    /** Adds a reference to each of {@code other}'s fences (a slab's run going back to its units). */
+    void copyFrom(FenceSet other) {
+        if (other.empty) {
+            return;
+        }
+        Shared[] taken;
+        synchronized (other) {
+            taken = other.byStream.clone();
+            for (Shared shared : taken) {
+                if (shared != null) {
+                    shared.retain();
+                }
+            }
+        }
+        synchronized (this) {
+            for (Shared shared : taken) {
+                if (shared != null) {
+                    put(shared);
+                    empty = false;
+                }
+            }
+        }
+    }
+
+    /** Moves all of {@code other}'s fences into this set (gathering the fences of a run's units). */
+    void absorb(FenceSet other) {
+        Shared[] taken;
+        synchronized (other) {
+            taken = other.byStream;
+            other.byStream = NONE;
+            other.empty = true;
+        }
+        synchronized (this) {
+            for (Shared shared : taken) {
+                if (shared != null) {
+                    put(shared);
+                    empty = false;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,453 @@
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.GrowthPolicy;
+import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.VirtualMemory;
+import io.gpupool.memory.metric.Peaks;
+
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
+
+/**
+ * {@link GrowthPolicy#MAPPED} growth: buddy chunks are reserved address space, device memory is
+ * mapped under the runs in use, and free space between live blocks costs nothing unless it is mapped.
+ *
+ * <h2>One address-space chunk ({@value #ADDRESS_CHUNK_MAX_BLOCKS} maximum blocks; # mapped, . not)</h2>
+ * <pre>
+ *   |####|####|##..|....|....|....|####|#...|   units (minimum blocks)
+ *    live run   ^tail freed,     free block,   free, mapped: counted as slack
+ *               still mapped     never mapped
+ * </pre>
+ * <ol>
+ *   <li>Place ({@link #place}): a stream waiting on another's fence serialises the two on the device,
+ *       a map costs host time only; so: a fully mapped block the stream need not wait for, the same
+ *       after merging, [near the limit: a fenced mapped block], the block with the most mapped units
+ *       the stream need not wait for, any block it need not wait for, a fenced mapped block, the
+ *       block with the most mapped units. Near the limit (the cap, or with
+ *       {@link PoolConfig#waitBeyondBudget()} the budget) a map would set off a reclaim or the
+ *       staged recovery, so the fenced mapped block comes first there.</li>
+ *   <li>Map ({@link #afterTake}): walk the chunk's bitmap and map each unmapped stretch of the run
+ *       with one source call; a large chunk maps whole extents of {@value #LARGE_EXTENT_BYTES} B
+ *       (the driver charges per physical allocation), a small chunk units.</li>
+ *   <li>Before mapping, {@link #makeRoomToMap} takes the bytes from the cap and checks the budget:
+ *       the allocated high-water mark plus {@link PoolConfig#mappedSlack()} of it (at least
+ *       {@value #SLACK_FLOOR_UNITS} minimum blocks). Beyond it, free mapped memory of the global
+ *       level is unmapped down to a quarter of the slack below the budget.</li>
+ *   <li>Reclaim ({@link #reclaimMapped}) takes free blocks with mapped units out of the lists
+ *       ({@link BuddyLevel#takeMapped}: large blocks, high addresses first; blocks without unfinished
+ *       fences first), waits for the fences of the units it must (host side), unmaps their mapped
+ *       stretches and frees them back. Blocks in local caches and in slabs stay mapped; they have
+ *       their own bounds.</li>
+ *   <li>A refused map (device or cap) runs the staged recovery and retries once; then the run goes
+ *       back and the caller gets the out-of-memory exception.</li>
+ * </ol>
+ * Runs of at least {@value #LARGE_RUN_BYTES} B live in chunks of their own ({@link Chunk#large}), so
+ * small runs do not split the mapped free blocks a large tensor left behind. A stream's local cache
+ * holds at most {@value #LOCAL_SHARE_FACTOR} times the ON_DEMAND share (half of the allocated
+ * bytes): with the full configured cap the caches kept the pool over its budget and every reclaim
+ * flushed them. Costs and the measurements behind these constants: docs/benchmarks.md, "MAPPED".
+ */
+final class MappedGrowth extends Growth {
+
+    /** The slack never falls below this many minimum blocks (small pools do not remap constantly). */
+    static final int SLACK_FLOOR_UNITS = 8;
+    /** Runs of at least this size live in address-space chunks of their own. */
+    static final long LARGE_RUN_BYTES = 64L << 20;
+    /** Large chunks map and unmap extents of this size, small chunks of {@link #SMALL_EXTENT_BYTES}. */
+    static final long LARGE_EXTENT_BYTES = 32L << 20;
+    static final long SMALL_EXTENT_BYTES = 2L << 20;
+    /** An address-space chunk holds this many maximum blocks (spans of up to this size fit in one). */
+    static final int ADDRESS_CHUNK_MAX_BLOCKS = 4;
+    /** A stream caches at most this many times the ON_DEMAND share of allocated bytes. */
+    static final int LOCAL_SHARE_FACTOR = 4;
+
+    private final VirtualMemory memory;
+    private final CoarseClock clock;
+    /** Bytes of address space reserved (mapped or not). */
+    private final AtomicLong addressSpace = new AtomicLong();
+    /** The most bytes allocated at once since {@link #maintain} last reset it; see {@link #budget}. */
+    private final AtomicLong highWater = new AtomicLong();
+    /** When {@link #highWater} last rose ({@link CoarseClock}). */
+    private volatile long highWaterRaisedNanos;
+
+    MappedGrowth(VirtualMemory memory, GlobalLevel global, Reservation reservation, PoolStatistics stats,
+                 StreamLevel streams, DedicatedChunks dedicated, Supplier<PoolConfig> config, ReentrantLock growLock,
+                 CoarseClock clock) {
+        super(global, reservation, stats, streams, dedicated, config, growLock);
+        this.memory = memory;
+        this.clock = clock;
+    }
+
+    /** Runs of at least this many units come from large chunks. */
+    static int largeUnits(int unitShift) {
+        return Math.max(2, (int) (LARGE_RUN_BYTES >>> unitShift));
+    }
+
+    @Override
+    long place(int units, AllocationStream stream) {
+        BuddyLevel buddy = global.buddy;
+        long handle = -1;
+        if (units <= global.maxUnits) {
+            handle = buddy.allocate(units, stream, true);          // mapped, and B need not wait for it
+            if (handle < 0 && units > 1) {
+                buddy.coalesceAll();                               // freed runs lie in pieces until merged
+                handle = buddy.allocate(units, stream, true);
+            }
+            long mapLimit = config.get().waitBeyondBudget() ? Math.min(budget(), reservation.capBytes())
+                    : reservation.capBytes();
+            if (handle < 0 && reservation.reserved() + ((long) units << global.unitShift) > mapLimit) {
+                handle = buddy.allocate(units, null, true);        // no room to map: a wait beats a recovery
+            }
+            if (handle < 0 && units > 1) {
+                handle = allocateMostMapped(units, stream);  // B need not wait; the least to map
+            }
+            if (handle < 0) {
+                handle = buddy.allocate(units, stream);            // B need not wait; map all of it
+            }
+            if (handle < 0) {
+                handle = buddy.allocate(units, null, true);        // mapped, B waits
+            }
+            if (handle < 0 && units > 1) {
+                handle = allocateMostMapped(units, null);    // the fewest bytes to map
+            }
+        }
+        if (handle < 0 && units <= global.maxUnits) {
+            handle = buddy.allocate(units, stream);
+        }
+        return handle;
+    }
+
+    /**
+     * For a run no fully mapped block can serve: the free block (any order that holds the run) whose
+     * first {@code units} units have the most mapped units, so the fewest bytes need mapping; ties go
+     * to the lowest key. Candidates come from a racy read of the lists, the winner is taken under its
+     * order lock if it is still there (else -1; the caller falls back). With {@code clearFor}, only
+     * among blocks whose first {@code units} units would not make that stream wait on another stream.
+     */
+    private long allocateMostMapped(int units, AllocationStream clearFor) {
+        BuddyLevel buddy = global.buddy;
+        long bestKey = -1;
+        int bestOrder = -1;
+        long bestMapped = 0;
+        for (int j = BuddyLevel.ceilLog2(units); j <= buddy.topOrder(); j++) {
+            int n = buddy.freeSlotsUnlocked(j);
+            for (int i = 0; i < n; i++) {
+                long key = buddy.freeKeyUnlocked(j, i);
+                Chunk chunk = key < 0 ? null : global.chunks.get(Handles.keyChunk(key));
+                if (chunk == null || !chunk.isAddressSpace() || !buddy.servesRun(chunk, units)) {
+                    continue;
+                }
+                long offset = Handles.keyOffset(key);
+                long mapped;
+                synchronized (chunk.mapped) {
+                    mapped = chunk.countMapped(offset, offset + units);
+                }
+                boolean better = mapped > bestMapped || (mapped == bestMapped && mapped > 0 && key < bestKey);
+                if (better && clearFor != null && chunk.fencesBlock(offset, units, clearFor)) {
+                    continue;                                       // asked only for blocks it need not wait for
+                }
+                if (better) {
+                    bestKey = key;
+                    bestOrder = j;
+                    bestMapped = mapped;
+                }
+            }
+        }
+        return bestKey < 0 ? -1 : buddy.take(bestOrder, bestKey, units);
+    }
+
+    @Override
+    long allocateLarge(long bytes, AllocationStream stream, RunAllocator runs) {
+        if (bytes <= global.maxSpanBytes) {
+            return runs.allocateRun((int) ((bytes + global.minBlock - 1) >>> global.unitShift), stream, bytes);
+        }
+        return allocateDedicated(bytes, stream);
+    }
+
+    /** Maps every unmapped unit of a run the caller holds (in a large chunk: every extent it touches). */
+    @Override
+    void afterTake(long handle, long requested) {
+        Chunk chunk = global.chunks.get(Handles.chunkId(handle));
+        long to = Handles.offset(handle) + Handles.length(handle);
+        long position = Handles.offset(handle);
+        int extent = chunk.extentUnits;
+        if (extent > 1) {
+            long from = position / extent * extent;
+            long end = Math.min(chunk.units, (to + extent - 1) / extent * extent);
+            synchronized (chunk.extentLock) {                      // a neighbour run may share an end extent
+                mapStretches(chunk, from, end, (long) extent << global.unitShift, requested);
+            }
+            return;
+        }
+        mapStretches(chunk, position, to, 0, requested);
+    }
+
+    /** Grows address space, which costs no memory; flushes only once it is far beyond the cap. */
+    @Override
+    boolean flushesBeforeGrowing(long bytes) {
+        return addressSpace.get() + bytes > 2 * reservation.capBytes();
+    }
+
+    @Override
+    OutOfDeviceMemoryException growOnMiss(int units, long blockBytes) {
+        try {
+            growFor(units, Math.max(blockBytes, ADDRESS_CHUNK_MAX_BLOCKS * global.maxBlock));
+            return null;
+        } catch (OutOfDeviceMemoryException e) {
+            return e;
+        }
+    }
+
+    /** Reserves one address-space chunk of whole extents: no memory yet. */
+    @Override
+    void grow(long bytes, boolean large) {
+        int unitShift = global.unitShift;
+        long capped = Math.min(bytes, Handles.MAX_CHUNK_UNITS << unitShift);
+        long extent = Math.max(global.minBlock, Math.min(global.maxBlock, LARGE_EXTENT_BYTES));
+        long size = (capped + extent - 1) / extent * extent;
+        long address = memory.reserveAddressSpace(size);
+        addressSpace.addAndGet(size);
+        Chunk chunk = global.chunks.add(id -> {
+            Chunk c = new Chunk(id, address, size, size >>> unitShift, false, true);
+            c.large = large;
+            c.extentUnits = (int) Math.max(1, Math.min(global.maxUnits,
+                    (large ? LARGE_EXTENT_BYTES : SMALL_EXTENT_BYTES) >>> unitShift));
+            return c;
+        });
+        global.buddy.addChunk(chunk);
+        stats.grows.increment();
+    }
+
+    @Override
+    long releaseChunk(Chunk chunk) {
+        if (!chunk.isAddressSpace()) {
+            return super.releaseChunk(chunk);
+        }
+        global.chunks.remove(chunk);
+        chunk.awaitAllFences();
+        long released = unmapUnits(chunk, 0, chunk.units);
+        memory.releaseAddressSpace(chunk.address, chunk.bytes);
+        addressSpace.addAndGet(-chunk.bytes);
+        stats.trims.increment();
+        return released;
+    }
+
+    @Override
+    long returnFreeMemory() {
+        return reclaimMapped(0, false, true);
+    }
+
+    /** When demand fell for releaseIdleAge, the budget follows it and free mapped memory above it goes. */
+    @Override
+    long maintain(long now, PoolConfig cfg) {
+        if (now - highWaterRaisedNanos < cfg.releaseIdleAge().toNanos()) {
+            return 0;
+        }
+        highWater.set(stats.allocatedBytes());
+        highWaterRaisedNanos = now;
+        return reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), true, false);
+    }
+
+    @Override
+    long sizedBytes() {
+        return addressSpace.get();
+    }
+
+    @Override
+    long addressSpaceBytes() {
+        return addressSpace.get();
+    }
+
+    /**
+     * Mapped memory in the buddy free lists: per address-space chunk, mapped units minus units outside
+     * the free lists (runs handed out or cached, slabs; all of those are mapped). Racy, a few chunks to read.
+     */
+    @Override
+    long globalFreeBytes() {
+        long units = 0;
+        for (Chunk chunk : global.chunks.all()) {
+            if (chunk.isAddressSpace()) {
+                units += Math.max(0, chunk.mappedUnits - chunk.liveUnits.get());
+            }
+        }
+        return units << global.unitShift;
+    }
+
+    // ------------------------------------------------------------------ map and unmap
+
+    /** Maps each unmapped stretch of [position, to), in extents of {@code extentBytes} (0: granules). */
+    private void mapStretches(Chunk chunk, long position, long to, long extentBytes, long requested) {
+        forEachStretch(chunk, position, to, false, (start, end) -> mapUnits(chunk, start, end, extentBytes, requested));
+    }
+
+    /** What to do with one stretch [start, end) of units found by {@link #forEachStretch}. */
+    @FunctionalInterface
+    private interface StretchAction {
+        void apply(long start, long end);
+    }
+
+    /**
+     * Calls {@code action} for each maximal stretch of [from, to) whose units are mapped (or, with
+     * {@code mapped} false, unmapped), lowest first. The caller holds the units; the bitmap monitor is
+     * taken only to read it, so the action may call the source.
+     */
+    private static void forEachStretch(Chunk chunk, long from, long to, boolean mapped, StretchAction action) {
+        long position = from;
+        while (position < to) {
+            long start;
+            long end;
+            synchronized (chunk.mapped) {
+                start = chunk.nextUnit(position, to, mapped);
+                end = chunk.nextUnit(start, to, !mapped);
+            }
+            if (start >= to) {
+                return;
+            }
+            action.apply(start, end);
+            position = end;
+        }
+    }
+
+    private void mapUnits(Chunk chunk, long start, long end, long extentBytes, long requested) {
+        long bytes = (end - start) << global.unitShift;
+        long address = chunk.address + (start << global.unitShift);
+        makeRoomToMap(bytes, requested);
+        try {
+            mapAt(address, bytes, extentBytes);
+        } catch (OutOfDeviceMemoryException refused) {
+            reservation.giveBack(bytes);
+            fallback().recoverAndRetry(requested, () -> {
+                reservation.takeCap(bytes);
+                try {
+                    mapAt(address, bytes, extentBytes);
+                } catch (OutOfDeviceMemoryException again) {
+                    reservation.giveBack(bytes);
+                    throw again;
+                }
+                return null;
+            });
+        }
+        synchronized (chunk.mapped) {
+            chunk.markMapped(start, end, true);
+        }
+        stats.maps.increment();
+        reservation.raisePeak();
+    }
+
+    /**
+     * Takes {@code bytes} of the cap for a map (step 3). While mapping stays within the budget, free
+     * mapped memory is left alone (later requests reuse it at no cost); beyond it, free mapped memory
+     * of the global level is unmapped first, then the caches are flushed if needed.
+     */
+    private void makeRoomToMap(long bytes, long requested) {
+        long allocatedAfter = stats.allocatedBytes() + bytes;
+        if (Peaks.raise(highWater, allocatedAfter)) {
+            highWaterRaisedNanos = clock.nanos();
+        }
+        long budget = budget();
+        if (reservation.reserved() + bytes > budget) {
+            growLock.lock();
+            try {
+                long slack = budget - highWater.get();               // hysteresis: a quarter of the slack below
+                reclaimMapped(budget - bytes - slack / 4, true, false);
+            } finally {
+                growLock.unlock();
+            }
+        }
+        try {
+            reservation.takeCap(bytes);
+        } catch (OutOfDeviceMemoryException atCap) {
+            fallback().recoverAndRetry(requested, () -> {
+                reservation.takeCap(bytes);
+                return null;
+            });
+        }
+    }
+
+    private void mapAt(long address, long bytes, long extentBytes) {
+        long started = System.nanoTime();
+        try {
+            if (extentBytes > 0) {
+                memory.map(address, bytes, extentBytes);
+            } else {
+                memory.map(address, bytes);
+            }
+        } finally {
+            stats.mapNanos.add(System.nanoTime() - started);
+        }
+    }
+
+    /** Mapped bytes the pool may hold: the allocated high-water mark plus the slack (at least the floor). */
+    private long budget() {
+        long mark = highWater.get();
+        return mark + Math.max(SLACK_FLOOR_UNITS * global.minBlock, (long) (mark * config.get().mappedSlack()));
+    }
+
+    /**
+     * Unmaps free mapped memory of the global level until reserved bytes are at most {@code target}
+     * (step 4): first blocks whose units have no unfinished fence; with {@code flushCaches}, then the
+     * local caches and empty slabs go back to the global level and it continues with such blocks; with
+     * {@code waitForFences} (trim, out-of-memory recovery), last any block, waiting on the host for the
+     * fences of its units. A reclaim for the budget never waits: the budget is a target, the cap is the
+     * limit. Grow lock held.
+     *
+     * @return bytes unmapped
+     */
+    private long reclaimMapped(long target, boolean flushCaches, boolean waitForFences) {
+        global.releaseEmptySlabs();                               // empty slabs first become free runs
+        long unmapped = 0;
+        for (int pass = 0; pass < 3; pass++) {
+            long excess = reservation.reserved() - Math.max(0, target);
+            if (excess <= 0) {
+                break;
+            }
+            if (pass == 1) {
+                if (!flushCaches) {
+                    continue;
+                }
+                fallback().flushAndCoalesce();                     // caches and empty slabs back, coalesce
+                excess = reservation.reserved() - Math.max(0, target);
+            } else if (pass == 2 && !waitForFences) {
+                break;
+            }
+            unmapped += unmapTaken(global.buddy.takeMapped((excess + global.minBlock - 1) >>> global.unitShift, pass < 2));
+        }
+        if (unmapped > 0) {
+            stats.reclaims.increment();
+        }
+        return unmapped;
+    }
+
+    private long unmapTaken(long[] handles) {
+        long unmapped = 0;
+        for (long handle : handles) {
+            Chunk chunk = global.chunks.get(Handles.chunkId(handle));
+            long from = Handles.offset(handle);
+            chunk.awaitFences(from, Handles.length(handle));      // a stream may still use these units
+            unmapped += unmapUnits(chunk, from, from + Handles.length(handle));
+            global.buddy.free(handle);
+        }
+        return unmapped;
+    }
+
+    /** Unmaps the mapped stretches of [from, to) of a chunk whose units the caller holds; returns bytes unmapped. */
+    private long unmapUnits(Chunk chunk, long from, long to) {
+        long[] unmapped = {0};
+        forEachStretch(chunk, from, to, true, (start, end) -> {
+            long bytes = (end - start) << global.unitShift;
+            long started = System.nanoTime();
+            memory.unmap(chunk.address + (start << global.unitShift), bytes);
+            stats.unmapNanos.add(System.nanoTime() - started);
+            synchronized (chunk.mapped) {
+                chunk.markMapped(start, end, false);
+            }
+            reservation.giveBack(bytes);
+            stats.unmaps.increment();
+            unmapped[0] += bytes;
+        });
+        return unmapped[0];
+    }
+}

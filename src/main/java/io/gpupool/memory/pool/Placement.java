@@ -1,0 +1,113 @@
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.PoolConfig;
+
+/**
+ * The global path of an allocation: which free memory a miss of the local level gets, and growth
+ * when there is none.
+ *
+ * <pre>
+ *   small class c (bytes &lt; minBlock)
+ *     1. refill the stream's class with a batch from SmallObjects (prefers a slab without other
+ *        streams' pending fences), pop one                                      (hit: return)
+ *     2. take one object (GLOBAL_ONLY, or the cache was busy)                   (hit: return)
+ *     3. a new slab: a run of slabBlocks(c) units (below), whose fences the slab inherits; retry
+ *   run of n units (n &lt;= maxUnits), or a span (n &gt; maxUnits)
+ *     1. the policy's preferred block (Growth.place)                            (hit: return)
+ *     2. any free block (BuddyLevel; ON_DEMAND spans: adjacent free max blocks)  (hit: return)
+ *     3. coalesce all orders, retry                                             (hit: return)
+ *     4. the miss path (Growth.growAndAllocate: grow, staged recovery, fail)
+ *     then: wait for other streams' fences on the run's units; make it usable (Growth.afterTake:
+ *     MAPPED maps it); if that fails, the run goes back and the exception passes on
+ * </pre>
+ * No lock of its own: the buddy orders and small classes lock themselves; the miss path takes the
+ * grow lock.
+ */
+final class Placement implements Growth.RunAllocator {
+
+    private final GlobalLevel global;
+    private final Growth growth;
+    private final PoolStatistics stats;
+    private final CoarseClock clock;
+
+    Placement(GlobalLevel global, Growth growth, PoolStatistics stats, CoarseClock clock) {
+        this.global = global;
+        this.growth = growth;
+        this.stats = stats;
+        this.clock = clock;
+    }
+
+    /**
+     * A block of class {@code c} for {@code stream}, refilling its local cache ({@code cache}, null in
+     * GLOBAL_ONLY mode) where the class is small; {@code requested} is for an out-of-memory message.
+     */
+    long allocateClass(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg, long requested) {
+        clock.advance(System.nanoTime());
+        if (c >= global.smallCount) {
+            return allocateRun(c - global.smallCount + 1, stream, requested, null);
+        }
+        long[] one = null;
+        while (true) {
+            long handle;
+            if (cache != null && (handle = cache.refillSmall(c, global.classBytes()[c], global.small, cfg)) != 0) {
+                stats.globalHits.increment();
+                return handle;
+            }
+            if (one == null) {
+                one = new long[1];
+            }
+            if (global.small.take(c, one, 0, 1, stream) == 1) {
+                stats.globalHits.increment();
+                return one[0];
+            }
+            FenceSet inherited = new FenceSet();                   // the run's fences, for every later taker
+            long run = allocateRun(global.classes.slabBlocks(c), stream, requested, inherited);
+            global.small.addSlab(c, run, global.address(run), inherited);
+        }
+    }
+
+    /** A request above the maximum block, as the growth policy serves it. */
+    long allocateLarge(long bytes, AllocationStream stream) {
+        return growth.allocateLarge(bytes, stream, this);
+    }
+
+    @Override
+    public long allocateRun(int units, AllocationStream stream, long requested) {
+        return allocateRun(units, stream, requested, null);
+    }
+
+    /**
+     * A buddy run of {@code units} minimum blocks for {@code stream}, growing or recovering if needed.
+     * The stream is made to wait for the fences of the run's units; with {@code keep} they are also
+     * moved there.
+     */
+    long allocateRun(int units, AllocationStream stream, long requested, FenceSet keep) {
+        long handle = growth.place(units, stream);                 // step 1
+        if (handle < 0) {
+            handle = global.tryAllocate(units);                    // step 2
+        }
+        if (handle < 0) {
+            global.buddy.coalesceAll();                            // step 3: deferred merge, then retry
+            handle = global.tryAllocate(units);
+        }
+        if (handle >= 0) {
+            stats.globalHits.increment();
+        } else {
+            handle = growth.growAndAllocate(units);                // step 4
+        }
+        global.waitForRun(handle, stream, keep);
+        try {
+            growth.afterTake(handle, requested);
+        } catch (RuntimeException e) {
+            if (keep != null) {
+                keep.clear();
+            }
+            // the run's fences were moved out when the stream was made to wait on them: its own
+            // fence now stands for them (a later taker waits for the earlier streams through it)
+            global.returnToGlobal(stream, new long[] {handle}, 0, 1);
+            throw e;
+        }
+        return handle;
+    }
+}

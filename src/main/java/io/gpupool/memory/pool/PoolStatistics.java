@@ -1,0 +1,117 @@
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.metric.Log2Histogram;
+import io.gpupool.memory.metric.Peaks;
+
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * The pool's counters and its allocated peak; never locked.
+ *
+ * <h2>Where each number lives</h2>
+ * <pre>
+ *   local hits, local frees, their bytes   single-writer counters in each LocalCache (StreamLevel sums them,
+ *                                          retired caches included)
+ *   everything on the global path          LongAdder here
+ *   reserved bytes and their peak          Reservation (AtomicLong, exact)
+ *   allocated bytes = stream level's (alloc - free) + global adders (alloc - free)
+ * </pre>
+ *
+ * <h2>Sampling the allocated peak</h2>
+ * A sample ({@link #samplePeak}) reads one line of every stream's cache, which its owner keeps writing;
+ * sampling on every miss limited scaling. The facade therefore samples on every read, on every
+ * global allocation of at least maxBlock/8, on every global allocation in GLOBAL_ONLY mode, and when
+ * a stream has taken more than peak / 2^{@value #PEAK_LAG_SHIFT} from the global level since its last
+ * sample ({@link LocalCache#addUnsampled}; no randomness, so replays stay deterministic). Between
+ * samples the recorded peak lags by at most the local hits since the last sample (at most the bytes
+ * held in local caches) plus peak / 2^{@value #PEAK_LAG_SHIFT} per stream.
+ *
+ * A sample also refreshes the stream share behind the local caches' bytes cap ({@link StreamLevel#capBytes}).
+ *
+ * <p>Allocation latency is recorded for one allocation in {@value #LATENCY_SAMPLE_EVERY}, chosen at
+ * random by the facade, to keep the clock off the common path; the histogram is striped.
+ */
+final class PoolStatistics {
+
+    /** A stream samples the allocated peak after taking peak / 2^this from the global level. */
+    static final int PEAK_LAG_SHIFT = 6;
+    static final int LATENCY_SAMPLE_EVERY = 16;
+
+    final LongAdder allocations = new LongAdder();
+    final LongAdder frees = new LongAdder();
+    final LongAdder allocatedBytes = new LongAdder();
+    final LongAdder allocatedRequested = new LongAdder();
+    final LongAdder freedBytes = new LongAdder();
+    final LongAdder freedRequested = new LongAdder();
+    final LongAdder globalHits = new LongAdder();
+    final LongAdder grows = new LongAdder();
+    final LongAdder trims = new LongAdder();
+    final LongAdder recoveries = new LongAdder();
+    final LongAdder failures = new LongAdder();
+    final LongAdder reclaims = new LongAdder();
+    final LongAdder maps = new LongAdder();
+    final LongAdder unmaps = new LongAdder();
+    /** Host time inside the source's map and unmap calls (MAPPED): what growing and giving back costs. */
+    final LongAdder mapNanos = new LongAdder();
+    final LongAdder unmapNanos = new LongAdder();
+    final Log2Histogram latency = new Log2Histogram();
+
+    private final StreamLevel streams;
+    private final AtomicLong peakAllocated = new AtomicLong();
+
+    PoolStatistics(StreamLevel streams) {
+        this.streams = streams;
+    }
+
+    /** Counts one block handed out by the global level. */
+    void countAllocation(long size, long requested) {
+        allocations.increment();
+        allocatedBytes.add(size);
+        allocatedRequested.add(requested);
+    }
+
+    /** Counts one block given back to the global level. */
+    void countFree(long size, long requested) {
+        frees.increment();
+        freedBytes.add(size);
+        freedRequested.add(requested);
+    }
+
+    long allocatedBytes() {
+        return streams.sum(LocalCache.ALLOC_BYTES) - streams.sum(LocalCache.FREE_BYTES)
+                + allocatedBytes.sum() - freedBytes.sum();
+    }
+
+    long requestedBytes() {
+        return streams.sum(LocalCache.ALLOC_REQUESTED) - streams.sum(LocalCache.FREE_REQUESTED)
+                + allocatedRequested.sum() - freedRequested.sum();
+    }
+
+    /** The recorded peak, which may lag (see the class comment); {@link #peakAllocatedNow} samples first. */
+    long peakAllocated() {
+        return peakAllocated.get();
+    }
+
+    long peakAllocatedNow() {
+        Peaks.raise(peakAllocated, allocatedBytes());
+        return peakAllocated.get();
+    }
+
+    void resetPeak() {
+        peakAllocated.set(allocatedBytes());
+    }
+
+    /** Raises the allocated peak to the bytes allocated now and refreshes the stream share. */
+    void samplePeak() {
+        LocalCache[] current = streams.caches();
+        long allocated = allocatedBytes.sum() - freedBytes.sum() + streams.retiredAllocated();
+        for (LocalCache cache : current) {
+            if (cache != null) {
+                allocated += cache.stat(LocalCache.ALLOC_BYTES) - cache.stat(LocalCache.FREE_BYTES);
+            }
+        }
+        Peaks.raise(peakAllocated, allocated);
+        streams.updateShare(allocated, current.length);
+    }
+}

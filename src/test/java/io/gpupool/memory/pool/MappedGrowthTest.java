@@ -1,0 +1,375 @@
+package io.gpupool.memory.pool;
+
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.ChunkSource;
+import io.gpupool.memory.DeviceBlock;
+import io.gpupool.memory.GrowthPolicy;
+import io.gpupool.memory.OutOfDeviceMemoryException;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
+
+import io.gpupool.memory.source.FaultInjectingChunkSource;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+import static io.gpupool.memory.PoolConfig.GIB;
+import static io.gpupool.memory.PoolConfig.MIB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** GrowthPolicy.MAPPED: buddy chunks in address space, memory mapped under runs only, reclaimed beyond the slack. */
+class MappedGrowthTest {
+
+    private final FakeChunkSource source = new FakeChunkSource(8 * GIB, true);
+    private final TestStream s0 = new TestStream(0);
+    private final TestStream s1 = new TestStream(1);
+
+    @Test
+    void onlyTheGranulesUnderABlockCostMemory() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+            DeviceBlock block = pool.allocate(10 * MIB, s0);
+            assertThat(pool.metrics().reservedBytes()).as("mapped: 10 MiB, not a 256 MiB chunk").isEqualTo(10 * MIB);
+            assertThat(source.liveBytes()).isEqualTo(10 * MIB);
+            assertThat(pool.metrics().addressSpaceBytes()).isGreaterThanOrEqualTo(GIB);
+            assertThat(source.contains(block.address(), block.size())).isTrue();
+            DeviceBlock large = pool.allocate(300 * MIB, s1);       // above the maximum block: a span, mapped too
+            assertThat(pool.metrics().reservedBytes()).as("+ ten 32 MiB extents").isEqualTo(10 * MIB + 320 * MIB);
+            assertThat(source.contains(large.address(), large.size())).isTrue();
+            block.release();
+            large.release();
+            assertThat(pool.trim()).isEqualTo(330 * MIB);
+            assertThat(pool.metrics().reservedBytes()).isZero();
+            assertThat(source.mappedGranules()).isZero();
+        }
+        assertThat(source.addressRanges()).as("address space given back at close").isZero();
+    }
+
+    @Test
+    void freedMemoryIsReusedWithoutMappingAgain() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            pool.allocate(40 * MIB, s0).release();
+            long maps = pool.metrics().mapCalls();
+            DeviceBlock again = pool.allocate(40 * MIB, s1);
+            assertThat(pool.metrics().mapCalls()).as("a mapped free block serves the same size").isEqualTo(maps);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(40 * MIB);
+            again.release();
+        }
+    }
+
+    @Test
+    void atTheCapAStreamWaitsForAnotherStreamsMemoryRatherThanRecover() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+                .apply(PoolTuning.builder().capBytes(64 * MIB).build());
+        try (DevicePool pool = new DevicePool(source, config)) {
+            DeviceBlock held = pool.allocate(32 * MIB, s1);
+            DeviceBlock first = pool.allocate(32 * MIB, s0);       // the cap is now fully mapped
+            s0.pending = true;
+            first.release();
+            DeviceBlock other = pool.allocate(32 * MIB, s1);
+            assertThat(other.address()).as("the fenced block, not fresh memory").isEqualTo(first.address());
+            assertThat(s0.fences.getLast().waiters).containsExactly(s1);
+            assertThat(pool.metrics().counters().recoveries()).isZero();
+            other.release();
+            held.release();
+            s0.fences.getLast().complete = true;
+        }
+    }
+
+    /** With waitBeyondBudget too, the cap (not only the budget) sends a stream to a wait before a recovery. */
+    @Test
+    void withWaitBeyondBudgetTheCapStillComesFirstWhenTheBudgetLiesAboveIt() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true)
+                .apply(PoolTuning.builder().capBytes(64 * MIB).build());
+        try (DevicePool pool = new DevicePool(source, config)) {
+            DeviceBlock held = pool.allocate(24 * MIB, s1);
+            DeviceBlock first = pool.allocate(32 * MIB, s0);       // 56 MiB mapped; budget 56 + 16 = 72 > cap
+            s0.pending = true;
+            first.release();
+            DeviceBlock other = pool.allocate(16 * MIB, s1);        // 72 MiB would pass the cap, not the budget
+            assertThat(other.address()).as("part of the fenced block, not fresh memory").isEqualTo(first.address());
+            assertThat(s0.fences.getLast().waiters).containsExactly(s1);
+            assertThat(pool.metrics().counters().recoveries()).isZero();
+            other.release();
+            held.release();
+            s0.fences.getLast().complete = true;
+        }
+    }
+
+    @Test
+    void theMappedSlackIsTunedAtRuntimeAndBoundsWhatMaintenanceKeepsMapped() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+                .apply(PoolTuning.builder().releaseIdleAge(java.time.Duration.ZERO).mappedSlack(1.0).build());
+        try (DevicePool pool = new DevicePool(source, config)) {
+            List<DeviceBlock> blocks = new ArrayList<>();
+            for (int i = 0; i < 40; i++) {
+                blocks.add(pool.allocate(8 * MIB, s0));
+            }
+            for (int i = 0; i < 20; i++) {
+                blocks.remove(blocks.size() - 1).release();
+            }
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(320 * MIB);
+            pool.maintain();                                        // slack 1.0: 160 MiB live may keep 160 free
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(320 * MIB);
+            assertThat(pool.tune(PoolTuning.builder().mappedSlack(0.25).build()).mappedSlack()).isEqualTo(0.25);
+            pool.maintain();
+            assertThat(pool.metrics().reservedBytes()).as("160 MiB live + a quarter")
+                    .isBetween(160 * MIB, 200 * MIB);
+            assertThatThrownBy(() -> pool.tune(PoolTuning.builder().mappedSlack(1.5).build()))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("gpupool.memory.mappedSlack = 1.5 is invalid; allowed: [0, 1]");
+            assertThat(pool.config().mappedSlack()).as("a rejected tuning changes nothing").isEqualTo(0.25);
+            blocks.forEach(DeviceBlock::release);
+        }
+    }
+
+    @Test
+    void aStreamMapsFreshMemoryRatherThanWaitForAnotherStreamsWork() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            DeviceBlock first = pool.allocate(40 * MIB, s0);
+            s0.pending = true;                                      // s0's kernels still use it
+            first.release();
+            long maps = pool.metrics().mapCalls();
+            DeviceBlock other = pool.allocate(40 * MIB, s1);
+            assertThat(other.address()).isNotEqualTo(first.address());
+            assertThat(pool.metrics().mapCalls()).as("fresh memory was mapped").isGreaterThan(maps);
+            assertThat(s0.fences.getLast().waiters).as("s1 does not wait for s0").isEmpty();
+            assertThat(pool.metrics().crossStreamWaits()).isZero();
+            other.release();
+            s0.fences.getLast().complete = true;
+        }
+    }
+
+    /** With waitBeyondBudget (tuned at runtime), mapping past the budget gives way to a wait on the stream that freed memory. */
+    @Test
+    void beyondTheBudgetAStreamCanBeMadeToWaitRatherThanMapMore() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            assertThat(pool.tune(PoolTuning.builder().waitBeyondBudget(true).build()).waitBeyondBudget()).isTrue();
+            DeviceBlock first = pool.allocate(40 * MIB, s0);
+            s0.pending = true;
+            first.release();
+            long maps = pool.metrics().mapCalls();
+            DeviceBlock other = pool.allocate(40 * MIB, s1);        // 80 MiB would pass 40 MiB + 16 MiB of slack
+            assertThat(other.address()).as("s0's freed block, not fresh memory").isEqualTo(first.address());
+            assertThat(pool.metrics().mapCalls()).isEqualTo(maps);
+            assertThat(s0.fences.getLast().waiters).as("s1 waits for s0 on the device").containsExactly(s1);
+            assertThat(pool.metrics().crossStreamWaits()).isEqualTo(1);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(40 * MIB);
+            DeviceBlock small = pool.allocate(8 * MIB, s0);         // within the budget: mapped, no wait
+            assertThat(pool.metrics().crossStreamWaits()).isEqualTo(1);
+            small.release();
+            other.release();
+            s0.fences.getLast().complete = true;
+        }
+    }
+
+    /**
+     * Many sizes freed in a scattered order leave free mapped memory in pieces; the pool never holds
+     * more than the high-water mark of allocated bytes plus its slack (1/16, at least 8 minimum blocks),
+     * plus what it cannot unmap: at most one partly used extent (32 MiB) per live block.
+     */
+    @Test
+    void mappedMemoryStaysWithinTheHighWaterMarkPlusTheSlack() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            Random random = new Random(7);
+            List<DeviceBlock> live = new ArrayList<>();
+            long highWater = 0;
+            long worstExcess = 0;
+            for (int step = 0; step < 4000; step++) {
+                if (live.size() < 40 && (live.isEmpty() || random.nextInt(100) < 55)) {
+                    long bytes = (2 + random.nextInt(120)) * MIB + random.nextInt(1 << 20);
+                    live.add(pool.allocate(bytes, random.nextBoolean() ? s0 : s1));
+                } else {
+                    live.remove(random.nextInt(live.size())).release();
+                }
+                long allocated = pool.metrics().allocatedBytes();
+                highWater = Math.max(highWater, allocated);
+                long slack = Math.max(16 * MIB, highWater / 16);
+                long partlyUsedExtents = live.size() * 32 * MIB;
+                worstExcess = Math.max(worstExcess, pool.metrics().reservedBytes() - highWater - slack - partlyUsedExtents);
+            }
+            assertThat(worstExcess).as("mapped beyond high water + slack").isLessThanOrEqualTo(0);
+            assertThat(pool.metrics().unmapCalls()).as("the reclaimer had to work").isPositive();
+            live.forEach(DeviceBlock::release);
+            PoolInvariants.freeSpaceIsWholeChunks(pool);
+        }
+    }
+
+    @Test
+    void aRefusedMapRunsRecoveryThenFailsWithTheUsualMessageAndLeavesNothingBehind() {
+        source.limit = 100 * MIB;
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+            DeviceBlock kept = pool.allocate(60 * MIB, s0);
+            DeviceBlock cached = pool.allocate(20 * MIB, s0);
+            cached.release();                                      // free, mapped: recovery must unmap it
+            DeviceBlock fits = pool.allocate(38 * MIB, s1);        // 60 + 20 + 38 > 100: needs the 20 back
+            assertThat(source.liveBytes()).isLessThanOrEqualTo(100 * MIB);
+            assertThatThrownBy(() -> pool.allocate(50 * MIB, s1))
+                    .isInstanceOf(OutOfDeviceMemoryException.class)
+                    .hasMessageContaining("tried to allocate 50.00 MiB")
+                    .hasMessageContaining("largest free block");
+            assertThat(pool.metrics().allocatedBytes()).isEqualTo(98 * MIB);
+            kept.release();
+            fits.release();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            DeviceBlock after = pool.allocate(90 * MIB, s1);       // the refused run went back: space is whole
+            after.release();
+        }
+    }
+
+    @Test
+    void injectedMapFailuresNeverLeakARun() {
+        FaultInjectingChunkSource faulty = new FaultInjectingChunkSource(source).failWithProbability(0.3, 11);
+        try (DevicePool pool = new DevicePool(faulty, PoolConfig.defaults())) {
+            int failed = 0;
+            for (int i = 0; i < 200; i++) {
+                try {
+                    pool.allocate((1 + i % 40) * 3 * MIB, i % 2 == 0 ? s0 : s1).release();
+                } catch (OutOfDeviceMemoryException e) {
+                    failed++;
+                }
+            }
+            assertThat(failed).isPositive();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            pool.trim();
+            assertThat(source.mappedGranules()).isZero();
+        }
+    }
+
+    @Test
+    void maintainGivesMemoryBackOnceDemandFellForTheReleaseIdleAge() {
+        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.builder().releaseIdleAge(java.time.Duration.ZERO).build());
+        try (DevicePool pool = new DevicePool(source, config)) {
+            List<DeviceBlock> live = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                live.add(pool.allocate(50 * MIB, s0));
+            }
+            live.forEach(DeviceBlock::release);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(500 * MIB);   // kept: within the budget
+            pool.maintain();
+            assertThat(pool.metrics().reservedBytes()).as("after maintain, demand is 0: the floor remains at most")
+                    .isLessThanOrEqualTo(16 * MIB + 4 * 8 * MIB);
+        }
+    }
+
+    @Test
+    void sixteenStreamsAllocatingAtOnceKeepBlocksMappedAndDisjoint() throws Exception {
+        FakeChunkSource tight = new FakeChunkSource(8 * GIB, true);
+        try (DevicePool pool = new DevicePool(tight, PoolConfig.defaults())) {
+            ExecutorService threads = Executors.newFixedThreadPool(16);
+            List<Future<?>> done = new ArrayList<>();
+            List<DeviceBlock> everything = java.util.Collections.synchronizedList(new ArrayList<>());
+            for (int t = 0; t < 16; t++) {
+                TestStream stream = new TestStream(t);
+                int seed = t;
+                done.add(threads.submit(() -> {
+                    Random random = new Random(seed);
+                    List<DeviceBlock> mine = new ArrayList<>();
+                    for (int i = 0; i < 600; i++) {
+                        if (mine.size() < 8 && random.nextInt(100) < 60) {
+                            long bytes = random.nextInt(4) == 0 ? 1 + random.nextInt(1 << 20)
+                                    : (1 + random.nextInt(60)) * MIB;
+                            DeviceBlock block = pool.allocate(bytes, stream);
+                            assertThat(tight.contains(block.address(), block.size())).as("mapped").isTrue();
+                            mine.add(block);
+                            everything.add(block);
+                        } else if (!mine.isEmpty()) {
+                            DeviceBlock block = mine.remove(random.nextInt(mine.size()));
+                            everything.remove(block);
+                            block.release();
+                        }
+                        if (i % 97 == 0 && seed == 0) {
+                            pool.maintain();
+                        }
+                    }
+                    synchronized (everything) {
+                        PoolInvariants.liveBlocksAreSound(new ArrayList<>(everything), tight);
+                    }
+                    mine.forEach(b -> {
+                        everything.remove(b);
+                        b.release();
+                    });
+                    return null;
+                }));
+            }
+            for (Future<?> f : done) {
+                f.get();
+            }
+            threads.shutdown();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            pool.trim();
+            assertThat(tight.mappedGranules()).isZero();
+        }
+    }
+
+    /** Operators read what growing costs: the host time inside the driver's map and unmap calls is counted. */
+    @Test
+    void hostTimeInMapAndUnmapCallsIsCounted() {
+        long callNanos = 2_000_000;
+        ChunkSource slow = new io.gpupool.memory.source.ForwardingChunkSource(source) {
+            @Override
+            protected io.gpupool.memory.VirtualMemory decorate(io.gpupool.memory.VirtualMemory upstreamMemory) {
+                return new io.gpupool.memory.source.ForwardingVirtualMemory(upstreamMemory) {
+                    @Override
+                    public void map(long address, long bytes, long extentBytes) {
+                        pause();
+                        super.map(address, bytes, extentBytes);
+                    }
+
+                    @Override
+                    public void unmap(long address, long bytes) {
+                        pause();
+                        super.unmap(address, bytes);
+                    }
+                };
+            }
+
+            private void pause() {
+                java.util.concurrent.locks.LockSupport.parkNanos(callNanos);
+            }
+        };
+        try (DevicePool pool = new DevicePool(slow, PoolConfig.defaults())) {
+            assertThat(pool.metrics().mapNanos()).isZero();
+            pool.allocate(10 * MIB, s0).release();
+            pool.allocate(300 * MIB, s1).release();
+            long maps = pool.metrics().mapCalls();
+            assertThat(maps).isPositive();
+            assertThat(pool.metrics().mapNanos()).isGreaterThanOrEqualTo(maps * callNanos);
+            assertThat(pool.metrics().unmapNanos()).isZero();
+            pool.trim();
+            long unmaps = pool.metrics().unmapCalls();
+            assertThat(unmaps).isPositive();
+            assertThat(pool.metrics().unmapNanos()).isGreaterThanOrEqualTo(unmaps * callNanos);
+        }
+    }
+
+    /**
+     * Under MAPPED a stream's local cache holds at most its share of half the allocated bytes: with
+     * little live, a freed 16 MiB block goes back to the global level where every stream can take it;
+     * with 1 GiB live on another stream, the same block stays in the stream's cache for reuse.
+     */
+    @Test
+    void aStreamCachesAtMostItsShareOfHalfTheAllocatedBytes() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+            DeviceBlock small = pool.allocate(16 * MIB, s0);
+            small.release();
+            assertThat(pool.metrics().cachedBytes()).as("16 MiB live: the share is below the 8 MiB floor").isZero();
+            assertThat(pool.metrics().localCacheCapBytes()).as("operators see the cap in force").isEqualTo(8 * MIB);
+            List<DeviceBlock> live = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                live.add(pool.allocate(256 * MIB, s1));            // each large allocation samples the share
+            }
+            DeviceBlock again = pool.allocate(16 * MIB, s0);
+            again.release();
+            assertThat(pool.metrics().cachedBytes()).as("1 GiB live over 2 streams: a share of 256 MiB")
+                    .isEqualTo(16 * MIB);
+            assertThat(pool.metrics().localCacheCapBytes()).isEqualTo(256 * MIB);
+            live.forEach(DeviceBlock::release);
+        }
+    }
+}
