@@ -171,7 +171,7 @@ public final class InferenceHandler {
     public Mono<ServerResponse> noSuchEndpoint(ServerRequest request) {
         // read the body first, as for a refused model, so a kept-alive connection is left clean
         return discard(request).then(error(ServingException.notFound("no endpoint " + request.method() + " "
-                + request.path())));
+                + Shown.clip(request.path())))).onErrorResume(this::error);
     }
 
     /** The model named in the path, at the version in the path when there is one. */
@@ -189,9 +189,23 @@ public final class InferenceHandler {
         throw ServingException.unavailable("model '" + model.name() + "' is not ready: warm-up has not finished", 1);
     }
 
-    /** Reads the body to its end and releases it, so nothing is left on a kept-alive connection. */
-    private static Mono<Void> discard(ServerRequest request) {
-        return request.body(BodyExtractors.toDataBuffers()).doOnNext(DataBufferUtils::release).then();
+    /**
+     * Reads the body to its end and releases it, so nothing is left on a kept-alive connection; past
+     * {@code max-body-size} it stops with 413 (the connection is then closed), so that a refused request
+     * cannot make the server read an unbounded body either.
+     */
+    private Mono<Void> discard(ServerRequest request) {
+        if (request.headers().contentLength().orElse(-1) > maxBodyBytes) {
+            return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
+        }
+        long[] seen = {0};
+        return request.body(BodyExtractors.toDataBuffers()).doOnNext(buffer -> {
+            seen[0] += buffer.readableByteCount();
+            DataBufferUtils.release(buffer);
+            if (seen[0] > maxBodyBytes) {
+                throw ServingException.payloadTooLarge(maxBodyBytes);
+            }
+        }).then();
     }
 
     /** The whole body, refused with 413 past the limit (by Content-Length at once, else while reading). */
