@@ -185,7 +185,8 @@ class GpuPoolEndpointWebTests {
         operatorPost("/gpupool/cuda:0/trace").bodyValue(Map.of("recording", false)).exchange()
                 .expectStatus().isOk()
                 .expectBody().jsonPath("$.recording").isEqualTo(false).jsonPath("$.events").isEqualTo(2);
-        String csv = management.get().uri("/gpupool/cuda:0/trace").exchange()
+        String csv = management.get().uri("/gpupool/cuda:0/trace").headers(h -> h.setBasicAuth("operator", "s3cret"))
+                .exchange()
                 .expectStatus().isOk()
                 .expectHeader().contentTypeCompatibleWith("text/csv")
                 .expectBody(String.class).returnResult().getResponseBody();
