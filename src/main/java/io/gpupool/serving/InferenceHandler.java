@@ -122,12 +122,13 @@ public final class InferenceHandler {
                     })
                     .flatMap(InferenceHandler::respond);
         }).onErrorResume(failure -> {
+            boolean cancelled = ErrorStatus.clientWentAway(failure);
             if (!queued[0]) {
                 String name = request.pathVariable("model");
                 boolean served = registry.models().stream().anyMatch(model -> model.name().equals(name));
-                observer.rejected(served ? name : null, ErrorStatus.of(failure));
+                observer.rejected(served ? name : null, cancelled ? InferenceObserver.CANCELLED : ErrorStatus.of(failure));
             }
-            return error(failure);
+            return cancelled ? Mono.empty() : error(failure);
         });
     }
 
