@@ -3,6 +3,7 @@ package io.gpupool.config;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 
+import io.gpupool.serving.DecodingBudget;
 import io.netty.channel.ChannelPipeline;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -57,6 +58,16 @@ public class HttpServerLimits {
                     pipeline.addAfter(NettyPipeline.HttpCodec, "gpupool.headerDeadline.requests", deadline.requests());
                     pipeline.addAfter("gpupool.headerDeadline.requests", "gpupool.requestFraming", new RequestFraming());
                 });
+    }
+
+    /** The inference API's decoding budget; it must hold at least one body of the largest size allowed. */
+    static DecodingBudget decodingBudget(ServerLimitsProperties limits, long maxBodyBytes) {
+        long budget = limits.maxDecodingBytes().toBytes();
+        if (budget < maxBodyBytes) {
+            throw new IllegalArgumentException("gpupool.server.max-decoding-bytes = " + limits.maxDecodingBytes()
+                    + " is invalid; allowed: at least gpupool.serving.max-body-size (" + maxBodyBytes + "B)");
+        }
+        return new DecodingBudget(budget);
     }
 
     /** The server bound to {@code management.server.port}, when that is a fixed port of its own. */

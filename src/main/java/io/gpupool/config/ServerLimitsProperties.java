@@ -2,6 +2,8 @@ package io.gpupool.config;
 
 import java.time.Duration;
 
+import org.springframework.util.unit.DataSize;
+
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
 
@@ -22,6 +24,10 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *                                 that a flood on the API leaves probes and metrics reachable; it applies
  *                                 when {@code management.server.port} is a fixed port other than the
  *                                 application's
+ * @param maxDecodingBytes         bytes of inference request bodies read and decoded at once (a body is
+ *                                 counted at its declared length, else at {@code gpupool.serving.max-body-size});
+ *                                 a request beyond it is answered 503 with Retry-After; at least
+ *                                 {@code max-body-size}. Decoding holds a few times these bytes of heap
  */
 @ConfigurationProperties("gpupool.server")
 public record ServerLimitsProperties(@DefaultValue("60s") Duration idleTimeout,
@@ -29,7 +35,8 @@ public record ServerLimitsProperties(@DefaultValue("60s") Duration idleTimeout,
                                      @DefaultValue("30s") Duration bodyReadTimeout,
                                      @DefaultValue("120s") Duration requestTimeout,
                                      @DefaultValue("512") int maxConnections,
-                                     @DefaultValue("64") int managementMaxConnections) {
+                                     @DefaultValue("64") int managementMaxConnections,
+                                     @DefaultValue("256MB") DataSize maxDecodingBytes) {
 
     public ServerLimitsProperties {
         requireDuration("idle-timeout", idleTimeout);
@@ -38,6 +45,10 @@ public record ServerLimitsProperties(@DefaultValue("60s") Duration idleTimeout,
         requireDuration("request-timeout", requestTimeout);
         requireCount("max-connections", maxConnections);
         requireCount("management-max-connections", managementMaxConnections);
+        if (maxDecodingBytes == null || maxDecodingBytes.toBytes() < 1024) {
+            throw new IllegalArgumentException("gpupool.server.max-decoding-bytes = " + maxDecodingBytes
+                    + " is invalid; allowed: at least gpupool.serving.max-body-size");
+        }
     }
 
     private static void requireDuration(String property, Duration value) {

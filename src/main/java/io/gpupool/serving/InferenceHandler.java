@@ -43,15 +43,21 @@ public final class InferenceHandler {
     private final ServerMetadata serverMetadata;
     private final int maxBodyBytes;
     private final InferenceObserver observer;
+    private final DecodingBudget decoding;
 
     public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
                             String serverVersion, int maxBodyBytes) {
-        this(registry, decoder, service, json, serverVersion, maxBodyBytes, InferenceObserver.NONE);
+        this(registry, decoder, service, json, serverVersion, maxBodyBytes, InferenceObserver.NONE,
+                new DecodingBudget(Long.MAX_VALUE));
     }
 
+    /**
+     * @param decoding bytes of bodies read and decoded at once; an infer request that does not fit gets 503
+     */
     public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
-                            String serverVersion, int maxBodyBytes, InferenceObserver observer) {
+                            String serverVersion, int maxBodyBytes, InferenceObserver observer, DecodingBudget decoding) {
         this.observer = observer;
+        this.decoding = decoding;
         this.registry = registry;
         this.decoder = decoder;
         this.service = service;
@@ -113,9 +119,18 @@ public final class InferenceHandler {
                 return discard(request).then(Mono.<ServerResponse>error(refused));
             }
             String headerLength = request.headers().firstHeader(HEADER_LENGTH);
+            // what the body may take while it is read and decoded: its declared length, else the limit
+            long declared = request.headers().contentLength().orElse(-1);
+            long reserve = declared >= 0 && declared <= maxBodyBytes ? declared : maxBodyBytes;
+            if (!decoding.tryReserve(reserve)) {
+                return discard(request).then(Mono.<ServerResponse>error(ServingException.unavailable(
+                        "the server is decoding " + decoding.maxBytes() + " bytes of requests already "
+                                + "(gpupool.server.max-decoding-bytes); retry shortly", 1)));
+            }
             return body(request)
                     .publishOn(Schedulers.boundedElastic())
                     .map(body -> decoder.decode(model, body, headerLength))
+                    .doFinally(signal -> decoding.release(reserve))
                     .flatMap(validated -> {
                         queued[0] = true;
                         return service.infer(validated);

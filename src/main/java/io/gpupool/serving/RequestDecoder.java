@@ -3,6 +3,7 @@ package io.gpupool.serving;
 import io.gpupool.model.DataType;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.TensorSpec;
+import io.gpupool.serving.protocol.BoundedDataDeserializer;
 import io.gpupool.serving.protocol.InferenceRequest;
 import io.gpupool.serving.protocol.InferenceRequest.RequestInput;
 import io.gpupool.serving.protocol.InferenceRequest.RequestOutput;
@@ -102,7 +103,8 @@ public final class RequestDecoder {
         }
         InferenceRequest request;
         try {
-            request = requestReader.readValue(body, 0, jsonLength);
+            request = requestReader.withAttribute(BoundedDataDeserializer.MAX_ELEMENTS, dataBound(model))
+                    .readValue(body, 0, jsonLength);
         } catch (JacksonException e) {
             throw ServingException.badRequest("malformed inference request JSON: " + e.getOriginalMessage());
         }
@@ -110,6 +112,33 @@ public final class RequestDecoder {
             throw ServingException.badRequest("empty inference request body");
         }
         return validate(model, request, body, jsonLength);
+    }
+
+    /**
+     * The most elements any input of {@code model} can take within the batch and sequence limits, so that
+     * JSON data is refused while it is parsed once it passes them; a dimension with no limit leaves the
+     * element count to the body-size limit.
+     */
+    private BoundedDataDeserializer.Bound dataBound(ServedModel model) {
+        long most = 0;
+        for (TensorSpec spec : model.inputs()) {
+            long elements = 1;
+            long[] shape = spec.shape();
+            for (int i = 0; i < shape.length && elements > 0; i++) {
+                long dimension = shape[i];
+                if (dimension == -1) {
+                    dimension = i == 0 ? model.batchLimit(serverMaxBatch)
+                            : i == 1 && model.sequenceLimit(serverMaxSequence) > 0 ? model.sequenceLimit(serverMaxSequence)
+                            : -1;
+                }
+                elements = dimension < 0 ? -1 : Math.multiplyHigh(elements, dimension) != 0 ? -1 : elements * dimension;
+            }
+            if (elements < 0) {
+                return null;
+            }
+            most = Math.max(most, elements);
+        }
+        return new BoundedDataDeserializer.Bound(most, model.name());
     }
 
     private ValidatedRequest validate(ServedModel model, InferenceRequest request, byte[] body, int binaryStart) {

@@ -157,6 +157,41 @@ class RequestLimitsTest {
         assertThat(fixture.model("doubler").invocations).hasValue(0);
     }
 
+    // ---- large data ----
+
+    @Test
+    void aDataArrayLongerThanAnyInputOfTheModelTakesIsRefusedWhileParsing() {
+        fixture.close();
+        fixture = ServingFixture.builder().maxBody(1 << 20).build();
+        // doubler takes at most 8 x 4 elements; parsing stops at 2 x 32 + 1024, long before the 100 001st
+        String json = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [%s1]}]}"""
+                .formatted("1,".repeat(100_000));
+        expectError(infer("doubler", json), 400,
+                "'data' holds more than 1088 elements, far more than any input of model 'doubler' takes (at most 32)");
+        assertThat(fixture.model("doubler").invocations).hasValue(0);
+    }
+
+    @Test
+    void decodingBeyondTheBudgetIs503WithRetryAfterAndLeavesTheBudgetAsItWas() {
+        fixture.close();
+        DecodingBudget budget = new DecodingBudget(8192);
+        fixture = ServingFixture.builder().maxBody(4096).decodingBudget(budget).build();
+        assertThat(budget.tryReserve(6000)).isTrue(); // another request is being decoded
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}], "pad": "%s"}"""
+                .formatted("p".repeat(3000)))
+                .expectStatus().isEqualTo(503)
+                .expectHeader().valueEquals("Retry-After", "1")
+                .expectBody().jsonPath("$.error").value(containsString("gpupool.server.max-decoding-bytes"));
+        assertThat(budget.reserved()).isEqualTo(6000);
+        budget.release(6000);
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isOk();
+        assertThat(budget.reserved()).as("released after decoding").isZero();
+    }
+
     // ---- what is echoed ----
 
     @Test
