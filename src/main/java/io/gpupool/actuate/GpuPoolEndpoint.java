@@ -1,8 +1,5 @@
 package io.gpupool.actuate;
 
-import java.io.IOException;
-import java.io.StringWriter;
-import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -54,6 +51,8 @@ public class GpuPoolEndpoint {
 
     static final String LAYOUT = "layout";
     static final String TRACE = "trace";
+    static final String ADDRESSES_RAW = "raw";
+    static final String ADDRESSES_HIDDEN = "hidden";
 
     private final ManagedPools pools;
 
@@ -75,18 +74,33 @@ public class GpuPoolEndpoint {
         return pools.find(device).map(GpuPoolEndpoint::describe).orElse(null);
     }
 
-    /** Reads a section of one device: {@code layout} (JSON) or {@code trace} (CSV text). */
+    /**
+     * Reads a section of one device: {@code layout} (JSON) or {@code trace} (CSV, streamed; pointers are
+     * stand-ins for the device addresses unless {@code addresses=raw}).
+     */
     @ReadOperation
-    public @Nullable Object section(@Selector String device, @Selector String section) {
+    public @Nullable Object section(@Selector String device, @Selector String section, @Nullable String addresses) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {
             return null;
         }
         return switch (section) {
             case LAYOUT -> new LayoutDescriptor(pool.device(), minBlockBytes(pool), pool.layout());
-            case TRACE -> pool.trace().map(GpuPoolEndpoint::csv).orElse(null);
+            case TRACE -> pool.trace().map(trace -> new TraceCsvResource(pool.device(), trace, rawAddresses(addresses)))
+                    .orElse(null);
             default -> null;
         };
+    }
+
+    /** {@code addresses=raw} shows device addresses; absent or {@code hidden}, stand-ins. */
+    static boolean rawAddresses(@Nullable String addresses) {
+        if (addresses == null || addresses.equals(ADDRESSES_HIDDEN)) {
+            return false;
+        }
+        if (addresses.equals(ADDRESSES_RAW)) {
+            return true;
+        }
+        throw new IllegalArgumentException("addresses must be '" + ADDRESSES_RAW + "' or '" + ADDRESSES_HIDDEN + "'");
     }
 
     /**
@@ -182,17 +196,6 @@ public class GpuPoolEndpoint {
     private static long minBlockBytes(ManagedPool pool) {
         PoolConfig config = pool.configuration();
         return config == null ? 0 : config.minBlockBytes();
-    }
-
-    static String csv(ManagedPool.TraceControl recorder) {
-        StringWriter out = new StringWriter();
-        try {
-            recorder.writeCsv(out);
-        }
-        catch (IOException ex) {
-            throw new UncheckedIOException(ex);
-        }
-        return out.toString();
     }
 
     /** All devices, keyed by device selector. */

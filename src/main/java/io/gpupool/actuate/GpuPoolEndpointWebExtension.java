@@ -16,7 +16,7 @@ import org.springframework.util.MimeType;
  * HTTP statuses for {@link GpuPoolEndpoint}, as Boot's {@code CachesEndpointWebExtension} does for
  * {@code caches}: 404 for an unknown device or section, 400 with a body that names the field, the
  * value and the allowed range for a tuning that cannot be applied, 409 when trace recording is asked
- * of a pool that is not wrapped by a trace recorder, and {@code text/csv} for the trace.
+ * of a pool that is not wrapped by a trace recorder, and {@code text/csv} for the trace, streamed.
  */
 @EndpointWebExtension(endpoint = GpuPoolEndpoint.class)
 public class GpuPoolEndpointWebExtension {
@@ -40,15 +40,25 @@ public class GpuPoolEndpointWebExtension {
     }
 
     @ReadOperation(produces = {"application/json", "text/csv"})
-    public WebEndpointResponse<Object> section(@Selector String device, @Selector String section) {
+    public WebEndpointResponse<Object> section(@Selector String device, @Selector String section,
+                                               @Nullable String addresses) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {
             return notFound();
         }
         return switch (section) {
-            case GpuPoolEndpoint.LAYOUT -> new WebEndpointResponse<>(delegate.section(device, section), JSON);
-            case GpuPoolEndpoint.TRACE -> pool.trace().isEmpty() ? traceUnavailable(device)
-                    : new WebEndpointResponse<>(GpuPoolEndpoint.csv(pool.trace().get()), TEXT_CSV);
+            case GpuPoolEndpoint.LAYOUT -> new WebEndpointResponse<>(delegate.section(device, section, null), JSON);
+            case GpuPoolEndpoint.TRACE -> {
+                if (pool.trace().isEmpty()) {
+                    yield traceUnavailable(device);
+                }
+                try {
+                    yield new WebEndpointResponse<>(delegate.section(device, section, addresses), TEXT_CSV);
+                } catch (IllegalArgumentException e) {
+                    yield new WebEndpointResponse<>(Map.of("error", String.valueOf(e.getMessage())),
+                            WebEndpointResponse.STATUS_BAD_REQUEST);
+                }
+            }
             default -> notFound();
         };
     }

@@ -1,7 +1,6 @@
 package io.gpupool.actuate;
 
-import java.io.IOException;
-import java.io.Writer;
+import java.io.InputStream;
 import java.util.List;
 import java.util.Optional;
 
@@ -92,7 +91,10 @@ public interface ManagedPool {
         /** Stops recording; the events stay available for download. */
         void stop();
 
-        /** Writes the events since the last start as {@code Thread,Time,Action,Pointer,Size,Stream} CSV. */
-        void writeCsv(Writer out) throws IOException;
+        /**
+         * The events since the last start as {@code Thread,Time,Action,Pointer,Size,Stream} CSV, rendered
+         * as it is read; pointers are stand-ins for the addresses unless {@code rawAddresses}.
+         */
+        InputStream csv(boolean rawAddresses);
     }
 }

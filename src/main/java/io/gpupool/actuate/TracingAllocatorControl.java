@@ -1,21 +1,19 @@
 package io.gpupool.actuate;
 
-import java.io.IOException;
-import java.io.Writer;
+import java.io.InputStream;
 
-import io.gpupool.memory.trace.Trace;
 import io.gpupool.memory.trace.TracingAllocator;
 
 /**
  * Trace recording of a {@link TracingAllocator} as the {@code gpupool} endpoint offers it: start clears
- * what was recorded before, stop keeps the events, and a download returns every event since the last
- * start, as often as asked (the recorder's buffer is drained into a trace held here, so reading does
- * not consume). Synchronised: operator calls are rare and never on the allocation path.
+ * what was recorded before, stop keeps the events, and a download streams every event since the last
+ * start, as often as asked. Reads take a snapshot of the recorder and never move events anywhere, so the
+ * recorder's capacity is all the memory a recording ever holds. Start is synchronised so that two
+ * operators starting at once both get an empty recording.
  */
 public final class TracingAllocatorControl implements ManagedPool.TraceControl {
 
     private final TracingAllocator tracing;
-    private Trace held = new Trace();
 
     public TracingAllocatorControl(TracingAllocator tracing) {
         this.tracing = tracing;
@@ -27,36 +25,23 @@ public final class TracingAllocatorControl implements ManagedPool.TraceControl {
     }
 
     @Override
-    public synchronized long events() {
-        collect();
-        return held.size();
+    public long events() {
+        return tracing.recorder().recorded();
     }
 
     @Override
     public synchronized void start() {
-        tracing.drain();
-        held = new Trace();
+        tracing.recorder().clear();
         tracing.startRecording();
     }
 
     @Override
-    public synchronized void stop() {
+    public void stop() {
         tracing.stopRecording();
-        collect();
     }
 
     @Override
-    public synchronized void writeCsv(Writer out) throws IOException {
-        collect();
-        held.write(out);
-    }
-
-    /** Moves what the recorder holds into {@link #held}. */
-    private void collect() {
-        Trace fresh = tracing.drain();
-        for (int i = 0; i < fresh.size(); i++) {
-            held.add(fresh.thread(i), fresh.timeNanos(i), fresh.action(i), fresh.pointer(i), fresh.bytes(i),
-                    fresh.stream(i));
-        }
+    public InputStream csv(boolean rawAddresses) {
+        return tracing.recorder().snapshot().csv(rawAddresses);
     }
 }

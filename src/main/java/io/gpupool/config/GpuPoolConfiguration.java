@@ -176,10 +176,11 @@ public class GpuPoolConfiguration {
     @Bean
     InferenceHandler inferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service,
                                       JsonMapper json, GpuPoolSettings settings,
-                                      ObjectProvider<InferenceObserver> observer) {
+                                      ObjectProvider<InferenceObserver> observer, ServerLimitsProperties limits) {
         String version = GpuPoolConfiguration.class.getPackage().getImplementationVersion();
         return new InferenceHandler(registry, decoder, service, json, version == null ? "dev" : version,
-                settings.serving().maxBodyBytes(), observer.getIfAvailable(() -> InferenceObserver.NONE));
+                settings.serving().maxBodyBytes(), observer.getIfAvailable(() -> InferenceObserver.NONE),
+                HttpServerLimits.decodingBudget(limits, settings.serving().maxBodyBytes()));
     }
 
     @Bean

@@ -102,7 +102,7 @@ public class OperationsWiring {
             public void rejected(String model, int status) {
                 // Never queued: entering and leaving a queue at once counts the outcome and nothing else.
                 metrics.enqueued(model == null ? InferenceMetrics.UNKNOWN_MODEL : model, names[0])
-                        .finished(InferenceOutcome.ofStatus(status));
+                        .finished(status == CANCELLED ? InferenceOutcome.CANCELLED : InferenceOutcome.ofStatus(status));
             }
         };
     }

@@ -43,15 +43,21 @@ public final class InferenceHandler {
     private final ServerMetadata serverMetadata;
     private final int maxBodyBytes;
     private final InferenceObserver observer;
+    private final DecodingBudget decoding;
 
     public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
                             String serverVersion, int maxBodyBytes) {
-        this(registry, decoder, service, json, serverVersion, maxBodyBytes, InferenceObserver.NONE);
+        this(registry, decoder, service, json, serverVersion, maxBodyBytes, InferenceObserver.NONE,
+                new DecodingBudget(Long.MAX_VALUE));
     }
 
+    /**
+     * @param decoding bytes of bodies read and decoded at once; an infer request that does not fit gets 503
+     */
     public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
-                            String serverVersion, int maxBodyBytes, InferenceObserver observer) {
+                            String serverVersion, int maxBodyBytes, InferenceObserver observer, DecodingBudget decoding) {
         this.observer = observer;
+        this.decoding = decoding;
         this.registry = registry;
         this.decoder = decoder;
         this.service = service;
@@ -113,21 +119,31 @@ public final class InferenceHandler {
                 return discard(request).then(Mono.<ServerResponse>error(refused));
             }
             String headerLength = request.headers().firstHeader(HEADER_LENGTH);
+            // what the body may take while it is read and decoded: its declared length, else the limit
+            long declared = request.headers().contentLength().orElse(-1);
+            long reserve = declared >= 0 && declared <= maxBodyBytes ? declared : maxBodyBytes;
+            if (!decoding.tryReserve(reserve)) {
+                return discard(request).then(Mono.<ServerResponse>error(ServingException.unavailable(
+                        "the server is decoding " + decoding.maxBytes() + " bytes of requests already "
+                                + "(gpupool.server.max-decoding-bytes); retry shortly", 1)));
+            }
             return body(request)
                     .publishOn(Schedulers.boundedElastic())
                     .map(body -> decoder.decode(model, body, headerLength))
+                    .doFinally(signal -> decoding.release(reserve))
                     .flatMap(validated -> {
                         queued[0] = true;
                         return service.infer(validated);
                     })
                     .flatMap(InferenceHandler::respond);
         }).onErrorResume(failure -> {
+            boolean cancelled = ErrorStatus.clientWentAway(failure);
             if (!queued[0]) {
                 String name = request.pathVariable("model");
                 boolean served = registry.models().stream().anyMatch(model -> model.name().equals(name));
-                observer.rejected(served ? name : null, ErrorStatus.of(failure));
+                observer.rejected(served ? name : null, cancelled ? InferenceObserver.CANCELLED : ErrorStatus.of(failure));
             }
-            return error(failure);
+            return cancelled ? Mono.empty() : error(failure);
         });
     }
 
@@ -171,7 +187,7 @@ public final class InferenceHandler {
     public Mono<ServerResponse> noSuchEndpoint(ServerRequest request) {
         // read the body first, as for a refused model, so a kept-alive connection is left clean
         return discard(request).then(error(ServingException.notFound("no endpoint " + request.method() + " "
-                + request.path())));
+                + Shown.clip(request.path())))).onErrorResume(this::error);
     }
 
     /** The model named in the path, at the version in the path when there is one. */
@@ -189,9 +205,23 @@ public final class InferenceHandler {
         throw ServingException.unavailable("model '" + model.name() + "' is not ready: warm-up has not finished", 1);
     }
 
-    /** Reads the body to its end and releases it, so nothing is left on a kept-alive connection. */
-    private static Mono<Void> discard(ServerRequest request) {
-        return request.body(BodyExtractors.toDataBuffers()).doOnNext(DataBufferUtils::release).then();
+    /**
+     * Reads the body to its end and releases it, so nothing is left on a kept-alive connection; past
+     * {@code max-body-size} it stops with 413 (the connection is then closed), so that a refused request
+     * cannot make the server read an unbounded body either.
+     */
+    private Mono<Void> discard(ServerRequest request) {
+        if (request.headers().contentLength().orElse(-1) > maxBodyBytes) {
+            return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
+        }
+        long[] seen = {0};
+        return request.body(BodyExtractors.toDataBuffers()).doOnNext(buffer -> {
+            seen[0] += buffer.readableByteCount();
+            DataBufferUtils.release(buffer);
+            if (seen[0] > maxBodyBytes) {
+                throw ServingException.payloadTooLarge(maxBodyBytes);
+            }
+        }).then();
     }
 
     /** The whole body, refused with 413 past the limit (by Content-Length at once, else while reading). */

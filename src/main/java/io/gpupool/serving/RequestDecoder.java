@@ -3,10 +3,16 @@ package io.gpupool.serving;
 import io.gpupool.model.DataType;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.TensorSpec;
+import io.gpupool.serving.protocol.BoundedDataDeserializer;
 import io.gpupool.serving.protocol.InferenceRequest;
 import io.gpupool.serving.protocol.InferenceRequest.RequestInput;
 import io.gpupool.serving.protocol.InferenceRequest.RequestOutput;
 import tools.jackson.core.JacksonException;
+import tools.jackson.core.StreamReadFeature;
+import tools.jackson.databind.MapperFeature;
+import tools.jackson.databind.cfg.CoercionAction;
+import tools.jackson.databind.cfg.CoercionInputShape;
+import tools.jackson.databind.type.LogicalType;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.DeserializationFeature;
 import tools.jackson.databind.ObjectMapper;
@@ -34,23 +40,43 @@ import java.util.stream.Collectors;
  * </pre>
  * Without the header the whole body is JSON.
  *
- * <p>Checks, in order: JSON well-formed; at least one input; each input declared by the model, once;
- * datatype equal to the declared one; rank and fixed dimensions as declared; batch (dimension 0
- * where it is variable) at least 1 and within min(model, server) and equal across inputs; sequence
- * length (dimension 1 where variable, for models that declare a maximum) within min(model, server);
- * data length equal to what the shape needs; all binary bytes consumed; requested outputs declared,
- * once each. Whether an input may be left out is the model's decision (it fails with a message).
+ * <p>Checks, in order: JSON well-formed and strict (no duplicate keys, no string-for-number coercion);
+ * an {@code id} of at most {@value #MAX_ID_LENGTH} characters; at least one input; each input declared
+ * by the model, once; datatype equal to the declared one; rank and fixed dimensions as declared; batch
+ * (dimension 0 where it is variable) at least 1 and within min(model, server) and equal across inputs;
+ * sequence length (dimension 1 where variable, for models that declare a maximum) within min(model,
+ * server); data flat or nested exactly as the shape, as many elements as the shape needs, floats finite
+ * (JSON and binary alike); all binary bytes consumed; requested outputs declared, once each; a
+ * {@code timeout} of at most one day. Whether an input may be left out is the model's decision (it
+ * fails with a message). Values the client sent are repeated in messages clipped ({@link Shown}).
  */
 public final class RequestDecoder {
 
-    /** Reads request headers; a fraction where an integer belongs (a shape of [1.5, 4]) is an error, not truncated. */
+    /** Longest request {@code id} accepted; it is echoed in the response. */
+    static final int MAX_ID_LENGTH = 256;
+    /** Longest {@code timeout} parameter: one day in microseconds (a duration beyond it overflows nothing but means nothing). */
+    static final long MAX_TIMEOUT_MICROS = 86_400_000_000L;
+
+    /**
+     * Reads request headers strictly: a fraction where an integer belongs (a shape of [1.5, 4]) is an
+     * error, not truncated; a string where a number belongs ({@code "1"}) or a number where a string belongs
+     * is an error, not coerced; a key given twice in one object is an error, not "the last one wins".
+     */
     private final ObjectReader requestReader;
     private final int serverMaxBatch;
     private final int serverMaxSequence;
     private final Duration defaultTimeout;
 
     public RequestDecoder(ObjectMapper json, int serverMaxBatch, int serverMaxSequence, Duration defaultTimeout) {
-        this.requestReader = json.readerFor(InferenceRequest.class).without(DeserializationFeature.ACCEPT_FLOAT_AS_INT);
+        this.requestReader = json.rebuild().disable(MapperFeature.ALLOW_COERCION_OF_SCALARS)
+                .withCoercionConfig(LogicalType.Textual, strings -> strings
+                        .setCoercion(CoercionInputShape.Integer, CoercionAction.Fail)
+                        .setCoercion(CoercionInputShape.Float, CoercionAction.Fail)
+                        .setCoercion(CoercionInputShape.Boolean, CoercionAction.Fail))
+                .build()
+                .readerFor(InferenceRequest.class)
+                .without(DeserializationFeature.ACCEPT_FLOAT_AS_INT)
+                .with(StreamReadFeature.STRICT_DUPLICATE_DETECTION);
         this.serverMaxBatch = serverMaxBatch;
         this.serverMaxSequence = serverMaxSequence;
         this.defaultTimeout = defaultTimeout;
@@ -67,7 +93,7 @@ public final class RequestDecoder {
                 parsed = Long.parseLong(headerLength.trim());
             } catch (NumberFormatException e) {
                 throw ServingException.badRequest("header Inference-Header-Content-Length is not a number: '"
-                        + headerLength + "'");
+                        + Shown.clip(headerLength) + "'");
             }
             if (parsed <= 0 || parsed > body.length) {
                 throw ServingException.badRequest("header Inference-Header-Content-Length is " + parsed
@@ -77,7 +103,8 @@ public final class RequestDecoder {
         }
         InferenceRequest request;
         try {
-            request = requestReader.readValue(body, 0, jsonLength);
+            request = requestReader.withAttribute(BoundedDataDeserializer.MAX_ELEMENTS, dataBound(model))
+                    .readValue(body, 0, jsonLength);
         } catch (JacksonException e) {
             throw ServingException.badRequest("malformed inference request JSON: " + e.getOriginalMessage());
         }
@@ -87,7 +114,38 @@ public final class RequestDecoder {
         return validate(model, request, body, jsonLength);
     }
 
+    /**
+     * The most elements any input of {@code model} can take within the batch and sequence limits, so that
+     * JSON data is refused while it is parsed once it passes them; a dimension with no limit leaves the
+     * element count to the body-size limit.
+     */
+    private BoundedDataDeserializer.Bound dataBound(ServedModel model) {
+        long most = 0;
+        for (TensorSpec spec : model.inputs()) {
+            long elements = 1;
+            long[] shape = spec.shape();
+            for (int i = 0; i < shape.length && elements > 0; i++) {
+                long dimension = shape[i];
+                if (dimension == -1) {
+                    dimension = i == 0 ? model.batchLimit(serverMaxBatch)
+                            : i == 1 && model.sequenceLimit(serverMaxSequence) > 0 ? model.sequenceLimit(serverMaxSequence)
+                            : -1;
+                }
+                elements = dimension < 0 ? -1 : Math.multiplyHigh(elements, dimension) != 0 ? -1 : elements * dimension;
+            }
+            if (elements < 0) {
+                return null;
+            }
+            most = Math.max(most, elements);
+        }
+        return new BoundedDataDeserializer.Bound(most, model.name());
+    }
+
     private ValidatedRequest validate(ServedModel model, InferenceRequest request, byte[] body, int binaryStart) {
+        if (request.id() != null && request.id().length() > MAX_ID_LENGTH) {
+            throw ServingException.badRequest("'id' has " + request.id().length() + " characters; at most "
+                    + MAX_ID_LENGTH + " are allowed");
+        }
         if (request.inputs() == null || request.inputs().isEmpty()) {
             throw ServingException.badRequest("inference request has no inputs; model '" + model.name()
                     + "' expects " + names(model.inputs()));
@@ -108,7 +166,7 @@ public final class RequestDecoder {
             String name = input.name();
             TensorSpec spec = declared.get(name);
             if (spec == null) {
-                throw ServingException.badRequest("unknown input '" + name + "' for model '" + model.name()
+                throw ServingException.badRequest("unknown input '" + Shown.clip(name) + "' for model '" + model.name()
                         + "'; expected " + names(model.inputs()));
             }
             if (inputs.containsKey(name)) {
@@ -171,8 +229,11 @@ public final class RequestDecoder {
                 }
                 data = Arrays.copyOfRange(body, (int) binaryOffset, (int) (binaryOffset + size));
                 binaryOffset += size;
+                if (TensorCodec.isFloatingPoint(type)) {
+                    TensorCodec.requireFinite(name, type, data);
+                }
             } else {
-                data = TensorCodec.fromJson(name, type, elements, input.data());
+                data = TensorCodec.fromJson(name, type, shape, input.data());
             }
             inputs.put(name, new ValidatedRequest.Input(name, type, shape, data));
         }
@@ -208,7 +269,7 @@ public final class RequestDecoder {
                 throw ServingException.badRequest("every requested output needs a 'name'");
             }
             if (!declared.contains(output.name())) {
-                throw ServingException.badRequest("unknown output '" + output.name() + "' for model '"
+                throw ServingException.badRequest("unknown output '" + Shown.clip(output.name()) + "' for model '"
                         + model.name() + "'; expected " + names(model.outputs()));
             }
             if (!seen.add(output.name())) {
@@ -227,10 +288,14 @@ public final class RequestDecoder {
         }
         if (!timeout.isIntegralNumber() || timeout.isBigInteger() || timeout.longValue() < 0) {
             throw ServingException.badRequest("parameter 'timeout' must be a non-negative integer number of "
-                    + "microseconds, was " + timeout);
+                    + "microseconds, was " + Shown.clip(timeout.toString()));
         }
         long micros = timeout.longValue();
-        return micros == 0 ? defaultTimeout : Duration.ofNanos(Math.multiplyExact(micros, 1_000L));
+        if (micros > MAX_TIMEOUT_MICROS) {
+            throw ServingException.badRequest("parameter 'timeout' must be at most " + MAX_TIMEOUT_MICROS
+                    + " microseconds (one day), was " + micros);
+        }
+        return micros == 0 ? defaultTimeout : Duration.ofNanos(micros * 1_000L);
     }
 
     private static DataType dataType(String input, String name) {
@@ -240,7 +305,8 @@ public final class RequestDecoder {
         try {
             return DataType.fromProtocolName(name);
         } catch (IllegalArgumentException e) {
-            throw ServingException.badRequest("input '" + input + "': " + e.getMessage());
+            throw ServingException.badRequest("input '" + input + "': unsupported datatype '" + Shown.clip(name)
+                    + "', expected one of " + Arrays.toString(DataType.values()));
         }
     }
 
@@ -250,7 +316,7 @@ public final class RequestDecoder {
             throw ServingException.badRequest("input '" + input + "' has no 'shape'");
         }
         if (given.size() != declared.length) {
-            throw ServingException.badRequest("input '" + input + "' has shape " + given + " of rank "
+            throw ServingException.badRequest("input '" + input + "' has shape " + Shown.clip(given.toString()) + " of rank "
                     + given.size() + " but the model declares " + Arrays.toString(declared));
         }
         long[] shape = new long[given.size()];

@@ -44,6 +44,7 @@ final class ResponseEncoder {
                     throw new IllegalStateException("model '" + request.model().name() + "' did not produce output '"
                             + selected.name() + "'");
                 }
+                requireFinite(tensor);
                 generator.writeStartObject();
                 generator.writeStringProperty("name", tensor.name());
                 generator.writeStringProperty("datatype", tensor.dataType().protocolName());
@@ -72,5 +73,19 @@ final class ResponseEncoder {
             }
         }
         return new EncodedResponse(out.toByteArray(), jsonLength);
+    }
+
+    /**
+     * The rule for non-finite floats holds on the way out too, in JSON and binary alike: JSON has no
+     * literal for NaN or infinity, and a binary client would get a value the JSON client could not. Finite
+     * inputs that overflow the model's arithmetic are the client's to change, hence 400.
+     */
+    private static void requireFinite(HostTensor tensor) {
+        long index = TensorCodec.firstNonFinite(tensor.dataType(), tensor.data());
+        if (index >= 0) {
+            throw ServingException.badRequest("output '" + tensor.name() + "' holds a non-finite value at element "
+                    + index + " (the inputs are beyond what the model computes in "
+                    + tensor.dataType().protocolName() + "); non-finite numbers are never sent");
+        }
     }
 }

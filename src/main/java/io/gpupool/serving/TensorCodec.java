@@ -31,24 +31,36 @@ final class TensorCodec {
     }
 
     /**
-     * Reads {@code elementCount} elements of {@code type} from {@code data} into a new byte array.
+     * Reads the elements of a tensor of {@code shape} and {@code type} from {@code data} into a new
+     * byte array.
      *
-     * @throws ServingException (400) naming the input when the data is not an array, has the wrong
-     *                          element count, or holds a value the type cannot represent
+     * <p>Data is either flat (every element of {@code data} a scalar, as many as the shape holds) or
+     * nested exactly as the shape says (depth = rank, each array as long as its dimension); a ragged
+     * array is refused even when its element count would fit, since a client that sent it meant another
+     * layout than the one it declared.
+     *
+     * @throws ServingException (400) naming the input when the data is not an array, does not match the
+     *                          shape, or holds a value the type cannot represent
      */
-    static byte[] fromJson(String input, DataType type, long elementCount, JsonNode data) {
+    static byte[] fromJson(String input, DataType type, long[] shape, JsonNode data) {
         if (data == null || !data.isArray()) {
             throw ServingException.badRequest("input '" + input + "': 'data' must be a JSON array (or use "
                     + "the binary_data_size parameter)");
         }
+        long elementCount = io.gpupool.model.HostTensor.elementCount(shape);
         long bytes = elementCount * type.byteSize();
         if (bytes > Integer.MAX_VALUE - 8) {
             throw ServingException.badRequest("input '" + input + "' is too large for JSON data: " + bytes + " bytes");
         }
+        boolean nested = shape.length > 1 && !data.isEmpty() && data.get(0).isArray();
+        if (nested && data.size() != shape[0]) {
+            throw notShaped(input, shape);
+        }
         byte[] out = new byte[(int) bytes];
         MemorySegment segment = MemorySegment.ofArray(out);
         long index = 0;
-        // Depth-first walk over nested arrays without recursion, so that deep nesting cannot overflow the stack.
+        // Depth-first walk over nested arrays without recursion, so that deep nesting cannot overflow the stack;
+        // the stack's size is the depth of the array being walked.
         ArrayDeque<Iterator<JsonNode>> stack = new ArrayDeque<>();
         stack.push(data.iterator());
         while (!stack.isEmpty()) {
@@ -58,9 +70,16 @@ final class TensorCodec {
                 continue;
             }
             JsonNode node = level.next();
+            int depth = stack.size();
             if (node.isArray()) {
+                if (!nested || depth >= shape.length || node.size() != shape[depth]) {
+                    throw notShaped(input, shape);
+                }
                 stack.push(node.iterator());
                 continue;
+            }
+            if (nested && depth != shape.length) {
+                throw notShaped(input, shape);
             }
             if (index >= elementCount) {
                 throw countMismatch(input, elementCount, "more");
@@ -71,6 +90,60 @@ final class TensorCodec {
             throw countMismatch(input, elementCount, String.valueOf(index));
         }
         return out;
+    }
+
+    private static ServingException notShaped(String input, long[] shape) {
+        return ServingException.badRequest("input '" + input + "': 'data' does not match shape "
+                + java.util.Arrays.toString(shape) + "; give it flat (row-major) or nested exactly as the shape");
+    }
+
+    /**
+     * Refuses binary floating-point data holding NaN or an infinity, the rule JSON data follows too (JSON
+     * has no literal for them): a model given one computes garbage without saying so.
+     *
+     * @throws ServingException (400) naming the input and the first such element
+     */
+    static void requireFinite(String input, DataType type, byte[] data) {
+        MemorySegment segment = MemorySegment.ofArray(data);
+        long count = data.length / type.byteSize();
+        for (long i = 0; i < count; i++) {
+            double value = floatingValue(type, segment, i * type.byteSize());
+            if (!Double.isFinite(value)) {
+                throw ServingException.badRequest("input '" + input + "': element " + i + " (" + value
+                        + ") is not a valid " + type.protocolName() + " value (non-finite numbers are refused)");
+            }
+        }
+    }
+
+    /**
+     * The index of the first NaN or infinity in floating-point {@code data}, or -1 (also for every
+     * non-floating type).
+     */
+    static long firstNonFinite(DataType type, MemorySegment data) {
+        if (!isFloatingPoint(type)) {
+            return -1;
+        }
+        long count = data.byteSize() / type.byteSize();
+        for (long i = 0; i < count; i++) {
+            if (!Double.isFinite(floatingValue(type, data, i * type.byteSize()))) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    static boolean isFloatingPoint(DataType type) {
+        return type == DataType.FP16 || type == DataType.BF16 || type == DataType.FP32 || type == DataType.FP64;
+    }
+
+    private static double floatingValue(DataType type, MemorySegment data, long offset) {
+        return switch (type) {
+            case FP16 -> Float.float16ToFloat(data.get(SHORT, offset));
+            case BF16 -> fromBfloat16(data.get(SHORT, offset));
+            case FP32 -> data.get(FLOAT, offset);
+            case FP64 -> data.get(DOUBLE, offset);
+            default -> 0;
+        };
     }
 
     private static ServingException countMismatch(String input, long expected, String got) {

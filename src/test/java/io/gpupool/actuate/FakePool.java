@@ -1,7 +1,5 @@
 package io.gpupool.actuate;
 
-import java.io.IOException;
-import java.io.Writer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -134,12 +132,12 @@ final class FakePool implements ManagedPool {
         }
 
         @Override
-        public void writeCsv(Writer out) throws IOException {
-            out.write("Thread,Time,Action,Pointer,Size,Stream\n");
+        public java.io.InputStream csv(boolean rawAddresses) {
+            StringBuilder text = new StringBuilder("Thread,Time,Action,Pointer,Size,Stream\n");
             for (String line : lines) {
-                out.write(line);
-                out.write('\n');
+                text.append(rawAddresses ? line : line.replace("0x7f0000000000", "0x5eed")).append('\n');
             }
+            return new java.io.ByteArrayInputStream(text.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8));
         }
     }
 

@@ -237,11 +237,20 @@ class GpuPoolEndpointWebTests {
         operatorPost("/gpupool/cuda:0/trace").bodyValue(Map.of("recording", false)).exchange()
                 .expectStatus().isOk()
                 .expectBody().jsonPath("$.recording").isEqualTo(false).jsonPath("$.events").isEqualTo(2);
-        String csv = management.get().uri("/gpupool/cuda:0/trace").exchange()
+        String csv = management.get().uri("/gpupool/cuda:0/trace").headers(h -> h.setBasicAuth("operator", "s3cret"))
+                .exchange()
                 .expectStatus().isOk()
                 .expectHeader().contentTypeCompatibleWith("text/csv")
                 .expectBody(String.class).returnResult().getResponseBody();
-        assertThat(csv).startsWith("Thread,Time,Action,Pointer,Size,Stream\n").contains(",allocate,0x7f0000000000,4096,0");
+        assertThat(csv).startsWith("Thread,Time,Action,Pointer,Size,Stream\n").contains(",allocate,0x5eed,4096,0")
+                .as("no raw addresses unless asked").doesNotContain("0x7f0000000000");
+        String raw = management.get().uri("/gpupool/cuda:0/trace?addresses=raw")
+                .headers(h -> h.setBasicAuth("operator", "s3cret")).exchange()
+                .expectStatus().isOk()
+                .expectBody(String.class).returnResult().getResponseBody();
+        assertThat(raw).contains(",allocate,0x7f0000000000,4096,0");
+        management.get().uri("/gpupool/cuda:0/trace?addresses=bogus").headers(h -> h.setBasicAuth("operator", "s3cret"))
+                .exchange().expectStatus().isBadRequest();
         management.post().uri("/gpupool/cuda:0/trace").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue(Map.of("recording", true)).exchange().expectStatus().isUnauthorized();
         operatorPost("/gpupool/cuda:1/trace").bodyValue(Map.of("recording", true)).exchange()

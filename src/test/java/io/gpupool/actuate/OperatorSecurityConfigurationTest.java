@@ -2,6 +2,7 @@ package io.gpupool.actuate;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpupool.actuate.security.OperatorCredential;
 import io.gpupool.actuate.security.OperatorSecurityConfiguration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -10,8 +11,6 @@ import org.springframework.boot.security.autoconfigure.web.reactive.ReactiveWebS
 import org.springframework.boot.test.context.runner.ReactiveWebApplicationContextRunner;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
-import org.springframework.security.core.userdetails.MapReactiveUserDetailsService;
-import org.springframework.security.core.userdetails.UserDetails;
 
 /** How the operator credential is obtained in each profile. */
 @ExtendWith(OutputCaptureExtension.class)
@@ -35,11 +34,21 @@ class OperatorSecurityConfigurationTest {
         runner.withPropertyValues("spring.profiles.active=production", "gpupool.security.operator-username=ops",
                 "gpupool.security.operator-password=from-a-secret").run(context -> {
             assertThat(context).hasNotFailed();
-            UserDetails ops = context.getBean(MapReactiveUserDetailsService.class).findByUsername("ops").block();
-            assertThat(ops).isNotNull();
-            assertThat(ops.getAuthorities()).extracting(Object::toString).containsExactly("ROLE_OPERATOR");
-            assertThat(ops.getPassword()).doesNotContain("from-a-secret"); // stored encoded
+            OperatorCredential credential = context.getBean(OperatorCredential.class);
+            assertThat(credential.username()).isEqualTo("ops");
+            assertThat(credential.matches("ops", "from-a-secret")).isTrue();
         });
+    }
+
+    @Test
+    void theProductionProfileRefusesAWeakPasswordWithAMessage() {
+        runner.withPropertyValues("spring.profiles.active=production", "gpupool.security.operator-password=abc123")
+                .run(context -> {
+                    assertThat(context).hasFailed();
+                    assertThat(context.getStartupFailure()).rootCause()
+                            .hasMessageContaining("gpupool.security.operator-password is too weak for the production "
+                                    + "profile: 6 characters; use at least 12");
+                });
     }
 
     @Test

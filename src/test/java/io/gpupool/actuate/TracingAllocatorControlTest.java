@@ -2,8 +2,6 @@ package io.gpupool.actuate;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.StringWriter;
-
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.StreamFence;
@@ -45,6 +43,30 @@ class TracingAllocatorControlTest {
         }
     };
 
+    static String csv(TracingAllocatorControl control, boolean rawAddresses) throws java.io.IOException {
+        try (java.io.InputStream in = control.csv(rawAddresses)) {
+            return new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        }
+    }
+
+    @Test
+    void readingTheTraceWhileRecordingNeverHoldsMoreThanTheRecordersCapacity() throws Exception {
+        try (TracingAllocator tracing = new TracingAllocator(
+                new BestFitAllocator(new SimulatedChunkSource("sim", 1L << 30)), 10)) {
+            TracingAllocatorControl control = new TracingAllocatorControl(tracing);
+            control.start();
+            for (int round = 0; round < 5; round++) {
+                for (int i = 0; i < 5; i++) {
+                    tracing.allocate(4096, STREAM_3).release();
+                }
+                control.events(); // what every GET /actuator/gpupool does
+                csv(control, false);
+            }
+            assertThat(control.events()).isEqualTo(10);
+            assertThat(csv(control, false).lines().count()).isEqualTo(11);
+        }
+    }
+
     @Test
     void recordsBetweenStartAndStopAndDownloadsTheSameCsvTwice() throws Exception {
         try (TracingAllocator tracing = new TracingAllocator(
@@ -61,15 +83,16 @@ class TracingAllocatorControlTest {
 
             assertThat(control.recording()).isFalse();
             assertThat(control.events()).isEqualTo(2);
-            StringWriter first = new StringWriter();
-            control.writeCsv(first);
-            StringWriter second = new StringWriter();
-            control.writeCsv(second);
+            String first = csv(control, true);
+            String second = csv(control, true);
             String pointer = "0x" + Long.toHexString(block.address());
-            assertThat(first.toString()).startsWith("Thread,Time,Action,Pointer,Size,Stream")
+            assertThat(first).startsWith("Thread,Time,Action,Pointer,Size,Stream")
                     .contains(",allocate," + pointer + ",1048576,3").contains(",free," + pointer + ",1048576,3")
                     .doesNotContain(",4096,").doesNotContain(",8192,");
-            assertThat(second.toString()).isEqualTo(first.toString());
+            assertThat(second).isEqualTo(first);
+            String hidden = csv(control, false);
+            assertThat(hidden).as("no raw addresses unless asked").doesNotContain(pointer)
+                    .contains(",allocate,0x").contains(",1048576,3");
 
             control.start(); // a new recording starts empty
             assertThat(control.events()).isZero();

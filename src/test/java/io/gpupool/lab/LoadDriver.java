@@ -95,8 +95,9 @@ public final class LoadDriver {
               --out FILE.json        JSON report (default target/load/load.json)
               --html FILE.html       HTML page (default: next to the JSON, same name)
               --quiet                no progress line
-              --check                exit 1 if a 5xx other than 503/504/507 was seen, the pool did not
-                                     drain to 0 allocated bytes, or the server was not ready afterwards
+              --check                exit 1 if a 5xx other than 503/504/507 was seen, the pool could not be
+                                     read or did not drain to 0 allocated bytes, or the server was not
+                                     ready afterwards (needs --actuator)
             Durations: 500ms, 20s, 2m (plain numbers are seconds). The JSON and HTML paths are printed at the end.
             """;
 
@@ -186,8 +187,8 @@ public final class LoadDriver {
     }
 
     /** The outcome of a run: the JSON report and the facts the checks need. */
-    record Result(ObjectNode report, long unexpected5xx, long allocatedAfterDrain, int readyAfter, Recorder recorder,
-                  double elapsedSeconds) {
+    record Result(ObjectNode report, long unexpected5xx, long allocatedAfterDrain, String poolError, int readyAfter,
+                  Recorder recorder, double elapsedSeconds) {
 
         boolean expectationsMet() {
             return failedExpectations().isEmpty();
@@ -198,7 +199,10 @@ public final class LoadDriver {
             if (unexpected5xx > 0) {
                 failed.add(unexpected5xx + " answers with 5xx other than 503/504/507: " + report.get("unexpected"));
             }
-            if (allocatedAfterDrain != 0) {
+            if (poolError != null) {
+                failed.add("the pool could not be read after the run (" + poolError + "), so its draining to 0 "
+                        + "allocated bytes was not seen");
+            } else if (allocatedAfterDrain != 0) {
                 failed.add("pool allocated bytes after drain = " + allocatedAfterDrain + " (expected 0)");
             }
             if (readyAfter != 200) {
@@ -275,7 +279,8 @@ public final class LoadDriver {
         report.put("ready_after", readyAfter);
 
         long unexpected = summarize(report, recorder, elapsed);
-        return new Result(report, unexpected, allocated, readyAfter, recorder, elapsed);
+        String poolError = drained.has("error") ? drained.get("error").asString() : null;
+        return new Result(report, unexpected, allocated, poolError, readyAfter, recorder, elapsed);
     }
 
     /** Runs the load until {@code duration} passed or {@code maxRequests} were issued; answers the seconds it took. */
@@ -307,16 +312,18 @@ public final class LoadDriver {
                     SplittableRandom random = master.split();
                     Workload.Request request = workload.next(random);
                     recorder.begin();
-                    clients.execute(() -> exchange(request, random, recorder, origin, due));
+                    clients.execute(() -> { exchange(request, random, recorder, origin, due); });
                 }
             } else {
                 for (int c = 0; c < options.concurrency(); c++) {
                     SplittableRandom random = master.split();
                     clients.execute(() -> {
+                        ReconnectBackoff backoff = new ReconnectBackoff();
                         while (System.nanoTime() < end && issued.incrementAndGet() <= maxRequests && recorder.hasRoom()) {
                             Workload.Request request = workload.next(random);
                             recorder.begin();
-                            exchange(request, random, recorder, origin, System.nanoTime());
+                            int status = exchange(request, random, recorder, origin, System.nanoTime());
+                            backoff.after(status == Recorder.TRANSPORT, end);
                         }
                     });
                 }
@@ -334,8 +341,31 @@ public final class LoadDriver {
     /** Open loop: requests not sent in the last drive because --max-outstanding were in flight. */
     private long skippedTotal;
 
-    /** One request: send, maybe hang up on purpose, record the outcome. Never throws. */
-    private void exchange(Workload.Request request, SplittableRandom random, Recorder recorder, long origin,
+    /**
+     * A closed-loop client's pause after a request that got no answer at all (connection refused or
+     * reset: the server is gone or restarting): 10 ms, doubling up to 1 s, back to none after an answer.
+     * Without it a client retries at once, thousands of times a second, and its outgoing ports churn.
+     */
+    static final class ReconnectBackoff {
+        static final long FIRST_NANOS = 10_000_000L;
+        static final long MAX_NANOS = 1_000_000_000L;
+        private long nextNanos;
+
+        void after(boolean transportFailure, long deadlineNanos) {
+            if (!transportFailure) {
+                nextNanos = 0;
+                return;
+            }
+            nextNanos = nextNanos == 0 ? FIRST_NANOS : Math.min(MAX_NANOS, nextNanos * 2);
+            long pause = Math.min(nextNanos, deadlineNanos - System.nanoTime());
+            if (pause > 0) {
+                LockSupport.parkNanos(pause);
+            }
+        }
+    }
+
+    /** One request: send, maybe hang up on purpose, record the outcome and answer it. Never throws. */
+    private int exchange(Workload.Request request, SplittableRandom random, Recorder recorder, long origin,
                           long startNanos) {
         int status;
         HttpRequest.Builder builder = HttpRequest.newBuilder(options.url().resolve(request.path()))
@@ -352,7 +382,7 @@ public final class LoadDriver {
             answer = (cancel ? hangingUpHttp : http).sendAsync(builder.build(), HttpResponse.BodyHandlers.ofByteArray());
         } catch (RuntimeException e) {
             recorder.record(request, micros(startNanos - origin), micros(System.nanoTime() - startNanos), Recorder.TRANSPORT);
-            return;
+            return Recorder.TRANSPORT;
         }
         try {
             HttpResponse<byte[]> response = cancel
@@ -389,6 +419,7 @@ public final class LoadDriver {
                     k -> new LongAdder()).increment();
         }
         recorder.record(request, micros(startNanos - origin), micros(System.nanoTime() - startNanos), status);
+        return status;
     }
 
     /** The second try of a request that timed out (see {@link #retryHttp}): its status, or TIMEOUT / TRANSPORT. */

@@ -170,6 +170,50 @@ class LoadDriverTest {
         }
     }
 
+    /** --check must fail when the pool endpoint cannot be read: "0 allocated bytes" was not observed. */
+    @Test
+    void theCheckFailsWhenThePoolCannotBeRead() throws Exception {
+        HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+        server.createContext("/", exchange -> {
+            exchange.getRequestBody().readAllBytes();
+            exchange.sendResponseHeaders(exchange.getRequestURI().getPath().startsWith("/actuator") ? 401 : 200, -1);
+            exchange.close();
+        });
+        server.start();
+        try {
+            String url = "http://127.0.0.1:" + server.getAddress().getPort();
+            LoadDriver.Options options = LoadDriver.parse("--url", url, "--actuator", url, "--duration", "1s",
+                    "--warmup", "0s", "--concurrency", "1", "--requests", "5", "--quiet", "--drain", "0s");
+            LoadDriver.Result result = new LoadDriver(options, new PrintStream(new ByteArrayOutputStream())).run();
+            assertThat(result.unexpected5xx()).isZero();
+            assertThat(result.expectationsMet()).isFalse();
+            assertThat(result.failedExpectations()).anySatisfy(failure ->
+                    assertThat(failure).contains("the pool could not be read").contains("401"));
+        } finally {
+            server.stop(0);
+        }
+    }
+
+    /** A server that is gone is not hammered: each client backs off between failed connections. */
+    @Test
+    void clientsBackOffWhileTheServerIsUnreachable() throws Exception {
+        int port = FreePorts.pick();
+        LoadDriver.Options options = LoadDriver.parse("--url", "http://127.0.0.1:" + port, "--actuator", "none",
+                "--duration", "2s", "--warmup", "0s", "--concurrency", "4", "--quiet", "--drain", "0s");
+        JsonNode report = new LoadDriver(options, new PrintStream(new ByteArrayOutputStream())).run().report();
+        // without a back-off each of the 4 clients retries at once, thousands of times a second
+        assertThat(report.get("requests").asLong()).isBetween(4L, 80L);
+    }
+
+    @Test
+    void toolPortsLieOutsideTheEphemeralRange() throws Exception {
+        for (int i = 0; i < 20; i++) {
+            int port = FreePorts.pick();
+            assertThat(port).isBetween(FreePorts.LOWEST, FreePorts.HIGHEST);
+            assertThat(port < 32768 || port > 60999).isTrue();
+        }
+    }
+
     /** Open loop: requests are issued at the given rate whatever the answers, and none is skipped here. */
     @Test
     void openLoopIssuesAtTheGivenRate() throws Exception {

@@ -65,6 +65,8 @@ final class ServingFixture implements AutoCloseable {
         long poolCap = -1;
         InferenceObserver observer = InferenceObserver.NONE;
         Builder observer(InferenceObserver o) { observer = o; return this; }
+        DecodingBudget decodingBudget = new DecodingBudget(1L << 30);
+        Builder decodingBudget(DecodingBudget budget) { decodingBudget = budget; return this; }
         /** Use the real two-level pool over host memory, capped at {@code bytes}, instead of the counting fake. */
         Builder realPool(long capBytes) { poolCap = capBytes; return this; }
 
@@ -127,7 +129,8 @@ final class ServingFixture implements AutoCloseable {
         }
         service = new InferenceService(runtimes, JSON, b.observer);
         RequestDecoder decoder = new RequestDecoder(JSON, 64, 512, b.timeout);
-        InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody, b.observer);
+        InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody, b.observer,
+                b.decodingBudget);
         client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler)).build();
     }
 

@@ -18,16 +18,37 @@ class TensorCodecTest {
 
     @Test
     void nestedAndFlatGiveTheSameRowMajorBytes() {
-        byte[] nested = TensorCodec.fromJson("x", DataType.INT32, 6, json("[[[1, 2], [3, 4]], [[5, 6]]]"));
-        byte[] flat = TensorCodec.fromJson("x", DataType.INT32, 6, json("[1, 2, 3, 4, 5, 6]"));
+        byte[] nested = TensorCodec.fromJson("x", DataType.INT32, new long[]{3, 2}, json("[[1, 2], [3, 4], [5, 6]]"));
+        byte[] flat = TensorCodec.fromJson("x", DataType.INT32, new long[]{3, 2}, json("[1, 2, 3, 4, 5, 6]"));
         assertThat(nested).isEqualTo(flat);
         assertThat(MemorySegment.ofArray(flat).getAtIndex(TensorCodec.INT, 5)).isEqualTo(6);
     }
 
     @Test
+    void raggedDataIsRefusedEvenWhenItsElementCountFits() {
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.INT32, new long[]{2, 3}, json("[[1, 2], [3, 4, 5, 6]]")))
+                .isInstanceOf(ServingException.class)
+                .hasMessageStartingWith("input 'x': 'data' does not match shape [2, 3]");
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.INT32, new long[]{2, 2}, json("[[1, 2], 3, 4]")))
+                .hasMessageStartingWith("input 'x': 'data' does not match shape [2, 2]");
+    }
+
+    @Test
+    void nonFiniteBinaryFloatsAreRefusedAndFoundInOutputs() {
+        byte[] half = {0x00, 0x3C, 0x00, 0x7C}; // 1.0, +Infinity in FP16
+        assertThatThrownBy(() -> TensorCodec.requireFinite("h", DataType.FP16, half))
+                .hasMessage("input 'h': element 1 (Infinity) is not a valid FP16 value (non-finite numbers are refused)");
+        assertThat(TensorCodec.firstNonFinite(DataType.FP16, MemorySegment.ofArray(half))).isEqualTo(1);
+        assertThat(TensorCodec.firstNonFinite(DataType.FP32, MemorySegment.ofArray(new float[]{1, 2}))).isEqualTo(-1);
+        assertThat(TensorCodec.firstNonFinite(DataType.INT32, MemorySegment.ofArray(new int[]{0x7F800000}))).isEqualTo(-1);
+    }
+
+    @Test
     void deeplyNestedDataIsWalkedWithoutRecursion() {
         String deep = "[".repeat(450) + "7" + "]".repeat(450); // the JSON parser itself stops at 500 levels
-        byte[] bytes = TensorCodec.fromJson("x", DataType.INT64, 1, json(deep));
+        long[] shape = new long[450];
+        java.util.Arrays.fill(shape, 1);
+        byte[] bytes = TensorCodec.fromJson("x", DataType.INT64, shape, json(deep));
         assertThat(MemorySegment.ofArray(bytes).get(TensorCodec.LONG, 0)).isEqualTo(7L);
     }
 
@@ -43,25 +64,25 @@ class TensorCodecTest {
 
     @Test
     void valuesOutsideTheTypeAreRejectedNamingInputAndElement() {
-        assertThatThrownBy(() -> TensorCodec.fromJson("ids", DataType.INT32, 2, json("[1, 2147483648]")))
+        assertThatThrownBy(() -> TensorCodec.fromJson("ids", DataType.INT32, new long[]{2}, json("[1, 2147483648]")))
                 .isInstanceOf(ServingException.class)
                 .hasMessage("input 'ids': element 1 (2147483648) is not a valid INT32 value");
-        assertThatThrownBy(() -> TensorCodec.fromJson("flags", DataType.BOOL, 1, json("[\"yes\"]")))
+        assertThatThrownBy(() -> TensorCodec.fromJson("flags", DataType.BOOL, new long[]{1}, json("[\"yes\"]")))
                 .hasMessage("input 'flags': element 0 (\"yes\") is not a valid BOOL value");
-        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, 3, json("[1, 2, 3, 4]")))
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, new long[]{3}, json("[1, 2, 3, 4]")))
                 .hasMessage("input 'x': shape needs 3 elements but 'data' holds more");
-        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, 2, json("{\"a\": 1}")))
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, new long[]{2}, json("{\"a\": 1}")))
                 .hasMessageContaining("'data' must be a JSON array");
     }
 
     @Test
     void numbersBeyondTheFloatRangeAreRejectedNotTurnedIntoInfinity() {
-        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, 2, json("[1e999, 2]")))
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, new long[]{2}, json("[1e999, 2]")))
                 .isInstanceOf(ServingException.class)
                 .hasMessageStartingWith("input 'x': element 0 (");
-        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, 1, json("[1e39]")))
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, new long[]{1}, json("[1e39]")))
                 .hasMessageEndingWith("is not a valid FP32 value");
-        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP64, 1, json("[-1e999]")))
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP64, new long[]{1}, json("[-1e999]")))
                 .hasMessageEndingWith("is not a valid FP64 value");
     }
 }

@@ -2,6 +2,7 @@ package io.gpupool.actuate.security;
 
 import java.net.InetSocketAddress;
 import java.security.SecureRandom;
+import java.time.Duration;
 import java.util.Base64;
 
 import io.gpupool.actuate.GpuPoolEndpoint;
@@ -17,10 +18,17 @@ import org.springframework.http.HttpMethod;
 import org.springframework.http.HttpStatus;
 import org.springframework.security.config.annotation.web.reactive.EnableWebFluxSecurity;
 import org.springframework.security.config.web.server.ServerHttpSecurity;
-import org.springframework.security.core.userdetails.MapReactiveUserDetailsService;
-import org.springframework.security.core.userdetails.User;
-import org.springframework.security.crypto.factory.PasswordEncoderFactories;
-import org.springframework.security.crypto.password.PasswordEncoder;
+import org.springframework.security.authentication.BadCredentialsException;
+import org.springframework.security.authentication.ReactiveAuthenticationManager;
+import org.springframework.security.authentication.UsernamePasswordAuthenticationToken;
+import org.springframework.security.config.web.server.SecurityWebFiltersOrder;
+import org.springframework.security.core.authority.AuthorityUtils;
+import org.springframework.security.web.server.authentication.ServerAuthenticationFailureHandler;
+import org.springframework.security.web.server.authentication.ServerAuthenticationSuccessHandler;
+import org.springframework.security.web.server.authentication.WebFilterChainServerAuthenticationSuccessHandler;
+import org.springframework.web.server.ServerWebExchange;
+import org.springframework.web.server.WebFilter;
+import reactor.core.publisher.Mono;
 import org.springframework.security.web.server.DelegatingServerAuthenticationEntryPoint;
 import org.springframework.security.web.server.SecurityWebFilterChain;
 import org.springframework.security.web.server.ServerAuthenticationEntryPoint;
@@ -28,6 +36,7 @@ import org.springframework.security.web.server.authentication.HttpBasicServerAut
 import org.springframework.security.web.server.authentication.HttpStatusServerEntryPoint;
 import org.springframework.security.web.server.context.NoOpServerSecurityContextRepository;
 import org.springframework.security.web.server.util.matcher.AndServerWebExchangeMatcher;
+import org.springframework.security.web.server.util.matcher.OrServerWebExchangeMatcher;
 import org.springframework.security.web.server.util.matcher.PathPatternParserServerWebExchangeMatcher;
 import org.springframework.security.web.server.util.matcher.ServerWebExchangeMatcher;
 
@@ -36,17 +45,23 @@ import org.springframework.security.web.server.util.matcher.ServerWebExchangeMat
  *
  * <pre>
  *  request                                              rule
- *  GET  health, metrics, prometheus, gpupool (actuator) anyone (monitoring, probes, the dashboard's polling)
- *  GET  dashboard (actuator)                            anyone (the page; its controls need the credential)
+ *  GET/HEAD health, metrics, prometheus, gpupool        anyone (monitoring, probes, the dashboard's polling)
+ *  GET/HEAD dashboard (actuator)                        anyone (the page; its controls need the credential)
+ *  GET gpupool/{device}/trace (the CSV)                 ROLE_OPERATOR via HTTP Basic, else 401
  *  POST/DELETE gpupool                                  ROLE_OPERATOR via HTTP Basic, else 401
  *  any other actuator endpoint, any method              denied (401 anonymous, 403 operator)
- *  anything else on the management port                 denied
+ *  anything else on the management port                 denied (the inference API included)
  *  everything else (the inference API on the app port)  open: put it behind your gateway if needed
  * </pre>
  *
+ * The credential is checked in constant time ({@link OperatorCredential}); each failure is logged with
+ * the client's address, and a client failing repeatedly must wait before its next try
+ * ({@link LoginThrottle}, 429 with Retry-After meanwhile).
+ *
  * Stateless: no session, no CSRF token (no cookie is ever issued, so there is nothing to forge).
  * The single operator user comes from {@link OperatorSecurityProperties}; in the {@code production}
- * profile its password must be configured, elsewhere a random one is generated and logged once.
+ * profile its password must be configured and at least {@value #MIN_PRODUCTION_PASSWORD_LENGTH}
+ * characters long, elsewhere a random one is generated and logged once when none is set.
  */
 @Configuration(proxyBeanMethods = false)
 @EnableWebFluxSecurity
@@ -58,31 +73,43 @@ public class OperatorSecurityConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(OperatorSecurityConfiguration.class);
 
+    /** Shortest operator password the production profile accepts (18 random bytes in Base64 are 24). */
+    public static final int MIN_PRODUCTION_PASSWORD_LENGTH = 12;
+
     @Bean
-    public SecurityWebFilterChain operationsSecurityFilterChain(ServerHttpSecurity http, Environment environment) {
+    public SecurityWebFilterChain operationsSecurityFilterChain(ServerHttpSecurity http, Environment environment,
+                                                                OperatorCredential credential, LoginThrottle throttle) {
+        ServerAuthenticationEntryPoint entryPoint = entryPoint();
         return http
                 .csrf(ServerHttpSecurity.CsrfSpec::disable)
                 .formLogin(ServerHttpSecurity.FormLoginSpec::disable)
                 .logout(ServerHttpSecurity.LogoutSpec::disable)
                 .securityContextRepository(NoOpServerSecurityContextRepository.getInstance())
-                .httpBasic(basic -> basic.authenticationEntryPoint(entryPoint()))
-                .exceptionHandling(handling -> handling.authenticationEntryPoint(entryPoint()))
+                .addFilterBefore(refuseBlockedClients(throttle), SecurityWebFiltersOrder.HTTP_BASIC)
+                .httpBasic(basic -> basic.authenticationEntryPoint(entryPoint)
+                        .authenticationManager(authenticationManager(credential))
+                        .authenticationFailureHandler(countFailure(throttle, entryPoint))
+                        .authenticationSuccessHandler(clearFailures(throttle)))
+                .exceptionHandling(handling -> handling.authenticationEntryPoint(entryPoint))
                 .authorizeExchange(exchanges -> exchanges
-                        .matchers(get(EndpointRequest.to("health", "metrics", "prometheus", "dashboard"))).permitAll()
-                        .matchers(get(EndpointRequest.to(GpuPoolEndpoint.class))).permitAll()
+                        // the recording can be large and shows the allocation pattern: the operator's
+                        .matchers(new AndServerWebExchangeMatcher(EndpointRequest.to(GpuPoolEndpoint.class),
+                                OperatorSecurityConfiguration::isTraceDownload)).hasRole(OPERATOR)
+                        .matchers(read(EndpointRequest.to("health", "metrics", "prometheus", "dashboard"))).permitAll()
+                        .matchers(read(EndpointRequest.to(GpuPoolEndpoint.class))).permitAll()
                         .matchers(EndpointRequest.to(GpuPoolEndpoint.class)).hasRole(OPERATOR)
                         .matchers(EndpointRequest.toAnyEndpoint()).denyAll()
-                        .matchers(onManagementPort(environment)).denyAll()
+                        .matchers(new ManagementPortMatcher(environment)).denyAll()
                         .anyExchange().permitAll())
                 .build();
     }
 
     @Bean
-    public MapReactiveUserDetailsService operatorUserDetailsService(OperatorSecurityProperties properties,
-                                                                    Environment environment) {
+    public OperatorCredential operatorCredential(OperatorSecurityProperties properties, Environment environment) {
         String password = properties.operatorPassword();
+        boolean production = environment.acceptsProfiles(Profiles.of("production | prod"));
         if (password == null || password.isBlank()) {
-            if (environment.acceptsProfiles(Profiles.of("production | prod"))) {
+            if (production) {
                 throw new IllegalStateException("gpupool.security.operator-password is not set; the production "
                         + "profile has no default operator password. Set it (e.g. environment variable "
                         + "GPUPOOL_SECURITY_OPERATOR_PASSWORD from a Secret).");
@@ -91,12 +118,95 @@ public class OperatorSecurityConfiguration {
             log.warn("No gpupool.security.operator-password configured: generated operator password for user '{}': {}"
                     + " (set gpupool.security.operator-password to choose one; required in the production profile)",
                     properties.operatorUsername(), password);
+        } else if (production && (password.length() < MIN_PRODUCTION_PASSWORD_LENGTH
+                || password.equals(properties.operatorUsername()))) {
+            throw new IllegalStateException("gpupool.security.operator-password is too weak for the production profile: "
+                    + password.length() + " characters" + (password.equals(properties.operatorUsername())
+                    ? ", equal to the user name" : "") + "; use at least " + MIN_PRODUCTION_PASSWORD_LENGTH
+                    + " characters other than the user name (e.g. the output of `openssl rand -base64 18`)");
         }
-        PasswordEncoder encoder = PasswordEncoderFactories.createDelegatingPasswordEncoder();
-        return new MapReactiveUserDetailsService(User.withUsername(properties.operatorUsername())
-                .password(encoder.encode(password))
-                .roles(OPERATOR)
-                .build());
+        return new OperatorCredential(properties.operatorUsername(), password);
+    }
+
+    @Bean
+    public LoginThrottle operatorLoginThrottle() {
+        return LoginThrottle.standard();
+    }
+
+    /** Checks HTTP Basic credentials against the one operator, in constant time. */
+    private static ReactiveAuthenticationManager authenticationManager(OperatorCredential credential) {
+        return authentication -> Mono.fromCallable(() -> {
+            String user = authentication.getName();
+            Object password = authentication.getCredentials();
+            if (!credential.matches(user, password == null ? null : password.toString())) {
+                throw new BadCredentialsException("wrong user name or password for user '" + clip(user) + "'");
+            }
+            return new UsernamePasswordAuthenticationToken(credential.username(), null,
+                    AuthorityUtils.createAuthorityList("ROLE_" + OPERATOR));
+        });
+    }
+
+    /** A client blocked for earlier failures gets 429 with Retry-After, and its password is not checked. */
+    private static WebFilter refuseBlockedClients(LoginThrottle throttle) {
+        return (exchange, chain) -> {
+            String authorization = exchange.getRequest().getHeaders().getFirst("Authorization");
+            if (authorization == null) {
+                return chain.filter(exchange);
+            }
+            Duration wait = throttle.remainingBlock(client(exchange));
+            if (wait.isZero()) {
+                return chain.filter(exchange);
+            }
+            exchange.getResponse().setStatusCode(HttpStatus.TOO_MANY_REQUESTS);
+            exchange.getResponse().getHeaders().set("Retry-After", Long.toString(Math.max(1, (wait.toMillis() + 999) / 1000)));
+            return exchange.getResponse().setComplete();
+        };
+    }
+
+    private static ServerAuthenticationFailureHandler countFailure(LoginThrottle throttle,
+                                                                   ServerAuthenticationEntryPoint entryPoint) {
+        return (filterExchange, exception) -> {
+            ServerWebExchange exchange = filterExchange.getExchange();
+            String client = client(exchange);
+            LoginThrottle.Failure failure = throttle.failed(client);
+            if (failure.blocked().isZero()) {
+                log.warn("Operator login failed from {}: {} ({} in a row)", client, exception.getMessage(),
+                        failure.inARow());
+            } else {
+                log.warn("Operator login failed from {}: {} ({} in a row); further attempts from it are refused "
+                        + "for {} s", client, exception.getMessage(), failure.inARow(), failure.blocked().toSeconds());
+            }
+            return entryPoint.commence(exchange, exception);
+        };
+    }
+
+    private static ServerAuthenticationSuccessHandler clearFailures(LoginThrottle throttle) {
+        ServerAuthenticationSuccessHandler proceed = new WebFilterChainServerAuthenticationSuccessHandler();
+        return (filterExchange, authentication) -> {
+            throttle.succeeded(client(filterExchange.getExchange()));
+            return proceed.onAuthenticationSuccess(filterExchange, authentication);
+        };
+    }
+
+    /** The address the connection came from (a proxy's own address when one is in front). */
+    private static String client(ServerWebExchange exchange) {
+        InetSocketAddress remote = exchange.getRequest().getRemoteAddress();
+        return remote == null || remote.getAddress() == null ? "unknown" : remote.getAddress().getHostAddress();
+    }
+
+    private static String clip(String value) {
+        if (value == null) {
+            return "";
+        }
+        String printable = value.replaceAll("[^\\x20-\\x7E]", "?");
+        return printable.length() <= 64 ? printable : printable.substring(0, 64) + "...";
+    }
+
+    private static Mono<ServerWebExchangeMatcher.MatchResult> isTraceDownload(ServerWebExchange exchange) {
+        HttpMethod method = exchange.getRequest().getMethod();
+        boolean read = HttpMethod.GET.equals(method) || HttpMethod.HEAD.equals(method);
+        return read && exchange.getRequest().getPath().value().endsWith("/trace")
+                ? ServerWebExchangeMatcher.MatchResult.match() : ServerWebExchangeMatcher.MatchResult.notMatch();
     }
 
     /**
@@ -114,24 +224,11 @@ public class OperatorSecurityConfiguration {
         return entryPoint;
     }
 
-    private static ServerWebExchangeMatcher get(ServerWebExchangeMatcher matcher) {
-        return new AndServerWebExchangeMatcher(matcher, new PathPatternParserServerWebExchangeMatcher("/**",
-                HttpMethod.GET));
-    }
-
-    /**
-     * Requests that arrived on a separate management port ({@code local.management.port}, set once that
-     * server started). False when the actuator shares the application port.
-     */
-    private static ServerWebExchangeMatcher onManagementPort(Environment environment) {
-        return exchange -> {
-            Integer port = environment.getProperty("local.management.port", Integer.class);
-            InetSocketAddress local = exchange.getRequest().getLocalAddress();
-            boolean management = port != null && port > 0 && local != null && local.getPort() == port
-                    && !port.equals(environment.getProperty("local.server.port", Integer.class));
-            return management ? ServerWebExchangeMatcher.MatchResult.match()
-                    : ServerWebExchangeMatcher.MatchResult.notMatch();
-        };
+    /** GET, and HEAD like it (a HEAD answers what GET would, without the body). */
+    private static ServerWebExchangeMatcher read(ServerWebExchangeMatcher matcher) {
+        return new AndServerWebExchangeMatcher(matcher, new OrServerWebExchangeMatcher(
+                new PathPatternParserServerWebExchangeMatcher("/**", HttpMethod.GET),
+                new PathPatternParserServerWebExchangeMatcher("/**", HttpMethod.HEAD)));
     }
 
     private static String randomPassword() {

@@ -144,19 +144,25 @@ public final class Trace {
         out.write('\n');
         for (int i = 0; i < count; i++) {
             line.setLength(0);
-            line.append(thread[i]).append(',');
-            appendTime(line, time[i]);
-            line.append(',').append(actionName(action[i]))
-                    .append(",0x").append(Long.toHexString(pointer[i]))
-                    .append(',').append(size[i]).append(',');
-            if (stream[i] == NO_STREAM) {
-                line.append("none");
-            } else {
-                line.append(stream[i]);
-            }
-            line.append('\n');
+            appendRow(line, thread[i], time[i], action[i], pointer[i], size[i], stream[i]);
             out.append(line);
         }
+    }
+
+    /** Appends one CSV row, newline included. */
+    static void appendRow(StringBuilder line, long threadId, long timeNanos, byte act, long ptr, long bytes,
+                          int streamOrdinal) {
+        line.append(threadId).append(',');
+        appendTime(line, timeNanos);
+        line.append(',').append(actionName(act))
+                .append(",0x").append(Long.toHexString(ptr))
+                .append(',').append(bytes).append(',');
+        if (streamOrdinal == NO_STREAM) {
+            line.append("none");
+        } else {
+            line.append(streamOrdinal);
+        }
+        line.append('\n');
     }
 
     private static void appendTime(StringBuilder line, long nanosOfDay) {

@@ -461,13 +461,21 @@ public final class BertModel implements InferenceModel, PlannedMemory {
         return out;
     }
 
-    /** Attention mask to INT32 0/1 (any non-zero counts as a real token). */
+    /**
+     * Attention mask to INT32, each value 0 or 1 as transformers defines it; any other value is refused
+     * rather than read as "non-zero", since a client sending one meant something the model does not do.
+     */
     private MemorySegment toMask(Arena arena, HostTensor tensor, long[] shape) {
         checkShape(tensor, shape);
         int n = (int) tensor.elementCount();
         MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
         for (int i = 0; i < n; i++) {
-            out.setAtIndex(ValueLayout.JAVA_INT, i, readInteger(tensor, i) != 0 ? 1 : 0);
+            long value = readInteger(tensor, i);
+            if (value != 0 && value != 1) {
+                throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + "[" + (i / shape[1])
+                        + ", " + (i % shape[1]) + "] = " + value + ", expected 0 (padding) or 1 (token)");
+            }
+            out.setAtIndex(ValueLayout.JAVA_INT, i, (int) value);
         }
         return out;
     }

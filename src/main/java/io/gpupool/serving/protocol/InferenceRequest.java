@@ -1,6 +1,7 @@
 package io.gpupool.serving.protocol;
 
 import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.annotation.JsonDeserialize;
 
 import java.util.List;
 import java.util.Map;
@@ -17,9 +18,12 @@ import java.util.Map;
 public record InferenceRequest(String id, Map<String, JsonNode> parameters, List<RequestInput> inputs,
                                List<RequestOutput> outputs) {
 
-    /** One input tensor. {@code data} is absent when {@code parameters.binary_data_size} is given. */
+    /**
+     * One input tensor. {@code data} is absent when {@code parameters.binary_data_size} is given; its
+     * element count is bounded while it is parsed ({@link BoundedDataDeserializer}).
+     */
     public record RequestInput(String name, List<Long> shape, String datatype, Map<String, JsonNode> parameters,
-                               JsonNode data) {
+                               @JsonDeserialize(using = BoundedDataDeserializer.class) JsonNode data) {
     }
 
     /** One requested output; {@code parameters.binary_data} asks for it as binary data. */

@@ -130,6 +130,16 @@ class BertModelTest {
         assertThat(requests.peakBytes()).isZero();
     }
 
+    @Test
+    void anAttentionMaskValueOtherThanZeroOrOneIsRejected() {
+        HostTensor mask = new HostTensor("attention_mask", DataType.INT64, new long[]{1, 3},
+                ids(new long[]{1, 2, 0}, 1, 3).data());
+        assertThatThrownBy(() -> model.infer(List.of(ids(new long[]{1, 2, 3}, 1, 3), mask), Set.of(), context()))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("attention_mask[0, 1] = 2, expected 0 (padding) or 1 (token)");
+        assertThat(requests.peakBytes()).isZero();
+    }
+
     private static HostTensor ids(long[] values, int batch, int seq) {
         MemorySegment data = Arena.ofAuto().allocate((long) values.length * 8, 8);
         MemorySegment.copy(values, 0, data, ValueLayout.JAVA_LONG, 0, values.length);

@@ -1,0 +1,84 @@
+package io.gpupool.config;
+
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+
+import io.gpupool.serving.DecodingBudget;
+import io.netty.channel.ChannelPipeline;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.reactor.netty.NettyServerCustomizer;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
+import reactor.netty.NettyPipeline;
+import reactor.netty.http.server.HttpServer;
+
+/**
+ * Applies {@link ServerLimitsProperties} and the request-framing rules to every Netty server the
+ * application starts (the API's and the management port's; each server is customised once and gets
+ * its own connection count).
+ *
+ * <pre>
+ *   socket -&gt; ConnectionLimit -&gt; RequestHeaderDeadline.bytes -&gt; HTTP codec
+ *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; reactor-netty, WebFlux
+ * </pre>
+ * Idle, body-read and whole-body timeouts are reactor-netty's own ({@code idleTimeout},
+ * {@code readTimeout}, {@code requestTimeout}).
+ */
+@Configuration(proxyBeanMethods = false)
+@EnableConfigurationProperties(ServerLimitsProperties.class)
+public class HttpServerLimits {
+
+    private static final Logger log = LoggerFactory.getLogger(HttpServerLimits.class);
+
+    @Bean
+    NettyServerCustomizer gpupoolServerLimits(ServerLimitsProperties limits, Environment environment) {
+        return server -> customize(server, limits, isManagementServer(server, environment));
+    }
+
+    static HttpServer customize(HttpServer server, ServerLimitsProperties limits, boolean management) {
+        int maxConnections = management ? limits.managementMaxConnections() : limits.maxConnections();
+        ConnectionLimit connections = new ConnectionLimit(maxConnections);
+        log.debug("HTTP server limits: {} connections, idle {}, headers {}, body reads {}, body {}", maxConnections,
+                limits.idleTimeout(), limits.requestHeaderTimeout(), limits.bodyReadTimeout(), limits.requestTimeout());
+        return server
+                .idleTimeout(limits.idleTimeout())
+                .readTimeout(limits.bodyReadTimeout())
+                .requestTimeout(limits.requestTimeout())
+                .doOnChannelInit((observer, channel, remote) -> {
+                    ChannelPipeline pipeline = channel.pipeline();
+                    if (pipeline.get(NettyPipeline.HttpCodec) == null) {
+                        return; // not an HTTP/1.1 connection this server decodes itself
+                    }
+                    pipeline.addFirst("gpupool.connectionLimit", connections);
+                    RequestHeaderDeadline deadline = new RequestHeaderDeadline(limits.requestHeaderTimeout());
+                    pipeline.addBefore(NettyPipeline.HttpCodec, "gpupool.headerDeadline.bytes", deadline.bytes());
+                    pipeline.addAfter(NettyPipeline.HttpCodec, "gpupool.headerDeadline.requests", deadline.requests());
+                    pipeline.addAfter("gpupool.headerDeadline.requests", "gpupool.requestFraming", new RequestFraming());
+                });
+    }
+
+    /** The inference API's decoding budget; it must hold at least one body of the largest size allowed. */
+    static DecodingBudget decodingBudget(ServerLimitsProperties limits, long maxBodyBytes) {
+        long budget = limits.maxDecodingBytes().toBytes();
+        if (budget < maxBodyBytes) {
+            throw new IllegalArgumentException("gpupool.server.max-decoding-bytes = " + limits.maxDecodingBytes()
+                    + " is invalid; allowed: at least gpupool.serving.max-body-size (" + maxBodyBytes + "B)");
+        }
+        return new DecodingBudget(budget);
+    }
+
+    /** The server bound to {@code management.server.port}, when that is a fixed port of its own. */
+    private static boolean isManagementServer(HttpServer server, Environment environment) {
+        Integer management = environment.getProperty("management.server.port", Integer.class);
+        Integer application = environment.getProperty("server.port", Integer.class, 8080);
+        if (management == null || management <= 0 || management.equals(application)) {
+            return false;
+        }
+        SocketAddress bound = server.configuration().bindAddress() == null ? null
+                : server.configuration().bindAddress().get();
+        return bound instanceof InetSocketAddress address && address.getPort() == management;
+    }
+}

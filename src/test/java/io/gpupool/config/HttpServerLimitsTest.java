@@ -1,0 +1,228 @@
+package io.gpupool.config;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+import io.gpupool.GpuPoolApplication;
+import io.gpupool.serving.ModelRegistry;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.context.TypeExcludeFilter;
+import org.springframework.boot.context.properties.ConfigurationPropertiesScan;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
+import org.springframework.boot.test.web.server.LocalManagementPort;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.annotation.ComponentScan;
+import org.springframework.context.annotation.FilterType;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The whole server on the host backend, probed over raw sockets as a hostile client would: idle,
+ * slow-header and slow-body connections are closed in time, connections beyond the limit are refused
+ * at once, ambiguous framing is a 400, the management port serves no inference, and a client aborting
+ * its upload is a cancellation, not a server error.
+ */
+@SpringBootTest(classes = HttpServerLimitsTest.Application.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+        properties = {"gpupool.backend=host", "management.server.port=0", "gpupool.security.operator-password=s3cret",
+                "gpupool.server.idle-timeout=3s", "gpupool.server.request-header-timeout=1s",
+                "gpupool.server.body-read-timeout=1s", "gpupool.server.max-connections=4",
+                "gpupool.server.management-max-connections=4"})
+@ExtendWith(OutputCaptureExtension.class)
+class HttpServerLimitsTest {
+
+    /** The application as it ships, without other test suites' own configurations. */
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    @ConfigurationPropertiesScan(basePackageClasses = GpuPoolApplication.class)
+    @ComponentScan(basePackageClasses = GpuPoolApplication.class, excludeFilters = {
+            @ComponentScan.Filter(type = FilterType.CUSTOM, classes = TypeExcludeFilter.class),
+            @ComponentScan.Filter(type = FilterType.ANNOTATION, classes = SpringBootConfiguration.class)})
+    static class Application {
+    }
+
+    static final String IRIS = """
+            {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}""";
+
+    @LocalServerPort
+    int port;
+
+    @LocalManagementPort
+    int managementPort;
+
+    @Autowired
+    ModelRegistry registry;
+
+    @BeforeEach
+    void waitForWarmUp() throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (!registry.isWarmedUp()) {
+            assertThat(System.nanoTime()).as("warm-up finished within 60 s").isLessThan(deadline);
+            Thread.sleep(20);
+        }
+    }
+
+    private Socket connect(int to) throws IOException {
+        Socket socket = new Socket("127.0.0.1", to);
+        socket.setSoTimeout(5000);
+        return socket;
+    }
+
+    /** Everything the server sends until it closes the connection (or 5 s pass: then the test fails). */
+    private static String readUntilClosed(Socket socket) throws IOException {
+        ByteArrayOutputStream got = new ByteArrayOutputStream();
+        InputStream in = socket.getInputStream();
+        byte[] buffer = new byte[8192];
+        try {
+            for (int n; (n = in.read(buffer)) >= 0; ) {
+                got.write(buffer, 0, n);
+            }
+        } catch (SocketTimeoutException e) {
+            throw new AssertionError("the server kept the connection open; it sent: " + got, e);
+        } catch (IOException reset) {
+            // a reset after the answer counts as closed
+        }
+        return got.toString(StandardCharsets.ISO_8859_1);
+    }
+
+    private static void send(Socket socket, String text) throws IOException {
+        OutputStream out = socket.getOutputStream();
+        out.write(text.getBytes(StandardCharsets.ISO_8859_1));
+        out.flush();
+    }
+
+    private static String infer(String headers, String body) {
+        return "POST /v2/models/iris-mlp/infer HTTP/1.1\r\n" + headers + "Content-Type: application/json\r\n"
+                + "Content-Length: " + body.length() + "\r\n\r\n" + body;
+    }
+
+    @Test
+    void anIdleConnectionIsClosedAfterTheIdleTimeout() throws IOException {
+        try (Socket socket = connect(port)) {
+            long start = System.nanoTime();
+            assertThat(readUntilClosed(socket)).isEmpty();
+            assertThat(Duration.ofNanos(System.nanoTime() - start)).isGreaterThan(Duration.ofMillis(800));
+        }
+    }
+
+    @Test
+    void headersTrickledByteByByteGet408() throws Exception {
+        try (Socket socket = connect(port)) {
+            send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\n");
+            Thread thread = Thread.ofVirtual().start(() -> {
+                try {
+                    for (int i = 0; i < 40; i++) {
+                        send(socket, "X");
+                        Thread.sleep(100);
+                    }
+                } catch (IOException | InterruptedException closed) {
+                    // the server closed the connection: what the test waits for
+                }
+            });
+            long start = System.nanoTime();
+            String answer = readUntilClosed(socket);
+            // closed by the header deadline (1 s), not the idle timeout (3 s, and the trickle keeps it busy);
+            // the 408 itself can be lost to the reset the trickle's next write causes
+            assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofMillis(2500));
+            assertThat(answer).satisfiesAnyOf(a -> assertThat(a).isEmpty(), a -> assertThat(a).startsWith("HTTP/1.1 408"));
+            thread.join();
+        }
+    }
+
+    @Test
+    void aBodyThatStopsArrivingIsClosed() throws IOException {
+        try (Socket socket = connect(port)) {
+            send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 200\r\n\r\n{\"inputs\": [");
+            long start = System.nanoTime();
+            readUntilClosed(socket);
+            assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(4));
+        }
+    }
+
+    @Test
+    void connectionsBeyondTheLimitAreRefusedAtOnceAndTheManagementPortStaysReachable() throws IOException {
+        List<Socket> held = new ArrayList<>();
+        try {
+            for (int i = 0; i < 4; i++) {
+                Socket socket = connect(port);
+                send(socket, "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"); // kept alive afterwards
+                held.add(socket);
+            }
+            Thread.sleep(200);
+            try (Socket extra = connect(port)) {
+                assertThat(readUntilClosed(extra)).startsWith("HTTP/1.1 503").contains("too many connections");
+            }
+            try (Socket probe = connect(managementPort)) {
+                send(probe, "GET /actuator/health/liveness HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                assertThat(readUntilClosed(probe)).startsWith("HTTP/1.1 200");
+            }
+        } catch (InterruptedException e) {
+            throw new AssertionError(e);
+        } finally {
+            for (Socket socket : held) {
+                socket.close();
+            }
+        }
+    }
+
+    @Test
+    void aTransferCodingOtherThanChunkedIs400AndCloses() throws IOException {
+        try (Socket socket = connect(port)) {
+            send(socket, infer("Host: x\r\nTransfer-Encoding: gzip\r\n", IRIS));
+            assertThat(readUntilClosed(socket)).startsWith("HTTP/1.1 400").contains("Transfer-Encoding must end in chunked");
+        }
+    }
+
+    @Test
+    void http11WithoutHostIs400AndHttp10WithoutHostIsServed() throws IOException {
+        try (Socket socket = connect(port)) {
+            send(socket, infer("", IRIS));
+            assertThat(readUntilClosed(socket)).startsWith("HTTP/1.1 400").contains("exactly one Host header");
+        }
+        try (Socket socket = connect(port)) {
+            send(socket, infer("", IRIS).replace("HTTP/1.1", "HTTP/1.0"));
+            assertThat(readUntilClosed(socket)).contains(" 200 ");
+        }
+    }
+
+    @Test
+    void theManagementPortDoesNotServeTheInferenceApi() throws IOException {
+        try (Socket socket = connect(managementPort)) {
+            send(socket, infer("Host: x\r\nConnection: close\r\n", IRIS));
+            String answer = readUntilClosed(socket);
+            assertThat(answer).startsWith("HTTP/1.1 401").doesNotContain("outputs");
+        }
+    }
+
+    @Test
+    void aClientAbortingItsUploadIsACancellationNotAnError(CapturedOutput output) throws Exception {
+        try (Socket socket = connect(port)) {
+            send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 5000\r\n\r\n{\"inputs\": [");
+            Thread.sleep(200);
+        }
+        Thread.sleep(500);
+        assertThat(output).doesNotContain("Inference request failed with an unexpected error");
+        try (Socket socket = connect(managementPort)) {
+            send(socket, "GET /actuator/prometheus HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            String metrics = readUntilClosed(socket);
+            assertThat(metrics).containsPattern("gpupool_inference_requests_total\\{[^}]*outcome=\"cancelled\"[^}]*} [1-9]");
+            assertThat(metrics).doesNotContainPattern("gpupool_inference_requests_total\\{[^}]*outcome=\"error\"[^}]*} [1-9]");
+        }
+    }
+}
