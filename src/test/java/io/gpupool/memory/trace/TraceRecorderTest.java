@@ -1,5 +1,7 @@
 package io.gpupool.memory.trace;
 
+import io.gpupool.replay.ReplayStrategies;
+import io.gpupool.replay.TraceReplayer;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
