@@ -21,10 +21,14 @@ import io.gpupool.serving.InferenceHandler;
 import io.gpupool.serving.InferenceObserver;
 import io.gpupool.serving.InferenceService;
 import io.gpupool.serving.ModelRegistry;
+import io.gpupool.serving.ModelConfigHandler;
 import io.gpupool.serving.ModelSource;
+import io.gpupool.serving.ProtocolExtensions;
 import io.gpupool.serving.RequestDecoder;
 import io.gpupool.serving.ServingDevices;
 import io.gpupool.serving.ServingRoutes;
+import io.gpupool.serving.SharedMemoryHandler;
+import io.gpupool.serving.StatisticsHandler;
 import io.gpupool.serving.WarmUp;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -182,9 +186,19 @@ public class GpuPoolConfiguration {
                 settings.serving().maxBodyBytes(), observer.getIfAvailable(() -> InferenceObserver.NONE));
     }
 
+    /** Triton's extensions: statistics, model configuration, shared memory (answered as unsupported). */
     @Bean
-    RouterFunction<ServerResponse> inferenceRoutes(InferenceHandler handler) {
-        return ServingRoutes.routes(handler);
+    ProtocolExtensions protocolExtensions(ModelRegistry registry, GpuPoolSettings settings, ComputeBackend backend) {
+        boolean gpu = backend instanceof CudaBackend;
+        return new ProtocolExtensions(new StatisticsHandler(registry, gpu ? "GPU" : "CPU"),
+                new ModelConfigHandler(registry, settings.serving().maxBatchSize(),
+                        settings.serving().streamsPerDevice(), gpu ? "KIND_GPU" : "KIND_CPU", model -> null),
+                new SharedMemoryHandler());
+    }
+
+    @Bean
+    RouterFunction<ServerResponse> inferenceRoutes(InferenceHandler handler, ProtocolExtensions extensions) {
+        return ServingRoutes.routes(handler, extensions);
     }
 
     @Bean

@@ -21,6 +21,7 @@ public final class ServedModel {
     private final int maxBatchSize;
     private final int maxSequenceLength;
     private final Map<Integer, InferenceModel> replicas;
+    private final ModelStatistics statistics = new ModelStatistics();
     private volatile boolean ready;
     private volatile String failureReason;
 
@@ -47,6 +48,7 @@ public final class ServedModel {
                 throw new IllegalArgumentException("replicas of model '" + name + "' differ in name, version or signature");
             }
         }
+        statistics.weightsLoaded(replicas.values().stream().mapToLong(InferenceModel::weightBytes).sum());
     }
 
     public String name() {
@@ -90,6 +92,11 @@ public final class ServedModel {
     /** Device index to replica. */
     public Map<Integer, InferenceModel> replicas() {
         return replicas;
+    }
+
+    /** What this model did since it was loaded (the statistics extension and its meters). */
+    public ModelStatistics statistics() {
+        return statistics;
     }
 
     public boolean isReady() {

@@ -53,9 +53,14 @@ class InferenceEndpointsTest {
     // ---- health and metadata ----
 
     @Test
-    void liveAndReadyAnswer200AfterWarmUp() {
-        client().get().uri("/v2/health/live").exchange().expectStatus().isOk();
-        client().get().uri("/v2/health/ready").exchange().expectStatus().isOk();
+    void liveAndReadyAnswer200WithTheFlagsKServesClientReads() {
+        client().get().uri("/v2/health/live").exchange().expectStatus().isOk()
+                .expectHeader().contentType(MediaType.APPLICATION_JSON)
+                .expectBody().json("{\"live\": true}", true);
+        client().get().uri("/v2/health/ready").exchange().expectStatus().isOk()
+                .expectBody().json("{\"ready\": true}", true);
+        client().get().uri("/v2/models/doubler/ready").exchange().expectStatus().isOk()
+                .expectBody().json("{\"name\": \"doubler\", \"ready\": true}", true);
         assertThat(fixture.registry.models()).allMatch(ServedModel::isReady);
     }
 
@@ -63,7 +68,10 @@ class InferenceEndpointsTest {
     void readinessIs503UntilWarmUpHasRun() {
         fixture = ServingFixture.builder().noWarmUp().build();
         expectError(fixture.client.get().uri("/v2/health/ready").exchange(), 503, "warm-up");
+        fixture.client.get().uri("/v2/health/ready").exchange().expectBody().jsonPath("$.ready").isEqualTo(false);
         expectError(fixture.client.get().uri("/v2/models/doubler/ready").exchange(), 503, "not ready");
+        fixture.client.get().uri("/v2/models/doubler/ready").exchange().expectBody()
+                .jsonPath("$.ready").isEqualTo(false).jsonPath("$.name").isEqualTo("doubler");
         expectError(infer("doubler", "{\"inputs\":[]}"), 503, "not ready");
         new WarmUp(fixture.registry, fixture.runtimes, 64, 512).run();
         fixture.client.get().uri("/v2/health/ready").exchange().expectStatus().isOk();

@@ -128,7 +128,9 @@ final class ServingFixture implements AutoCloseable {
         service = new InferenceService(runtimes, JSON, b.observer);
         RequestDecoder decoder = new RequestDecoder(JSON, 64, 512, b.timeout);
         InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody, b.observer);
-        client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler)).build();
+        ProtocolExtensions extensions = new ProtocolExtensions(new StatisticsHandler(registry, "CPU"),
+                new ModelConfigHandler(registry, 64, b.streams, "KIND_CPU", model -> null), new SharedMemoryHandler());
+        client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler, extensions)).build();
     }
 
     private ServedModel serve(String name, java.util.function.Supplier<TestModel> factory) {
