@@ -81,6 +81,6 @@ public final class ModelConfigHandler {
 
     /** Triton's {@code TYPE_*} name of a protocol datatype. */
     static String tritonType(DataType type) {
-        return "TYPE_" + type.protocolName();
+        return type == DataType.BYTES ? "TYPE_STRING" : "TYPE_" + type.protocolName();
     }
 }

@@ -151,6 +151,9 @@ public final class WarmUp {
     private List<HostTensor> maxInputs(ServedModel model, Arena arena) {
         List<HostTensor> inputs = new ArrayList<>();
         for (TensorSpec spec : model.inputs()) {
+            if (!spec.dataType().isFixedSize()) {
+                continue;   // an optional BYTES input (text): the numeric inputs it stands for run at full size
+            }
             long[] shape = spec.shape();
             for (int i = 0; i < shape.length; i++) {
                 if (shape[i] == -1) {

@@ -206,7 +206,8 @@ class InferenceEndpointsTest {
                   {"name": "bf16", "shape": [2], "datatype": "BF16", "data": [1.00390625, 1.01171875]},
                   {"name": "int64", "shape": [2], "datatype": "INT64", "data": [9007199254740993, -1]},
                   {"name": "int32", "shape": [2], "datatype": "INT32", "data": [2147483647, -2147483648]},
-                  {"name": "bool", "shape": [2], "datatype": "BOOL", "data": [true, false]}]}""")
+                  {"name": "bool", "shape": [2], "datatype": "BOOL", "data": [true, false]},
+                  {"name": "bytes", "shape": [2], "datatype": "BYTES", "data": ["a", "ü"]}]}""")
                 .expectStatus().isOk().expectBody()
                 .jsonPath("$.outputs[0].data[1]").isEqualTo(-2.25)
                 .jsonPath("$.outputs[1].datatype").isEqualTo("FP16")
@@ -218,7 +219,8 @@ class InferenceEndpointsTest {
                 .jsonPath("$.outputs[3].data[0]").isEqualTo(9007199254740993L)
                 .jsonPath("$.outputs[4].data[1]").isEqualTo(Integer.MIN_VALUE)
                 .jsonPath("$.outputs[5].data[0]").isEqualTo(true)
-                .jsonPath("$.outputs[5].data[1]").isEqualTo(false);
+                .jsonPath("$.outputs[5].data[1]").isEqualTo(false)
+                .jsonPath("$.outputs[6].data[1]").isEqualTo("ü");
     }
 
     @Test

@@ -220,6 +220,88 @@ class ProtocolExtensionsTest {
                 "CUDA shared memory is not supported");
     }
 
+    @Test
+    void anInputNamingASharedMemoryRegionIsRefusedSayingSo() {
+        expectError(infer("""
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                  "parameters": {"shared_memory_region": "r0", "shared_memory_byte_size": 16}}]}"""), 400,
+                "shared memory is not supported");
+    }
+
+    // ---- BYTES ----
+
+    @Test
+    void bytesTravelAsJsonStrings() {
+        client().post().uri("/v2/models/echo/infer").contentType(MediaType.APPLICATION_JSON).bodyValue("""
+                {"inputs": [{"name": "bytes", "shape": [3], "datatype": "BYTES", "data": ["hello", "", "naïve ☃"]}],
+                 "outputs": [{"name": "bytes_out"}]}""")
+                .exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[?(@.name=='bytes_out')].datatype").isEqualTo("BYTES")
+                .jsonPath("$.outputs[0].data").isEqualTo(java.util.List.of("hello", "", "naïve ☃"));
+        expectError(client().post().uri("/v2/models/echo/infer").contentType(MediaType.APPLICATION_JSON).bodyValue("""
+                {"inputs": [{"name": "bytes", "shape": [2], "datatype": "BYTES", "data": ["one", 2]}],
+                 "outputs": [{"name": "bytes_out"}]}""").exchange(),
+                400, "element 1 (2) is not a valid BYTES value");
+        expectError(client().post().uri("/v2/models/echo/infer").contentType(MediaType.APPLICATION_JSON).bodyValue("""
+                {"inputs": [{"name": "bytes", "shape": [2], "datatype": "BYTES", "data": ["one"]}]}""").exchange(),
+                400, "shape needs 2 elements but 'data' holds 1");
+    }
+
+    @Test
+    void bytesTravelAsLengthPrefixedBinaryBothWays() {
+        byte[] elements = io.gpupool.model.BytesElements.encode(java.util.List.of(
+                "ab".getBytes(StandardCharsets.UTF_8), new byte[]{0, (byte) 0xFF, 7}));
+        String header = """
+                {"inputs": [{"name": "bytes", "shape": [2], "datatype": "BYTES",
+                  "parameters": {"binary_data_size": %d}}],
+                 "outputs": [{"name": "bytes_out", "parameters": {"binary_data": true}}]}""".formatted(elements.length);
+        byte[] json = header.getBytes(StandardCharsets.UTF_8);
+        byte[] body = java.util.Arrays.copyOf(json, json.length + elements.length);
+        System.arraycopy(elements, 0, body, json.length, elements.length);
+        byte[] answer = client().post().uri("/v2/models/echo/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, Integer.toString(json.length)).bodyValue(body).exchange()
+                .expectStatus().isOk().expectBody().returnResult().getResponseBody();
+        assertThat(answer).endsWith(elements);
+        // a length prefix that runs past the section
+        byte[] cut = java.util.Arrays.copyOf(body, body.length);
+        cut[json.length] = 50;
+        expectError(client().post().uri("/v2/models/echo/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, Integer.toString(json.length)).bodyValue(cut).exchange(), 400,
+                "needs 2 BYTES elements (each a 4-byte little-endian length, then its bytes), the binary section holds "
+                        + "a cut-short element");
+    }
+
+    @Test
+    void configurationNamesBytesAsTritonsTypeString() {
+        client().get().uri("/v2/models/echo/config").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.input[?(@.name=='bytes')].data_type").isEqualTo("TYPE_STRING");
+    }
+
+    // ---- raw binary request ----
+
+    @Test
+    void aRawBinaryBodyIsTheOnlyInputsData() {
+        java.nio.ByteBuffer rows = java.nio.ByteBuffer.allocate(32).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        for (float v : new float[]{1, 2, 3, 4, 9, 8, 7, 6}) {
+            rows.putFloat(v);
+        }
+        client().post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, "0").bodyValue(rows.array()).exchange()
+                .expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[0].shape[0]").isEqualTo(2)
+                .jsonPath("$.outputs[0].data[4]").isEqualTo(18.0)
+                .jsonPath("$.outputs[1].data[1]").isEqualTo(0);
+        expectError(client().post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, "0").bodyValue(new byte[20]).exchange(), 400,
+                "20 bytes are not a whole number of rows of input x:FP32[-1, 4] (16 bytes each)");
+        expectError(client().post().uri("/v2/models/echo/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, "0").bodyValue(new byte[8]).exchange(), 400,
+                "needs a model with exactly one input");
+        expectError(client().post().uri("/v2/models/tokens/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, "0").bodyValue(new byte[8]).exchange(), 400,
+                "needs every dimension of input 'ids' but the batch to be fixed");
+    }
+
     private WebTestClient.ResponseSpec infer(String json) {
         return client().post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue(json).exchange();

@@ -101,7 +101,7 @@ final class ServingFixture implements AutoCloseable {
         List<TensorSpec> echoInputs = new ArrayList<>();
         List<TensorSpec> echoOutputs = new ArrayList<>();
         for (DataType type : List.of(DataType.FP32, DataType.FP16, DataType.BF16, DataType.INT64, DataType.INT32,
-                DataType.BOOL)) {
+                DataType.BOOL, DataType.BYTES)) {
             echoInputs.add(new TensorSpec(type.name().toLowerCase(), type, new long[]{-1}));
             echoOutputs.add(new TensorSpec(type.name().toLowerCase() + "_out", type, new long[]{-1}));
         }
