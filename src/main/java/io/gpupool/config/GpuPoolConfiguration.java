@@ -24,6 +24,7 @@ import io.gpupool.serving.ModelRegistry;
 import io.gpupool.serving.ModelConfigHandler;
 import io.gpupool.serving.ModelSource;
 import io.gpupool.serving.ProtocolExtensions;
+import io.gpupool.serving.RepositoryHandler;
 import io.gpupool.serving.RequestDecoder;
 import io.gpupool.serving.ServingDevices;
 import io.gpupool.serving.ServingRoutes;
@@ -151,7 +152,7 @@ public class GpuPoolConfiguration {
     }
 
     @Bean
-    ModelSource repositoryModelSource(GpuPoolSettings settings) {
+    RepositoryModelSource repositoryModelSource(GpuPoolSettings settings) {
         return new RepositoryModelSource(settings.models().path(), settings.serving().streamsPerDevice());
     }
 
@@ -186,14 +187,29 @@ public class GpuPoolConfiguration {
                 settings.serving().maxBodyBytes(), observer.getIfAvailable(() -> InferenceObserver.NONE));
     }
 
-    /** Triton's extensions: statistics, model configuration, shared memory (answered as unsupported). */
+    /**
+     * Triton's extensions: statistics, model configuration, shared memory (answered as unsupported),
+     * and the model repository's load/unload (off unless gpupool.models.control=explicit).
+     */
     @Bean
-    ProtocolExtensions protocolExtensions(ModelRegistry registry, GpuPoolSettings settings, ComputeBackend backend) {
+    ProtocolExtensions protocolExtensions(ModelRegistry registry, GpuPoolSettings settings, ComputeBackend backend,
+                                          RepositoryModelSource repository, ServingDevices devices, WarmUp warmUp,
+                                          JsonMapper json, ObjectProvider<ModelLoadListener> listeners) {
         boolean gpu = backend instanceof CudaBackend;
+        RepositoryHandler control = new RepositoryHandler(registry, repository.loader(devices.devices()),
+                warmUp::dryRun, name -> listeners.orderedStream().forEach(listener -> listener.loaded(name)),
+                settings.models().control() == ModelsSettings.Control.EXPLICIT, json,
+                settings.serving().maxBodyBytes());
         return new ProtocolExtensions(new StatisticsHandler(registry, gpu ? "GPU" : "CPU"),
                 new ModelConfigHandler(registry, settings.serving().maxBatchSize(),
                         settings.serving().streamsPerDevice(), gpu ? "KIND_GPU" : "KIND_CPU", model -> null),
-                new SharedMemoryHandler());
+                new SharedMemoryHandler(), control);
+    }
+
+    /** Told the name of each model that starts serving after start-up (the meters add it). */
+    @FunctionalInterface
+    public interface ModelLoadListener {
+        void loaded(String model);
     }
 
     @Bean
@@ -202,12 +218,15 @@ public class GpuPoolConfiguration {
     }
 
     @Bean
-    WarmUpLifecycle warmUpLifecycle(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings,
-                                    FaultInjection faults) {
+    WarmUp warmUp(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings) {
         ServingSettings serving = settings.serving();
-        WarmUp warmUp = new WarmUp(registry, devices.devices(), serving.maxBatchSize(), serving.maxSequenceLength(),
+        return new WarmUp(registry, devices.devices(), serving.maxBatchSize(), serving.maxSequenceLength(),
                 new PlannedPoolSizing());
-        return new WarmUpLifecycle(warmUp, serving.warmUp(), faults::arm);
+    }
+
+    @Bean
+    WarmUpLifecycle warmUpLifecycle(WarmUp warmUp, GpuPoolSettings settings, FaultInjection faults) {
+        return new WarmUpLifecycle(warmUp, settings.serving().warmUp(), faults::arm);
     }
 
     /** Sizes from the models' liveness plans; reserves in a {@link DevicePool}, the only allocator with a reserve. */

@@ -128,9 +128,17 @@ public class OperationsWiring {
     /** The statistics extension's figures as meters (see {@link ModelStatisticsMeterBinder}). */
     @Bean
     ModelStatisticsMeterBinder modelStatisticsMeterBinder(ModelRegistry registry) {
-        return new ModelStatisticsMeterBinder(name -> registry.models().stream()
-                .filter(model -> model.name().equals(name)).findFirst().map(OperationsWiring::figures).orElse(null),
+        return new ModelStatisticsMeterBinder(name -> {
+                    ServedModel model = registry.served(name);
+                    return model == null ? null : figures(model);
+                },
                 () -> registry.models().stream().map(ServedModel::name).toList());
+    }
+
+    /** Models loaded at run time get their meters too. */
+    @Bean
+    GpuPoolConfiguration.ModelLoadListener modelMetersOnLoad(ModelStatisticsMeterBinder binder) {
+        return binder::register;
     }
 
     static ModelFigures figures(ServedModel model) {

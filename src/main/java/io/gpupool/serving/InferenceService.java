@@ -85,6 +85,9 @@ public final class InferenceService {
         ModelStatistics statistics = request.model().statistics();
         long plannedBytes = replica instanceof PlannedMemory planned
                 ? planned.peakActivationBytes(request.batchSize(), request.sequenceLength()) : 0;
+        if (!request.model().enter()) {
+            throw ServingException.unavailable("model '" + request.model().name() + "' is being unloaded", 1);
+        }
         statistics.requestStarted(plannedBytes);
         long begin = System.nanoTime();
         try (Arena arena = Arena.ofConfined()) {
@@ -113,6 +116,7 @@ public final class InferenceService {
             return response;
         } finally {
             statistics.requestEnded(plannedBytes);
+            request.model().exit();
         }
     }
 }

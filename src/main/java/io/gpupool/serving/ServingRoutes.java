@@ -48,6 +48,8 @@ public final class ServingRoutes {
         table.post("/v2/models/{model}/infer", handler::infer);
         table.post("/v2/models/{model}/versions/{version}/infer", handler::infer);
         table.post("/v2/repository/index", handler::repositoryIndex);
+        table.post("/v2/repository/models/{model}/load", extensions.repository()::load);
+        table.post("/v2/repository/models/{model}/unload", extensions.repository()::unload);
         for (String kind : List.of("systemsharedmemory", "cudasharedmemory")) {
             SharedMemoryHandler memory = extensions.sharedMemory();
             table.get("/v2/" + kind + "/status", memory::status);
