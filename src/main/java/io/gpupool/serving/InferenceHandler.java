@@ -73,9 +73,12 @@ public final class InferenceHandler {
                 .bodyValue(Health.notReady("server is not ready: model warm-up has not finished"));
     }
 
-    /** GET /v2: server name, version and extensions. */
-    public Mono<ServerResponse> serverMetadata(ServerRequest request) {
-        return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(serverMetadata);
+    /** GET /v2: server name, version and extensions: the core's own, then {@code extensions}. */
+    public Mono<ServerResponse> serverMetadata(ServerRequest request, List<String> extensions) {
+        List<String> all = new ArrayList<>(serverMetadata.extensions());
+        all.addAll(extensions);
+        return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON)
+                .bodyValue(new ServerMetadata(serverMetadata.name(), serverMetadata.version(), all));
     }
 
     /** GET /v2/models/{model}[/versions/{version}]. */

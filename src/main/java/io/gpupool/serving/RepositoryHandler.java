@@ -57,6 +57,11 @@ public final class RepositoryHandler {
         this.bodies = new RequestBodies(maxBodyBytes);
     }
 
+    /** True when {@code gpupool.models.control=explicit}. */
+    public boolean enabled() {
+        return enabled;
+    }
+
     /** POST /v2/repository/models/{m}/load. */
     public Mono<ServerResponse> load(ServerRequest request) {
         return change(request, name -> {

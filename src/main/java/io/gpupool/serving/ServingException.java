@@ -63,11 +63,6 @@ public final class ServingException extends RuntimeException {
         return new ServingException(403, message, 0);
     }
 
-    /** 409: the call conflicts with the model's current state (e.g. a load while it is unloading). */
-    public static ServingException conflict(String message) {
-        return new ServingException(409, message, 0);
-    }
-
     /** 503 with Retry-After: the device queues are full, or the server is not ready yet. */
     public static ServingException unavailable(String message, long retryAfterSeconds) {
         return new ServingException(503, message, retryAfterSeconds);

@@ -34,8 +34,9 @@ public final class ServingRoutes {
         Table table = new Table();
         table.get("/v2/health/live", handler::live);
         table.get("/v2/health/ready", handler::ready);
-        table.get("/v2", handler::serverMetadata);
-        table.get("/v2/", handler::serverMetadata);
+        List<String> extensionNames = extensions.names();
+        table.get("/v2", request -> handler.serverMetadata(request, extensionNames));
+        table.get("/v2/", request -> handler.serverMetadata(request, extensionNames));
         table.get("/v2/models/stats", extensions.statistics()::all);
         table.get("/v2/models/{model}", handler::modelMetadata);
         table.get("/v2/models/{model}/versions/{version}", handler::modelMetadata);

@@ -122,6 +122,17 @@ class ProtocolExtensionsTest {
                 "Content-Encoding 'br' is not supported");
     }
 
+    @Test
+    void serverMetadataListsTheExtensionsOffered() {
+        client().get().uri("/v2").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.extensions").isEqualTo(java.util.List.of("binary_tensor_data", "model_configuration",
+                        "statistics"));
+        fixture.close();
+        fixture = ServingFixture.builder().modelControl().build();
+        fixture.client.get().uri("/v2").exchange().expectBody()
+                .jsonPath("$.extensions[3]").isEqualTo("model_repository");
+    }
+
     // ---- model configuration ----
 
     @Test
