@@ -58,8 +58,7 @@ final class RequestBodies {
             return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
         }
         Mono<byte[]> raw = request.body(BodyExtractors.toDataBuffers())
-                .reduce(new Collected(), (collected, buffer) -> collected.add(buffer, maxBodyBytes, drainLimit))
-                .doOnDiscard(Collected.class, Collected::clear)
+                .reduceWith(Collected::new, (collected, buffer) -> collected.add(buffer, maxBodyBytes, drainLimit))
                 .doOnDiscard(DataBuffer.class, DataBufferUtils::release)
                 .defaultIfEmpty(new Collected())
                 .map(collected -> collected.bytes(maxBodyBytes));
