@@ -21,10 +21,15 @@ import io.gpupool.serving.InferenceHandler;
 import io.gpupool.serving.InferenceObserver;
 import io.gpupool.serving.InferenceService;
 import io.gpupool.serving.ModelRegistry;
+import io.gpupool.serving.ModelConfigHandler;
 import io.gpupool.serving.ModelSource;
+import io.gpupool.serving.ProtocolExtensions;
+import io.gpupool.serving.RepositoryHandler;
 import io.gpupool.serving.RequestDecoder;
 import io.gpupool.serving.ServingDevices;
 import io.gpupool.serving.ServingRoutes;
+import io.gpupool.serving.SharedMemoryHandler;
+import io.gpupool.serving.StatisticsHandler;
 import io.gpupool.serving.WarmUp;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -147,7 +152,7 @@ public class GpuPoolConfiguration {
     }
 
     @Bean
-    ModelSource repositoryModelSource(GpuPoolSettings settings) {
+    RepositoryModelSource repositoryModelSource(GpuPoolSettings settings) {
         return new RepositoryModelSource(settings.models().path(), settings.serving().streamsPerDevice());
     }
 
@@ -183,18 +188,46 @@ public class GpuPoolConfiguration {
                 HttpServerLimits.decodingBudget(limits, settings.serving().maxBodyBytes()));
     }
 
+    /**
+     * Triton's extensions: statistics, model configuration, shared memory (answered as unsupported),
+     * and the model repository's load/unload (off unless gpupool.models.control=explicit).
+     */
     @Bean
-    RouterFunction<ServerResponse> inferenceRoutes(InferenceHandler handler) {
-        return ServingRoutes.routes(handler);
+    ProtocolExtensions protocolExtensions(ModelRegistry registry, GpuPoolSettings settings, ComputeBackend backend,
+                                          RepositoryModelSource repository, ServingDevices devices, WarmUp warmUp,
+                                          JsonMapper json, ObjectProvider<ModelLoadListener> listeners) {
+        boolean gpu = backend instanceof CudaBackend;
+        RepositoryHandler control = new RepositoryHandler(registry, repository.loader(devices.devices()),
+                warmUp::dryRun, name -> listeners.orderedStream().forEach(listener -> listener.loaded(name)),
+                settings.models().control() == ModelsSettings.Control.EXPLICIT, json,
+                settings.serving().maxBodyBytes());
+        return new ProtocolExtensions(new StatisticsHandler(registry, gpu ? "GPU" : "CPU"),
+                new ModelConfigHandler(registry, settings.serving().maxBatchSize(),
+                        settings.serving().streamsPerDevice(), gpu ? "KIND_GPU" : "KIND_CPU", model -> null),
+                new SharedMemoryHandler(), control);
+    }
+
+    /** Told the name of each model that starts serving after start-up (the meters add it). */
+    @FunctionalInterface
+    public interface ModelLoadListener {
+        void loaded(String model);
     }
 
     @Bean
-    WarmUpLifecycle warmUpLifecycle(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings,
-                                    FaultInjection faults) {
+    RouterFunction<ServerResponse> inferenceRoutes(InferenceHandler handler, ProtocolExtensions extensions) {
+        return ServingRoutes.routes(handler, extensions);
+    }
+
+    @Bean
+    WarmUp warmUp(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings) {
         ServingSettings serving = settings.serving();
-        WarmUp warmUp = new WarmUp(registry, devices.devices(), serving.maxBatchSize(), serving.maxSequenceLength(),
+        return new WarmUp(registry, devices.devices(), serving.maxBatchSize(), serving.maxSequenceLength(),
                 new PlannedPoolSizing());
-        return new WarmUpLifecycle(warmUp, serving.warmUp(), faults::arm);
+    }
+
+    @Bean
+    WarmUpLifecycle warmUpLifecycle(WarmUp warmUp, GpuPoolSettings settings, FaultInjection faults) {
+        return new WarmUpLifecycle(warmUp, settings.serving().warmUp(), faults::arm);
     }
 
     /** Sizes from the models' liveness plans; reserves in a {@link DevicePool}, the only allocator with a reserve. */

@@ -238,11 +238,20 @@ public class GpuPoolProperties {
         /** Folder with one sub-folder per model (config.json + model.safetensors), relative to the working directory. */
         private Path path = Path.of("models");
 
+        /**
+         * Who decides which models are served: none (every folder at start-up, nothing changes after),
+         * or explicit (also POST /v2/repository/models/{m}/load and /unload, open to every client of the
+         * inference port, as Triton's --model-control-mode=explicit).
+         */
+        private ModelsSettings.Control control = ModelsSettings.Control.NONE;
+
         ModelsSettings toSettings() {
-            return new ModelsSettings(path);
+            return new ModelsSettings(path, control);
         }
 
         public Path getPath() { return path; }
         public void setPath(Path path) { this.path = path; }
+        public ModelsSettings.Control getControl() { return control; }
+        public void setControl(ModelsSettings.Control control) { this.control = control; }
     }
 }

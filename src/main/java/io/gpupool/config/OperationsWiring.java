@@ -6,6 +6,8 @@ import io.gpupool.actuate.InferenceMetrics;
 import io.gpupool.actuate.InferenceOutcome;
 import io.gpupool.actuate.ManagedPool;
 import io.gpupool.actuate.ManagedPools;
+import io.gpupool.actuate.ModelFigures;
+import io.gpupool.actuate.ModelStatisticsMeterBinder;
 import io.gpupool.actuate.ModelsHealthIndicator;
 import io.gpupool.actuate.TracingAllocatorControl;
 import io.gpupool.backend.ComputeBackend;
@@ -17,6 +19,7 @@ import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.InferenceObserver;
 import io.gpupool.serving.ModelFailure;
 import io.gpupool.serving.ModelRegistry;
+import io.gpupool.serving.ModelStatistics;
 import io.gpupool.serving.ServedModel;
 import io.gpupool.serving.ServingDevices;
 import org.springframework.context.annotation.Bean;
@@ -120,6 +123,83 @@ public class OperationsWiring {
             }
             return details;
         });
+    }
+
+    /** The statistics extension's figures as meters (see {@link ModelStatisticsMeterBinder}). */
+    @Bean
+    ModelStatisticsMeterBinder modelStatisticsMeterBinder(ModelRegistry registry) {
+        return new ModelStatisticsMeterBinder(name -> {
+                    ServedModel model = registry.served(name);
+                    return model == null ? null : figures(model);
+                },
+                () -> registry.models().stream().map(ServedModel::name).toList());
+    }
+
+    /** Models loaded at run time get their meters too. */
+    @Bean
+    GpuPoolConfiguration.ModelLoadListener modelMetersOnLoad(ModelStatisticsMeterBinder binder) {
+        return binder::register;
+    }
+
+    static ModelFigures figures(ServedModel model) {
+        ModelStatistics s = model.statistics();
+        return new ModelFigures() {
+            @Override
+            public String version() {
+                return model.version();
+            }
+
+            @Override
+            public long inferenceCount() {
+                return s.inferenceCount();
+            }
+
+            @Override
+            public long executionCount() {
+                return s.executionCount();
+            }
+
+            @Override
+            public long count(Phase phase) {
+                return duration(phase).count();
+            }
+
+            @Override
+            public long nanos(Phase phase) {
+                return duration(phase).nanos();
+            }
+
+            private ModelStatistics.Duration duration(Phase phase) {
+                return switch (phase) {
+                    case SUCCESS -> s.success();
+                    case FAIL -> s.fail();
+                    case QUEUE -> s.queue();
+                    case COMPUTE_INPUT -> s.computeInput();
+                    case COMPUTE_INFER -> s.computeInfer();
+                    case COMPUTE_OUTPUT -> s.computeOutput();
+                };
+            }
+
+            @Override
+            public long weightBytes() {
+                return s.weightBytes();
+            }
+
+            @Override
+            public long weightPeakBytes() {
+                return s.weightPeakBytes();
+            }
+
+            @Override
+            public long requestBytes() {
+                return s.requestBytes();
+            }
+
+            @Override
+            public long requestPeakBytes() {
+                return s.requestPeakBytes();
+            }
+        };
     }
 
     static String selector(ComputeBackend backend, int index) {

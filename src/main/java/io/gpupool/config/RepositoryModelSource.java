@@ -6,11 +6,14 @@ import io.gpupool.model.LoadTarget;
 import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.ModelFailure;
+import io.gpupool.serving.ModelLoader;
+import io.gpupool.serving.ServingException;
 import io.gpupool.serving.ModelSource;
 import io.gpupool.serving.ServedModel;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -24,6 +27,38 @@ import java.util.Map;
  * that failed everywhere is reported with the repository's reason.
  */
 final class RepositoryModelSource implements ModelSource {
+
+    /** One model of the repository at run time (the repository extension), on the given devices. */
+    ModelLoader loader(List<DeviceRuntime> devices) {
+        return name -> loadOne(name, devices);
+    }
+
+    private ServedModel loadOne(String name, List<DeviceRuntime> devices) {
+        Path folder = root.resolve(name);
+        if (!Files.isDirectory(folder)) {
+            throw ServingException.notFound("no model folder '" + name + "' in the model repository " + root);
+        }
+        Map<Integer, InferenceModel> replicas = new LinkedHashMap<>();
+        try {
+            for (DeviceRuntime device : devices) {
+                try (DeviceStream stream = device.device().createStream(loadStreamOrdinal)) {
+                    device.device().bindToCurrentThread();
+                    replicas.put(device.index(), ModelRepository.loadModel(name, folder,
+                            new LoadTarget(stream, device.weightsAllocator(), device.ops())));
+                }
+            }
+            return new ServedModel(replicas);
+        } catch (RuntimeException e) {
+            for (InferenceModel loaded : replicas.values()) {
+                try {
+                    loaded.close();
+                } catch (RuntimeException closeFailure) {
+                    e.addSuppressed(closeFailure);
+                }
+            }
+            throw ServingException.badRequest("model '" + name + "' failed to load: " + e.getMessage());
+        }
+    }
 
     private static final Logger log = LoggerFactory.getLogger(RepositoryModelSource.class);
 

@@ -50,6 +50,11 @@ public interface InferenceModel extends AutoCloseable {
      */
     List<HostTensor> infer(List<HostTensor> inputs, Set<String> requestedOutputs, ExecutionContext context);
 
+    /** Bytes of device memory the weights of this replica occupy (0 where unknown). */
+    default long weightBytes() {
+        return 0;
+    }
+
     /** Frees the model's weights on its device. */
     @Override
     void close();

@@ -1,14 +1,10 @@
 package io.gpupool.serving;
 
 import io.gpupool.model.TensorSpec;
-import io.gpupool.serving.protocol.ErrorBody;
+import io.gpupool.serving.protocol.Health;
 import io.gpupool.serving.protocol.ModelMetadata;
 import io.gpupool.serving.protocol.RepositoryIndexEntry;
 import io.gpupool.serving.protocol.ServerMetadata;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
-import org.springframework.core.io.buffer.DataBuffer;
-import org.springframework.core.io.buffer.DataBufferLimitException;
 import org.springframework.core.io.buffer.DataBufferUtils;
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.MediaType;
@@ -34,16 +30,15 @@ public final class InferenceHandler {
     /** Header that splits a body into its JSON part and the binary tensor data after it. */
     public static final String HEADER_LENGTH = "Inference-Header-Content-Length";
 
-    private static final Logger log = LoggerFactory.getLogger(InferenceHandler.class);
-
     private final ModelRegistry registry;
     private final RequestDecoder decoder;
     private final InferenceService service;
     private final ObjectMapper json;
     private final ServerMetadata serverMetadata;
-    private final int maxBodyBytes;
+    private final RequestBodies bodies;
     private final InferenceObserver observer;
     private final DecodingBudget decoding;
+    private final int maxBodyBytes;
 
     public InferenceHandler(ModelRegistry registry, RequestDecoder decoder, InferenceService service, ObjectMapper json,
                             String serverVersion, int maxBodyBytes) {
@@ -63,25 +58,35 @@ public final class InferenceHandler {
         this.service = service;
         this.json = json;
         this.serverMetadata = new ServerMetadata("gpupool", serverVersion, List.of("binary_tensor_data"));
+        this.bodies = new RequestBodies(maxBodyBytes);
         this.maxBodyBytes = maxBodyBytes;
     }
 
-    /** GET /v2/health/live: 200 while the process can answer. */
+    /** GET /v2/health/live: 200 {@code {"live": true}} while the process can answer. */
     public Mono<ServerResponse> live(ServerRequest request) {
-        return ServerResponse.ok().build();
+        return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(Health.LIVE);
     }
 
-    /** GET /v2/health/ready: 200 once every model finished its warm-up, 503 before. */
+    /**
+     * GET /v2/health/ready: 200 {@code {"ready": true}} once every model finished its warm-up; before,
+     * 503 {@code {"ready": false, "error": why}}, so both a client that reads the flag and one that
+     * reads the error message understand it.
+     */
     public Mono<ServerResponse> ready(ServerRequest request) {
         if (registry.isWarmedUp()) {
-            return ServerResponse.ok().build();
+            return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(Health.READY);
         }
-        return error(ServingException.unavailable("server is not ready: model warm-up has not finished", 1));
+        return ServerResponse.status(503).contentType(MediaType.APPLICATION_JSON)
+                .header(HttpHeaders.RETRY_AFTER, "1")
+                .bodyValue(Health.notReady("server is not ready: model warm-up has not finished"));
     }
 
-    /** GET /v2: server name, version and extensions. */
-    public Mono<ServerResponse> serverMetadata(ServerRequest request) {
-        return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(serverMetadata);
+    /** GET /v2: server name, version and extensions: the core's own, then {@code extensions}. */
+    public Mono<ServerResponse> serverMetadata(ServerRequest request, List<String> extensions) {
+        List<String> all = new ArrayList<>(serverMetadata.extensions());
+        all.addAll(extensions);
+        return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON)
+                .bodyValue(new ServerMetadata(serverMetadata.name(), serverMetadata.version(), all));
     }
 
     /** GET /v2/models/{model}[/versions/{version}]. */
@@ -94,12 +99,25 @@ public final class InferenceHandler {
         }).onErrorResume(this::error);
     }
 
-    /** GET /v2/models/{model}[/versions/{version}]/ready: 200 when ready, 503 while warming up or unavailable. */
+    /**
+     * GET /v2/models/{model}[/versions/{version}]/ready: 200 {@code {"name": m, "ready": true}} when ready,
+     * 503 {@code {"name": m, "ready": false, "error": why}} while warming up or unavailable.
+     */
     public Mono<ServerResponse> modelReady(ServerRequest request) {
         return Mono.defer(() -> {
             ServedModel model = find(request);
-            requireReady(model);
-            return ServerResponse.ok().build();
+            try {
+                requireReady(model);
+            } catch (ServingException notReady) {
+                ServerResponse.BodyBuilder builder = ServerResponse.status(notReady.status())
+                        .contentType(MediaType.APPLICATION_JSON);
+                if (notReady.retryAfterSeconds() > 0) {
+                    builder.header(HttpHeaders.RETRY_AFTER, Long.toString(notReady.retryAfterSeconds()));
+                }
+                return builder.bodyValue(new Health.ModelReadiness(model.name(), false, notReady.getMessage()));
+            }
+            return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON)
+                    .bodyValue(new Health.ModelReadiness(model.name(), true, null));
         }).onErrorResume(this::error);
     }
 
@@ -183,6 +201,12 @@ public final class InferenceHandler {
                 .onErrorResume(this::error);
     }
 
+    /** A path of ours with a method it does not take: 405 naming the allowed ones. */
+    public Mono<ServerResponse> wrongMethod(ServerRequest request, String allowed) {
+        return discard(request).then(error(ServingException.methodNotAllowed(request.method().name(), request.path(),
+                allowed)));
+    }
+
     /** Any other path under /v2. */
     public Mono<ServerResponse> noSuchEndpoint(ServerRequest request) {
         // read the body first, as for a refused model, so a kept-alive connection is left clean
@@ -224,24 +248,9 @@ public final class InferenceHandler {
         }).then();
     }
 
-    /** The whole body, refused with 413 past the limit (by Content-Length at once, else while reading). */
+    /** The whole body, decoded (see {@link RequestBodies}). */
     private Mono<byte[]> body(ServerRequest request) {
-        long declared = request.headers().contentLength().orElse(-1);
-        if (declared > maxBodyBytes) {
-            return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
-        }
-        return DataBufferUtils.join(request.body(BodyExtractors.toDataBuffers()), maxBodyBytes)
-                .map(buffer -> {
-                    try {
-                        byte[] bytes = new byte[buffer.readableByteCount()];
-                        buffer.read(bytes);
-                        return bytes;
-                    } finally {
-                        DataBufferUtils.release(buffer);
-                    }
-                })
-                .defaultIfEmpty(new byte[0])
-                .onErrorMap(DataBufferLimitException.class, e -> ServingException.payloadTooLarge(maxBodyBytes));
+        return bodies.read(request);
     }
 
     private static Mono<ServerResponse> respond(EncodedResponse response) {
@@ -258,32 +267,8 @@ public final class InferenceHandler {
                 spec.shape())).toList();
     }
 
-    /**
-     * The answer for a failure, with the status {@link ErrorStatus} decides; 503 carries Retry-After;
-     * a 500 is a bug and is logged with its stack trace.
-     */
+    /** The answer for a failure (see {@link ErrorResponses#of}). */
     Mono<ServerResponse> error(Throwable failure) {
-        int status = ErrorStatus.of(failure);
-        String message;
-        long retryAfter = 0;
-        if (failure instanceof ServingException serving) {
-            message = serving.getMessage();
-            retryAfter = serving.retryAfterSeconds();
-        } else if (status == 507) {
-            message = "out of device memory: " + failure.getMessage();
-            log.warn("Inference failed for lack of device memory: {}", failure.getMessage());
-        } else {
-            message = "internal error: " + failure;
-            log.error("Inference request failed with an unexpected error", failure);
-        }
-        ServerResponse.BodyBuilder builder = ServerResponse.status(status).contentType(MediaType.APPLICATION_JSON);
-        if (retryAfter > 0) {
-            builder.header(HttpHeaders.RETRY_AFTER, Long.toString(retryAfter));
-        }
-        if (status == 413) {
-            // the rest of an oversized body is never read: the connection cannot be reused
-            builder.header(HttpHeaders.CONNECTION, "close");
-        }
-        return builder.bodyValue(new ErrorBody(message));
+        return ErrorResponses.of(failure);
     }
 }

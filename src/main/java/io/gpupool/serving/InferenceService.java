@@ -3,6 +3,7 @@ package io.gpupool.serving;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
+import io.gpupool.model.PlannedMemory;
 import reactor.core.publisher.Mono;
 import tools.jackson.databind.ObjectMapper;
 
@@ -53,13 +54,23 @@ public final class InferenceService {
         InferenceModel replica = model.replicas().get(device);
         DeviceWorker worker = workers.get(device);
         InferenceObserver.Tracker tracker = observer.enqueued(model.name(), device);
+        ModelStatistics statistics = model.statistics();
+        long queued = System.nanoTime();
+        long[] started = {0};
         return worker.submit(context -> {
+                    started[0] = System.nanoTime();
                     tracker.started();
                     return run(replica, request, context);
                 })
                 .timeout(request.timeout(), Mono.error(() -> ServingException.timedOut(request.timeout())))
-                .doOnSuccess(response -> tracker.finished(200))
-                .doOnError(failure -> tracker.finished(ErrorStatus.of(failure)))
+                .doOnSuccess(response -> {
+                    tracker.finished(200);
+                    statistics.recordSuccess(request.batchSize(), System.nanoTime() - queued, started[0] - queued);
+                })
+                .doOnError(failure -> {
+                    tracker.finished(ErrorStatus.of(failure));
+                    statistics.recordFailure(System.nanoTime() - queued);
+                })
                 .doOnCancel(() -> tracker.finished(InferenceObserver.CANCELLED));
     }
 
@@ -71,6 +82,14 @@ public final class InferenceService {
     }
 
     private EncodedResponse run(InferenceModel replica, ValidatedRequest request, ExecutionContext context) {
+        ModelStatistics statistics = request.model().statistics();
+        long plannedBytes = replica instanceof PlannedMemory planned
+                ? planned.peakActivationBytes(request.batchSize(), request.sequenceLength()) : 0;
+        if (!request.model().enter()) {
+            throw ServingException.unavailable("model '" + request.model().name() + "' is being unloaded", 1);
+        }
+        statistics.requestStarted(plannedBytes);
+        long begin = System.nanoTime();
         try (Arena arena = Arena.ofConfined()) {
             List<HostTensor> inputs = new ArrayList<>(request.inputs().size());
             for (ValidatedRequest.Input input : request.inputs()) {
@@ -82,6 +101,7 @@ public final class InferenceService {
             Set<String> wanted = new LinkedHashSet<>();
             request.outputs().forEach(output -> wanted.add(output.name()));
             List<HostTensor> outputs;
+            long inputsReady = System.nanoTime();
             try {
                 outputs = replica.infer(inputs, wanted, context);
             } catch (IllegalArgumentException e) {
@@ -89,7 +109,14 @@ public final class InferenceService {
                 throw ServingException.badRequest("model '" + request.model().name() + "' rejected the request: "
                         + e.getMessage());
             }
-            return encoder.encode(request, outputs);
+            long inferred = System.nanoTime();
+            EncodedResponse response = encoder.encode(request, outputs);
+            statistics.recordExecution(request.batchSize(), inputsReady - begin, inferred - inputsReady,
+                    System.nanoTime() - inferred);
+            return response;
+        } finally {
+            statistics.requestEnded(plannedBytes);
+            request.model().exit();
         }
     }
 }

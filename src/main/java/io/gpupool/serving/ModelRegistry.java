@@ -2,10 +2,12 @@ package io.gpupool.serving;
 
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentNavigableMap;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.regex.Pattern;
 
 /**
@@ -17,7 +19,8 @@ public final class ModelRegistry implements AutoCloseable {
 
     private static final Pattern SAFE_NAME = Pattern.compile("[A-Za-z0-9_.-]{1,128}");
 
-    private final Map<String, ServedModel> models;
+    /** Sorted by name; changed only by the repository extension ({@link #serve}, {@link #withdraw}). */
+    private final ConcurrentNavigableMap<String, ServedModel> models;
     private final List<ModelFailure> failures;
     private volatile boolean warmedUp;
 
@@ -31,8 +34,30 @@ public final class ModelRegistry implements AutoCloseable {
                 problems.add(new ModelFailure(model.name(), model.version(), "another model has the same name"));
             }
         }
-        this.models = new LinkedHashMap<>(byName);
-        this.failures = List.copyOf(problems);
+        this.models = new ConcurrentSkipListMap<>(byName);
+        this.failures = new CopyOnWriteArrayList<>(problems);
+    }
+
+    /**
+     * Serves {@code model} (loaded and warmed up) under its name, in place of the model of that name
+     * and of any failure recorded for it.
+     *
+     * @return the model it replaced, still open, or null
+     */
+    public ServedModel serve(ServedModel model) {
+        failures.removeIf(failure -> failure.name().equals(model.name()));
+        return models.put(model.name(), model);
+    }
+
+    /** Stops serving {@code model} (its replicas are the caller's to close); the index lists it with {@code reason}. */
+    public void withdraw(ServedModel model, String reason) {
+        models.remove(model.name(), model);
+        failures.add(new ModelFailure(model.name(), model.version(), reason));
+    }
+
+    /** The served model called {@code name}, or null (no validation; for lookups by known names). */
+    public ServedModel served(String name) {
+        return name == null ? null : models.get(name);
     }
 
     /** Combines what several sources loaded. */
@@ -82,7 +107,7 @@ public final class ModelRegistry implements AutoCloseable {
     }
 
     public List<ModelFailure> failures() {
-        return failures;
+        return List.copyOf(failures);
     }
 
     /** True once every model's warm-up has finished (models that failed it are no longer served). */

@@ -1,5 +1,6 @@
 package io.gpupool.serving;
 
+import io.gpupool.model.BytesElements;
 import io.gpupool.model.DataType;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.TensorSpec;
@@ -18,6 +19,7 @@ import tools.jackson.databind.DeserializationFeature;
 import tools.jackson.databind.ObjectMapper;
 import tools.jackson.databind.ObjectReader;
 
+import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -95,7 +97,10 @@ public final class RequestDecoder {
                 throw ServingException.badRequest("header Inference-Header-Content-Length is not a number: '"
                         + Shown.clip(headerLength) + "'");
             }
-            if (parsed <= 0 || parsed > body.length) {
+            if (parsed == 0) {
+                return raw(model, body);
+            }
+            if (parsed < 0 || parsed > body.length) {
                 throw ServingException.badRequest("header Inference-Header-Content-Length is " + parsed
                         + " but the body has " + body.length + " bytes");
             }
@@ -139,6 +144,61 @@ public final class RequestDecoder {
             most = Math.max(most, elements);
         }
         return new BoundedDataDeserializer.Bound(most, model.name());
+    }
+
+    /**
+     * Triton's raw binary request ({@code Inference-Header-Content-Length: 0}): the whole body is the
+     * data of the model's only input, whose dimensions other than a variable batch are fixed; the batch
+     * is what the bytes make (for BYTES, the number of elements); every output is answered as JSON.
+     */
+    private ValidatedRequest raw(ServedModel model, byte[] body) {
+        if (model.inputs().size() != 1) {
+            throw ServingException.badRequest("a raw binary request (Inference-Header-Content-Length: 0) needs a "
+                    + "model with exactly one input; model '" + model.name() + "' has " + names(model.inputs()));
+        }
+        TensorSpec spec = model.inputs().getFirst();
+        long[] shape = spec.shape();
+        long rowElements = 1;
+        for (int i = 1; i < shape.length; i++) {
+            if (shape[i] < 0) {
+                throw ServingException.badRequest("a raw binary request needs every dimension of input '"
+                        + spec.name() + "' but the batch to be fixed; model '" + model.name() + "' declares "
+                        + Arrays.toString(shape));
+            }
+            rowElements = Math.multiplyExact(rowElements, shape[i]);
+        }
+        boolean batched = shape.length > 0 && shape[0] == -1;
+        long elements;
+        if (spec.dataType().isFixedSize()) {
+            long rowBytes = rowElements * spec.dataType().byteSize();
+            if (body.length == 0 || rowBytes == 0 || body.length % rowBytes != 0) {
+                throw ServingException.badRequest("raw binary request: " + body.length + " bytes are not a whole "
+                        + "number of rows of input " + spec + " (" + rowBytes + " bytes each)");
+            }
+            elements = body.length / spec.dataType().byteSize();
+        } else {
+            elements = BytesElements.count(MemorySegment.ofArray(body), Integer.MAX_VALUE);
+            if (elements <= 0 || elements % rowElements != 0) {
+                throw ServingException.badRequest("raw binary request: the body is not a whole number of rows of "
+                        + "BYTES input " + spec + " (each element a 4-byte little-endian length, then its bytes)");
+            }
+        }
+        long rows = elements / rowElements;
+        if (batched) {
+            shape[0] = rows;
+        } else if (rows != 1) {
+            throw ServingException.badRequest("raw binary request: input " + spec + " takes exactly one row, "
+                    + "the body holds " + rows);
+        }
+        int maxBatch = model.batchLimit(serverMaxBatch);
+        if (batched && rows > maxBatch) {
+            throw ServingException.badRequest("raw binary request: batch size " + rows + " is outside 1.." + maxBatch
+                    + " (model '" + model.name() + "')");
+        }
+        List<ValidatedRequest.Output> outputs = model.outputs().stream()
+                .map(output -> new ValidatedRequest.Output(output.name(), false)).toList();
+        return new ValidatedRequest(null, model,
+                List.of(new ValidatedRequest.Input(spec.name(), spec.dataType(), shape, body)), outputs, defaultTimeout);
     }
 
     private ValidatedRequest validate(ServedModel model, InferenceRequest request, byte[] body, int binaryStart) {
@@ -206,6 +266,10 @@ public final class RequestDecoder {
             } catch (ArithmeticException e) {
                 throw ServingException.badRequest("input '" + name + "': shape " + Arrays.toString(shape) + " is too large");
             }
+            if (parameter(input.parameters(), "shared_memory_region") != null) {
+                throw ServingException.badRequest("input '" + name + "' names a shared-memory region: "
+                        + SharedMemoryHandler.unsupported("system or CUDA"));
+            }
             JsonNode binarySize = parameter(input.parameters(), "binary_data_size");
             byte[] data;
             if (binarySize != null) {
@@ -218,6 +282,9 @@ public final class RequestDecoder {
                             + "': binary_data_size must be a non-negative integer, was " + binarySize);
                 }
                 long size = binarySize.longValue();
+                if (!type.isFixedSize()) {
+                    bytes = size;   // checked below: the section must hold exactly the shape's elements
+                }
                 if (size != bytes) {
                     throw ServingException.badRequest("input '" + name + "': binary_data_size is " + size
                             + " bytes but shape " + Arrays.toString(shape) + " of " + type.protocolName()
@@ -231,6 +298,15 @@ public final class RequestDecoder {
                 binaryOffset += size;
                 if (TensorCodec.isFloatingPoint(type)) {
                     TensorCodec.requireFinite(name, type, data);
+                }
+                if (!type.isFixedSize()) {
+                    long found = BytesElements.count(MemorySegment.ofArray(data), elements);
+                    if (found != elements) {
+                        throw ServingException.badRequest("input '" + name + "': shape " + Arrays.toString(shape)
+                                + " needs " + elements + " BYTES elements (each a 4-byte little-endian length, then "
+                                + "its bytes), the binary section holds " + (found < 0 ? "a cut-short element"
+                                : found > elements ? "more" : String.valueOf(found)));
+                    }
                 }
             } else {
                 data = TensorCodec.fromJson(name, type, shape, input.data());

@@ -6,6 +6,7 @@ import io.gpupool.model.TensorSpec;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * One model as the server offers it: its metadata (taken from the first replica) and one loaded
@@ -21,6 +22,10 @@ public final class ServedModel {
     private final int maxBatchSize;
     private final int maxSequenceLength;
     private final Map<Integer, InferenceModel> replicas;
+    private final ModelStatistics statistics = new ModelStatistics();
+    /** Requests computing on a replica now; see {@link #enter()}. */
+    private final AtomicInteger running = new AtomicInteger();
+    private volatile boolean unloading;
     private volatile boolean ready;
     private volatile String failureReason;
 
@@ -47,6 +52,7 @@ public final class ServedModel {
                 throw new IllegalArgumentException("replicas of model '" + name + "' differ in name, version or signature");
             }
         }
+        statistics.weightsLoaded(replicas.values().stream().mapToLong(InferenceModel::weightBytes).sum());
     }
 
     public String name() {
@@ -92,8 +98,42 @@ public final class ServedModel {
         return replicas;
     }
 
+    /** What this model did since it was loaded (the statistics extension and its meters). */
+    public ModelStatistics statistics() {
+        return statistics;
+    }
+
     public boolean isReady() {
-        return ready;
+        return ready && !unloading;
+    }
+
+    /**
+     * A request is about to use a replica: true if it may, false once an unload has begun. Paired
+     * with {@link #beginUnload()}: the count is raised before the flag is read, and the flag set before
+     * the count is read, so an unload that saw no running request cannot miss one that got in.
+     */
+    boolean enter() {
+        running.incrementAndGet();
+        if (unloading) {
+            running.decrementAndGet();
+            return false;
+        }
+        return true;
+    }
+
+    /** The request that {@link #enter()}ed is done with the replica. */
+    void exit() {
+        running.decrementAndGet();
+    }
+
+    /** No request may enter from now on; those running finish (see {@link #running()}). */
+    void beginUnload() {
+        unloading = true;
+    }
+
+    /** Requests using a replica now. */
+    int running() {
+        return running.get();
     }
 
     /** Why the model is not served (its warm-up failed), or null. */
@@ -101,9 +141,9 @@ public final class ServedModel {
         return failureReason;
     }
 
-    /** {@code READY}, {@code LOADING} (warm-up not finished) or {@code UNAVAILABLE}. */
+    /** {@code READY}, {@code LOADING} (warm-up not finished), {@code UNLOADING} or {@code UNAVAILABLE}. */
     public String state() {
-        return ready ? "READY" : failureReason != null ? "UNAVAILABLE" : "LOADING";
+        return unloading ? "UNLOADING" : ready ? "READY" : failureReason != null ? "UNAVAILABLE" : "LOADING";
     }
 
     void markReady() {

@@ -1,30 +1,111 @@
 package io.gpupool.serving;
 
+import org.springframework.http.HttpHeaders;
+import org.springframework.http.HttpMethod;
+import org.springframework.web.reactive.function.server.HandlerFunction;
+import org.springframework.web.reactive.function.server.RequestPredicate;
+import org.springframework.web.reactive.function.server.RequestPredicates;
 import org.springframework.web.reactive.function.server.RouterFunction;
+import org.springframework.web.reactive.function.server.RouterFunctions;
 import org.springframework.web.reactive.function.server.ServerResponse;
 
-import static org.springframework.web.reactive.function.server.RequestPredicates.GET;
-import static org.springframework.web.reactive.function.server.RequestPredicates.POST;
-import static org.springframework.web.reactive.function.server.RequestPredicates.path;
-import static org.springframework.web.reactive.function.server.RouterFunctions.route;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Collectors;
 
-/** The URL map of the Open Inference Protocol REST API. */
+import static org.springframework.web.reactive.function.server.RequestPredicates.path;
+
+/**
+ * The URL map of the Open Inference Protocol REST API and the Triton extensions we implement.
+ *
+ * <p>Every path answers, besides its own methods: HEAD where it has GET (the GET answer without its
+ * body), OPTIONS (204 with {@code Allow}), and any other method with 405 and {@code Allow}. Paths are
+ * matched in the order listed, so a literal segment ({@code /v2/models/stats}) comes before the
+ * variable one ({@code /v2/models/{model}}) it would otherwise match.
+ */
 public final class ServingRoutes {
 
     private ServingRoutes() {
     }
 
-    public static RouterFunction<ServerResponse> routes(InferenceHandler handler) {
-        return route(GET("/v2/health/live"), handler::live)
-                .andRoute(GET("/v2/health/ready"), handler::ready)
-                .andRoute(GET("/v2").or(GET("/v2/")), handler::serverMetadata)
-                .andRoute(GET("/v2/models/{model}"), handler::modelMetadata)
-                .andRoute(GET("/v2/models/{model}/versions/{version}"), handler::modelMetadata)
-                .andRoute(GET("/v2/models/{model}/ready"), handler::modelReady)
-                .andRoute(GET("/v2/models/{model}/versions/{version}/ready"), handler::modelReady)
-                .andRoute(POST("/v2/models/{model}/infer"), handler::infer)
-                .andRoute(POST("/v2/models/{model}/versions/{version}/infer"), handler::infer)
-                .andRoute(POST("/v2/repository/index"), handler::repositoryIndex)
-                .andRoute(path("/v2/**"), handler::noSuchEndpoint);
+    public static RouterFunction<ServerResponse> routes(InferenceHandler handler, ProtocolExtensions extensions) {
+        Table table = new Table();
+        table.get("/v2/health/live", handler::live);
+        table.get("/v2/health/ready", handler::ready);
+        List<String> extensionNames = extensions.names();
+        table.get("/v2", request -> handler.serverMetadata(request, extensionNames));
+        table.get("/v2/", request -> handler.serverMetadata(request, extensionNames));
+        table.get("/v2/models/stats", extensions.statistics()::all);
+        table.get("/v2/models/{model}", handler::modelMetadata);
+        table.get("/v2/models/{model}/versions/{version}", handler::modelMetadata);
+        table.get("/v2/models/{model}/ready", handler::modelReady);
+        table.get("/v2/models/{model}/versions/{version}/ready", handler::modelReady);
+        table.get("/v2/models/{model}/config", extensions.configuration()::config);
+        table.get("/v2/models/{model}/versions/{version}/config", extensions.configuration()::config);
+        table.get("/v2/models/{model}/stats", extensions.statistics()::one);
+        table.get("/v2/models/{model}/versions/{version}/stats", extensions.statistics()::one);
+        table.post("/v2/models/{model}/infer", handler::infer);
+        table.post("/v2/models/{model}/versions/{version}/infer", handler::infer);
+        table.post("/v2/repository/index", handler::repositoryIndex);
+        table.post("/v2/repository/models/{model}/load", extensions.repository()::load);
+        table.post("/v2/repository/models/{model}/unload", extensions.repository()::unload);
+        for (String kind : List.of("systemsharedmemory", "cudasharedmemory")) {
+            SharedMemoryHandler memory = extensions.sharedMemory();
+            table.get("/v2/" + kind + "/status", memory::status);
+            table.get("/v2/" + kind + "/region/{region}/status", memory::status);
+            table.post("/v2/" + kind + "/region/{region}/register", memory::register);
+            table.post("/v2/" + kind + "/unregister", memory::unregister);
+            table.post("/v2/" + kind + "/region/{region}/unregister", memory::unregister);
+        }
+        return table.build(handler);
+    }
+
+    /** Paths in match order, each with its handlers by method. */
+    private static final class Table {
+
+        private final Map<String, Map<HttpMethod, HandlerFunction<ServerResponse>>> paths = new LinkedHashMap<>();
+
+        void get(String pattern, HandlerFunction<ServerResponse> handler) {
+            paths.computeIfAbsent(pattern, p -> new LinkedHashMap<>()).put(HttpMethod.GET, handler);
+        }
+
+        void post(String pattern, HandlerFunction<ServerResponse> handler) {
+            paths.computeIfAbsent(pattern, p -> new LinkedHashMap<>()).put(HttpMethod.POST, handler);
+        }
+
+        RouterFunction<ServerResponse> build(InferenceHandler handler) {
+            List<RouterFunction<ServerResponse>> routes = new ArrayList<>();
+            paths.forEach((pattern, methods) -> {
+                String allow = allowed(methods.keySet());
+                methods.forEach((method, function) -> {
+                    RequestPredicate matches = RequestPredicates.method(method).and(path(pattern));
+                    routes.add(RouterFunctions.route(matches, function));
+                    if (method == HttpMethod.GET) {
+                        // WebFlux drops the body of a HEAD answer and keeps its headers.
+                        routes.add(RouterFunctions.route(RequestPredicates.method(HttpMethod.HEAD).and(path(pattern)),
+                                function));
+                    }
+                });
+                routes.add(RouterFunctions.route(RequestPredicates.method(HttpMethod.OPTIONS).and(path(pattern)),
+                        request -> ServerResponse.noContent().header(HttpHeaders.ALLOW, allow).build()));
+                routes.add(RouterFunctions.route(path(pattern), request -> handler.wrongMethod(request, allow)));
+            });
+            RouterFunction<ServerResponse> all = routes.getFirst();
+            for (RouterFunction<ServerResponse> route : routes.subList(1, routes.size())) {
+                all = all.and(route);
+            }
+            return all.andRoute(path("/v2/**"), handler::noSuchEndpoint);
+        }
+
+        private static String allowed(java.util.Set<HttpMethod> methods) {
+            List<HttpMethod> all = new ArrayList<>(methods);
+            if (methods.contains(HttpMethod.GET)) {
+                all.add(HttpMethod.HEAD);
+            }
+            all.add(HttpMethod.OPTIONS);
+            return all.stream().map(HttpMethod::name).collect(Collectors.joining(", "));
+        }
     }
 }

@@ -1,5 +1,6 @@
 package io.gpupool.serving;
 
+import io.gpupool.model.BytesElements;
 import io.gpupool.model.DataType;
 import tools.jackson.core.JsonGenerator;
 import tools.jackson.databind.JsonNode;
@@ -7,8 +8,11 @@ import tools.jackson.databind.JsonNode;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.Iterator;
+import java.util.List;
 
 /**
  * Converts tensor elements between the protocol's JSON form and the row-major little-endian bytes
@@ -18,6 +22,7 @@ import java.util.Iterator;
  * elements are taken in row-major order and their count must equal the product of the shape. FP16
  * and BF16 travel as JSON numbers and are rounded to nearest-even on the way in. BOOL accepts
  * {@code true}/{@code false} (and 0/1); integer types reject fractions and values out of range.
+ * BYTES elements are JSON strings, kept as their UTF-8 bytes (and written back as strings).
  */
 final class TensorCodec {
 
@@ -48,6 +53,9 @@ final class TensorCodec {
                     + "the binary_data_size parameter)");
         }
         long elementCount = io.gpupool.model.HostTensor.elementCount(shape);
+        if (!type.isFixedSize()) {
+            return bytesFromJson(input, elementCount, data);
+        }
         long bytes = elementCount * type.byteSize();
         if (bytes > Integer.MAX_VALUE - 8) {
             throw ServingException.badRequest("input '" + input + "' is too large for JSON data: " + bytes + " bytes");
@@ -146,6 +154,36 @@ final class TensorCodec {
         };
     }
 
+    /** BYTES: every element a JSON string, stored as its UTF-8 bytes. */
+    private static byte[] bytesFromJson(String input, long elementCount, JsonNode data) {
+        List<byte[]> elements = new ArrayList<>();
+        ArrayDeque<Iterator<JsonNode>> stack = new ArrayDeque<>();
+        stack.push(data.iterator());
+        while (!stack.isEmpty()) {
+            Iterator<JsonNode> level = stack.peek();
+            if (!level.hasNext()) {
+                stack.pop();
+                continue;
+            }
+            JsonNode node = level.next();
+            if (node.isArray()) {
+                stack.push(node.iterator());
+                continue;
+            }
+            if (elements.size() >= elementCount) {
+                throw countMismatch(input, elementCount, "more");
+            }
+            if (!node.isString()) {
+                throw badValue(input, DataType.BYTES, elements.size(), node);
+            }
+            elements.add(node.stringValue().getBytes(StandardCharsets.UTF_8));
+        }
+        if (elements.size() != elementCount) {
+            throw countMismatch(input, elementCount, String.valueOf(elements.size()));
+        }
+        return BytesElements.encode(elements);
+    }
+
     private static ServingException countMismatch(String input, long expected, String got) {
         return ServingException.badRequest("input '" + input + "': shape needs " + expected
                 + " elements but 'data' holds " + got);
@@ -182,6 +220,7 @@ final class TensorCodec {
                 }
                 segment.set(DOUBLE, offset, node.doubleValue());
             }
+            case BYTES -> throw new IllegalStateException("BYTES is read by bytesFromJson");
         }
     }
 
@@ -233,6 +272,14 @@ final class TensorCodec {
 
     /** Writes the elements of {@code data} as a flat JSON array (the protocol's row-major form). */
     static void writeJson(JsonGenerator json, DataType type, MemorySegment data) {
+        if (!type.isFixedSize()) {
+            json.writeStartArray();
+            for (byte[] element : BytesElements.decode(data)) {
+                json.writeString(new String(element, StandardCharsets.UTF_8));
+            }
+            json.writeEndArray();
+            return;
+        }
         long count = data.byteSize() / type.byteSize();
         json.writeStartArray();
         for (long i = 0; i < count; i++) {
@@ -248,6 +295,7 @@ final class TensorCodec {
                 case BF16 -> json.writeNumber(fromBfloat16(data.get(SHORT, offset)));
                 case FP32 -> json.writeNumber(data.get(FLOAT, offset));
                 case FP64 -> json.writeNumber(data.get(DOUBLE, offset));
+                case BYTES -> throw new IllegalStateException("BYTES is written above");
             }
         }
         json.writeEndArray();

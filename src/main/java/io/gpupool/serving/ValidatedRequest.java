@@ -17,6 +17,26 @@ import java.util.List;
 public record ValidatedRequest(String id, ServedModel model, List<Input> inputs, List<Output> outputs,
                                Duration timeout) {
 
+    /** Rows in this request: dimension 0 of its first input where the model batches, else 1. */
+    public int batchSize() {
+        return (int) dimension(0, 1);
+    }
+
+    /** Dimension 1 of the first input where the model has a sequence axis, else 1. */
+    public int sequenceLength() {
+        return model.maxSequenceLength() > 0 ? (int) dimension(1, 1) : 1;
+    }
+
+    private long dimension(int axis, long otherwise) {
+        if (inputs.isEmpty()) {
+            return otherwise;
+        }
+        long[] declared = model.inputs().stream().filter(spec -> spec.name().equals(inputs.getFirst().name()))
+                .findFirst().map(spec -> spec.shape()).orElse(new long[0]);
+        long[] shape = inputs.getFirst().shape();
+        return declared.length > axis && declared[axis] == -1 && shape.length > axis ? shape[axis] : otherwise;
+    }
+
     /** One input: row-major little-endian bytes of exactly elementCount × element size. */
     public record Input(String name, DataType dataType, long[] shape, byte[] data) {
     }

@@ -110,19 +110,7 @@ public final class WarmUp {
         }
         for (ServedModel model : registry.models()) {
             try {
-                for (Map.Entry<Integer, InferenceModel> replica : model.replicas().entrySet()) {
-                    long started = System.nanoTime();
-                    DeviceWorker worker = workers.get(replica.getKey());
-                    worker.submit(context -> {
-                        try (Arena arena = Arena.ofConfined()) {
-                            replica.getValue().infer(maxInputs(model, arena), Set.of(), context);
-                        }
-                        return Boolean.TRUE;
-                    }).block();
-                    log.info("Warm-up of model '{}' on device {} at batch {} × sequence {} took {} ms", model.name(),
-                            replica.getKey(), maxBatch(model), maxSequence(model),
-                            (System.nanoTime() - started) / 1_000_000);
-                }
+                dryRun(model);
                 model.markReady();
             } catch (RuntimeException e) {
                 log.error("Warm-up of model '{}' failed; it will not be served", model.name(), e);
@@ -130,6 +118,26 @@ public final class WarmUp {
             }
         }
         registry.markWarmedUp();
+    }
+
+    /**
+     * Runs {@code model} once on each of its devices at its largest size (blocking); a model loaded
+     * at run time takes this before it serves. Throws what the model threw.
+     */
+    public void dryRun(ServedModel model) {
+        for (Map.Entry<Integer, InferenceModel> replica : model.replicas().entrySet()) {
+            long started = System.nanoTime();
+            DeviceWorker worker = workers.get(replica.getKey());
+            worker.submit(context -> {
+                try (Arena arena = Arena.ofConfined()) {
+                    replica.getValue().infer(maxInputs(model, arena), Set.of(), context);
+                }
+                return Boolean.TRUE;
+            }).block();
+            log.info("Warm-up of model '{}' on device {} at batch {} × sequence {} took {} ms", model.name(),
+                    replica.getKey(), maxBatch(model), maxSequence(model),
+                    (System.nanoTime() - started) / 1_000_000);
+        }
     }
 
     /** Marks every model ready without a dry run ({@code gpupool.serving.warm-up=false}). */
@@ -151,6 +159,9 @@ public final class WarmUp {
     private List<HostTensor> maxInputs(ServedModel model, Arena arena) {
         List<HostTensor> inputs = new ArrayList<>();
         for (TensorSpec spec : model.inputs()) {
+            if (!spec.dataType().isFixedSize()) {
+                continue;   // an optional BYTES input (text): the numeric inputs it stands for run at full size
+            }
             long[] shape = spec.shape();
             for (int i = 0; i < shape.length; i++) {
                 if (shape[i] == -1) {

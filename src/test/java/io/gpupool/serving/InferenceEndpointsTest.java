@@ -53,9 +53,14 @@ class InferenceEndpointsTest {
     // ---- health and metadata ----
 
     @Test
-    void liveAndReadyAnswer200AfterWarmUp() {
-        client().get().uri("/v2/health/live").exchange().expectStatus().isOk();
-        client().get().uri("/v2/health/ready").exchange().expectStatus().isOk();
+    void liveAndReadyAnswer200WithTheFlagsKServesClientReads() {
+        client().get().uri("/v2/health/live").exchange().expectStatus().isOk()
+                .expectHeader().contentType(MediaType.APPLICATION_JSON)
+                .expectBody().json("{\"live\": true}", true);
+        client().get().uri("/v2/health/ready").exchange().expectStatus().isOk()
+                .expectBody().json("{\"ready\": true}", true);
+        client().get().uri("/v2/models/doubler/ready").exchange().expectStatus().isOk()
+                .expectBody().json("{\"name\": \"doubler\", \"ready\": true}", true);
         assertThat(fixture.registry.models()).allMatch(ServedModel::isReady);
     }
 
@@ -63,7 +68,10 @@ class InferenceEndpointsTest {
     void readinessIs503UntilWarmUpHasRun() {
         fixture = ServingFixture.builder().noWarmUp().build();
         expectError(fixture.client.get().uri("/v2/health/ready").exchange(), 503, "warm-up");
+        fixture.client.get().uri("/v2/health/ready").exchange().expectBody().jsonPath("$.ready").isEqualTo(false);
         expectError(fixture.client.get().uri("/v2/models/doubler/ready").exchange(), 503, "not ready");
+        fixture.client.get().uri("/v2/models/doubler/ready").exchange().expectBody()
+                .jsonPath("$.ready").isEqualTo(false).jsonPath("$.name").isEqualTo("doubler");
         expectError(infer("doubler", "{\"inputs\":[]}"), 503, "not ready");
         new WarmUp(fixture.registry, fixture.runtimes, 64, 512).run();
         fixture.client.get().uri("/v2/health/ready").exchange().expectStatus().isOk();
@@ -198,7 +206,8 @@ class InferenceEndpointsTest {
                   {"name": "bf16", "shape": [2], "datatype": "BF16", "data": [1.00390625, 1.01171875]},
                   {"name": "int64", "shape": [2], "datatype": "INT64", "data": [9007199254740993, -1]},
                   {"name": "int32", "shape": [2], "datatype": "INT32", "data": [2147483647, -2147483648]},
-                  {"name": "bool", "shape": [2], "datatype": "BOOL", "data": [true, false]}]}""")
+                  {"name": "bool", "shape": [2], "datatype": "BOOL", "data": [true, false]},
+                  {"name": "bytes", "shape": [2], "datatype": "BYTES", "data": ["a", "ü"]}]}""")
                 .expectStatus().isOk().expectBody()
                 .jsonPath("$.outputs[0].data[1]").isEqualTo(-2.25)
                 .jsonPath("$.outputs[1].datatype").isEqualTo("FP16")
@@ -210,7 +219,8 @@ class InferenceEndpointsTest {
                 .jsonPath("$.outputs[3].data[0]").isEqualTo(9007199254740993L)
                 .jsonPath("$.outputs[4].data[1]").isEqualTo(Integer.MIN_VALUE)
                 .jsonPath("$.outputs[5].data[0]").isEqualTo(true)
-                .jsonPath("$.outputs[5].data[1]").isEqualTo(false);
+                .jsonPath("$.outputs[5].data[1]").isEqualTo(false)
+                .jsonPath("$.outputs[6].data[1]").isEqualTo("ü");
     }
 
     @Test

@@ -37,6 +37,8 @@ final class ServingFixture implements AutoCloseable {
     final List<DeviceRuntime> runtimes = new ArrayList<>();
     final Map<String, Map<Integer, TestModel>> models = new HashMap<>();
     final ModelRegistry registry;
+    /** Names the repository extension reported as loaded. */
+    final List<String> loadedModels = new java.util.concurrent.CopyOnWriteArrayList<>();
     final InferenceService service;
     final WebTestClient client;
 
@@ -62,6 +64,9 @@ final class ServingFixture implements AutoCloseable {
         Builder timeout(Duration d) { timeout = d; return this; }
         Builder noWarmUp() { warmUp = false; return this; }
         Builder failures(List<ModelFailure> f) { failures = f; return this; }
+        boolean modelControl;
+        /** gpupool.models.control=explicit: load and unload requests are served. */
+        Builder modelControl() { modelControl = true; return this; }
         long poolCap = -1;
         InferenceObserver observer = InferenceObserver.NONE;
         Builder observer(InferenceObserver o) { observer = o; return this; }
@@ -103,7 +108,7 @@ final class ServingFixture implements AutoCloseable {
         List<TensorSpec> echoInputs = new ArrayList<>();
         List<TensorSpec> echoOutputs = new ArrayList<>();
         for (DataType type : List.of(DataType.FP32, DataType.FP16, DataType.BF16, DataType.INT64, DataType.INT32,
-                DataType.BOOL)) {
+                DataType.BOOL, DataType.BYTES)) {
             echoInputs.add(new TensorSpec(type.name().toLowerCase(), type, new long[]{-1}));
             echoOutputs.add(new TensorSpec(type.name().toLowerCase() + "_out", type, new long[]{-1}));
         }
@@ -131,7 +136,31 @@ final class ServingFixture implements AutoCloseable {
         RequestDecoder decoder = new RequestDecoder(JSON, 64, 512, b.timeout);
         InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody, b.observer,
                 b.decodingBudget);
-        client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler)).build();
+        RepositoryHandler repository = new RepositoryHandler(registry, this::loadFolder, warmUp::dryRun,
+                loadedModels::add, b.modelControl, JSON, b.maxBody);
+        ProtocolExtensions extensions = new ProtocolExtensions(new StatisticsHandler(registry, "CPU"),
+                new ModelConfigHandler(registry, 64, b.streams, "KIND_CPU", model -> null), new SharedMemoryHandler(),
+                repository);
+        client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler, extensions)).build();
+    }
+
+    /**
+     * The fixture's repository for load requests: folder {@code late} (a doubler), {@code doubler}
+     * (reloads it), {@code unfit} (loads, fails its warm-up); any other name has no folder.
+     */
+    private ServedModel loadFolder(String name) {
+        return switch (name) {
+            case "late", "doubler" -> serve(name, () -> new TestModel(name, 8, 0,
+                    List.of(new TensorSpec("x", DataType.FP32, new long[]{-1, 4})),
+                    List.of(new TensorSpec("y", DataType.FP32, new long[]{-1, 4}),
+                            new TensorSpec("argmax", DataType.INT64, new long[]{-1})),
+                    ServingFixture::doubler));
+            case "unfit" -> serve(name, () -> new TestModel(name, 8, 0,
+                    List.of(new TensorSpec("x", DataType.FP32, new long[]{-1, 4})),
+                    List.of(new TensorSpec("y", DataType.FP32, new long[]{-1, 4})),
+                    in -> { throw new IllegalStateException("kernel missing"); }));
+            default -> throw ServingException.notFound("no model folder '" + name + "' in the model repository");
+        };
     }
 
     private ServedModel serve(String name, java.util.function.Supplier<TestModel> factory) {

@@ -6,6 +6,8 @@ import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
 import io.gpupool.model.bert.BertModel;
+import io.gpupool.model.text.TextInputModel;
+import io.gpupool.model.text.TextTokenizer;
 import io.gpupool.model.mlp.MlpModel;
 import io.gpupool.model.safetensors.SafetensorsFile;
 import io.gpupool.model.safetensors.SafetensorsFormatException;
@@ -28,6 +30,7 @@ import java.util.stream.Stream;
  *     tiny-bert/                 one folder per model; the folder name is the model name
  *       config.json              architecture + "gpupool" serving section (see ModelConfig)
  *       model.safetensors        weights, HuggingFace names
+ *       tokenizer.json           optional, BERT only: the model also takes "text" (TextInputModel)
  *     iris-mlp/
  *       config.json
  *       model.safetensors
@@ -125,11 +128,31 @@ public final class ModelRepository implements AutoCloseable {
             throw new ModelFormatException(folder + ": no " + WEIGHTS_FILE);
         }
         ModelConfig config = ModelConfig.read(name, configPath);
+        Path tokenizerPath = folder.resolve(TextTokenizer.FILE);
+        // The tokenizer first: a bad tokenizer.json then fails the model before any weight is uploaded.
+        TextTokenizer tokenizer = config.architecture() instanceof ModelConfig.Bert && Files.isRegularFile(tokenizerPath)
+                ? TextTokenizer.load(tokenizerPath, config.serving().maxSequenceLength()) : null;
+        InferenceModel model;
         try (SafetensorsFile file = SafetensorsFile.open(weightsPath)) {
-            return switch (config.architecture()) {
+            model = switch (config.architecture()) {
                 case ModelConfig.Bert ignored -> BertModel.load(config, file, target);
                 case ModelConfig.Mlp ignored -> MlpModel.load(config, file, target);
             };
+        } catch (RuntimeException e) {
+            if (tokenizer != null) {
+                tokenizer.close();
+            }
+            throw e;
+        }
+        if (tokenizer == null) {
+            return model;
+        }
+        try {
+            return new TextInputModel(model, tokenizer);
+        } catch (RuntimeException e) {
+            tokenizer.close();
+            model.close();
+            throw e;
         }
     }
 

@@ -1,0 +1,160 @@
+package io.gpupool.serving;
+
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DataBufferUtils;
+import org.springframework.http.HttpHeaders;
+import org.springframework.web.reactive.function.BodyExtractors;
+import org.springframework.web.reactive.function.server.ServerRequest;
+import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Schedulers;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.zip.GZIPInputStream;
+import java.util.zip.Inflater;
+import java.util.zip.InflaterInputStream;
+
+/**
+ * Reads a request body whole, within {@code gpupool.serving.max-body-size}, and undoes its
+ * {@code Content-Encoding} ({@code gzip}, {@code deflate}, or none).
+ *
+ * <pre>
+ *   bytes arriving ──► kept while total ≤ limit ─────────────────────────► end ──► decode ──► byte[]
+ *                          │ total > limit                                        (inflated bytes
+ *                          ▼                                                       also ≤ limit,
+ *                      dropped as they arrive, reading goes on to the end ──► 413   else 413)
+ *                          │ total > DRAIN_FACTOR × limit
+ *                          ▼
+ *                      413 at once (the connection closes under the client)
+ * </pre>
+ * Reading an over-limit body to its end before answering is what lets a client that writes its
+ * whole body before reading (tritonclient, python-requests) see the 413 rather than a reset
+ * connection; the dropped bytes cost no memory. A compressed body is inflated in steps into a
+ * buffer that may never grow past the limit, so a small body that inflates to gigabytes (a zip bomb)
+ * is refused after at most {@code limit} bytes of output.
+ */
+final class RequestBodies {
+
+    /** How far past the limit a body is still read to its end (then dropped) to answer 413 cleanly. */
+    static final int DRAIN_FACTOR = 4;
+
+    private final int maxBodyBytes;
+
+    RequestBodies(int maxBodyBytes) {
+        this.maxBodyBytes = maxBodyBytes;
+    }
+
+    /** The decoded body; empty array for no body. Fails with 413, 415 (unknown encoding) or 400 (corrupt data). */
+    Mono<byte[]> read(ServerRequest request) {
+        String encoding = encoding(request.headers().firstHeader(HttpHeaders.CONTENT_ENCODING));
+        long drainLimit = (long) DRAIN_FACTOR * maxBodyBytes;
+        long declared = request.headers().contentLength().orElse(-1);
+        if (declared > drainLimit) {
+            return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
+        }
+        Mono<byte[]> raw = request.body(BodyExtractors.toDataBuffers())
+                .reduceWith(Collected::new, (collected, buffer) -> collected.add(buffer, maxBodyBytes, drainLimit))
+                .doOnDiscard(DataBuffer.class, DataBufferUtils::release)
+                .defaultIfEmpty(new Collected())
+                .map(collected -> collected.bytes(maxBodyBytes));
+        return switch (encoding) {
+            case "identity" -> raw;
+            case "gzip", "x-gzip" -> raw.publishOn(Schedulers.boundedElastic()).map(body -> inflate(body, true));
+            case "deflate" -> raw.publishOn(Schedulers.boundedElastic()).map(body -> inflate(body, false));
+            default -> raw.then(Mono.error(ServingException.unsupportedMediaType("Content-Encoding '" + encoding
+                    + "' is not supported; send gzip, deflate or no encoding")));
+        };
+    }
+
+    private static String encoding(String header) {
+        if (header == null || header.isBlank()) {
+            return "identity";
+        }
+        return header.trim().toLowerCase(Locale.ROOT);
+    }
+
+    /**
+     * Inflates {@code body}, at most {@code maxBodyBytes} of output. {@code deflate} is the zlib format
+     * (RFC 1950) as HTTP defines it, but raw deflate data (RFC 1951), which some clients send, is taken too.
+     */
+    private byte[] inflate(byte[] body, boolean gzip) {
+        if (body.length == 0) {
+            return body;
+        }
+        String format = gzip ? "gzip" : "deflate";
+        Inflater inflater = new Inflater(!gzip && !zlibHeader(body));
+        try (InputStream in = gzip ? new GZIPInputStream(new ByteArrayInputStream(body))
+                : new InflaterInputStream(new ByteArrayInputStream(body), inflater)) {
+            ByteArrayOutputStream out = new ByteArrayOutputStream(Math.min(maxBodyBytes, Math.max(256, body.length * 4)));
+            byte[] step = new byte[64 * 1024];
+            int read;
+            while ((read = in.read(step)) >= 0) {
+                if ((long) out.size() + read > maxBodyBytes) {
+                    throw ServingException.payloadTooLarge(maxBodyBytes, "decompressed request body");
+                }
+                out.write(step, 0, read);
+            }
+            return out.toByteArray();
+        } catch (IOException e) {
+            // ZipException (corrupt data, wrong header) and EOFException (cut short) alike: the client's data
+            throw ServingException.badRequest("request body is not valid " + format + " data (Content-Encoding: "
+                    + format + "): " + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()));
+        } finally {
+            inflater.end();
+        }
+    }
+
+    /** RFC 1950: compression method 8 in the low nibble of the first byte, and the two bytes a multiple of 31. */
+    private static boolean zlibHeader(byte[] body) {
+        return body.length >= 2 && (body[0] & 0x0F) == 8 && (((body[0] & 0xFF) << 8) | (body[1] & 0xFF)) % 31 == 0;
+    }
+
+    /** The bytes kept so far; once over the limit nothing more is kept, only counted. */
+    private static final class Collected {
+        private final List<byte[]> parts = new ArrayList<>();
+        private long total;
+
+        Collected add(DataBuffer buffer, int limit, long drainLimit) {
+            try {
+                int size = buffer.readableByteCount();
+                total += size;
+                if (total > drainLimit) {
+                    clear();
+                    throw ServingException.payloadTooLarge(limit);
+                }
+                if (total <= limit) {
+                    byte[] part = new byte[size];
+                    buffer.read(part);
+                    parts.add(part);
+                } else {
+                    parts.clear();
+                }
+                return this;
+            } finally {
+                DataBufferUtils.release(buffer);
+            }
+        }
+
+        void clear() {
+            parts.clear();
+        }
+
+        byte[] bytes(int limit) {
+            if (total > limit) {
+                throw ServingException.payloadTooLarge(limit);
+            }
+            byte[] out = new byte[(int) total];
+            int at = 0;
+            for (byte[] part : parts) {
+                System.arraycopy(part, 0, out, at, part.length);
+                at += part.length;
+            }
+            return out;
+        }
+    }
+}

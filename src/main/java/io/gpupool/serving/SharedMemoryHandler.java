@@ -1,0 +1,48 @@
+package io.gpupool.serving;
+
+import org.springframework.core.io.buffer.DataBufferUtils;
+import org.springframework.http.MediaType;
+import org.springframework.web.reactive.function.BodyExtractors;
+import org.springframework.web.reactive.function.server.ServerRequest;
+import org.springframework.web.reactive.function.server.ServerResponse;
+import reactor.core.publisher.Mono;
+
+import java.util.List;
+
+/**
+ * Triton's system and CUDA shared-memory extensions, answered as a server that offers neither:
+ * status lists no region, register is refused with 400 saying so, unregister has nothing to remove
+ * and succeeds (clients call it on clean-up). Inputs that name a region are refused by the
+ * {@link RequestDecoder} with the same message.
+ */
+public final class SharedMemoryHandler {
+
+    /** GET /v2/{kind}sharedmemory[/region/{r}]/status. */
+    public Mono<ServerResponse> status(ServerRequest request) {
+        return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(List.of());
+    }
+
+    /** POST /v2/{kind}sharedmemory/region/{r}/register. */
+    public Mono<ServerResponse> register(ServerRequest request) {
+        return discard(request).then(ErrorResponses.of(ServingException.badRequest(unsupported(kind(request)))));
+    }
+
+    /** POST /v2/{kind}sharedmemory[/region/{r}]/unregister. */
+    public Mono<ServerResponse> unregister(ServerRequest request) {
+        return discard(request).then(ServerResponse.ok().build());
+    }
+
+    /** The refusal for {@code kind} ("system" or "CUDA"). */
+    static String unsupported(String kind) {
+        return kind + " shared memory is not supported by this server; send tensor data in the request body "
+                + "(JSON or the binary tensor data extension)";
+    }
+
+    private static String kind(ServerRequest request) {
+        return request.path().startsWith("/v2/cuda") ? "CUDA" : "system";
+    }
+
+    private static Mono<Void> discard(ServerRequest request) {
+        return request.body(BodyExtractors.toDataBuffers()).doOnNext(DataBufferUtils::release).then();
+    }
+}

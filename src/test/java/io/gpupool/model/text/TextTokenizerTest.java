@@ -1,0 +1,106 @@
+package io.gpupool.model.text;
+
+import io.gpupool.model.ModelFormatException;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * The shipped tiny-bert tokenizer gives transformers' tokens: the fixture
+ * {@code fixtures/tiny-bert/tokens.json} was made by {@code tools/fixtures/make_fixtures.py} with
+ * transformers' fast BERT tokenizer on the same vocabulary.
+ */
+class TextTokenizerTest {
+
+    private static final Path SHIPPED = Path.of("models/tiny-bert/tokenizer.json");
+    private static final Path FIXTURE = Path.of("src/test/resources/fixtures/tiny-bert/tokens.json");
+
+    private static TextTokenizer tokenizer;
+    private static JsonNode fixture;
+
+    @BeforeAll
+    static void load() throws IOException {
+        fixture = JsonMapper.builder().build().readTree(Files.readString(FIXTURE));
+        tokenizer = TextTokenizer.load(SHIPPED, fixture.get("max_length").intValue());
+    }
+
+    @AfterAll
+    static void close() {
+        tokenizer.close();
+    }
+
+    @Test
+    void tokensEqualTransformersOnEveryFixtureText() {
+        int compared = 0;
+        for (JsonNode c : fixture.get("cases")) {
+            String text = c.get("text").stringValue();
+            long[] ours = tokenizer.encode(text).getIds();
+            if (c.has("input_ids")) {
+                assertThat(ours).as("ids of %s", text).containsExactly(longs(c.get("input_ids")));
+                if (c.has("attention_mask")) {
+                    assertThat(tokenizer.encode(text).getAttentionMask()).containsExactly(longs(c.get("attention_mask")));
+                    assertThat(tokenizer.encode(text).getTypeIds()).containsExactly(longs(c.get("token_type_ids")));
+                }
+            } else {
+                long[] prefix = longs(c.get("input_ids_prefix"));
+                assertThat(Arrays.copyOf(ours, Math.min(ours.length, prefix.length)))
+                        .as("first %d ids of %s", prefix.length, text).containsExactly(prefix);
+            }
+            compared++;
+        }
+        assertThat(compared).isEqualTo(11);
+    }
+
+    @Test
+    void aLongTextIsCutToTheModelsLengthAndEndsWithSep() {
+        long[] ids = tokenizer.encode(" hello world".repeat(40)).getIds();
+        assertThat(ids).hasSize(64);
+        assertThat(ids[0]).isEqualTo(2);   // [CLS]
+        assertThat(ids[63]).isEqualTo(3);  // [SEP]
+    }
+
+    @Test
+    void aBatchIsPaddedOnTheRightWithMaskZero() {
+        TextTokenizer.Batch batch = tokenizer.encode(List.of("hello world", "Hello, World!"));
+        assertThat(batch.batch()).isEqualTo(2);
+        assertThat(batch.sequence()).isEqualTo(6);
+        assertThat(batch.ids()).containsExactly(2, 77, 78, 3, 0, 0, 2, 77, 6, 78, 7, 3);
+        assertThat(batch.attentionMask()).containsExactly(1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1);
+        if (fixture.has("batch")) {
+            List<Long> expected = new ArrayList<>();
+            fixture.get("batch").get("input_ids").forEach(row -> row.forEach(id -> expected.add(id.longValue())));
+            List<String> texts = new ArrayList<>();
+            fixture.get("batch").get("texts").forEach(t -> texts.add(t.stringValue()));
+            assertThat(tokenizer.encode(texts).ids()).containsExactly(expected.stream().mapToLong(Long::longValue).toArray());
+        }
+    }
+
+    @Test
+    void aFileThatIsNotATokenizerNamesItself(@org.junit.jupiter.api.io.TempDir Path folder) throws IOException {
+        Path broken = Files.writeString(folder.resolve("tokenizer.json"), "{\"model\": 3}");
+        assertThatThrownBy(() -> TextTokenizer.load(broken, 16)).isInstanceOf(ModelFormatException.class)
+                .hasMessageContaining(broken.toString()).hasMessageContaining("cannot be loaded");
+        assertThatThrownBy(() -> TextTokenizer.load(folder.resolve("absent.json"), 16))
+                .isInstanceOf(ModelFormatException.class).hasMessageContaining("no such file");
+    }
+
+    private static long[] longs(JsonNode array) {
+        long[] out = new long[array.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = array.get(i).longValue();
+        }
+        return out;
+    }
+}

@@ -1,0 +1,135 @@
+package io.gpupool.serving;
+
+import io.gpupool.serving.fake.TestModel;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.http.MediaType;
+import org.springframework.test.web.reactive.server.WebTestClient;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.hamcrest.Matchers.containsString;
+
+/** Triton's model repository extension: load and unload at run time, and who may call them. */
+class RepositoryExtensionTest {
+
+    private static final String ONE_ROW = """
+            {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""";
+
+    private ServingFixture fixture;
+
+    @AfterEach
+    void close() {
+        if (fixture != null) {
+            fixture.close();
+        }
+    }
+
+    private static void expectError(WebTestClient.ResponseSpec response, int status, String messagePart) {
+        response.expectStatus().isEqualTo(status).expectBody().jsonPath("$.error").value(containsString(messagePart));
+    }
+
+    private WebTestClient.ResponseSpec post(String uri) {
+        return fixture.client.post().uri(uri).exchange();
+    }
+
+    private WebTestClient.ResponseSpec infer(String model) {
+        return fixture.client.post().uri("/v2/models/" + model + "/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue(ONE_ROW).exchange();
+    }
+
+    @Test
+    void offUnlessModelControlIsExplicit() {
+        fixture = ServingFixture.builder().build();
+        expectError(post("/v2/repository/models/late/load"), 403, "gpupool.models.control=explicit");
+        expectError(post("/v2/repository/models/doubler/unload"), 403, "gpupool.models.control=explicit");
+        infer("doubler").expectStatus().isOk();
+    }
+
+    @Test
+    void loadServesANewModelAfterItsDryRun() {
+        fixture = ServingFixture.builder().modelControl().build();
+        expectError(infer("late"), 404, "unknown model 'late'");
+        post("/v2/repository/models/late/load").expectStatus().isOk();
+        assertThat(fixture.model("late").invocations).as("the dry run").hasValue(1);
+        infer("late").expectStatus().isOk().expectBody().jsonPath("$.outputs[0].data[3]").isEqualTo(8.0);
+        fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
+                .jsonPath("$[?(@.name=='late')].state").isEqualTo("READY");
+        assertThat(fixture.loadedModels).containsExactly("late");
+    }
+
+    @Test
+    void unloadDrainsRunningRequestsThenFreesTheModel() throws Exception {
+        fixture = ServingFixture.builder().modelControl().build();
+        TestModel doubler = fixture.model("doubler");
+        CountDownLatch entered = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        doubler.gate = () -> {
+            entered.countDown();
+            try {
+                release.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        };
+        WebTestClient patient = fixture.client.mutate().responseTimeout(Duration.ofSeconds(20)).build();
+        ExecutorService clients = Executors.newFixedThreadPool(2);
+        CompletableFuture<Integer> running = CompletableFuture.supplyAsync(() -> patient.post()
+                .uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON).bodyValue(ONE_ROW)
+                .exchange().returnResult(String.class).getStatus().value(), clients);
+        assertThat(entered.await(10, TimeUnit.SECONDS)).isTrue();
+        CompletableFuture<Integer> unload = CompletableFuture.supplyAsync(() -> patient.post()
+                .uri("/v2/repository/models/doubler/unload").exchange().returnResult(String.class).getStatus().value(),
+                clients);
+        Thread.sleep(200);
+        assertThat(unload).as("unload waits for the running request").isNotDone();
+        assertThat(doubler.closed).isFalse();
+        fixture.client.get().uri("/v2/models/doubler/ready").exchange().expectStatus().isEqualTo(503);
+        release.countDown();
+        assertThat(running.get(10, TimeUnit.SECONDS)).as("the running request finished").isEqualTo(200);
+        assertThat(unload.get(10, TimeUnit.SECONDS)).isEqualTo(200);
+        clients.shutdown();
+        assertThat(doubler.closed).as("replicas closed after the drain").isTrue();
+        expectError(infer("doubler"), 404, "unloaded on request");
+        fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
+                .jsonPath("$[?(@.name=='doubler')].state").isEqualTo("UNAVAILABLE")
+                .jsonPath("$[?(@.name=='doubler')].reason").value(reason -> assertThat(reason.toString())
+                        .contains("unloaded on request"));
+        assertThat(fixture.allocatedBytes()).isZero();
+        // and back
+        post("/v2/repository/models/doubler/load").expectStatus().isOk();
+        infer("doubler").expectStatus().isOk();
+    }
+
+    @Test
+    void loadingALoadedModelReplacesIt() {
+        fixture = ServingFixture.builder().modelControl().build();
+        TestModel before = fixture.model("doubler");
+        post("/v2/repository/models/doubler/load").expectStatus().isOk();
+        assertThat(before.closed).isTrue();
+        assertThat(fixture.model("doubler")).isNotSameAs(before);
+        infer("doubler").expectStatus().isOk();
+    }
+
+    @Test
+    void aModelThatFailsLeavesNothingBehindAndNamesWhy() {
+        fixture = ServingFixture.builder().modelControl().build();
+        expectError(post("/v2/repository/models/unfit/load"), 400, "failed its warm-up and is not served: kernel missing");
+        assertThat(fixture.model("unfit").closed).isTrue();
+        expectError(infer("unfit"), 404, "unknown model 'unfit'");
+        expectError(post("/v2/repository/models/nowhere/load"), 404, "no model folder 'nowhere'");
+        expectError(fixture.client.post().uri("/v2/repository/models/{m}/load", "..").exchange(), 400,
+                "invalid model name");
+        expectError(post("/v2/repository/models/nowhere/unload"), 404, "unknown model 'nowhere'");
+        expectError(fixture.client.post().uri("/v2/repository/models/late/load").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("{\"parameters\": {\"config\": \"{}\"}}").exchange(), 400, "parameter 'config' is not supported");
+        assertThat(fixture.loadedModels).isEmpty();
+        assertThat(fixture.allocatedBytes()).isZero();
+    }
+}
