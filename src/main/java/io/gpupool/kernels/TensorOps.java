@@ -59,9 +59,10 @@ public interface TensorOps {
 
     /**
      * Whether this backend and precision implement {@link #packedEmbeddingSum}, {@link #varlenAttention}
-     * and {@link #packedPool}; without them a batch of sequences is padded to its longest one instead.
+     * and {@link #packedPool} for attention heads of {@code headDim}; without them a batch of sequences is
+     * padded to its longest one instead.
      */
-    default boolean supportsPackedSequences() {
+    default boolean supportsPackedSequences(int headDim) {
         return false;
     }
 

@@ -394,7 +394,7 @@ public final class HostTensorOps implements TensorOps {
     // ---- packed sequences: the same arithmetic as the padded ops, per sequence over offsets ---------
 
     @Override
-    public boolean supportsPackedSequences() {
+    public boolean supportsPackedSequences(int headDim) {
         return true;
     }
 

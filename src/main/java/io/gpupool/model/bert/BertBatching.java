@@ -34,8 +34,9 @@ import java.util.Set;
  * still differs from a request alone where a request's own mask leaves a sequence with no real token
  * (alone its softmax spreads over Sᵣ keys, padded over S*), and it costs attention over S* for every
  * sequence. The layout is fixed per replica at load: packed when the device's kernels implement
- * {@link TensorOps#supportsPackedSequences()} (the host backend; CUDA at FP32 and TF32X3, whose attention is
- * FP32), padded otherwise (CUDA BF16 and TF32, whose attention runs on tensor cores and has no varlen form).
+ * {@link TensorOps#supportsPackedSequences} (the host backend; CUDA where attention computes in FP32: FP32,
+ * TF32X3, TF32 without TF32 attention; head size up to 128), padded otherwise (CUDA BF16 and TF32, whose
+ * attention runs on tensor cores and has no varlen form).
  */
 final class BertBatching {
 
@@ -70,7 +71,8 @@ final class BertBatching {
 
     BertBatching(BertModel model, String prefix, boolean pooler, TensorOps ops) {
         this.model = model;
-        this.packed = ops.supportsPackedSequences() ? new PackedBertForward(model, prefix, pooler) : null;
+        this.packed = ops.supportsPackedSequences(model.arch().headDim())
+                ? new PackedBertForward(model, prefix, pooler) : null;
     }
 
     String layout() {
