@@ -2,6 +2,8 @@ package io.gpupool.serving;
 
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.InferenceModel;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -19,6 +21,8 @@ import java.util.function.LongSupplier;
  * on and whose replica is a {@link BatchableModel}. One daemon timer thread serves every queue's delay.
  */
 public final class DynamicBatcher implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(DynamicBatcher.class);
 
     /** One model's batching as a replica runs it, for the actuator and logs. */
     public record Description(String model, String version, int device, String layout, BatchPolicy policy) {
@@ -77,8 +81,12 @@ public final class DynamicBatcher implements AutoCloseable {
             return null;
         }
         LongSupplier room = headroom.getOrDefault(device, () -> Long.MAX_VALUE);
-        return queues.computeIfAbsent(key, k -> new BatchQueue(model.name(), (BatchableModel) replica, policy, worker,
-                queueCapacity, room, timer, statistics));
+        return queues.computeIfAbsent(key, k -> {
+            BatchableModel batchable = (BatchableModel) replica;
+            log.info("Model '{}' version {} batches on device {} ({} layout): {}", model.name(), model.version(), device,
+                    batchable.batchLayout(), policy);
+            return new BatchQueue(model.name(), batchable, policy, worker, queueCapacity, room, timer, statistics);
+        });
     }
 
     /** Requests waiting for a batch on {@code device}, all models together. */
