@@ -23,7 +23,7 @@ import java.util.function.LongSupplier;
  * {@link DeviceWorker}.
  *
  * <pre>
- *   submit ─► queue full? ─yes─► 503 (overloaded)
+ *   submit ─► all slots busy and queue full? ─yes─► 503 (overloaded)
  *               │ no
  *               ▼
  *           waiting (FIFO) ──cancel/timeout──► leaves the queue, nobody else notices
@@ -124,7 +124,8 @@ final class BatchQueue {
                     sink.error(ServingException.unavailable("device " + worker.device().index() + " is shutting down", 1));
                     return;
                 }
-                if (waiting.size() >= capacity) {
+                // As the device queue: refused only when no stream is free and the queue is full.
+                if (waiting.size() >= capacity && running >= slots) {
                     sink.error(ServingException.unavailable("device " + worker.device().index() + " is overloaded: "
                             + waiting.size() + " requests of model '" + model + "' wait for a batch"
                             + " (gpupool.serving.queue-capacity=" + capacity + ")", 1));
