@@ -1,14 +1,14 @@
 package io.gpupool.model.bert;
 
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
+import io.gpupool.kernels.TensorOps;
+import io.gpupool.model.BatchableModel;
 import io.gpupool.model.DataType;
 import io.gpupool.model.DeviceWeights;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
-import io.gpupool.model.BatchableModel;
 import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;

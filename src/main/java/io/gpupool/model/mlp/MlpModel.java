@@ -1,11 +1,11 @@
 package io.gpupool.model.mlp;
 
 import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.model.BatchableModel;
 import io.gpupool.model.DataType;
 import io.gpupool.model.DeviceWeights;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
-import io.gpupool.model.BatchableModel;
 import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
