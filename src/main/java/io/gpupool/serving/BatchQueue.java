@@ -231,14 +231,25 @@ final class BatchQueue {
 
     /** Arms the timer for {@code due} unless it already fires at or before it. */
     private void wakeUpAt(long due, long now) {
-        if (wakeUp != null && !wakeUp.isDone() && wakeUpAt - due <= 0) {
+        if (wakeUp != null && wakeUpAt - due <= 0) {
             return;
         }
         if (wakeUp != null) {
             wakeUp.cancel(false);
         }
         wakeUpAt = due;
-        wakeUp = timer.schedule(this::dispatchReady, due - now, TimeUnit.NANOSECONDS);
+        wakeUp = timer.schedule(this::wokenUp, due - now, TimeUnit.NANOSECONDS);
+    }
+
+    /**
+     * The timer fired. It is forgotten first, under the monitor, so that a batch formed while this one runs
+     * arms a timer of its own instead of counting on this one, which may already have looked at the queue.
+     */
+    private void wokenUp() {
+        synchronized (this) {
+            wakeUp = null;
+        }
+        dispatchReady();
     }
 
     private void launch(List<Entry> batch) {
