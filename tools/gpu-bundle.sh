@@ -54,7 +54,7 @@ echo "[bundle] linking the Java runtime"
 cp tools/run-gpu-tests.sh "$STAGE/run-gpu-tests.sh"
 chmod +x "$STAGE/run-gpu-tests.sh"
 # The load driver and the allocator comparison (docs/benchmarks.md) with the example models they serve.
-cp tools/load-env.sh tools/loaddriver.sh tools/compare-allocators.sh tools/soak.sh "$STAGE/"
+cp tools/load-env.sh tools/loaddriver.sh tools/compare-allocators.sh tools/soak.sh tools/batching-bench.sh "$STAGE/"
 cp -r models "$STAGE/models"
 
 echo "[bundle] re-storing jars uncompressed so that xz compresses across classes"

@@ -18,6 +18,7 @@ import io.gpupool.model.PlannedMemory;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.DeviceWorker;
 import io.gpupool.serving.InferenceHandler;
+import io.gpupool.serving.DynamicBatcher;
 import io.gpupool.serving.InferenceObserver;
 import io.gpupool.serving.InferenceService;
 import io.gpupool.serving.ModelRegistry;
@@ -174,8 +175,9 @@ public class GpuPoolConfiguration {
 
     @Bean
     InferenceService inferenceService(ServingDevices devices, JsonMapper json,
-                                      ObjectProvider<InferenceObserver> observer) {
-        return new InferenceService(devices.devices(), json, observer.getIfAvailable(() -> InferenceObserver.NONE));
+                                      ObjectProvider<InferenceObserver> observer, ObjectProvider<DynamicBatcher> batcher) {
+        return new InferenceService(devices.devices(), json, observer.getIfAvailable(() -> InferenceObserver.NONE),
+                batcher.getIfAvailable());
     }
 
     @Bean

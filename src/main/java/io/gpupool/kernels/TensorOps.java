@@ -49,4 +49,50 @@ public interface TensorOps {
 
     /** Row-wise softmax of x[rows, cols] into y (may alias x). */
     void softmax(DeviceStream stream, long x, long y, int rows, int cols);
+
+    // ---- packed sequences (dynamic batching without padding) ------------------------------------
+    //
+    // Several requests' sequences of different lengths share one forward: their tokens are rows of one
+    // [tokens, hidden] matrix, sequence i occupying rows offsets[i] .. offsets[i+1]-1 (offsets: INT32 device
+    // array of sequences + 1 cumulative row counts, offsets[0] = 0). Row-wise ops (linear, LayerNorm) need
+    // nothing new; the three ops below are the ones that must know where a sequence starts.
+
+    /**
+     * Whether this backend and precision implement {@link #packedEmbeddingSum}, {@link #varlenAttention}
+     * and {@link #packedPool} for attention heads of {@code headDim}; without them a batch of sequences is
+     * padded to its longest one instead.
+     */
+    default boolean supportsPackedSequences(int headDim) {
+        return false;
+    }
+
+    /**
+     * out[t, :] = word[ids[t]] + position[positions[t]] + tokenType[types[t]] for every packed row t;
+     * {@code inputIds}, {@code positionIds}, {@code tokenTypeIds} are INT32 device arrays of {@code tokens};
+     * {@code tokenTypeIds} optional (type 0).
+     */
+    default void packedEmbeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long positionIds,
+                                    long wordTable, long positionTable, long tokenTypeTable, long out, int tokens,
+                                    int hidden) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " has no packed-sequence ops");
+    }
+
+    /**
+     * {@link #attention} for packed sequences: each sequence attends only to its own rows. {@code qkv} is
+     * [tokens, 3·heads·headDim], {@code attentionMask} INT32 [tokens] (optional: all real), {@code offsets} as
+     * above; {@code maxSeq} is the longest sequence. Writes context [tokens, heads·headDim]; needs no workspace.
+     */
+    default void varlenAttention(DeviceStream stream, long qkv, long attentionMask, long offsets, long context,
+                                 int sequences, int tokens, int maxSeq, int heads, int headDim) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " has no packed-sequence ops");
+    }
+
+    /**
+     * out[i, :] = the first row of sequence i (CLS) or the mask-weighted mean of its rows;
+     * {@code attentionMask} INT32 [tokens], optional.
+     */
+    default void packedPool(DeviceStream stream, long hidden, long attentionMask, long offsets, long out,
+                            int sequences, int tokens, int cols, Pooling pooling) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " has no packed-sequence ops");
+    }
 }

@@ -25,7 +25,9 @@ import java.util.Locale;
  *     "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu",
  *     "gpupool": { "version": "1", "max_batch_size": 8, "max_sequence_length": 128, "pooling": "cls",
  *                  "inputs": ["input_ids", "attention_mask", "token_type_ids"],
- *                  "outputs": ["last_hidden_state", "pooler_output"] } }
+ *                  "outputs": ["last_hidden_state", "pooler_output"],
+ *                  "dynamic_batching": { "max_queue_delay_microseconds": 100, "max_batch_requests": 32,
+ *                                        "max_batch_tokens": 8192, "preferred_batch_size": [8, 16] } } }
  * MLP (ours):
  *   { "model_type": "mlp",
  *     "mlp": { "input_features": 4, "layers": [{"units": 16, "activation": "relu"},
@@ -34,7 +36,8 @@ import java.util.Locale;
  *     "gpupool": { "max_batch_size": 256 } }
  * </pre>
  * Every field of "gpupool" is optional: inputs and outputs default to all the model offers,
- * max_sequence_length to max_position_embeddings, pooling to "cls", version to "1".
+ * max_sequence_length to max_position_embeddings, pooling to "cls", version to "1", dynamic_batching to
+ * the server's {@code gpupool.batching.*} (see {@link Batching}).
  */
 public record ModelConfig(String name, Architecture architecture, Serving serving) {
 
@@ -75,11 +78,41 @@ public record ModelConfig(String name, Architecture architecture, Serving servin
      * {@code maxSequenceLength} is 0 for models without a sequence dimension.
      */
     public record Serving(String version, int maxBatchSize, int maxSequenceLength, Pooling pooling,
-                          List<String> inputs, List<String> outputs) {
+                          List<String> inputs, List<String> outputs, Batching batching) {
 
         public Serving {
             inputs = List.copyOf(inputs);
             outputs = List.copyOf(outputs);
+            batching = batching == null ? Batching.UNSET : batching;
+        }
+
+        /** A serving section without a {@code dynamic_batching} field. */
+        public Serving(String version, int maxBatchSize, int maxSequenceLength, Pooling pooling, List<String> inputs,
+                       List<String> outputs) {
+            this(version, maxBatchSize, maxSequenceLength, pooling, inputs, outputs, Batching.UNSET);
+        }
+    }
+
+    /**
+     * The serving section's {@code dynamic_batching} field: {@code false}, or an object whose fields override
+     * the server's defaults ({@code gpupool.batching.*}); a null component means "the server's default".
+     * Its presence as an object turns batching on unless it says {@code "enabled": false}.
+     *
+     * @param maxQueueDelayMicros {@code max_queue_delay_microseconds}: how long the oldest waiting request may be
+     *                            held for others to join its batch (Triton's meaning)
+     * @param maxRequests         {@code max_batch_requests}: most requests in one forward
+     * @param maxTokens           {@code max_batch_tokens}: most tokens (batch × sequence summed) in one forward
+     * @param preferredBatchSizes {@code preferred_batch_size}: batch sizes (summed batch rows) formed at once
+     *                            without waiting out the delay; empty: none
+     */
+    public record Batching(Boolean enabled, Long maxQueueDelayMicros, Integer maxRequests, Integer maxTokens,
+                           List<Integer> preferredBatchSizes) {
+
+        /** No {@code dynamic_batching} field: every value is the server's. */
+        public static final Batching UNSET = new Batching(null, null, null, null, List.of());
+
+        public Batching {
+            preferredBatchSizes = List.copyOf(preferredBatchSizes);
         }
     }
 
@@ -135,8 +168,48 @@ public record ModelConfig(String name, Architecture architecture, Serving servin
         };
         Serving serving = new Serving(s.string("version", "1"),
                 s.intInRange("max_batch_size", DEFAULT_MAX_BATCH, 1, 1 << 16), maxSequence, poolingMode,
-                s.strings("inputs"), s.strings("outputs"));
+                s.strings("inputs"), s.strings("outputs"), parseBatching(source, servingNode));
         return new ModelConfig(name, architecture, serving);
+    }
+
+    private static Batching parseBatching(String source, JsonNode servingNode) {
+        JsonNode node = servingNode == null ? null : servingNode.get("dynamic_batching");
+        if (node == null || node.isNull()) {
+            return Batching.UNSET;
+        }
+        if (node.isBoolean()) {
+            return new Batching(node.asBoolean(), null, null, null, List.of());
+        }
+        if (!node.isObject()) {
+            throw new ModelFormatException(source + ": gpupool.dynamic_batching = " + node
+                    + ", expected true, false or an object");
+        }
+        Fields f = new Fields(source, node).prefixed("gpupool.dynamic_batching.");
+        JsonNode enabled = node.get("enabled");
+        if (enabled != null && !enabled.isBoolean()) {
+            throw new ModelFormatException(source + ": gpupool.dynamic_batching.enabled = " + enabled
+                    + ", expected true or false");
+        }
+        Long delay = node.has("max_queue_delay_microseconds")
+                ? (long) f.intInRange("max_queue_delay_microseconds", null, 0, 10_000_000) : null;
+        Integer requests = node.has("max_batch_requests") ? f.intInRange("max_batch_requests", null, 1, 4096) : null;
+        Integer tokens = node.has("max_batch_tokens") ? f.intInRange("max_batch_tokens", null, 1, 1 << 24) : null;
+        List<Integer> preferred = new ArrayList<>();
+        JsonNode sizes = node.get("preferred_batch_size");
+        if (sizes != null && !sizes.isNull()) {
+            if (!sizes.isArray()) {
+                throw new ModelFormatException(source + ": gpupool.dynamic_batching.preferred_batch_size = " + sizes
+                        + ", expected an array of positive integers");
+            }
+            for (JsonNode size : sizes) {
+                if (!size.isIntegralNumber() || size.longValue() < 1 || size.longValue() > 1 << 16) {
+                    throw new ModelFormatException(source + ": gpupool.dynamic_batching.preferred_batch_size = " + sizes
+                            + ", expected an array of integers in [1, 65536]");
+                }
+                preferred.add(size.intValue());
+            }
+        }
+        return new Batching(enabled == null || enabled.asBoolean(), delay, requests, tokens, preferred);
     }
 
     private static Bert parseBert(Fields f) {

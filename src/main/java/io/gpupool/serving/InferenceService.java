@@ -1,5 +1,6 @@
 package io.gpupool.serving;
 
+import io.gpupool.model.BatchableModel;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
@@ -23,19 +24,34 @@ import java.util.Set;
  * <p>On the worker thread, the request's inputs are copied into native memory of a confined arena,
  * the model runs on the leased stream, the response is serialised, and the arena is closed, all
  * before the stream lease is returned. Nothing of a request outlives its job.
+ *
+ * <p>A model that batches ({@link DynamicBatcher}) takes another road after the device is picked: its request
+ * is validated and converted on the calling thread, waits in the model's {@link BatchQueue} and runs inside
+ * a batch's job; the same timeout bounds the wait and the run, and cancelling leaves the batch queue.
  */
 public final class InferenceService {
 
     private final Map<Integer, DeviceWorker> workers;
     private final ResponseEncoder encoder;
     private final InferenceObserver observer;
+    /** Null: no model batches. */
+    private final DynamicBatcher batcher;
+    private final BatchStatistics statistics;
 
     public InferenceService(List<DeviceRuntime> devices, ObjectMapper json) {
         this(devices, json, InferenceObserver.NONE);
     }
 
     public InferenceService(List<DeviceRuntime> devices, ObjectMapper json, InferenceObserver observer) {
+        this(devices, json, observer, null);
+    }
+
+    /** @param batcher queues the requests of the models that batch; null: every request runs alone */
+    public InferenceService(List<DeviceRuntime> devices, ObjectMapper json, InferenceObserver observer,
+                            DynamicBatcher batcher) {
         this.observer = observer;
+        this.batcher = batcher;
+        this.statistics = batcher != null ? batcher.statistics() : new BatchStatistics();
         Map<Integer, DeviceWorker> byIndex = new java.util.TreeMap<>();
         for (DeviceRuntime device : devices) {
             byIndex.put(device.index(), device.worker());
@@ -53,15 +69,29 @@ public final class InferenceService {
         int device = leastLoaded(model);
         InferenceModel replica = model.replicas().get(device);
         DeviceWorker worker = workers.get(device);
+        BatchQueue queue = batcher == null ? null : batcher.queue(model, device);
         InferenceObserver.Tracker tracker = observer.enqueued(model.name(), device);
         ModelStatistics statistics = model.statistics();
         long queued = System.nanoTime();
         long[] started = {0};
-        return worker.submit(context -> {
+        Mono<EncodedResponse> answer = queue == null
+                ? worker.submit(context -> {
                     started[0] = System.nanoTime();
                     tracker.started();
                     return run(replica, request, context);
                 })
+                : Mono.defer(() -> {
+                    // counted as running from the queue on, so that an unload waits for it as for one alone
+                    if (!model.enter()) {
+                        return Mono.error(ServingException.unavailable("model '" + model.name() + "' is being unloaded", 1));
+                    }
+                    return queue.submit(prepare(queue, request), () -> {
+                                started[0] = System.nanoTime();
+                                tracker.started();
+                            }, outputs -> encoder.encode(request, outputs))
+                            .doFinally(signal -> model.exit());
+                });
+        return answer
                 .timeout(request.timeout(), Mono.error(() -> ServingException.timedOut(request.timeout())))
                 .doOnSuccess(response -> {
                     tracker.finished(200);
@@ -74,10 +104,36 @@ public final class InferenceService {
                 .doOnCancel(() -> tracker.finished(InferenceObserver.CANCELLED));
     }
 
+    /** Executions and inferences per model, batched or not (Triton's execution_count and inference_count). */
+    public BatchStatistics statistics() {
+        return statistics;
+    }
+
+    /** Validates and converts the request for its batch queue; a request it rejects never joins a batch. */
+    private static BatchableModel.Member prepare(BatchQueue queue, ValidatedRequest request) {
+        List<HostTensor> inputs = new ArrayList<>(request.inputs().size());
+        for (ValidatedRequest.Input input : request.inputs()) {
+            inputs.add(new HostTensor(input.name(), input.dataType(), input.shape(), MemorySegment.ofArray(input.data())));
+        }
+        try {
+            return queue.replica().prepare(inputs, wanted(request));
+        } catch (IllegalArgumentException e) {
+            throw ServingException.badRequest("model '" + request.model().name() + "' rejected the request: "
+                    + e.getMessage());
+        }
+    }
+
+    private static Set<String> wanted(ValidatedRequest request) {
+        Set<String> wanted = new LinkedHashSet<>();
+        request.outputs().forEach(output -> wanted.add(output.name()));
+        return wanted;
+    }
+
     private int leastLoaded(ServedModel model) {
         return model.replicas().keySet().stream()
                 .filter(workers::containsKey)
-                .min(Comparator.comparingInt((Integer index) -> workers.get(index).load()).thenComparing(i -> i))
+                .min(Comparator.comparingInt((Integer index) -> workers.get(index).load()
+                        + (batcher == null ? 0 : batcher.waiting(index))).thenComparing(i -> i))
                 .orElseThrow(() -> new IllegalStateException("model '" + model.name() + "' has no replica on a running device"));
     }
 
@@ -98,11 +154,11 @@ public final class InferenceService {
                 MemorySegment.copy(MemorySegment.ofArray(input.data()), 0, data, 0, input.data().length);
                 inputs.add(new HostTensor(input.name(), input.dataType(), input.shape(), data));
             }
-            Set<String> wanted = new LinkedHashSet<>();
-            request.outputs().forEach(output -> wanted.add(output.name()));
+            Set<String> wanted = wanted(request);
             List<HostTensor> outputs;
             long inputsReady = System.nanoTime();
             try {
+                this.statistics.executed(request.model().name(), 1, rows(request), tokens(request));
                 outputs = replica.infer(inputs, wanted, context);
             } catch (IllegalArgumentException e) {
                 // Input the model checks itself beyond its declared signature (e.g. a token id outside the vocabulary).
@@ -118,5 +174,17 @@ public final class InferenceService {
             statistics.requestEnded(plannedBytes);
             request.model().exit();
         }
+    }
+
+    /** Batch rows of a request alone: the first dimension of its first input. */
+    private static int rows(ValidatedRequest request) {
+        long[] shape = request.inputs().isEmpty() ? new long[0] : request.inputs().getFirst().shape();
+        return shape.length == 0 ? 1 : (int) shape[0];
+    }
+
+    /** Tokens of a request alone: rows × sequence for a model with a sequence axis, else rows. */
+    private static int tokens(ValidatedRequest request) {
+        long[] shape = request.inputs().isEmpty() ? new long[0] : request.inputs().getFirst().shape();
+        return request.model().maxSequenceLength() > 0 && shape.length >= 2 ? (int) (shape[0] * shape[1]) : rows(request);
     }
 }

@@ -71,7 +71,8 @@ public final class LoadDriver {
               --bert-model NAME      (default tiny-bert)       --mlp-model NAME (default iris-mlp)
               --bert-output NAME     the one output BERT requests ask for (default pooler_output)
               --model NAME           instead of the mix: any model, inputs filled from its metadata
-              --batch-max N          BERT batch uniform in [1, N] (default 8, tiny-bert's maximum; 32 for bert-base)
+              --batch-max N          BERT batch uniform in [--batch-min, N] (default 8, tiny-bert's maximum; 32 for bert-base)
+              --batch-min N          ... from N (default 1)
               --seq-median X         BERT sequence length: log-normal median (default 24)
               --seq-sigma X          ... and shape (default 0.6)
               --seq-min N, --seq-max N  ... clipped to [N, N] (default 1 and 64, tiny-bert's maximum; 512 for bert-base)
@@ -626,6 +627,7 @@ public final class LoadDriver {
         node.put("mix", "bert=" + mix.bertWeight() + ",mlp=" + mix.mlpWeight());
         node.put("bert_model", mix.bertModel());
         node.put("mlp_model", mix.mlpModel());
+        node.put("batch_min", mix.batchMin());
         node.put("batch_max", mix.batchMax());
         node.put("seq_median", mix.seqMedian());
         node.put("seq_sigma", mix.seqSigma());
@@ -778,7 +780,7 @@ public final class LoadDriver {
         double[] weights = mixWeights(take(v, "mix", "bert=1"));
         Workload.Mix mix = new Workload.Mix(take(v, "bert-model", "tiny-bert"), take(v, "bert-output", "pooler_output"),
                 take(v, "mlp-model", "iris-mlp"),
-                weights[0], weights[1], integer(v, "batch-max", 8), integer(v, "seq-min", 1),
+                weights[0], weights[1], integer(v, "batch-min", 1), integer(v, "batch-max", 8), integer(v, "seq-min", 1),
                 number(v, "seq-median", 24), number(v, "seq-sigma", 0.6), integer(v, "seq-max", 64),
                 integer(v, "vocab", 100), integer(v, "mlp-batch-max", 32), number(v, "binary", 0),
                 number(v, "malformed", 0));

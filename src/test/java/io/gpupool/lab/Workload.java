@@ -15,7 +15,7 @@ import java.util.SplittableRandom;
  * malformed ones that a correct server answers with 4xx.
  *
  * <h2>Sizes</h2>
- * BERT requests: batch uniform in [1, batchMax]; sequence length drawn from a log-normal distribution
+ * BERT requests: batch uniform in [batchMin, batchMax]; sequence length drawn from a log-normal distribution
  * (median {@code seqMedian}, shape {@code seqSigma}) and clipped to [1, seqMax], which gives the long
  * right tail of real text lengths:
  * <pre>
@@ -47,8 +47,8 @@ final class Workload {
     enum Kind { BERT, MLP, MALFORMED }
 
     /** What a run sends; see {@link LoadDriver} for the command-line names. */
-    record Mix(String bertModel, String bertOutput, String mlpModel, double bertWeight, double mlpWeight, int batchMax, int seqMin,
-               double seqMedian, double seqSigma, int seqMax, int vocab, int mlpBatchMax, double binaryShare,
+    record Mix(String bertModel, String bertOutput, String mlpModel, double bertWeight, double mlpWeight, int batchMin, int batchMax,
+               int seqMin, double seqMedian, double seqSigma, int seqMax, int vocab, int mlpBatchMax, double binaryShare,
                double malformedShare) {
 
         Mix {
@@ -56,7 +56,11 @@ final class Workload {
                 throw new IllegalArgumentException("--mix needs a positive weight for bert or mlp, got bert="
                         + bertWeight + " mlp=" + mlpWeight);
             }
+            requireAtLeastOne("--batch-min", batchMin);
             requireAtLeastOne("--batch-max", batchMax);
+            if (batchMax < batchMin) {
+                throw new IllegalArgumentException("--batch-max (" + batchMax + ") must be >= --batch-min (" + batchMin + ")");
+            }
             requireAtLeastOne("--seq-min", seqMin);
             requireAtLeastOne("--seq-max", seqMax);
             if (seqMax < seqMin) {
@@ -105,7 +109,7 @@ final class Workload {
         Workload workload = new Workload(mix, mix.malformedShare() > 0 ? malformedCorpus(mix) : List.of());
         for (int i = 0; i < variants; i++) {
             if (mix.bertWeight() > 0) {
-                int batch = 1 + random.nextInt(mix.batchMax());
+                int batch = mix.batchMin() + random.nextInt(mix.batchMax() - mix.batchMin() + 1);
                 int seq = sequenceLength(random, mix);
                 boolean binary = random.nextDouble() < mix.binaryShare();
                 workload.bert.add(binary ? bertBinary(mix.bertModel(), random, batch, seq, mix.vocab(), mix.bertOutput())
@@ -127,7 +131,7 @@ final class Workload {
      */
     static Workload fromMetadata(Mix mix, String model, JsonNode metadata, int variants, long seed) {
         SplittableRandom random = new SplittableRandom(seed);
-        Workload workload = new Workload(new Mix(model, mix.bertOutput(), model, 1, 0, mix.batchMax(), mix.seqMin(), mix.seqMedian(),
+        Workload workload = new Workload(new Mix(model, mix.bertOutput(), model, 1, 0, mix.batchMin(), mix.batchMax(), mix.seqMin(), mix.seqMedian(),
                 mix.seqSigma(), mix.seqMax(), mix.vocab(), 1, 0, mix.malformedShare()),
                 mix.malformedShare() > 0 ? malformedCorpus(mix) : List.of());
         for (int i = 0; i < variants; i++) {
@@ -140,7 +144,7 @@ final class Workload {
 
     /** One body for the inputs {@code metadata} declares (see {@link #fromMetadata}); tokensOut[0] = batch x sequence. */
     static byte[] metadataPayload(JsonNode metadata, Mix mix, SplittableRandom random, long[] tokensOut) {
-        int batch = 1 + random.nextInt(mix.batchMax());
+        int batch = mix.batchMin() + random.nextInt(mix.batchMax() - mix.batchMin() + 1);
         int seq = sequenceLength(random, mix);
         tokensOut[0] = batch;
         StringBuilder body = new StringBuilder("{\"inputs\":[");

@@ -148,6 +148,31 @@ class ServingApplicationTest {
     }
 
     /** Polling pause: the build machine has two shared cores, so waiting must not spin. */
+    @Autowired
+    DynamicBatcher batcher;
+
+    @Autowired
+    io.micrometer.core.instrument.MeterRegistry meters;
+
+    @Test
+    void theShippedModelsBatchAndCountTheirExecutionsInTheMeters() {
+        client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [{"name": "input", "shape": [2, 4], "datatype": "FP32",
+                          "data": [5.1, 3.5, 1.4, 0.2, 6.7, 3.0, 5.2, 2.3]}], "outputs": [{"name": "label"}]}""")
+                .exchange().expectStatus().isOk().expectBody().jsonPath("$.outputs[0].data[1]").isEqualTo(2);
+
+        assertThat(batcher.describe()).anySatisfy(d -> {
+            assertThat(d.model()).isEqualTo("iris-mlp");
+            assertThat(d.layout()).isEqualTo("packed");
+            assertThat(d.policy().maxRequests()).as("models/iris-mlp/config.json").isEqualTo(64);
+        });
+        assertThat(batcher.statistics().executionCount("iris-mlp")).isPositive();
+        assertThat(batcher.statistics().inferenceCount("iris-mlp")).isGreaterThanOrEqualTo(2);
+        assertThat(meters.get("gpupool.batch.executions").tag("model", "iris-mlp").counter().count()).isPositive();
+        assertThat(meters.get("gpupool.batch.tokens").tag("model", "iris-mlp").summary().count()).isPositive();
+    }
+
     static void sleepBriefly() {
         try {
             Thread.sleep(20);

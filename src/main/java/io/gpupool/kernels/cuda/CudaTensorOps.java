@@ -126,6 +126,8 @@ public final class CudaTensorOps implements TensorOps {
     private final KernelFunction poolCls;
     private final KernelFunction poolMean;
     private final KernelFunction softmaxRows;
+    /** Kernels over packed sequences (dynamic batching), from packed.ptx. */
+    private final CudaPackedOps packed;
 
     /** FP32 kernels only (exact). */
     public CudaTensorOps(ComputeDevice device) {
@@ -176,6 +178,7 @@ public final class CudaTensorOps implements TensorOps {
         poolCls = ops.function("pool_cls");
         poolMean = ops.function("pool_mean");
         softmaxRows = ops.function("softmax_rows");
+        packed = new CudaPackedOps(device);
     }
 
     /** The device whose modules this instance launches. */
@@ -395,5 +398,34 @@ public final class CudaTensorOps implements TensorOps {
         if (address == 0) {
             throw new IllegalArgumentException(name + " must be a device address, got 0");
         }
+    }
+
+    // ---- packed sequences (CudaPackedOps): FP32 attention, so only where attention computes in FP32 ----
+
+    @Override
+    public boolean supportsPackedSequences(int headDim) {
+        boolean fp32Attention = precision == Precision.FP32 || precision == Precision.TF32X3
+                || precision == Precision.TF32 && !tf32Attention;
+        return fp32Attention && headDim <= CudaPackedOps.MAX_HEAD_DIM;
+    }
+
+    @Override
+    public void packedEmbeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long positionIds,
+                                   long wordTable, long positionTable, long tokenTypeTable, long out, int tokens,
+                                   int hidden) {
+        packed.embeddingSum(stream, inputIds, tokenTypeIds, positionIds, wordTable, positionTable, tokenTypeTable, out,
+                tokens, hidden);
+    }
+
+    @Override
+    public void varlenAttention(DeviceStream stream, long qkv, long attentionMask, long offsets, long context,
+                                int sequences, int tokens, int maxSeq, int heads, int headDim) {
+        packed.attention(stream, qkv, attentionMask, offsets, context, sequences, heads, headDim);
+    }
+
+    @Override
+    public void packedPool(DeviceStream stream, long hidden, long attentionMask, long offsets, long out, int sequences,
+                           int tokens, int cols, Pooling pooling) {
+        packed.pool(stream, hidden, attentionMask, offsets, out, sequences, cols, pooling);
     }
 }

@@ -235,23 +235,25 @@ public final class HostTensorOps implements TensorOps {
             if ((long) batch * heads * seq * seq * headDim >= PARALLEL_THRESHOLD) {
                 units = units.parallel();
             }
-            units.forEach(unit -> attentionHead(in, mask, out, unit / heads, unit % heads, seq, heads, headDim));
+            units.forEach(unit -> attentionHead(in, mask, out, (long) (unit / heads) * seq, unit % heads, seq, heads,
+                    headDim));
         });
     }
 
     /**
      * One (sequence, head): scores = q·kᵀ/√d, plus the most negative float where the key is padding
-     * (as HuggingFace adds finfo.min), softmax over keys, context = p·v.
+     * (as HuggingFace adds finfo.min), softmax over keys, context = p·v. The sequence is rows
+     * {@code first .. first+seq-1} of qkv, mask and out (padded batches and packed sequences alike).
      */
-    private static void attentionHead(MemorySegment qkv, MemorySegment mask, MemorySegment out, int b, int h, int seq,
-                                      int heads, int headDim) {
+    private static void attentionHead(MemorySegment qkv, MemorySegment mask, MemorySegment out, long first, int h,
+                                      int seq, int heads, int headDim) {
         int hidden = heads * headDim;
         int stride = 3 * hidden;
         float[] q = new float[seq * headDim];
         float[] k = new float[seq * headDim];
         float[] v = new float[seq * headDim];
         for (int s = 0; s < seq; s++) {
-            long row = ((long) b * seq + s) * stride + (long) h * headDim;
+            long row = (first + s) * stride + (long) h * headDim;
             MemorySegment.copy(qkv, F, row * Float.BYTES, q, s * headDim, headDim);
             MemorySegment.copy(qkv, F, (row + hidden) * Float.BYTES, k, s * headDim, headDim);
             MemorySegment.copy(qkv, F, (row + 2L * hidden) * Float.BYTES, v, s * headDim, headDim);
@@ -259,7 +261,7 @@ public final class HostTensorOps implements TensorOps {
         float[] bias = new float[seq];
         if (mask != null) {
             for (int s = 0; s < seq; s++) {
-                bias[s] = mask.getAtIndex(I, (long) b * seq + s) != 0 ? 0f : -Float.MAX_VALUE;
+                bias[s] = mask.getAtIndex(I, first + s) != 0 ? 0f : -Float.MAX_VALUE;
             }
         }
         float scale = (float) (1.0 / Math.sqrt(headDim));
@@ -288,7 +290,7 @@ public final class HostTensorOps implements TensorOps {
                     ctx[t] += pj * v[j * headDim + t];
                 }
             }
-            long row = ((long) b * seq + i) * hidden + (long) h * headDim;
+            long row = (first + i) * hidden + (long) h * headDim;
             MemorySegment.copy(ctx, 0, out, F, row * Float.BYTES, headDim);
         }
     }
@@ -333,29 +335,34 @@ public final class HostTensorOps implements TensorOps {
             MemorySegment y = floats(out, (long) batch * cols);
             double[] acc = new double[cols];
             for (int b = 0; b < batch; b++) {
-                long first = (long) b * seq * cols;
-                if (pooling == Pooling.CLS) {
-                    MemorySegment.copy(h, first * Float.BYTES, y, (long) b * cols * Float.BYTES, (long) cols * Float.BYTES);
-                    continue;
-                }
-                java.util.Arrays.fill(acc, 0);
-                double weight = 0;
-                for (int s = 0; s < seq; s++) {
-                    if (mask != null && mask.getAtIndex(I, (long) b * seq + s) == 0) {
-                        continue;
-                    }
-                    weight += 1;
-                    long row = first + (long) s * cols;
-                    for (int c = 0; c < cols; c++) {
-                        acc[c] += h.getAtIndex(F, row + c);
-                    }
-                }
-                double inv = 1.0 / Math.max(weight, 1e-9);
-                for (int c = 0; c < cols; c++) {
-                    y.setAtIndex(F, (long) b * cols + c, (float) (acc[c] * inv));
-                }
+                poolSequence(h, mask, y, b, (long) b * seq, seq, cols, pooling, acc);
             }
         });
+    }
+
+    /** Pools rows {@code first .. first+seq-1} of hidden (and mask) into row {@code index} of y. */
+    private static void poolSequence(MemorySegment h, MemorySegment mask, MemorySegment y, long index, long first,
+                                     int seq, int cols, Pooling pooling, double[] acc) {
+        if (pooling == Pooling.CLS) {
+            MemorySegment.copy(h, first * cols * Float.BYTES, y, index * cols * Float.BYTES, (long) cols * Float.BYTES);
+            return;
+        }
+        java.util.Arrays.fill(acc, 0);
+        double weight = 0;
+        for (int s = 0; s < seq; s++) {
+            if (mask != null && mask.getAtIndex(I, first + s) == 0) {
+                continue;
+            }
+            weight += 1;
+            long row = (first + s) * cols;
+            for (int c = 0; c < cols; c++) {
+                acc[c] += h.getAtIndex(F, row + c);
+            }
+        }
+        double inv = 1.0 / Math.max(weight, 1e-9);
+        for (int c = 0; c < cols; c++) {
+            y.setAtIndex(F, index * cols + c, (float) (acc[c] * inv));
+        }
     }
 
     @Override
@@ -382,5 +389,86 @@ public final class HostTensorOps implements TensorOps {
                 }
             }
         });
+    }
+
+    // ---- packed sequences: the same arithmetic as the padded ops, per sequence over offsets ---------
+
+    @Override
+    public boolean supportsPackedSequences(int headDim) {
+        return true;
+    }
+
+    @Override
+    public void packedEmbeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long positionIds,
+                                   long wordTable, long positionTable, long tokenTypeTable, long out, int tokens,
+                                   int hidden) {
+        stream.enqueueHostTask(() -> {
+            MemorySegment ids = at(inputIds, (long) tokens * Integer.BYTES);
+            MemorySegment positions = at(positionIds, (long) tokens * Integer.BYTES);
+            MemorySegment types = tokenTypeIds == 0 ? null : at(tokenTypeIds, (long) tokens * Integer.BYTES);
+            MemorySegment y = floats(out, (long) tokens * hidden);
+            for (long t = 0; t < tokens; t++) {
+                int type = types == null ? 0 : types.getAtIndex(I, t);
+                MemorySegment word = floats(wordTable + (long) ids.getAtIndex(I, t) * hidden * Float.BYTES, hidden);
+                MemorySegment pos = floats(positionTable + (long) positions.getAtIndex(I, t) * hidden * Float.BYTES, hidden);
+                MemorySegment tt = floats(tokenTypeTable + (long) type * hidden * Float.BYTES, hidden);
+                long row = t * hidden;
+                for (int c = 0; c < hidden; c++) {
+                    y.setAtIndex(F, row + c, word.getAtIndex(F, c) + pos.getAtIndex(F, c) + tt.getAtIndex(F, c));
+                }
+            }
+        });
+    }
+
+    @Override
+    public void varlenAttention(DeviceStream stream, long qkv, long attentionMask, long offsets, long context,
+                                int sequences, int tokens, int maxSeq, int heads, int headDim) {
+        stream.enqueueHostTask(() -> {
+            int hidden = heads * headDim;
+            MemorySegment in = floats(qkv, (long) tokens * 3 * hidden);
+            MemorySegment mask = attentionMask == 0 ? null : at(attentionMask, (long) tokens * Integer.BYTES);
+            MemorySegment out = floats(context, (long) tokens * hidden);
+            int[] starts = readOffsets(offsets, sequences, tokens);
+            IntStream units = IntStream.range(0, sequences * heads);
+            if ((long) sequences * heads * maxSeq * maxSeq * headDim >= PARALLEL_THRESHOLD) {
+                units = units.parallel();
+            }
+            units.forEach(unit -> {
+                int sequence = unit / heads;
+                attentionHead(in, mask, out, starts[sequence], unit % heads, starts[sequence + 1] - starts[sequence],
+                        heads, headDim);
+            });
+        });
+    }
+
+    @Override
+    public void packedPool(DeviceStream stream, long hidden, long attentionMask, long offsets, long out, int sequences,
+                           int tokens, int cols, Pooling pooling) {
+        stream.enqueueHostTask(() -> {
+            MemorySegment h = floats(hidden, (long) tokens * cols);
+            MemorySegment mask = attentionMask == 0 ? null : at(attentionMask, (long) tokens * Integer.BYTES);
+            MemorySegment y = floats(out, (long) sequences * cols);
+            int[] starts = readOffsets(offsets, sequences, tokens);
+            double[] acc = new double[cols];
+            for (int i = 0; i < sequences; i++) {
+                poolSequence(h, mask, y, i, starts[i], starts[i + 1] - starts[i], cols, pooling, acc);
+            }
+        });
+    }
+
+    /** The offsets array, checked to rise from 0 to {@code tokens} (a wrong one would read out of bounds). */
+    private static int[] readOffsets(long offsets, int sequences, int tokens) {
+        int[] starts = at(offsets, (long) (sequences + 1) * Integer.BYTES).toArray(ValueLayout.JAVA_INT);
+        if (starts[0] != 0 || starts[sequences] != tokens) {
+            throw new IllegalArgumentException("offsets run from " + starts[0] + " to " + starts[sequences]
+                    + ", expected 0 to " + tokens);
+        }
+        for (int i = 0; i < sequences; i++) {
+            if (starts[i + 1] < starts[i]) {
+                throw new IllegalArgumentException("offsets[" + (i + 1) + "] = " + starts[i + 1] + " < offsets[" + i
+                        + "] = " + starts[i]);
+            }
+        }
+        return starts;
     }
 }

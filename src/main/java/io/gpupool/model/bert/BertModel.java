@@ -1,14 +1,14 @@
 package io.gpupool.model.bert;
 
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
+import io.gpupool.kernels.TensorOps;
+import io.gpupool.model.BatchableModel;
 import io.gpupool.model.DataType;
 import io.gpupool.model.DeviceWeights;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
-import io.gpupool.model.InferenceModel;
 import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
@@ -19,6 +19,7 @@ import io.gpupool.model.safetensors.SafetensorsFile;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -49,9 +50,9 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  *        logits            = pooler_output · Wc + bc               [B,C]   (if a classifier is present)
  * </pre>
  * The steps and their tensors form an {@link ExecutionPlan} built once at load; each intermediate
- * is released right after its last reader.
+ * is released right after its last reader. Batches of requests run through {@link BertBatching}.
  */
-public final class BertModel implements InferenceModel, PlannedMemory {
+public final class BertModel implements BatchableModel, PlannedMemory {
 
     public static final String PLATFORM = "gpupool_bert";
     public static final String INPUT_IDS = "input_ids";
@@ -77,6 +78,8 @@ public final class BertModel implements InferenceModel, PlannedMemory {
     /** Device tensor id of each output name. */
     private final Map<String, Integer> outputTensors;
     private final int numLabels;
+    /** Batches of requests (dynamic batching): packed where the kernels allow, else padded. */
+    private final BertBatching batching;
     private volatile boolean closed;
 
     private BertModel(ModelConfig config, DeviceWeights weights, String prefix, boolean pooler, int numLabels,
@@ -229,6 +232,7 @@ public final class BertModel implements InferenceModel, PlannedMemory {
             }
         });
         this.plan = b.build();
+        this.batching = new BertBatching(this, prefix, pooler, planningOps);
     }
 
     private static List<TensorSpec> select(ModelConfig config, String field, List<TensorSpec> all, List<String> names) {
@@ -408,7 +412,7 @@ public final class BertModel implements InferenceModel, PlannedMemory {
         }
     }
 
-    private List<TensorSpec> selectOutputs(Set<String> requested) {
+    List<TensorSpec> selectOutputs(Set<String> requested) {
         if (requested == null || requested.isEmpty()) {
             return outputs;
         }
@@ -427,7 +431,7 @@ public final class BertModel implements InferenceModel, PlannedMemory {
         return selected;
     }
 
-    private static long[] concrete(long[] specShape, int batch, int seq) {
+    static long[] concrete(long[] specShape, int batch, int seq) {
         long[] shape = specShape.clone();
         shape[0] = batch;
         if (shape.length == 3) {
@@ -436,7 +440,7 @@ public final class BertModel implements InferenceModel, PlannedMemory {
         return shape;
     }
 
-    private static HostTensor find(List<HostTensor> tensors, String name) {
+    static HostTensor find(List<HostTensor> tensors, String name) {
         for (HostTensor tensor : tensors) {
             if (tensor.name().equals(name)) {
                 return tensor;
@@ -446,7 +450,7 @@ public final class BertModel implements InferenceModel, PlannedMemory {
     }
 
     /** INT64 (or INT32) ids to INT32, each checked against {@code [0, limit)}. */
-    private MemorySegment toInt32(Arena arena, HostTensor tensor, long[] shape, int limit, String limitName) {
+    MemorySegment toInt32(SegmentAllocator arena, HostTensor tensor, long[] shape, int limit, String limitName) {
         checkShape(tensor, shape);
         int n = (int) tensor.elementCount();
         MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
@@ -465,7 +469,7 @@ public final class BertModel implements InferenceModel, PlannedMemory {
      * Attention mask to INT32, each value 0 or 1 as transformers defines it; any other value is refused
      * rather than read as "non-zero", since a client sending one meant something the model does not do.
      */
-    private MemorySegment toMask(Arena arena, HostTensor tensor, long[] shape) {
+    MemorySegment toMask(SegmentAllocator arena, HostTensor tensor, long[] shape) {
         checkShape(tensor, shape);
         int n = (int) tensor.elementCount();
         MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
@@ -495,6 +499,56 @@ public final class BertModel implements InferenceModel, PlannedMemory {
         return tensor.dataType() == DataType.INT64
                 ? tensor.data().getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, index)
                 : tensor.data().getAtIndex(ValueLayout.JAVA_INT_UNALIGNED, index);
+    }
+
+    // ---- batching (BertBatching), and what it reads of this model ------------------------------
+
+    @Override
+    public Member prepare(List<HostTensor> requestInputs, Set<String> requestedOutputs) {
+        if (closed) {
+            throw new IllegalStateException("model '" + name() + "' is closed");
+        }
+        return batching.prepare(requestInputs, requestedOutputs);
+    }
+
+    @Override
+    public long batchPeakBytes(List<? extends Member> members) {
+        return batching.peakBytes(members);
+    }
+
+    @Override
+    public boolean fitsOneForward(List<? extends Member> members) {
+        return batching.fitsOneForward(members);
+    }
+
+    @Override
+    public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
+        if (closed) {
+            throw new IllegalStateException("model '" + name() + "' is closed");
+        }
+        return batching.run(members, context);
+    }
+
+    @Override
+    public String batchLayout() {
+        return batching.layout();
+    }
+
+    @Override
+    public ModelConfig.Batching batching() {
+        return config.serving().batching();
+    }
+
+    ModelConfig.Bert arch() {
+        return arch;
+    }
+
+    DeviceWeights weights() {
+        return weights;
+    }
+
+    int numLabels() {
+        return numLabels;
     }
 
     /** Bytes of activations one request of this shape holds at its peak (see {@link ExecutionPlan#peakBytes}). */

@@ -1,11 +1,11 @@
 package io.gpupool.model.mlp;
 
 import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.model.BatchableModel;
 import io.gpupool.model.DataType;
 import io.gpupool.model.DeviceWeights;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
-import io.gpupool.model.InferenceModel;
 import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
@@ -39,9 +39,11 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  *   label [B] INT64 = argmax over C, computed on the host from the downloaded output
  * </pre>
  * Index {@code i} of {@code label} names {@link #classLabels()}{@code .get(i)} when the config lists
- * labels. Intermediates follow an {@link ExecutionPlan} like every model.
+ * labels. Intermediates follow an {@link ExecutionPlan} like every model. A batch of requests
+ * ({@link BatchableModel}) is their rows concatenated: rows never interact, so each request's slice of the
+ * batched outputs is what it gets alone; a request alone is a batch of one.
  */
-public final class MlpModel implements InferenceModel, PlannedMemory {
+public final class MlpModel implements BatchableModel, PlannedMemory {
 
     public static final String PLATFORM = "gpupool_mlp";
     public static final String INPUT = "input";
@@ -174,8 +176,27 @@ public final class MlpModel implements InferenceModel, PlannedMemory {
         }
     }
 
+    /** One validated request: its input rows (the request's own data) and the outputs it selected. */
+    private record Rows(MemorySegment input, int rows, Set<String> wanted) implements Member {
+
+        @Override
+        public int tokens() {
+            return rows;
+        }
+
+        @Override
+        public int sequenceLength() {
+            return 0;
+        }
+    }
+
     @Override
     public List<HostTensor> infer(List<HostTensor> requestInputs, Set<String> requestedOutputs, ExecutionContext context) {
+        return inferBatch(List.of(prepare(requestInputs, requestedOutputs)), context).getFirst();
+    }
+
+    @Override
+    public Member prepare(List<HostTensor> requestInputs, Set<String> requestedOutputs) {
         if (closed) {
             throw new IllegalStateException("model '" + name() + "' is closed");
         }
@@ -195,15 +216,48 @@ public final class MlpModel implements InferenceModel, PlannedMemory {
                         + outputs.stream().map(TensorSpec::name).toList());
             }
         }
-        int batch = (int) shape[0];
+        return new Rows(input.data(), (int) shape[0], Set.copyOf(wanted));
+    }
+
+    /** Rows of all members concatenated: [Σ rows, features] through every layer, one plan run. */
+    @Override
+    public long batchPeakBytes(List<? extends Member> members) {
+        return plan.peakBytes(totalRows(members), 0);
+    }
+
+    @Override
+    public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
+        if (closed) {
+            throw new IllegalStateException("model '" + name() + "' is closed");
+        }
+        int batch = totalRows(members);
         int classes = arch.outputs();
+        long rowBytes = (long) arch.inputFeatures() * Float.BYTES;
         Arena results = Arena.ofAuto();
         MemorySegment scores = results.allocate((long) batch * classes * Float.BYTES, 64);
         try (Arena staging = Arena.ofShared()) {
-            MemorySegment host = staging.allocate(input.data().byteSize(), 64);
-            MemorySegment.copy(input.data(), 0, host, 0, host.byteSize());
+            MemorySegment host = staging.allocate(batch * rowBytes, 64);
+            long offset = 0;
+            for (Member member : members) {
+                Rows rows = (Rows) member;
+                MemorySegment.copy(rows.input(), 0, host, offset, rows.rows() * rowBytes);
+                offset += rows.rows() * rowBytes;
+            }
             plan.run(context, batch, 0, null, new Request(host, scores));
         }
+        List<List<HostTensor>> perMember = new ArrayList<>(members.size());
+        long firstRow = 0;
+        for (Member member : members) {
+            Rows rows = (Rows) member;
+            MemorySegment own = scores.asSlice(firstRow * classes * Float.BYTES, (long) rows.rows() * classes * Float.BYTES);
+            perMember.add(outputs(own, rows.rows(), rows.wanted(), results));
+            firstRow += rows.rows();
+        }
+        return perMember;
+    }
+
+    private List<HostTensor> outputs(MemorySegment scores, int batch, Set<String> wanted, Arena results) {
+        int classes = arch.outputs();
         List<HostTensor> result = new ArrayList<>();
         for (TensorSpec spec : outputs) {
             if (!wanted.contains(spec.name())) {
@@ -227,6 +281,24 @@ public final class MlpModel implements InferenceModel, PlannedMemory {
             }
         }
         return result;
+    }
+
+    private static int totalRows(List<? extends Member> members) {
+        int rows = 0;
+        for (Member member : members) {
+            rows = Math.addExact(rows, member.rows());
+        }
+        return rows;
+    }
+
+    @Override
+    public String batchLayout() {
+        return "packed";
+    }
+
+    @Override
+    public ModelConfig.Batching batching() {
+        return config.serving().batching();
     }
 
     /** Names of the classes, index-aligned with the score columns and the label values (may be empty). */

@@ -148,7 +148,7 @@ public final class ModelRepository implements AutoCloseable {
             return model;
         }
         try {
-            return new TextInputModel(model, tokenizer);
+            return TextInputModel.wrap(model, tokenizer);
         } catch (RuntimeException e) {
             tokenizer.close();
             model.close();

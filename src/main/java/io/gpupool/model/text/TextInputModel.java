@@ -1,6 +1,8 @@
 package io.gpupool.model.text;
 
+import io.gpupool.model.BatchableModel;
 import io.gpupool.model.BytesElements;
+import io.gpupool.model.ModelConfig;
 import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
@@ -25,14 +27,14 @@ import java.util.Set;
  * {@code attention_mask} and, where the model takes them, {@code token_type_ids}, and the wrapped model
  * runs on those as if the client had sent them. Everything else is the wrapped model's.
  */
-public final class TextInputModel implements InferenceModel, PlannedMemory {
+public class TextInputModel implements InferenceModel, PlannedMemory {
 
     public static final String TEXT = "text";
     static final String INPUT_IDS = "input_ids";
     static final String ATTENTION_MASK = "attention_mask";
     static final String TOKEN_TYPE_IDS = "token_type_ids";
 
-    private final InferenceModel model;
+    final InferenceModel model;
     private final TextTokenizer tokenizer;
     private final List<TensorSpec> inputs;
     private final boolean takesTypes;
@@ -61,8 +63,22 @@ public final class TextInputModel implements InferenceModel, PlannedMemory {
                 && spec.shape().length == 2);
     }
 
+    /**
+     * The text model for {@code model}: one that also batches (its requests tokenised before they join a
+     * batch) when {@code model} does.
+     */
+    public static TextInputModel wrap(InferenceModel model, TextTokenizer tokenizer) {
+        return model instanceof BatchableModel batchable ? new Batchable(batchable, tokenizer)
+                : new TextInputModel(model, tokenizer);
+    }
+
     @Override
     public List<HostTensor> infer(List<HostTensor> requestInputs, Set<String> requestedOutputs, ExecutionContext context) {
+        return model.infer(tokenized(requestInputs), requestedOutputs, context);
+    }
+
+    /** {@code requestInputs} as the wrapped model takes them: text replaced by its tokens, anything else as is. */
+    List<HostTensor> tokenized(List<HostTensor> requestInputs) {
         HostTensor text = null;
         for (HostTensor input : requestInputs) {
             if (input.name().equals(TEXT)) {
@@ -70,7 +86,7 @@ public final class TextInputModel implements InferenceModel, PlannedMemory {
             }
         }
         if (text == null) {
-            return model.infer(requestInputs, requestedOutputs, context);
+            return requestInputs;
         }
         if (requestInputs.size() > 1) {
             throw new IllegalArgumentException("give either '" + TEXT + "' or the token inputs, not both (got "
@@ -84,7 +100,48 @@ public final class TextInputModel implements InferenceModel, PlannedMemory {
         if (takesTypes) {
             tokens.add(new HostTensor(TOKEN_TYPE_IDS, DataType.INT64, shape, MemorySegment.ofArray(batch.typeIds())));
         }
-        return model.infer(tokens, requestedOutputs, context);
+        return tokens;
+    }
+
+    /** A text model over a batching model: requests are tokenised in {@link #prepare}, then batched as tokens. */
+    static final class Batchable extends TextInputModel implements BatchableModel {
+
+        private final BatchableModel batchable;
+
+        Batchable(BatchableModel model, TextTokenizer tokenizer) {
+            super(model, tokenizer);
+            this.batchable = model;
+        }
+
+        @Override
+        public Member prepare(List<HostTensor> inputs, Set<String> requestedOutputs) {
+            return batchable.prepare(tokenized(inputs), requestedOutputs);
+        }
+
+        @Override
+        public long batchPeakBytes(List<? extends Member> members) {
+            return batchable.batchPeakBytes(members);
+        }
+
+        @Override
+        public boolean fitsOneForward(List<? extends Member> members) {
+            return batchable.fitsOneForward(members);
+        }
+
+        @Override
+        public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
+            return batchable.inferBatch(members, context);
+        }
+
+        @Override
+        public String batchLayout() {
+            return batchable.batchLayout();
+        }
+
+        @Override
+        public ModelConfig.Batching batching() {
+            return batchable.batching();
+        }
     }
 
     /** The rows of a text input as strings; refuses bytes that are not UTF-8 rather than guessing. */

@@ -36,7 +36,7 @@ class CudaTensorOpsLaunchTest {
     @Test
     void modulesAreLoadedFromTheCommittedPtx() {
         new CudaTensorOps(device);
-        assertThat(device.modules).containsExactly("gemm", "attention", "ops");
+        assertThat(device.modules).containsExactly("gemm", "attention", "ops", "packed");
     }
 
     @Test
@@ -231,6 +231,32 @@ class CudaTensorOpsLaunchTest {
         assertThatThrownBy(() -> ops.addLayerNorm(stream, 0x1000, 0, 0x2000, 0x3000, 0x1000, 1, 8, 0f))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("eps");
         assertThat(stream.launches).isEmpty();
+    }
+
+    @Test
+    void packedSequenceOpsLaunchOneBlockPerTokenSequenceAndHeadOnlyWhereAttentionIsFp32() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32);
+        assertThat(ops.supportsPackedSequences(64)).isTrue();
+        assertThat(ops.supportsPackedSequences(256)).as("above varlen_attention's shared tile").isFalse();
+        assertThat(new CudaTensorOps(device, Precision.BF16).supportsPackedSequences(64)).isFalse();
+        assertThat(new CudaTensorOps(device, Precision.TF32X3).supportsPackedSequences(64)).isTrue();
+
+        ops.packedEmbeddingSum(stream, 0x1000, 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 70, 768);
+        ops.varlenAttention(stream, 0x1000, 0x2000, 0x3000, 0x4000, 5, 70, 30, 12, 64);
+        ops.packedPool(stream, 0x1000, 0, 0x3000, 0x4000, 5, 70, 768, Pooling.CLS);
+        ops.packedPool(stream, 0x1000, 0x2000, 0x3000, 0x4000, 5, 70, 768, Pooling.MEAN);
+
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("packed_embedding_sum",
+                "varlen_attention", "packed_pool_cls", "packed_pool_mean");
+        assertThat(stream.launches.get(0).grid()).containsExactly(70, 1, 1);
+        assertThat(stream.launches.get(0).arguments()).containsExactly(0x1000L, 0L, 0x2000L, 0x3000L, 0x4000L,
+                0x5000L, 0x6000L, 768);
+        assertThat(stream.launches.get(1).grid()).containsExactly(5, 12, 1);
+        assertThat(stream.launches.get(1).block()).containsExactly(128, 1, 1);
+        assertThat(stream.launches.get(1).arguments()).containsExactly(0x1000L, 0x2000L, 0x3000L, 0x4000L, 12, 64,
+                0.125f);
+        assertThat(stream.launches.get(2).grid()).containsExactly(5, 1, 1);
+        assertThat(stream.launches.get(3).arguments()).containsExactly(0x1000L, 0x2000L, 0x3000L, 0x4000L, 768);
     }
 
     // --- fakes ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+// Kernels over packed sequences (dynamic batching without padding): the tokens of several sequences of
+// different lengths are rows of one [T, H] matrix; sequence i occupies rows offsets[i] .. offsets[i+1]-1
+// (offsets: N+1 cumulative row counts, offsets[0] = 0). All FP32.
+#include "common.cuh"
+#include <cfloat>
+
+// out[t, :] = word[ids[t]] + position[positions[t]] + tokenType[types[t]] (types may be null: type 0).
+// Grid (T), block <= 256.
+extern "C" __global__ void packed_embedding_sum(const int* __restrict__ ids, const int* __restrict__ types,
+                                                const int* __restrict__ positions, const float* __restrict__ word,
+                                                const float* __restrict__ position,
+                                                const float* __restrict__ tokenType, float* __restrict__ out,
+                                                int hidden) {
+    const int token = blockIdx.x;
+    const float* w = word + (size_t) ids[token] * hidden;
+    const float* p = position + (size_t) positions[token] * hidden;
+    const float* t = tokenType + (size_t) (types == nullptr ? 0 : types[token]) * hidden;
+    float* o = out + (size_t) token * hidden;
+    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
+        o[c] = w[c] + p[c] + t[c];
+    }
+}
+
+// out[i, :] = hidden[offsets[i], :]. Grid (N), block <= 256.
+extern "C" __global__ void packed_pool_cls(const float* __restrict__ hidden, const int* __restrict__ offsets,
+                                           float* __restrict__ out, int cols) {
+    const int i = blockIdx.x;
+    const float* h = hidden + (size_t) offsets[i] * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[(size_t) i * cols + c] = h[c];
+}
+
+// out[i, :] = mean of hidden[r, :] over sequence i's rows r whose mask is non-zero (mask may be null: all).
+// Grid (N), block <= 256.
+extern "C" __global__ void packed_pool_mean(const float* __restrict__ hidden, const int* __restrict__ mask,
+                                            const int* __restrict__ offsets, float* __restrict__ out, int cols) {
+    const int i = blockIdx.x;
+    const int first = offsets[i];
+    const int last = offsets[i + 1];
+    float count = 0.0f;
+    for (int r = first; r < last; ++r) count += (mask == nullptr || mask[r] != 0) ? 1.0f : 0.0f;
+    const float inv = 1.0f / fmaxf(count, 1e-9f);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float acc = 0.0f;
+        for (int r = first; r < last; ++r) {
+            if (mask == nullptr || mask[r] != 0) acc += hidden[(size_t) r * cols + c];
+        }
+        out[(size_t) i * cols + c] = acc * inv;
+    }
+}
+
+#define VA_WARPS 4
+#define VA_TILE 32
+#define VA_MAX_HEAD_DIM 128
+
+// Self-attention per packed sequence. qkv [T, 3·heads·headDim] (Q, K, V blocks side by side, head-major),
+// mask INT32 [T] (null: all real; a masked key gets -FLT_MAX added, as HuggingFace adds finfo.min),
+// context [T, heads·headDim]. headDim <= VA_MAX_HEAD_DIM.
+//
+// Grid (N, heads), block VA_WARPS·32. Each warp owns one query row at a time; keys are walked in tiles of
+// VA_TILE rows staged in shared memory (row stride headDim+1: lane j reads key j without bank conflicts):
+//   1. the warp's query goes to shared memory;
+//   2. per tile: lane j scores key j (q·k·scale + mask bias), the warp takes the tile's max, rescales its
+//      running sum and output by exp(m_old − m_new) (online softmax), adds exp(s_j − m_new) and p_j·V_j;
+//   3. context = output / sum.
+// Every warp walks the same tiles, so the block synchronises around each tile load.
+extern "C" __global__ void varlen_attention(const float* __restrict__ qkv, const int* __restrict__ mask,
+                                            const int* __restrict__ offsets, float* __restrict__ context,
+                                            int heads, int headDim, float scale) {
+    __shared__ float ks[VA_TILE][VA_MAX_HEAD_DIM + 1];
+    __shared__ float vs[VA_TILE][VA_MAX_HEAD_DIM + 1];
+    __shared__ float qs[VA_WARPS][VA_MAX_HEAD_DIM];
+    __shared__ float bias[VA_TILE];
+    const int sequence = blockIdx.x;
+    const int head = blockIdx.y;
+    const int start = offsets[sequence];
+    const int len = offsets[sequence + 1] - start;
+    const int hidden = heads * headDim;
+    const size_t stride = 3 * (size_t) hidden;
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    const int column = head * headDim;
+
+    for (int base = 0; base < len; base += VA_WARPS) {
+        const int query = base + warp;
+        const bool active = query < len;
+        if (active) {
+            for (int d = lane; d < headDim; d += 32) qs[warp][d] = qkv[(size_t) (start + query) * stride + column + d];
+        }
+        float m = -INFINITY;
+        float l = 0.0f;
+        float acc[VA_MAX_HEAD_DIM / 32] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int k0 = 0; k0 < len; k0 += VA_TILE) {
+            const int n = min(VA_TILE, len - k0);
+            __syncthreads();
+            for (int idx = threadIdx.x; idx < n * headDim; idx += blockDim.x) {
+                const int j = idx / headDim;
+                const int d = idx - j * headDim;
+                const size_t row = (size_t) (start + k0 + j) * stride + column + d;
+                ks[j][d] = qkv[row + hidden];
+                vs[j][d] = qkv[row + 2 * (size_t) hidden];
+            }
+            for (int j = threadIdx.x; j < n; j += blockDim.x) {
+                bias[j] = (mask == nullptr || mask[start + k0 + j] != 0) ? 0.0f : -FLT_MAX;
+            }
+            __syncthreads();
+            if (active) {
+                float s = -INFINITY;
+                if (lane < n) {
+                    float dot = 0.0f;
+                    for (int d = 0; d < headDim; ++d) dot += qs[warp][d] * ks[lane][d];
+                    s = dot * scale + bias[lane];
+                }
+                const float next = fmaxf(m, gp_warp_max(s));
+                const float correction = expf(m - next);
+                const float p = lane < n ? expf(s - next) : 0.0f;
+                l = l * correction + gp_warp_sum(p);
+#pragma unroll
+                for (int c = 0; c < VA_MAX_HEAD_DIM / 32; ++c) acc[c] *= correction;
+                for (int j = 0; j < n; ++j) {
+                    const float pj = __shfl_sync(0xffffffffu, p, j);
+#pragma unroll
+                    for (int c = 0; c < VA_MAX_HEAD_DIM / 32; ++c) {
+                        const int d = lane + 32 * c;
+                        if (d < headDim) acc[c] += pj * vs[j][d];
+                    }
+                }
+                m = next;
+            }
+        }
+        if (active) {
+            const float inv = 1.0f / l;
+#pragma unroll
+            for (int c = 0; c < VA_MAX_HEAD_DIM / 32; ++c) {
+                const int d = lane + 32 * c;
+                if (d < headDim) context[(size_t) (start + query) * hidden + column + d] = acc[c] * inv;
+            }
+        }
+    }
+}

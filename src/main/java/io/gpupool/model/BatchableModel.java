@@ -1,0 +1,68 @@
+package io.gpupool.model;
+
+import java.util.List;
+import java.util.Set;
+
+/**
+ * A model that can run several requests' inputs as one forward (dynamic batching) and give each request
+ * exactly the outputs it would get alone.
+ *
+ * <ol>
+ *   <li>{@link #prepare} checks one request the way {@link #infer} would (names, shapes, token ids, output
+ *       names) and converts its inputs; a request it rejects never joins a batch. It touches no device.</li>
+ *   <li>{@link #batchPeakBytes} is the planned activation peak of running some prepared members together,
+ *       from the model's liveness plan, so a batcher can split a batch before it starts.</li>
+ *   <li>{@link #inferBatch} runs the members as one forward on one stream and slices the outputs back:
+ *       element i holds member i's selected outputs, shaped as {@link #infer} would shape them.</li>
+ * </ol>
+ */
+public interface BatchableModel extends InferenceModel {
+
+    /** One validated request, ready to join a batch of this model. */
+    interface Member {
+
+        /** Batch rows (sequences, for an encoder) the request carries. */
+        int rows();
+
+        /** Tokens the request carries: rows × sequence length, or rows for models without a sequence axis. */
+        int tokens();
+
+        /** Longest sequence of the request (0 without a sequence axis). */
+        int sequenceLength();
+    }
+
+    /**
+     * Checks and converts one request; heap only, no device work.
+     *
+     * @throws IllegalArgumentException naming the problem, exactly when {@link #infer} would reject the request
+     */
+    Member prepare(List<HostTensor> inputs, Set<String> requestedOutputs);
+
+    /** The planned activation peak, in bytes, of one forward over {@code members} (as {@link PlannedMemory}). */
+    long batchPeakBytes(List<? extends Member> members);
+
+    /**
+     * Whether {@code members} may run as one forward at all (e.g. a padded layout bounded by the model's largest
+     * batch); a batcher stops adding members at the first that would break it.
+     */
+    default boolean fitsOneForward(List<? extends Member> members) {
+        return true;
+    }
+
+    /**
+     * Runs members prepared by this model as one forward. Synchronises {@code context.stream()} before
+     * returning; all device memory taken is released, on failure too.
+     *
+     * @return per member, its selected outputs (all outputs when it selected none), in {@link #outputs()} order
+     */
+    List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context);
+
+    /**
+     * How batched members share a forward on this replica: {@code "packed"} (rows or tokens concatenated, no
+     * padding) or {@code "padded"} (sequences padded to the longest, masked), for metadata and the actuator.
+     */
+    String batchLayout();
+
+    /** The model's {@code dynamic_batching} settings from its config.json (unset components: the server's). */
+    ModelConfig.Batching batching();
+}

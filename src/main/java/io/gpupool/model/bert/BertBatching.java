@@ -1,0 +1,294 @@
+package io.gpupool.model.bert;
+
+import io.gpupool.kernels.TensorOps;
+import io.gpupool.model.BatchableModel.Member;
+import io.gpupool.model.DataType;
+import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.TensorSpec;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * How {@link BertModel} runs a batch of requests, and how each request gets its own outputs back.
+ *
+ * <p>Notation: member r carries Bᵣ sequences of Sᵣ tokens; N = Σ Bᵣ, T = Σ Bᵣ·Sᵣ, S* = max Sᵣ.
+ * <pre>
+ *   packed (kernels with packed-sequence ops):   one forward of T token rows, PackedBertForward
+ *     last_hidden_state rows  [ r0: B₀·S₀ | r1: B₁·S₁ | ... ]   member r's rows are contiguous
+ *     pooled outputs rows     [ r0: B₀    | r1: B₁    | ... ]
+ *   padded (fallback):  every sequence padded to S* (id 0, mask 0), one forward of [N, S*] through BertModel
+ *     last_hidden_state  member r keeps the first Sᵣ positions of each of its rows
+ * </pre>
+ * Padding is masked, so a real token never attends to it and mean pooling skips it; the padded layout
+ * still differs from a request alone where a request's own mask leaves a sequence with no real token
+ * (alone its softmax spreads over Sᵣ keys, padded over S*), and it costs attention over S* for every
+ * sequence. The layout is fixed per replica at load: packed when the device's kernels implement
+ * {@link TensorOps#supportsPackedSequences} (the host backend; CUDA where attention computes in FP32: FP32,
+ * TF32X3, TF32 without TF32 attention; head size up to 128), padded otherwise (CUDA BF16 and TF32, whose
+ * attention runs on tensor cores and has no varlen form).
+ */
+final class BertBatching {
+
+    private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT;
+
+    /** Inputs as INT32 on the Java heap: nothing native is held between validation and the batch's run. */
+    private static final SegmentAllocator HEAP = (bytes, alignment) -> MemorySegment.ofArray(new int[(int) (bytes / Integer.BYTES)]);
+
+    /** One validated request: INT32 ids, mask and types of batch × seq (mask and types null when absent). */
+    record Sequences(int batch, int seq, MemorySegment ids, MemorySegment mask, MemorySegment types,
+                     List<TensorSpec> selected) implements Member {
+
+        @Override
+        public int rows() {
+            return batch;
+        }
+
+        @Override
+        public int tokens() {
+            return batch * seq;
+        }
+
+        @Override
+        public int sequenceLength() {
+            return seq;
+        }
+    }
+
+    private final BertModel model;
+    /** Null where the kernels have no packed-sequence ops: then the padded layout. */
+    private final PackedBertForward packed;
+
+    BertBatching(BertModel model, String prefix, boolean pooler, TensorOps ops) {
+        this.model = model;
+        this.packed = ops.supportsPackedSequences(model.arch().headDim())
+                ? new PackedBertForward(model, prefix, pooler) : null;
+    }
+
+    String layout() {
+        return packed != null ? "packed" : "padded";
+    }
+
+    /** The checks of {@link BertModel#infer}, with the same messages, and the INT32 conversion. */
+    Sequences prepare(List<HostTensor> inputs, Set<String> requestedOutputs) {
+        HostTensor ids = BertModel.find(inputs, BertModel.INPUT_IDS);
+        if (ids == null) {
+            throw new IllegalArgumentException("model '" + model.name() + "': input '" + BertModel.INPUT_IDS
+                    + "' is required");
+        }
+        long[] shape = ids.shape();
+        if (shape.length != 2 || shape[0] < 1 || shape[1] < 1) {
+            throw new IllegalArgumentException("model '" + model.name() + "': " + BertModel.INPUT_IDS + " has shape "
+                    + Arrays.toString(shape) + ", expected [batch >= 1, sequence >= 1]");
+        }
+        if (shape[0] > model.maxBatchSize() || shape[1] > model.maxSequenceLength()) {
+            throw new IllegalArgumentException("model '" + model.name() + "': " + BertModel.INPUT_IDS + " has shape "
+                    + Arrays.toString(shape) + ", above the maximum [" + model.maxBatchSize() + ", "
+                    + model.maxSequenceLength() + "]");
+        }
+        List<TensorSpec> selected = model.selectOutputs(requestedOutputs);
+        MemorySegment idSegment = model.toInt32(HEAP, ids, shape, model.arch().vocabSize(), "vocab_size");
+        HostTensor maskInput = BertModel.find(inputs, BertModel.ATTENTION_MASK);
+        HostTensor typeInput = BertModel.find(inputs, BertModel.TOKEN_TYPE_IDS);
+        MemorySegment mask = maskInput == null ? null : model.toMask(HEAP, maskInput, shape);
+        MemorySegment types = typeInput == null ? null
+                : model.toInt32(HEAP, typeInput, shape, model.arch().typeVocabSize(), "type_vocab_size");
+        return new Sequences((int) shape[0], (int) shape[1], idSegment, mask, types, selected);
+    }
+
+    long peakBytes(List<? extends Member> members) {
+        Totals totals = Totals.of(members);
+        return packed != null ? packed.peakBytes(totals.sequences, totals.tokens)
+                : model.peakActivationBytes(totals.sequences, totals.maxSeq);
+    }
+
+    /** The padded layout runs through {@link BertModel#infer}, bounded by the model's largest batch. */
+    boolean fitsOneForward(List<? extends Member> members) {
+        return packed != null || Totals.of(members).sequences <= model.maxBatchSize();
+    }
+
+    List<List<HostTensor>> run(List<? extends Member> members, ExecutionContext context) {
+        List<Sequences> batch = new ArrayList<>(members.size());
+        for (Member member : members) {
+            batch.add((Sequences) member);
+        }
+        return packed != null ? runPacked(batch, context) : runPadded(batch, context);
+    }
+
+    private List<List<HostTensor>> runPacked(List<Sequences> members, ExecutionContext context) {
+        Totals totals = Totals.of(members);
+        boolean anyMask = members.stream().anyMatch(m -> m.mask() != null);
+        boolean anyTypes = members.stream().anyMatch(m -> m.types() != null);
+        int h = model.arch().hiddenSize();
+        Arena results = Arena.ofAuto();
+        Map<String, MemorySegment> outputs = new LinkedHashMap<>();
+        for (String name : wantedNames(members)) {
+            long rows = name.equals(BertModel.LAST_HIDDEN_STATE) ? totals.tokens : totals.sequences;
+            int cols = name.equals(BertModel.LOGITS) ? model.numLabels() : h;
+            outputs.put(name, results.allocate(rows * cols * Float.BYTES, 64));
+        }
+        try (Arena staging = Arena.ofShared()) {
+            long tokenBytes = (long) totals.tokens * Integer.BYTES;
+            MemorySegment ids = staging.allocate(tokenBytes, 64);
+            MemorySegment mask = anyMask ? staging.allocate(tokenBytes, 64) : null;
+            MemorySegment types = anyTypes ? staging.allocate(tokenBytes, 64) : null;
+            MemorySegment positions = staging.allocate(tokenBytes, 64);
+            MemorySegment offsets = staging.allocate((long) (totals.sequences + 1) * Integer.BYTES, 64);
+            long token = 0;
+            int sequence = 0;
+            for (Sequences m : members) {
+                long bytes = (long) m.tokens() * Integer.BYTES;
+                MemorySegment.copy(m.ids(), 0, ids, token * Integer.BYTES, bytes);
+                fill(mask, m.mask(), token, m.tokens(), 1);
+                fill(types, m.types(), token, m.tokens(), 0);
+                for (int b = 0; b < m.batch(); b++) {
+                    offsets.setAtIndex(INT, sequence++, (int) token);
+                    for (int s = 0; s < m.seq(); s++) {
+                        positions.setAtIndex(INT, token++, s);
+                    }
+                }
+            }
+            offsets.setAtIndex(INT, sequence, (int) token);
+            packed.run(context, totals.sequences, totals.tokens,
+                    new PackedBertForward.Batch(ids, mask, types, positions, offsets, totals.maxSeq, null), outputs);
+        }
+        List<List<HostTensor>> perMember = new ArrayList<>(members.size());
+        long token = 0;
+        long sequence = 0;
+        for (Sequences m : members) {
+            List<HostTensor> own = new ArrayList<>(m.selected().size());
+            for (TensorSpec spec : m.selected()) {
+                long[] shape = BertModel.concrete(spec.shape(), m.batch(), m.seq());
+                long rowBytes = shape[shape.length - 1] * Float.BYTES;
+                long first = spec.name().equals(BertModel.LAST_HIDDEN_STATE) ? token : sequence;
+                long rows = spec.name().equals(BertModel.LAST_HIDDEN_STATE) ? m.tokens() : m.batch();
+                MemorySegment data = outputs.get(spec.name()).asSlice(first * rowBytes, rows * rowBytes);
+                own.add(new HostTensor(spec.name(), DataType.FP32, shape, data));
+            }
+            perMember.add(own);
+            token += m.tokens();
+            sequence += m.batch();
+        }
+        return perMember;
+    }
+
+    /** Copies a member's INT32 input into the packed array at {@code token}, or fills in its default. */
+    private static void fill(MemorySegment packedArray, MemorySegment own, long token, int count, int absentValue) {
+        if (packedArray == null) {
+            return;
+        }
+        if (own != null) {
+            MemorySegment.copy(own, 0, packedArray, token * Integer.BYTES, (long) count * Integer.BYTES);
+        } else {
+            for (int i = 0; i < count; i++) {
+                packedArray.setAtIndex(INT, token + i, absentValue);
+            }
+        }
+    }
+
+    private List<List<HostTensor>> runPadded(List<Sequences> members, ExecutionContext context) {
+        Totals totals = Totals.of(members);
+        int width = totals.maxSeq;
+        boolean ragged = members.stream().anyMatch(m -> m.seq() != width);
+        boolean anyMask = ragged || members.stream().anyMatch(m -> m.mask() != null);
+        boolean anyTypes = members.stream().anyMatch(m -> m.types() != null);
+        long cells = (long) totals.sequences * width;
+        MemorySegment ids = MemorySegment.ofArray(new long[(int) cells]);
+        MemorySegment mask = anyMask ? MemorySegment.ofArray(new long[(int) cells]) : null;
+        MemorySegment types = anyTypes ? MemorySegment.ofArray(new long[(int) cells]) : null;
+        long row = 0;
+        for (Sequences m : members) {
+            for (int b = 0; b < m.batch(); b++, row++) {
+                for (int s = 0; s < m.seq(); s++) {
+                    long own = (long) b * m.seq() + s;
+                    long cell = row * width + s;
+                    ids.setAtIndex(ValueLayout.JAVA_LONG, cell, m.ids().getAtIndex(INT, own));
+                    if (mask != null) {
+                        mask.setAtIndex(ValueLayout.JAVA_LONG, cell, m.mask() == null ? 1 : m.mask().getAtIndex(INT, own));
+                    }
+                    if (types != null && m.types() != null) {
+                        types.setAtIndex(ValueLayout.JAVA_LONG, cell, m.types().getAtIndex(INT, own));
+                    }
+                }
+            }
+        }
+        long[] shape = {totals.sequences, width};
+        List<HostTensor> inputs = new ArrayList<>();
+        inputs.add(new HostTensor(BertModel.INPUT_IDS, DataType.INT64, shape, ids));
+        if (mask != null) {
+            inputs.add(new HostTensor(BertModel.ATTENTION_MASK, DataType.INT64, shape, mask));
+        }
+        if (types != null) {
+            inputs.add(new HostTensor(BertModel.TOKEN_TYPE_IDS, DataType.INT64, shape, types));
+        }
+        Map<String, HostTensor> outputs = new LinkedHashMap<>();
+        for (HostTensor output : model.infer(inputs, wantedNames(members), context)) {
+            outputs.put(output.name(), output);
+        }
+        Arena results = Arena.ofAuto();
+        List<List<HostTensor>> perMember = new ArrayList<>(members.size());
+        long firstRow = 0;
+        for (Sequences m : members) {
+            List<HostTensor> own = new ArrayList<>(m.selected().size());
+            for (TensorSpec spec : m.selected()) {
+                long[] outShape = BertModel.concrete(spec.shape(), m.batch(), m.seq());
+                MemorySegment all = outputs.get(spec.name()).data();
+                long cols = outShape[outShape.length - 1];
+                MemorySegment data;
+                if (spec.name().equals(BertModel.LAST_HIDDEN_STATE)) {
+                    data = results.allocate((long) m.tokens() * cols * Float.BYTES, 64);
+                    long ownBytes = m.seq() * cols * Float.BYTES;
+                    for (int b = 0; b < m.batch(); b++) {
+                        MemorySegment.copy(all, (firstRow + b) * width * cols * Float.BYTES, data, b * ownBytes, ownBytes);
+                    }
+                } else {
+                    data = all.asSlice(firstRow * cols * Float.BYTES, m.batch() * cols * Float.BYTES);
+                }
+                own.add(new HostTensor(spec.name(), DataType.FP32, outShape, data));
+            }
+            perMember.add(own);
+            firstRow += m.batch();
+        }
+        return perMember;
+    }
+
+    /** The union of the members' selections, in the model's output order. */
+    private Set<String> wantedNames(List<Sequences> members) {
+        Set<String> wanted = new LinkedHashSet<>();
+        for (TensorSpec spec : model.outputs()) {
+            for (Sequences m : members) {
+                if (m.selected().contains(spec)) {
+                    wanted.add(spec.name());
+                    break;
+                }
+            }
+        }
+        return wanted;
+    }
+
+    /** N, T and S* of a batch. */
+    private record Totals(int sequences, int tokens, int maxSeq) {
+
+        static Totals of(List<? extends Member> members) {
+            int sequences = 0;
+            int tokens = 0;
+            int maxSeq = 0;
+            for (Member member : members) {
+                sequences = Math.addExact(sequences, member.rows());
+                tokens = Math.addExact(tokens, member.tokens());
+                maxSeq = Math.max(maxSeq, member.sequenceLength());
+            }
+            return new Totals(sequences, tokens, maxSeq);
+        }
+    }
+}

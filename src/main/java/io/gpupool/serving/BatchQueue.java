@@ -1,0 +1,364 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.BatchableModel;
+import io.gpupool.model.BatchableModel.Member;
+import io.gpupool.model.HostTensor;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.MonoSink;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+import java.util.function.LongSupplier;
+
+/**
+ * The dynamic batcher of one model version on one device: requests wait here, are formed into batches and each
+ * batch runs as one forward ({@link BatchableModel#inferBatch}) on one stream lease of the device's
+ * {@link DeviceWorker}.
+ *
+ * <pre>
+ *   submit ─► all slots busy and queue full? ─yes─► 503 (overloaded)
+ *               │ no
+ *               ▼
+ *           waiting (FIFO) ──cancel/timeout──► leaves the queue, nobody else notices
+ *               │
+ *               ▼  whenever a request arrives, a batch ends, or the delay timer fires:
+ *           while fewer than `slots` batches run:
+ *             take the oldest requests while the next one still fits:
+ *               requests ≤ maxRequests, tokens ≤ maxTokens, the model's layout allows it,
+ *               planned peak (liveness plan) ≤ the pool's headroom  ── else "split": the rest waits
+ *             dispatch now if a limit stopped the taking ("full"),
+ *               or the rows taken so far reach a preferred batch size (the largest such prefix),
+ *               or the oldest request has waited maxQueueDelay;
+ *             otherwise arm the timer for oldest + maxQueueDelay and stop
+ *               │
+ *               ▼
+ *           worker.submit(one job): skip members cancelled meanwhile, one forward, each member's
+ *           outputs encoded on its own; the lease goes back, then every member is answered
+ * </pre>
+ * Triton's meaning of the delay: it bounds how long a request is held back for company, measured from its
+ * arrival, and only while a stream is free; while all {@code slots} batches run, requests accumulate anyway.
+ * {@code slots} is the device's stream count, so the batcher never queues batches behind batches.
+ *
+ * <p>Isolation: a request is validated and converted ({@link BatchableModel#prepare}) before it is queued, so a
+ * malformed one never joins a batch; a failure of the forward fails the requests in that batch only, with the
+ * status the failure maps to alone; a failure encoding one member's response fails that member only. The first
+ * request of a batch is always taken, even above {@code maxTokens} or the headroom: alone it is what it would be
+ * without batching (and may still get 507).
+ *
+ * <p>State is guarded by this object's monitor; the sections move entries between lists and compute planned
+ * peaks, never device work. {@link #waiting()} reads an atomic.
+ */
+final class BatchQueue {
+
+    private final String model;
+    private final BatchableModel replica;
+    private final BatchPolicy policy;
+    private final DeviceWorker worker;
+    private final int slots;
+    private final int capacity;
+    /** Bytes the next batch may plan for: the pool's cap minus what it hands out now; Long.MAX_VALUE: no cap. */
+    private final LongSupplier headroom;
+    private final ScheduledExecutorService timer;
+    private final BatchStatistics statistics;
+    /** The protocol's statistics extension: one execution per forward. */
+    private final ModelStatistics modelStatistics;
+    private final long delayNanos;
+
+    /** Guarded by {@code this}. */
+    private final ArrayDeque<Entry> waiting = new ArrayDeque<>();
+    /** Batches handed to the worker and not finished; guarded by {@code this}. */
+    private int running;
+    /** Guarded by {@code this}. */
+    private ScheduledFuture<?> wakeUp;
+    private long wakeUpAt;
+    /** Guarded by {@code this}. */
+    private boolean closed;
+    /** Written under the monitor, read without it (load balancing). */
+    private final AtomicInteger depth = new AtomicInteger();
+
+    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int capacity,
+               LongSupplier headroom, ScheduledExecutorService timer, BatchStatistics statistics,
+               ModelStatistics modelStatistics) {
+        this.model = model;
+        this.replica = replica;
+        this.policy = policy;
+        this.worker = worker;
+        this.slots = worker.streams().size();
+        this.capacity = capacity;
+        this.headroom = headroom;
+        this.timer = timer;
+        this.statistics = statistics;
+        this.modelStatistics = modelStatistics;
+        this.delayNanos = policy.maxQueueDelay().toNanos();
+    }
+
+    BatchPolicy policy() {
+        return policy;
+    }
+
+    BatchableModel replica() {
+        return replica;
+    }
+
+    /** Requests waiting for a batch now. */
+    int waiting() {
+        return depth.get();
+    }
+
+    /**
+     * Queues one prepared request. Nothing happens until subscription; cancelling takes a waiting request out of
+     * the queue (a running one finishes and its answer is dropped).
+     *
+     * @param started called on the worker thread when the request's batch starts computing
+     * @param finish  turns the request's outputs into its answer, on the worker thread, before the lease goes back
+     */
+    <T> Mono<T> submit(Member member, Runnable started, Function<List<HostTensor>, T> finish) {
+        return Mono.<Object>create(sink -> {
+            Entry entry = new Entry(member, started, finish::apply, sink, System.nanoTime());
+            sink.onCancel(() -> cancel(entry));
+            synchronized (this) {
+                if (closed) {
+                    sink.error(ServingException.unavailable("device " + worker.device().index() + " is shutting down", 1));
+                    return;
+                }
+                // As the device queue: refused only when no stream is free and the queue is full.
+                if (waiting.size() >= capacity && running >= slots) {
+                    sink.error(ServingException.unavailable("device " + worker.device().index() + " is overloaded: "
+                            + waiting.size() + " requests of model '" + model + "' wait for a batch"
+                            + " (gpupool.serving.queue-capacity=" + capacity + ")", 1));
+                    return;
+                }
+                waiting.add(entry);
+                depth.incrementAndGet();
+            }
+            dispatchReady();
+        }).map(result -> {
+            @SuppressWarnings("unchecked")
+            T typed = (T) result;
+            return typed;
+        });
+    }
+
+    private void cancel(Entry entry) {
+        entry.cancelled = true;
+        synchronized (this) {
+            if (waiting.remove(entry)) {
+                depth.decrementAndGet();
+                statistics.cancelledWhileWaiting(model);
+            }
+        }
+    }
+
+    /** Forms and launches every batch that is due while a slot is free; arms the timer for the next one. */
+    private void dispatchReady() {
+        List<List<Entry>> due = new ArrayList<>();
+        synchronized (this) {
+            while (!closed && running < slots && !waiting.isEmpty()) {
+                List<Entry> batch = form(System.nanoTime());
+                if (batch == null) {
+                    break;
+                }
+                running++;
+                due.add(batch);
+            }
+        }
+        for (List<Entry> batch : due) {
+            launch(batch);
+        }
+    }
+
+    /** The next batch to run now, removed from the queue; null when it should wait out the delay. */
+    private List<Entry> form(long now) {
+        long room = headroom.getAsLong();
+        List<Entry> batch = new ArrayList<>();
+        List<Member> members = new ArrayList<>();
+        int tokens = 0;
+        int rows = 0;
+        int preferredPrefix = 0;
+        boolean full = false;
+        boolean split = false;
+        int[] preferred = policy.preferredBatchSizes();
+        for (Iterator<Entry> it = waiting.iterator(); it.hasNext(); ) {
+            Entry next = it.next();
+            if (batch.size() == policy.maxRequests()) {
+                full = true;
+                break;
+            }
+            members.add(next.member);
+            if (!batch.isEmpty()) {
+                boolean fits = tokens + next.member.tokens() <= policy.maxTokens() && replica.fitsOneForward(members);
+                if (fits && room != Long.MAX_VALUE && replica.batchPeakBytes(members) > room) {
+                    fits = false;
+                    split = true;
+                }
+                if (!fits) {
+                    members.removeLast();
+                    full = true;
+                    break;
+                }
+            }
+            batch.add(next);
+            tokens += next.member.tokens();
+            rows += next.member.rows();
+            if (java.util.Arrays.binarySearch(preferred, rows) >= 0) {
+                preferredPrefix = batch.size();
+            }
+        }
+        full |= batch.size() == policy.maxRequests();
+        if (!full) {
+            if (preferredPrefix > 0) {
+                batch = new ArrayList<>(batch.subList(0, preferredPrefix));
+            } else {
+                long due = waiting.peekFirst().enqueuedNanos + delayNanos;
+                if (delayNanos > 0 && now - due < 0) {
+                    wakeUpAt(due, now);
+                    return null;
+                }
+            }
+        }
+        for (int i = 0; i < batch.size(); i++) {
+            waiting.removeFirst();
+        }
+        depth.addAndGet(-batch.size());
+        if (split) {
+            statistics.splitForMemory(model);
+        }
+        return batch;
+    }
+
+    /** Arms the timer for {@code due} unless it already fires at or before it. */
+    private void wakeUpAt(long due, long now) {
+        if (wakeUp != null && wakeUpAt - due <= 0) {
+            return;
+        }
+        if (wakeUp != null) {
+            wakeUp.cancel(false);
+        }
+        wakeUpAt = due;
+        wakeUp = timer.schedule(this::wokenUp, due - now, TimeUnit.NANOSECONDS);
+    }
+
+    /**
+     * The timer fired. It is forgotten first, under the monitor, so that a batch formed while this one runs
+     * arms a timer of its own instead of counting on this one, which may already have looked at the queue.
+     */
+    private void wokenUp() {
+        synchronized (this) {
+            wakeUp = null;
+        }
+        dispatchReady();
+    }
+
+    private void launch(List<Entry> batch) {
+        worker.submit(context -> run(batch, context)).subscribe(
+                answers -> {
+                    finished();
+                    answers.run();
+                },
+                failure -> {
+                    finished();
+                    for (Entry entry : batch) {
+                        entry.sink.error(failure);
+                    }
+                });
+    }
+
+    private void finished() {
+        synchronized (this) {
+            running--;
+        }
+        dispatchReady();
+    }
+
+    /** Runs on the worker thread with the lease: one forward for the members still wanted; returns their answers. */
+    private Runnable run(List<Entry> batch, io.gpupool.model.ExecutionContext context) {
+        List<Entry> live = new ArrayList<>(batch.size());
+        for (Entry entry : batch) {
+            if (!entry.cancelled) {
+                live.add(entry);
+            }
+        }
+        if (live.isEmpty()) {
+            return () -> { };
+        }
+        long start = System.nanoTime();
+        List<Member> members = new ArrayList<>(live.size());
+        int rows = 0;
+        int tokens = 0;
+        for (Entry entry : live) {
+            entry.started.run();
+            statistics.queueDelay(model, start - entry.enqueuedNanos);
+            members.add(entry.member);
+            rows += entry.member.rows();
+            tokens += entry.member.tokens();
+        }
+        statistics.executed(model, live.size(), rows, tokens);
+        List<List<HostTensor>> outputs;
+        long inferStart = System.nanoTime();
+        try {
+            outputs = replica.inferBatch(members, context);
+        } catch (IllegalArgumentException e) {
+            // Input the model checks itself beyond what prepare() checked; as a request alone is answered.
+            ServingException rejected = ServingException.badRequest("model '" + model + "' rejected the request: "
+                    + e.getMessage());
+            return () -> live.forEach(entry -> entry.sink.error(rejected));
+        } catch (RuntimeException e) {
+            return () -> live.forEach(entry -> entry.sink.error(e));
+        }
+        long inferred = System.nanoTime();
+        List<Runnable> answers = new ArrayList<>(live.size());
+        for (int i = 0; i < live.size(); i++) {
+            Entry entry = live.get(i);
+            try {
+                Object answer = entry.finish.apply(outputs.get(i));
+                answers.add(() -> entry.sink.success(answer));
+            } catch (RuntimeException e) {
+                answers.add(() -> entry.sink.error(e));
+            }
+        }
+        modelStatistics.recordExecution(rows, inferStart - start, inferred - inferStart, System.nanoTime() - inferred);
+        return () -> answers.forEach(Runnable::run);
+    }
+
+    /** Refuses new requests and answers the waiting ones with 503; running batches finish. */
+    void close() {
+        List<Entry> dropped;
+        synchronized (this) {
+            closed = true;
+            dropped = new ArrayList<>(waiting);
+            waiting.clear();
+            depth.set(0);
+            if (wakeUp != null) {
+                wakeUp.cancel(false);
+            }
+        }
+        for (Entry entry : dropped) {
+            entry.sink.error(ServingException.unavailable("device " + worker.device().index() + " is shutting down", 1));
+        }
+    }
+
+    private static final class Entry {
+        final Member member;
+        final Runnable started;
+        final Function<List<HostTensor>, Object> finish;
+        final MonoSink<Object> sink;
+        final long enqueuedNanos;
+        volatile boolean cancelled;
+
+        Entry(Member member, Runnable started, Function<List<HostTensor>, Object> finish, MonoSink<Object> sink,
+              long enqueuedNanos) {
+            this.member = member;
+            this.started = started;
+            this.finish = finish;
+            this.sink = sink;
+            this.enqueuedNanos = enqueuedNanos;
+        }
+    }
+}

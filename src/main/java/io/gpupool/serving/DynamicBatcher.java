@@ -1,0 +1,124 @@
+package io.gpupool.serving;
+
+import io.gpupool.model.BatchableModel;
+import io.gpupool.model.InferenceModel;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.function.LongSupplier;
+
+/**
+ * Dynamic batching for the served models: one {@link BatchQueue} per model version and device, created on the
+ * model's first request there, for the models whose policy ({@link BatchPolicy.Defaults#resolve}) turns batching
+ * on and whose replica is a {@link BatchableModel}. One daemon timer thread serves every queue's delay.
+ */
+public final class DynamicBatcher implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(DynamicBatcher.class);
+
+    /** One model's batching as a replica runs it, for the actuator and logs. */
+    public record Description(String model, String version, int device, String layout, BatchPolicy policy) {
+    }
+
+    private final Map<Integer, DeviceWorker> workers;
+    private final Map<Integer, LongSupplier> headroom;
+    private final BatchPolicy.Defaults defaults;
+    private final int queueCapacity;
+    private final BatchStatistics statistics;
+    private final ScheduledExecutorService timer;
+    private final ConcurrentMap<String, BatchQueue> queues = new ConcurrentHashMap<>();
+    /** Models whose policy says no batching, so the lookup is not repeated per request. */
+    private final ConcurrentMap<String, Boolean> unbatched = new ConcurrentHashMap<>();
+
+    /**
+     * @param headroom      per device index, the bytes a batch may plan for now (the pool's cap minus what it hands
+     *                      out); a device without an entry is not bounded
+     * @param queueCapacity requests that may wait for a batch, per model and device; one more is refused with 503
+     */
+    public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
+                          Map<Integer, LongSupplier> headroom, BatchStatistics statistics) {
+        Map<Integer, DeviceWorker> byIndex = new java.util.TreeMap<>();
+        for (DeviceRuntime device : devices) {
+            byIndex.put(device.index(), device.worker());
+        }
+        this.workers = Map.copyOf(byIndex);
+        this.headroom = Map.copyOf(headroom);
+        this.defaults = defaults;
+        this.queueCapacity = queueCapacity;
+        this.statistics = statistics;
+        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1,
+                Thread.ofPlatform().name("gpupool-batch-timer").daemon(true).factory());
+        executor.setRemoveOnCancelPolicy(true);
+        this.timer = Executors.unconfigurableScheduledExecutorService(executor);
+    }
+
+    /** Executions and inferences per model. */
+    public BatchStatistics statistics() {
+        return statistics;
+    }
+
+    /** The batch queue of {@code model} on {@code device}, or null when that model does not batch. */
+    BatchQueue queue(ServedModel model, int device) {
+        // the served instance is part of the key: a model loaded again gets new replicas and so new queues
+        String key = model.name() + "\u0000" + model.version() + "\u0000" + device + "\u0000"
+                + System.identityHashCode(model);
+        BatchQueue queue = queues.get(key);
+        if (queue != null || unbatched.containsKey(key)) {
+            return queue;
+        }
+        InferenceModel replica = model.replicas().get(device);
+        BatchPolicy policy = replica instanceof BatchableModel batchable
+                ? defaults.resolve(model.name(), batchable.batching()) : null;
+        DeviceWorker worker = workers.get(device);
+        if (policy == null || worker == null) {
+            unbatched.put(key, Boolean.TRUE);
+            return null;
+        }
+        LongSupplier room = headroom.getOrDefault(device, () -> Long.MAX_VALUE);
+        return queues.computeIfAbsent(key, k -> {
+            BatchableModel batchable = (BatchableModel) replica;
+            log.info("Model '{}' version {} batches on device {} ({} layout): {}", model.name(), model.version(), device,
+                    batchable.batchLayout(), policy);
+            return new BatchQueue(model.name(), batchable, policy, worker, queueCapacity, room, timer, statistics,
+                    model.statistics());
+        });
+    }
+
+    /** Requests waiting for a batch on {@code device}, all models together. */
+    int waiting(int device) {
+        int total = 0;
+        for (Map.Entry<String, BatchQueue> e : queues.entrySet()) {
+            if (e.getKey().endsWith("\u0000" + device)) {
+                total += e.getValue().waiting();
+            }
+        }
+        return total;
+    }
+
+    /** How each model that received a request batches, per device. */
+    public List<Description> describe() {
+        List<Description> out = new ArrayList<>();
+        queues.forEach((key, queue) -> {
+            String[] parts = key.split("\u0000");
+            out.add(new Description(parts[0], parts[1], Integer.parseInt(parts[2]), queue.replica().batchLayout(),
+                    queue.policy()));
+        });
+        out.sort(java.util.Comparator.comparing(Description::model).thenComparingInt(Description::device));
+        return out;
+    }
+
+    /** Answers every waiting request with 503 and stops the timer; running batches finish. */
+    @Override
+    public void close() {
+        queues.values().forEach(BatchQueue::close);
+        timer.shutdownNow();
+    }
+}
