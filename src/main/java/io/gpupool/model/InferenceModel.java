@@ -1,6 +1,7 @@
 package io.gpupool.model;
 
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -32,6 +33,14 @@ public interface InferenceModel extends AutoCloseable {
      * Synchronises {@code context.stream()} before returning; all device memory taken is released.
      */
     List<HostTensor> infer(List<HostTensor> inputs, Set<String> requestedOutputs, ExecutionContext context);
+
+    /**
+     * How to run this model at a padded shape (for graphs captured per shape bucket); empty when it
+     * cannot, and then it is never run through a graph.
+     */
+    default Optional<ShapePadding> padding() {
+        return Optional.empty();
+    }
 
     /** Frees the model's weights on its device. */
     @Override
