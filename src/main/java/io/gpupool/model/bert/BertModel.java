@@ -13,6 +13,7 @@ import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
 import io.gpupool.model.PlannedMemory;
+import io.gpupool.model.ShapePadding;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.model.plan.ExecutionPlan;
 import io.gpupool.model.safetensors.SafetensorsFile;
@@ -25,6 +26,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 
@@ -77,6 +79,7 @@ public final class BertModel implements InferenceModel, PlannedMemory {
     /** Device tensor id of each output name. */
     private final Map<String, Integer> outputTensors;
     private final int numLabels;
+    private final BertPadding padding;
     private volatile boolean closed;
 
     private BertModel(ModelConfig config, DeviceWeights weights, String prefix, boolean pooler, int numLabels,
@@ -104,6 +107,8 @@ public final class BertModel implements InferenceModel, PlannedMemory {
             throw new ModelFormatException("model '" + config.name() + "': gpupool.inputs must include " + INPUT_IDS);
         }
         this.outputs = select(config, "outputs", allOutputs, config.serving().outputs());
+        this.padding = new BertPadding(inputs.stream().anyMatch(s -> s.name().equals(ATTENTION_MASK)),
+                inputs.stream().anyMatch(s -> s.name().equals(TOKEN_TYPE_IDS)));
 
         // ---- the plan -------------------------------------------------------------------------
         ExecutionPlan.Builder b = ExecutionPlan.builder();
@@ -499,6 +504,12 @@ public final class BertModel implements InferenceModel, PlannedMemory {
     @Override
     public long largestActivationBytes(int batch, int seq) {
         return plan.largestTensorBytes(batch, seq);
+    }
+
+    /** Runs padded to a shape bucket with the padding masked (see {@link BertPadding}), when the mask is an input. */
+    @Override
+    public Optional<ShapePadding> padding() {
+        return Optional.of(padding);
     }
 
     /** Bytes the weights take on the device. */
