@@ -59,11 +59,14 @@ public class GpuPoolEndpointWebExtension {
                                             @Nullable String releaseIdleAge, @Nullable String growthStepBytes,
                                             @Nullable String maxGrowthStepBytes, @Nullable String capBytes,
                                             @Nullable String capFraction,
-                                            @Nullable String mappedSlack, @Nullable String waitBeyondBudget) {
+                                            @Nullable String mappedSlack, @Nullable String waitBeyondBudget,
+                                            @Nullable String graphsEnabled, @Nullable String graphsMaxCount,
+                                            @Nullable String graphsMaxBytes) {
         try {
             GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, localCacheBytesPerStream,
                     localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                    growthStepBytes, maxGrowthStepBytes, capBytes, capFraction, mappedSlack, waitBeyondBudget);
+                    growthStepBytes, maxGrowthStepBytes, capBytes, capFraction, mappedSlack, waitBeyondBudget,
+                    graphsEnabled, graphsMaxCount, graphsMaxBytes);
             return tuned == null ? notFound() : new WebEndpointResponse<>(tuned);
         }
         catch (TuningException ex) {

@@ -43,7 +43,7 @@ import java.util.concurrent.TimeUnit;
  * <p>Close after the models (which drop their graphs) and before the pool: waits for the capture
  * thread, frees every graph and block, destroys the streams.
  */
-public final class DeviceGraphs implements AutoCloseable {
+public final class DeviceGraphs implements GraphCacheControl, AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(DeviceGraphs.class);
 
@@ -105,16 +105,17 @@ public final class DeviceGraphs implements AutoCloseable {
         return padding.<InferenceModel>map(p -> new GraphedModel(model, p, this)).orElse(model);
     }
 
+    @Override
     public GraphCacheMetrics metrics() {
         return cache;
     }
 
-    /** The limits in force. */
+    @Override
     public GraphLimits limits() {
         return cache.limits();
     }
 
-    /** Applies new limits at once: what no longer fits is freed (graphs in use when their replay ends). */
+    @Override
     public void tune(GraphLimits limits) {
         cache.tune(limits);
     }

@@ -50,7 +50,7 @@ final class GraphCache implements GraphCacheMetrics {
     private final LinkedHashMap<GraphKey, Long> reserved = new LinkedHashMap<>();
 
     private volatile boolean enabled;
-    private volatile int maxGraphs;
+    private volatile int maxCount;
     private volatile long maxBytes;
     /** Written under the lock. */
     private volatile int graphs;
@@ -64,7 +64,7 @@ final class GraphCache implements GraphCacheMetrics {
 
     GraphCache(GraphLimits limits) {
         this.enabled = limits.enabled();
-        this.maxGraphs = limits.maxGraphs();
+        this.maxCount = limits.maxCount();
         this.maxBytes = limits.maxBytes();
     }
 
@@ -130,9 +130,9 @@ final class GraphCache implements GraphCacheMetrics {
         List<CapturedForward> evicted = new ArrayList<>();
         boolean fits;
         synchronized (this) {
-            fits = enabled && pending.contains(key) && blockBytes <= maxBytes && maxGraphs > 0;
+            fits = enabled && pending.contains(key) && blockBytes <= maxBytes && maxCount > 0;
             if (fits) {
-                fits = evictUntil(maxGraphs - 1 - reserved.size(), maxBytes - blockBytes, evicted);
+                fits = evictUntil(maxCount - 1 - reserved.size(), maxBytes - blockBytes, evicted);
             }
             if (fits) {
                 reserved.put(key, blockBytes);
@@ -191,14 +191,14 @@ final class GraphCache implements GraphCacheMetrics {
         List<CapturedForward> evicted = new ArrayList<>();
         synchronized (this) {
             enabled = limits.enabled();
-            maxGraphs = limits.maxGraphs();
+            maxCount = limits.maxCount();
             maxBytes = limits.maxBytes();
             failed.clear();
             if (!enabled) {
                 evictMatching(key -> true, evicted);
             } else {
-                evictUntil(maxGraphs - reserved.size(), maxBytes, evicted);
-                evictBusyUntil(maxGraphs - reserved.size(), maxBytes);
+                evictUntil(maxCount - reserved.size(), maxBytes, evicted);
+                evictBusyUntil(maxCount - reserved.size(), maxBytes);
             }
         }
         destroyAll(evicted);
@@ -206,7 +206,7 @@ final class GraphCache implements GraphCacheMetrics {
 
     /** The limits in force. */
     GraphLimits limits() {
-        return new GraphLimits(enabled, maxGraphs, maxBytes);
+        return new GraphLimits(enabled, maxCount, maxBytes);
     }
 
     /** Drops every graph of {@code model} (unload); those in use are destroyed when released. */
@@ -314,8 +314,8 @@ final class GraphCache implements GraphCacheMetrics {
     }
 
     @Override
-    public int maxGraphs() {
-        return maxGraphs;
+    public int maxCount() {
+        return maxCount;
     }
 
     @Override

@@ -16,7 +16,7 @@ public interface GraphCacheMetrics {
     long bytes();
 
     /** Most graphs the cache keeps. */
-    int maxGraphs();
+    int maxCount();
 
     /** Most pool bytes the cache holds. */
     long maxBytes();
