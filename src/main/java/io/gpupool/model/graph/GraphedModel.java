@@ -28,10 +28,12 @@ import java.util.TreeSet;
  *                            │
  *                     cache.acquire(key) ── hit ─► pad to (B, S) ─► replay ─► trim to (b, s)
  *                            │ miss
- *                            ├─ first miss of the key: queue a capture of (B, S) on the device's
- *                            │  capture thread (its own stream, beside the serving streams)
  *                            ▼
  *                      eager at (b, s), right away: a request never waits for a capture
+ *                            │ it succeeded and is the key's first miss
+ *                            ▼
+ *                      queue a capture of (B, S) on the device's capture thread (its own stream,
+ *                      beside the serving streams)
  * </pre>
  * A replay runs the wrapped model's host code again (input checks and conversions, its walk over
  * the plan) with kernels that enqueue nothing ({@link HostOnlyOps}), allocations served at the
@@ -73,9 +75,10 @@ final class GraphedModel implements InferenceModel, PlannedMemory {
             return delegate.infer(inputs, requestedOutputs, context);
         }
         List<String> outputs = requestedOutputs == null ? List.of() : List.copyOf(new TreeSet<>(requestedOutputs));
+        GraphKey key;
         try (Arena arena = Arena.ofConfined()) {
             List<HostTensor> padded = padding.pad(inputs, bucket, arena);
-            GraphKey key = new GraphKey(this, bucket.batch(), bucket.sequence(), names(padded), outputs);
+            key = new GraphKey(this, context.ops(), bucket.batch(), bucket.sequence(), names(padded), outputs);
             CapturedForward entry = cache.acquire(key);
             if (entry != null) {
                 boolean mismatch = false;
@@ -91,11 +94,15 @@ final class GraphedModel implements InferenceModel, PlannedMemory {
                         cache.release(entry);
                     }
                 }
-            } else if (cache.claimCapture(key)) {
-                graphs.scheduleCapture(delegate, key, inputs, bucket, padding, outputs, context.ops());
             }
         }
-        return delegate.infer(inputs, requestedOutputs, context);
+        List<HostTensor> result = delegate.infer(inputs, requestedOutputs, context);
+        // Only inputs the model accepted are worth a capture: a rejected request (a token outside the
+        // vocabulary) would make the capture fail and mark its shape as not capturable.
+        if (cache.claimCapture(key)) {
+            graphs.scheduleCapture(delegate, key, inputs, bucket, padding, outputs, context.ops());
+        }
+        return result;
     }
 
     private Shape bucketOf(Shape shape) {

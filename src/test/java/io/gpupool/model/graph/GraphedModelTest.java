@@ -200,6 +200,33 @@ class GraphedModelTest {
     }
 
     @Test
+    void aRejectedFirstRequestDoesNotSpoilItsShapesGraph() {
+        List<HostTensor> bad = request(1, 7, true, true);
+        bad.set(0, tensor("input_ids", 1, 7, new long[] {1, 2, 3, 100, 4, 5, 6}));
+        assertThatThrownBy(() -> graphed.infer(bad, Set.of(), context())).isInstanceOf(IllegalArgumentException.class);
+        assertThat(capture.begun).hasValue(0);
+
+        for (int round = 0; round < 2; round++) {
+            List<HostTensor> good = request(1, 7, true, true);
+            assertSameOutputs(graphed.infer(good, Set.of(), context()), bert.infer(good, Set.of(), context()));
+        }
+        assertThat(graphs.metrics().captures()).isEqualTo(1);
+        assertThat(graphs.metrics().hits()).isEqualTo(1);
+        assertThat(graphs.metrics().failures()).isZero();
+    }
+
+    @Test
+    void otherKernelsGetAGraphOfTheirOwn() {
+        ExecutionContext other = new ExecutionContext(serving, pool, new HostTensorOps());
+        List<HostTensor> inputs = request(2, 10, true, true);
+        graphed.infer(inputs, Set.of(), context());
+        graphed.infer(inputs, Set.of(), other);
+        assertThat(graphs.metrics().captures()).isEqualTo(2);
+        assertSameOutputs(graphed.infer(inputs, Set.of(), other), bert.infer(inputs, Set.of(), other));
+        assertThat(graphs.metrics().hits()).isEqualTo(1);
+    }
+
+    @Test
     void shapesBeyondTheLargestBucketRunEagerlyWithoutAGraph() {
         DeviceGraphs small = new DeviceGraphs(device, new RecordingGraphCapture(device), device.createStream(3), pool,
                 new GraphLimits(true, 16, 1L << 30), new ShapeBuckets(List.of(1, 2), List.of(8)), Runnable::run, null);
