@@ -52,7 +52,7 @@ public class GraphProperties {
         try {
             return new ShapeBuckets(batchBuckets, sequenceBuckets);
         } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException(PREFIX + e.getMessage(), e);
+            throw new IllegalArgumentException(PREFIX + e.getMessage());
         }
     }
 
