@@ -31,6 +31,8 @@ import java.util.concurrent.atomic.LongAdder;
  *       marked and destroyed by the replay that releases it.</li>
  *   <li>A key whose capture or replay failed is not captured again until the cache is retuned, so a
  *       forward that cannot be captured costs one attempt, not one per request.</li>
+ *   <li>An unloaded model gets no new claims, and a capture of it still in flight is destroyed when it
+ *       ends instead of being cached.</li>
  * </ol>
  * All state is guarded by this object's monitor; sections are map and counter updates. Metrics read
  * volatile fields and {@link LongAdder}s without the lock.
@@ -46,6 +48,8 @@ final class GraphCache implements GraphCacheMetrics {
     private final Set<GraphKey> pending = new HashSet<>();
     /** Guarded by {@code this}. */
     private final Set<GraphKey> failed = new HashSet<>();
+    /** Models unloaded: a capture of theirs still in flight is dropped when it ends. Guarded by {@code this}. */
+    private final Set<Object> unloaded = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     /** Bytes reserved for the capture in progress, by key. Guarded by {@code this}. */
     private final LinkedHashMap<GraphKey, Long> reserved = new LinkedHashMap<>();
 
@@ -109,7 +113,8 @@ final class GraphCache implements GraphCacheMetrics {
 
     /** True when the caller should capture {@code key} (nothing cached, pending or failed for it); marks it pending. */
     synchronized boolean claimCapture(GraphKey key) {
-        if (!enabled || entries.containsKey(key) || pending.contains(key) || failed.contains(key)) {
+        if (!enabled || entries.containsKey(key) || pending.contains(key) || failed.contains(key)
+                || unloaded.contains(key.model())) {
             return false;
         }
         pending.add(key);
@@ -152,7 +157,7 @@ final class GraphCache implements GraphCacheMetrics {
             GraphKey key = entry.key();
             pending.remove(key);
             Long held = reserved.remove(key);
-            keep = held != null && enabled;
+            keep = held != null && enabled && !unloaded.contains(key.model());
             if (keep) {
                 bytes += entry.blockBytes() - held;
                 entries.put(key, entry);
@@ -215,6 +220,7 @@ final class GraphCache implements GraphCacheMetrics {
         synchronized (this) {
             evictMatching(key -> key.model() == model, evicted);
             failed.removeIf(key -> key.model() == model);
+            unloaded.add(model);
         }
         destroyAll(evicted);
     }

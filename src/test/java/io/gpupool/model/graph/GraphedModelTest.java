@@ -216,6 +216,30 @@ class GraphedModelTest {
     }
 
     @Test
+    void aCaptureStillQueuedWhenItsModelIsUnloadedIsFreedNotCached() {
+        List<Runnable> queued = new ArrayList<>();
+        RecordingGraphCapture later = new RecordingGraphCapture(device);
+        try (DeviceStream stream = device.createStream(4)) {
+            DeviceGraphs deferred = new DeviceGraphs(device, later, stream, pool, new GraphLimits(true, 16, 1L << 30),
+                    BUCKETS, queued::add, null);
+            InferenceModel model = deferred.wrap(bert);
+            model.infer(request(2, 10, true, true), Set.of(), context());
+            assertThat(queued).hasSize(1);
+
+            deferred.cache().evictModel(model);        // what unloading the model does first
+            queued.removeFirst().run();                // the capture thread gets to it afterwards
+
+            assertThat(later.begun).hasValue(1);
+            assertThat(later.liveGraphs).hasValue(0);
+            assertThat(deferred.metrics().graphs()).isZero();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            model.infer(request(2, 10, true, true), Set.of(), context());
+            assertThat(queued).as("no new capture for an unloaded model").isEmpty();
+            deferred.close();
+        }
+    }
+
+    @Test
     void otherKernelsGetAGraphOfTheirOwn() {
         ExecutionContext other = new ExecutionContext(serving, pool, new HostTensorOps());
         List<HostTensor> inputs = request(2, 10, true, true);
