@@ -29,8 +29,11 @@ public class GraphProperties {
     /** Most pool memory the cached graphs' activations hold per device (counted in the pool and under its cap). */
     private DataSize maxBytes = DataSize.ofGigabytes(1);
 
-    /** Sequence lengths graphs are captured for, ascending; a request rounds up to the next (padding masked). */
-    private List<Integer> sequenceBuckets = new ArrayList<>(List.of(16, 32, 64, 128, 256, 512));
+    /**
+     * Sequence lengths graphs are captured for, ascending; a request rounds up to the next (padding masked).
+     * Steps of at most 1.5x above 64: a padded token costs as much as a real one.
+     */
+    private List<Integer> sequenceBuckets = new ArrayList<>(List.of(16, 32, 64, 96, 128, 192, 256, 384, 512));
 
     /** Batch sizes graphs are captured for, ascending; a request rounds up to the next. */
     private List<Integer> batchBuckets = new ArrayList<>(List.of(1, 2, 4, 8, 16, 32, 64));

@@ -17,13 +17,16 @@ final class CapturedForward {
     private final GraphArena arena;
     private final long[] uploadAddresses;
     private final long[] uploadBytes;
+    /** Serialises pool calls on the graph stream (see {@link DeviceGraphs}). */
+    private final Object graphStreamLock;
 
     // Guarded by the cache's monitor.
     boolean inUse;
     boolean evictWhenReleased;
 
     CapturedForward(GraphKey key, DeviceGraph graph, DeviceBlock block, GraphArena arena, long[] uploadAddresses,
-                    long[] uploadBytes) {
+                    long[] uploadBytes, Object graphStreamLock) {
+        this.graphStreamLock = graphStreamLock;
         this.key = key;
         this.graph = graph;
         this.block = block;
@@ -69,7 +72,9 @@ final class CapturedForward {
         try {
             graph.close();
         } finally {
-            block.release();
+            synchronized (graphStreamLock) {
+                block.release();
+            }
         }
     }
 }

@@ -29,7 +29,9 @@ import java.util.concurrent.TimeUnit;
  *
  * <pre>
  *   serving streams 0..n-1   requests: eager runs and graph replays (GraphedModel)
- *   graph stream             allocates and frees the graphs' pool blocks (the pool's stream for them)
+ *   graph stream             allocates and frees the graphs' pool blocks (the pool's stream for them; the
+ *                            capture thread and evicting threads take turns under one lock, as the pool
+ *                            lets one user at a time work on a stream's local cache)
  *   capture stream           records forwards (GraphCapture's own; never allocates from the pool, so the
  *                            pool never records a fence on it while it captures)
  *   capture thread           one per device; captures queue behind each other (at most QUEUE waiting,

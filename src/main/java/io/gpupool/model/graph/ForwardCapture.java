@@ -44,6 +44,11 @@ final class ForwardCapture {
     private final DeviceStream graphStream;
     private final DeviceAllocator pool;
     private final GraphCache cache;
+    /**
+     * The pool's cache for a stream has one user at a time; the graph stream's users are this capture
+     * thread (allocating blocks) and whoever evicts (releasing them), so both hold this lock.
+     */
+    private final Object graphStreamLock = new Object();
 
     ForwardCapture(GraphCapture capture, DeviceStream graphStream, DeviceAllocator pool, GraphCache cache) {
         this.capture = capture;
@@ -63,7 +68,9 @@ final class ForwardCapture {
                 log.debug("No room for the graph of model '{}' at {} ({} bytes)", model.name(), key, layout.blockBytes());
                 return;
             }
-            block = pool.allocate(layout.blockBytes(), graphStream);
+            synchronized (graphStreamLock) {
+                block = pool.allocate(layout.blockBytes(), graphStream);
+            }
             graphStream.synchronize();
             GraphArena arena = new GraphArena(layout, recorder.requestedSizes(), block.address());
             Uploads uploads = new Uploads();
@@ -79,11 +86,14 @@ final class ForwardCapture {
             graph = capture.end();
             DeviceBlock owned = block;
             block = null; // the entry owns it now
-            cache.install(new CapturedForward(key, graph, owned, arena, uploads.addresses(), uploads.bytes()));
+            cache.install(new CapturedForward(key, graph, owned, arena, uploads.addresses(), uploads.bytes(),
+                    graphStreamLock));
         } catch (RuntimeException | Error e) {
             if (block != null) {
                 try {
-                    block.release();
+                    synchronized (graphStreamLock) {
+                        block.release();
+                    }
                 } catch (RuntimeException releaseFailure) {
                     e.addSuppressed(releaseFailure);
                 }

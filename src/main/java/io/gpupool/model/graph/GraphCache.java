@@ -144,6 +144,9 @@ final class GraphCache implements GraphCacheMetrics {
                 bytes += blockBytes;
             } else {
                 pending.remove(key);
+                if (blockBytes > maxBytes) {
+                    rememberFailed(key); // can never fit: no dry run per request until the cache is retuned
+                }
             }
         }
         destroyAll(evicted);
