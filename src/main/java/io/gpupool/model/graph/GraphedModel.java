@@ -40,7 +40,8 @@ import java.util.TreeSet;
  * captured addresses ({@link GraphArena}) and a {@link ReplayStream} that uploads the inputs into the
  * graph's buffers, launches the graph once and downloads the outputs. So a bad input is refused with
  * the same message as on an eager run, and the device sees: uploads, one graph launch, downloads. A
- * replay that does not match its capture falls back to eager, drops the graph and counts a failure.
+ * replay that does not match its capture, or fails otherwise, falls back to eager, drops the graph
+ * and counts a failure.
  */
 final class GraphedModel implements InferenceModel, PlannedMemory {
 
@@ -84,11 +85,15 @@ final class GraphedModel implements InferenceModel, PlannedMemory {
                 boolean mismatch = false;
                 try {
                     return padding.trim(replay(entry, padded, requestedOutputs, context), shape);
-                } catch (GraphMismatchException e) {
+                } catch (IllegalArgumentException e) {
+                    throw e;                       // the request's own fault, refused as on an eager run
+                } catch (RuntimeException e) {
+                    // The graph does not fit the forward (GraphMismatchException) or its replay failed:
+                    // drop it and answer eagerly, which either works or fails with its own error.
                     mismatch = true;
                     cache.invalidate(entry);
-                    log.warn("The graph of model '{}' at {} does not fit its forward, running eagerly: {}", name(), key,
-                            e.getMessage());
+                    log.warn("The graph of model '{}' at {} failed its replay, running eagerly: {}", name(), key,
+                            e.toString());
                 } finally {
                     if (!mismatch) {
                         cache.release(entry);

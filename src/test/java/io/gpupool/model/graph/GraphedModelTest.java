@@ -172,6 +172,20 @@ class GraphedModelTest {
     }
 
     @Test
+    void aReplayThatFailsIsAnsweredEagerlyAndItsGraphFreed() {
+        graphed.infer(request(2, 12, true, true), Set.of(), context());
+        assertThat(graphs.metrics().graphs()).isEqualTo(1);
+
+        capture.failNextLaunch = true;
+        List<HostTensor> inputs = request(2, 12, true, true);
+        assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
+        assertThat(graphs.metrics().failures()).isEqualTo(1);
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(capture.liveGraphs).hasValue(0);
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+    }
+
+    @Test
     void switchingGraphsOffFreesThemAndRequestsRunEagerly() {
         graphed.infer(request(2, 12, true, true), Set.of(), context());
         assertThat(graphs.metrics().graphs()).isEqualTo(1);

@@ -27,6 +27,8 @@ final class RecordingGraphCapture implements GraphCapture {
     final AtomicInteger liveGraphs = new AtomicInteger();
     final AtomicInteger begun = new AtomicInteger();
     volatile boolean failNextEnd;
+    /** The next launch of any graph throws. */
+    volatile boolean failNextLaunch;
     private Recording recording;
     private boolean closed;
 
@@ -67,6 +69,10 @@ final class RecordingGraphCapture implements GraphCapture {
             public void launch(DeviceStream stream) {
                 if (destroyed) {
                     throw new IllegalStateException("launch of a destroyed graph");
+                }
+                if (failNextLaunch) {
+                    failNextLaunch = false;
+                    throw new IllegalStateException("launch refused by the test");
                 }
                 work.forEach(step -> step.accept(stream));
             }
