@@ -13,6 +13,9 @@ import io.gpupool.memory.metric.FreeOrderMetric;
 import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.PoolMetrics;
 import io.gpupool.memory.metric.SizeClassMetric;
+import io.gpupool.model.graph.GraphCacheControl;
+import io.gpupool.model.graph.GraphCacheMetrics;
+import io.gpupool.model.graph.GraphLimits;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.actuate.endpoint.annotation.DeleteOperation;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
@@ -29,6 +32,7 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  *  GET    /actuator/gpupool                    all devices
  *  GET    /actuator/gpupool/{device}           one device (404 if unknown)
  *  POST   /actuator/gpupool/{device}           tune: {"coalesceThreshold": 20, "localCacheBytesPerStream": "128MB"}
+ *                                              graphs: {"graphsEnabled": true, "graphsMaxCount": 32, "graphsMaxBytes": "512MB"}
  *                                              (400 for a mode without a pool: BEST_FIT, DIRECT, CUDA_ASYNC)
  *  DELETE /actuator/gpupool                    trim every pool, answers the bytes released
  *  DELETE /actuator/gpupool/{device}           trim one pool
@@ -55,23 +59,29 @@ public class GpuPoolEndpoint {
     static final String ADDRESSES_HIDDEN = "hidden";
 
     private final ManagedPools pools;
+    private final ManagedGraphs graphs;
 
     public GpuPoolEndpoint(ManagedPools pools) {
+        this(pools, ManagedGraphs.NONE);
+    }
+
+    public GpuPoolEndpoint(ManagedPools pools, ManagedGraphs graphs) {
         this.pools = pools;
+        this.graphs = graphs;
     }
 
     @ReadOperation
     public PoolsDescriptor pools() {
         Map<String, DeviceDescriptor> devices = new LinkedHashMap<>();
         for (ManagedPool pool : pools.all()) {
-            devices.put(pool.device(), describe(pool));
+            devices.put(pool.device(), describe(pool, graphs));
         }
         return new PoolsDescriptor(devices);
     }
 
     @ReadOperation
     public @Nullable DeviceDescriptor device(@Selector String device) {
-        return pools.find(device).map(GpuPoolEndpoint::describe).orElse(null);
+        return pools.find(device).map(pool -> describe(pool, graphs)).orElse(null);
     }
 
     /**
@@ -111,25 +121,40 @@ public class GpuPoolEndpoint {
      * @throws TuningException naming the field that the pool rejects
      */
     @WriteOperation
-    public @Nullable TunedDescriptor tune(@Selector String device, PoolTuning tuning) {
+    public @Nullable TunedDescriptor tune(@Selector String device, PoolTuning tuning, GraphTuning.Fields graphFields) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {
             return null;
         }
-        PoolConfig tuned;
-        try {
-            // An allocator without a pool configuration refuses whatever the fields say: its answer
-            // names the mode.
-            PoolConfig current = pool.configuration();
-            if (current != null) {
-                TuningChecks.beforeApplying(current, tuning, pool.capacityBytes());
+        GraphCacheControl graphCache = graphs.find(device).orElse(null);
+        GraphLimits graphLimits = null;
+        if (graphFields.any()) {
+            if (graphCache == null) {
+                throw TuningException.ofField(GraphTuning.ENABLED, graphFields.enabled() + "/" + graphFields.maxCount()
+                        + "/" + graphFields.maxBytes(), "no graph fields: device " + device + " has no CUDA graphs");
             }
-            tuned = pool.tune(tuning);
+            graphLimits = GraphTuning.apply(graphCache.limits(), graphFields.enabled(), graphFields.maxCount(),
+                    graphFields.maxBytes());
         }
-        catch (IllegalArgumentException ex) {
-            throw TuningException.fromPool(ex);
+        PoolConfig tuned = pool.configuration();
+        if (graphLimits == null || !tuning.equals(PoolTuning.none())) {
+            try {
+                // An allocator without a pool configuration refuses whatever the fields say: its answer
+                // names the mode.
+                PoolConfig current = pool.configuration();
+                if (current != null) {
+                    TuningChecks.beforeApplying(current, tuning, pool.capacityBytes());
+                }
+                tuned = pool.tune(tuning);
+            }
+            catch (IllegalArgumentException ex) {
+                throw TuningException.fromPool(ex);
+            }
         }
-        return new TunedDescriptor(pool.device(), pool.capBytes(), tuned);
+        if (graphLimits != null) {
+            graphCache.tune(graphLimits);
+        }
+        return new TunedDescriptor(pool.device(), pool.capBytes(), tuned, graphCache == null ? null : describe(graphCache));
     }
 
     /** Starts or stops trace recording; null if there is no such device or it records no trace. */
@@ -171,7 +196,13 @@ public class GpuPoolEndpoint {
         }).orElse(null);
     }
 
-    static DeviceDescriptor describe(ManagedPool pool) {
+    static @Nullable GraphsDescriptor describe(GraphCacheControl graphs) {
+        GraphCacheMetrics m = graphs.metrics();
+        return new GraphsDescriptor(m.enabled(), m.maxCount(), m.maxBytes(), m.graphs(), m.bytes(), m.hits(),
+                m.misses(), m.captures(), m.failures(), m.evictions());
+    }
+
+    static DeviceDescriptor describe(ManagedPool pool, ManagedGraphs graphs) {
         PoolMetrics m = pool.metrics();
         List<ChunkMetric> chunks = m.chunks();
         GlobalDescriptor global = new GlobalDescriptor(m.reservedBytes(), m.allocatedBytes(), m.requestedBytes(),
@@ -189,7 +220,8 @@ public class GpuPoolEndpoint {
                 .map(t -> new TraceDescriptor(pool.device(), t.recording(), t.events()))
                 .orElse(null);
         return new DeviceDescriptor(pool.device(), m.mode().name(), pool.capacityBytes(), pool.capBytes(), global,
-                m.smallClasses(), m.localCacheCapBytes(), caches, m.counters(), latency, pool.configuration(), trace);
+                m.smallClasses(), m.localCacheCapBytes(), caches, m.counters(), latency, pool.configuration(), trace,
+                graphs.find(pool.device()).map(GpuPoolEndpoint::describe).orElse(null));
     }
 
     /** The buddy tree's leaf size, for drawing the layout; 0 for an allocator without a pool. */
@@ -209,14 +241,24 @@ public class GpuPoolEndpoint {
      * force resolved against the device memory; {@code localCacheCapBytes} is each stream's local cap in
      * force now (the configured cap, lowered to a share of the allocated bytes under MAPPED and ON_DEMAND
      * growth; 0 without local caches); {@code trace} is null when the pool is not wrapped by the trace
-     * recorder.
+     * recorder; {@code graphs} is null on a device without CUDA graphs.
      */
     public record DeviceDescriptor(String device, String mode, long capacityBytes, long capBytes,
                                    GlobalDescriptor global, List<SizeClassMetric> smallObjects,
                                    long localCacheCapBytes, List<LocalCacheDescriptor> localCaches,
                                    AllocatorCounters counters,
                                    LatencyDescriptor latency, @Nullable PoolConfig configuration,
-                                   @Nullable TraceDescriptor trace) {
+                                   @Nullable TraceDescriptor trace, @Nullable GraphsDescriptor graphs) {
+    }
+
+    /**
+     * A device's CUDA graph cache: the limits in force ({@code gpupool.kernels.graphs.*}, tuned as
+     * {@code graphsEnabled}, {@code graphsMaxCount}, {@code graphsMaxBytes}), the graphs and pool bytes
+     * cached now, and since start the replays (hits), bucketed requests that ran eagerly (misses),
+     * graphs captured, failed captures or replays (which ran eagerly), and evictions.
+     */
+    public record GraphsDescriptor(boolean enabled, int maxCount, long maxBytes, int graphs, long bytes, long hits,
+                                   long misses, long captures, long failures, long evictions) {
     }
 
     /**
@@ -246,7 +288,8 @@ public class GpuPoolEndpoint {
     public record LayoutDescriptor(String device, long minBlockBytes, List<ManagedPool.ChunkLayout> chunks) {
     }
 
-    public record TunedDescriptor(String device, long capBytes, PoolConfig configuration) {
+    public record TunedDescriptor(String device, long capBytes, @Nullable PoolConfig configuration,
+                                  @Nullable GraphsDescriptor graphs) {
     }
 
     public record TrimDescriptor(long releasedBytes, Map<String, Long> devices) {

@@ -64,9 +64,9 @@ public class GpuPoolEndpointWebExtension {
     }
 
     @WriteOperation
-    public WebEndpointResponse<Object> tune(@Selector String device, PoolTuning tuning) {
+    public WebEndpointResponse<Object> tune(@Selector String device, PoolTuning tuning, GraphTuning.Fields graphs) {
         try {
-            GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, tuning);
+            GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, tuning, graphs);
             return tuned == null ? notFound() : new WebEndpointResponse<>(tuned);
         }
         catch (TuningException ex) {

@@ -10,6 +10,7 @@ import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.metric.FreeOrderMetric;
 import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.PoolMetrics;
+import io.gpupool.model.graph.GraphCacheMetrics;
 import io.micrometer.core.instrument.binder.BaseUnits;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.FunctionTimer;
@@ -46,9 +47,15 @@ public class GpuPoolMeterBinder implements MeterBinder {
     static final int LAST_BUCKET = 26;
 
     private final ManagedPools pools;
+    private final ManagedGraphs graphs;
 
     public GpuPoolMeterBinder(ManagedPools pools) {
+        this(pools, ManagedGraphs.NONE);
+    }
+
+    public GpuPoolMeterBinder(ManagedPools pools, ManagedGraphs graphs) {
         this.pools = pools;
+        this.graphs = graphs;
     }
 
     @Override
@@ -56,6 +63,29 @@ public class GpuPoolMeterBinder implements MeterBinder {
         for (ManagedPool pool : pools.all()) {
             bind(pool, registry);
         }
+        graphs.all().forEach((device, cache) -> bindGraphs(device, cache.metrics(), registry));
+    }
+
+    /** A device's CUDA graph cache: {@code gpupool.graphs.*}, tagged with the device. */
+    private static void bindGraphs(String device, GraphCacheMetrics m, MeterRegistry registry) {
+        Tags tags = Tags.of("device", device);
+        Gauge.builder("gpupool.graphs.cached", m, GraphCacheMetrics::graphs)
+                .description("CUDA graphs cached (one per model and shape bucket)").tags(tags).register(registry);
+        Gauge.builder("gpupool.graphs.memory", m, GraphCacheMetrics::bytes).baseUnit(BaseUnits.BYTES)
+                .description("Pool memory the cached graphs' activations hold").tags(tags).register(registry);
+        Gauge.builder("gpupool.graphs.memory.max", m, GraphCacheMetrics::maxBytes).baseUnit(BaseUnits.BYTES)
+                .description("Most pool memory the graph cache may hold (tunable)").tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.graphs.hits", m, GraphCacheMetrics::hits)
+                .description("Requests served by replaying a graph").tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.graphs.misses", m, GraphCacheMetrics::misses)
+                .description("Requests in a bucketed shape that ran eagerly (no graph yet, or it was busy)")
+                .tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.graphs.captures", m, GraphCacheMetrics::captures)
+                .description("Graphs captured and cached").tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.graphs.failures", m, GraphCacheMetrics::failures)
+                .description("Failed captures and replays (each fell back to eager)").tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.graphs.evictions", m, GraphCacheMetrics::evictions)
+                .description("Graphs freed to make room, on tuning or on model unload").tags(tags).register(registry);
     }
 
     private void bind(ManagedPool pool, MeterRegistry registry) {

@@ -26,8 +26,8 @@ public class OperationsConfiguration {
     }
 
     @Bean
-    public GpuPoolEndpoint gpuPoolEndpoint(ManagedPools pools) {
-        return new GpuPoolEndpoint(pools);
+    public GpuPoolEndpoint gpuPoolEndpoint(ManagedPools pools, ObjectProvider<ManagedGraphs> graphs) {
+        return new GpuPoolEndpoint(pools, graphs.getIfAvailable(() -> ManagedGraphs.NONE));
     }
 
     @Bean
@@ -47,8 +47,8 @@ public class OperationsConfiguration {
     }
 
     @Bean
-    public GpuPoolMeterBinder gpuPoolMeterBinder(ManagedPools pools) {
-        return new GpuPoolMeterBinder(pools);
+    public GpuPoolMeterBinder gpuPoolMeterBinder(ManagedPools pools, ObjectProvider<ManagedGraphs> graphs) {
+        return new GpuPoolMeterBinder(pools, graphs.getIfAvailable(() -> ManagedGraphs.NONE));
     }
 
     @Bean

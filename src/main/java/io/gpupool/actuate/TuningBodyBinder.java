@@ -47,11 +47,13 @@ public class TuningBodyBinder implements OperationInvokerAdvisor {
                 || parameters.stream().noneMatch(p -> p.getType() == PoolTuning.class)) {
             return invoker;
         }
-        Set<String> others = parameters.stream().filter(p -> p.getType() != PoolTuning.class)
+        Set<String> others = parameters.stream()
+                .filter(p -> p.getType() != PoolTuning.class && p.getType() != GraphTuning.Fields.class)
                 .map(OperationParameter::getName).collect(Collectors.toUnmodifiableSet());
         return context -> {
             Map<String, Object> body = new LinkedHashMap<>(context.getArguments());
             body.keySet().removeAll(others);
+            GraphTuning.Fields graphs = GraphTuning.Fields.take(body);
             PoolTuning tuning;
             try {
                 tuning = tunable(context.getArguments().get(DEVICE)) ? TuningRequest.parse(body) : PoolTuning.none();
@@ -60,7 +62,8 @@ public class TuningBodyBinder implements OperationInvokerAdvisor {
                 return GpuPoolEndpointWebExtension.badRequest(ex);
             }
             return invoker.invoke(new InvocationContext(context.resolveArgument(SecurityContext.class),
-                    context.getArguments(), OperationArgumentResolver.of(PoolTuning.class, () -> tuning)));
+                    context.getArguments(), OperationArgumentResolver.of(PoolTuning.class, () -> tuning),
+                    OperationArgumentResolver.of(GraphTuning.Fields.class, () -> graphs)));
         };
     }
 

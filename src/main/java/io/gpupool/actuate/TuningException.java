@@ -63,6 +63,12 @@ public class TuningException extends IllegalArgumentException {
                 + AllocatorMode.TWO_LEVEL + " or " + AllocatorMode.GLOBAL_ONLY + " can be tuned");
     }
 
+    /** A field outside the pool's configuration (the graph cache's) that does not parse or is out of range. */
+    public static TuningException ofField(String field, Object value, String allowed) {
+        return new TuningException(new IllegalArgumentException(field + " = " + value + " is invalid; allowed: "
+                + allowed), field, String.valueOf(value), allowed);
+    }
+
     /** Wraps the pool's own rejection, picking field, value and range out of its message when it has them. */
     public static TuningException fromPool(IllegalArgumentException ex) {
         if (ex instanceof TuningException tuning) {

@@ -38,4 +38,12 @@ public interface ComputeDevice {
 
     /** Makes this device current for the calling thread (CUDA context); a no-op on the host. */
     void bindToCurrentThread();
+
+    /**
+     * Opens a graph capture facility with a stream of its own ({@code streamOrdinal}, outside the
+     * request streams' ordinals); empty where the device has no graphs (the host). The caller closes it.
+     */
+    default Optional<GraphCapture> openGraphCapture(int streamOrdinal) {
+        return Optional.empty();
+    }
 }

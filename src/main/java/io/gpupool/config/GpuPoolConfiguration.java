@@ -15,6 +15,9 @@ import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.PlannedMemory;
+import io.gpupool.model.graph.DeviceGraphs;
+import io.gpupool.model.graph.GraphLimits;
+import io.gpupool.model.graph.ShapeBuckets;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.DeviceWorker;
 import io.gpupool.serving.InferenceHandler;
@@ -46,6 +49,8 @@ import tools.jackson.databind.json.JsonMapper;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * The one place that decides what runs: which backend ({@code gpupool.backend}), and per device which
@@ -65,12 +70,15 @@ import java.util.List;
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
  *     kernels      CudaTensorOps(gpupool.kernels.precision) on CUDA, HostTensorOps on the host
  *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
+ *   graphs         DeviceGraphs per CUDA device (gpupool.kernels.graphs.*), none on the host; the
+ *                  repository's models are served behind them
  *   models         every ModelSource bean (the repository at gpupool.models.path, plus any others)
  *   warm-up        after start, on its own thread; /v2/health/ready answers 200 once it finished
  * </pre>
  */
 @Configuration(proxyBeanMethods = false)
-@EnableConfigurationProperties({GpuPoolProperties.class, KernelProperties.class, ServerLimitsProperties.class})
+@EnableConfigurationProperties({GpuPoolProperties.class, KernelProperties.class, ServerLimitsProperties.class,
+        GraphProperties.class})
 public class GpuPoolConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(GpuPoolConfiguration.class);
@@ -152,9 +160,34 @@ public class GpuPoolConfiguration {
         };
     }
 
+    /**
+     * CUDA graphs per device ({@code gpupool.kernels.graphs.*}); devices without graphs (the host) get
+     * none. Their two streams take the ordinals after the request streams and the loading stream.
+     */
+    @Bean(destroyMethod = "close")
+    DeviceGraphSet deviceGraphs(ServingDevices devices, GraphProperties properties, GpuPoolSettings settings) {
+        GraphLimits limits = properties.toLimits();
+        ShapeBuckets buckets = properties.toBuckets();
+        int firstOrdinal = settings.serving().streamsPerDevice() + 1;
+        Map<Integer, DeviceGraphs> byDevice = new TreeMap<>();
+        try {
+            for (DeviceRuntime device : devices.devices()) {
+                DeviceGraphs.open(device.device(), device.allocator(), limits, buckets, firstOrdinal).ifPresent(graphs -> {
+                    byDevice.put(device.index(), graphs);
+                    log.info("Device {}: CUDA graphs {} (at most {} graphs, {} bytes; buckets {})", device.index(),
+                            limits.enabled() ? "on" : "off", limits.maxCount(), limits.maxBytes(), buckets);
+                });
+            }
+        } catch (RuntimeException e) {
+            new DeviceGraphSet(byDevice).close();
+            throw e;
+        }
+        return new DeviceGraphSet(byDevice);
+    }
+
     @Bean
-    RepositoryModelSource repositoryModelSource(GpuPoolSettings settings) {
-        return new RepositoryModelSource(settings.models().path(), settings.serving().streamsPerDevice());
+    ModelSource repositoryModelSource(GpuPoolSettings settings, DeviceGraphSet graphs) {
+        return new RepositoryModelSource(settings.models().path(), settings.serving().streamsPerDevice(), graphs);
     }
 
     @Bean(destroyMethod = "close")

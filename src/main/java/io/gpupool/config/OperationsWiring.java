@@ -5,6 +5,7 @@ import io.gpupool.actuate.DevicePoolAdapter;
 import io.gpupool.actuate.InferenceMetrics;
 import io.gpupool.actuate.InferenceOutcome;
 import io.gpupool.actuate.ManagedPool;
+import io.gpupool.actuate.ManagedGraphs;
 import io.gpupool.actuate.ManagedPools;
 import io.gpupool.actuate.ModelFigures;
 import io.gpupool.actuate.ModelStatisticsMeterBinder;
@@ -15,6 +16,7 @@ import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
+import io.gpupool.model.graph.GraphCacheControl;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.InferenceObserver;
 import io.gpupool.serving.ModelFailure;
@@ -54,6 +56,14 @@ public class OperationsWiring {
             pools.add(managedPool(selector(backend, device.index()), device));
         }
         return ManagedPools.of(pools);
+    }
+
+    /** Every CUDA device's graph cache, by device selector (none on the host). */
+    @Bean
+    ManagedGraphs servingManagedGraphs(DeviceGraphSet graphs, ComputeBackend backend) {
+        Map<String, GraphCacheControl> byDevice = new LinkedHashMap<>();
+        graphs.byDevice().forEach((index, cache) -> byDevice.put(selector(backend, index), cache));
+        return new ManagedGraphs(byDevice);
     }
 
     static ManagedPool managedPool(String selector, DeviceRuntime device) {

@@ -23,7 +23,8 @@ import java.util.Map;
 /**
  * The models of the folder {@code gpupool.models.path}, loaded onto every device: one
  * {@link ModelRepository} per device, weights from that device's weights allocator, uploaded on a
- * stream of their own (closed after loading). A model is served on the devices where it loaded; one
+ * stream of their own (closed after loading), and served behind the device's graphs where it has
+ * them ({@link DeviceGraphSet}). A model is served on the devices where it loaded; one
  * that failed everywhere is reported with the repository's reason.
  */
 final class RepositoryModelSource implements ModelSource {
@@ -65,10 +66,13 @@ final class RepositoryModelSource implements ModelSource {
     private final Path root;
     /** Ordinal of the loading stream: one past the request streams, so it never shares a local cache. */
     private final int loadStreamOrdinal;
+    /** Puts a model loaded on a device behind that device's graphs (identity where it has none). */
+    private final DeviceGraphSet graphs;
 
-    RepositoryModelSource(Path root, int loadStreamOrdinal) {
+    RepositoryModelSource(Path root, int loadStreamOrdinal, DeviceGraphSet graphs) {
         this.root = root;
         this.loadStreamOrdinal = loadStreamOrdinal;
+        this.graphs = graphs;
     }
 
     @Override
@@ -95,7 +99,8 @@ final class RepositoryModelSource implements ModelSource {
                 }
             }
             for (InferenceModel model : repository.models()) {
-                replicas.computeIfAbsent(model.name(), name -> new LinkedHashMap<>()).put(device.index(), model);
+                replicas.computeIfAbsent(model.name(), name -> new LinkedHashMap<>())
+                        .put(device.index(), graphs.wrap(device.index(), model));
             }
         }
         List<ServedModel> served = new ArrayList<>();

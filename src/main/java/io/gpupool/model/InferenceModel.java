@@ -1,6 +1,7 @@
 package io.gpupool.model;
 
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -53,6 +54,14 @@ public interface InferenceModel extends AutoCloseable {
     /** Bytes of device memory the weights of this replica occupy (0 where unknown). */
     default long weightBytes() {
         return 0;
+    }
+
+    /**
+     * How to run this model at a padded shape (for graphs captured per shape bucket); empty when it
+     * cannot, and then it is never run through a graph.
+     */
+    default Optional<ShapePadding> padding() {
+        return Optional.empty();
     }
 
     /** Frees the model's weights on its device. */

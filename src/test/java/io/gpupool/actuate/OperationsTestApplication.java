@@ -35,6 +35,17 @@ class OperationsTestApplication {
         return new FakePool("cuda:1", false);
     }
 
+    /** cuda:0 has CUDA graphs, cuda:1 none. */
+    @Bean
+    FakeGraphCache cuda0Graphs() {
+        return new FakeGraphCache();
+    }
+
+    @Bean
+    ManagedGraphs managedGraphs(FakeGraphCache cuda0Graphs) {
+        return new ManagedGraphs(Map.of("cuda:0", cuda0Graphs));
+    }
+
     /** Readiness of the models, switched by the test. */
     @Bean
     AtomicBoolean modelsWarmedUp() {

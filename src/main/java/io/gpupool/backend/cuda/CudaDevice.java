@@ -1,6 +1,7 @@
 package io.gpupool.backend.cuda;
 
 import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.GraphCapture;
 import io.gpupool.backend.KernelModule;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
@@ -157,6 +158,12 @@ public final class CudaDevice implements ComputeDevice {
     }
 
     /** Loads PTX text (a trailing NUL is added when missing) with cuModuleLoadData. */
+    /** Stream capture into CUDA graphs, on a stream of its own with {@code streamOrdinal}. */
+    @Override
+    public Optional<GraphCapture> openGraphCapture(int streamOrdinal) {
+        return Optional.of(new CudaGraphCapture(this, streamOrdinal));
+    }
+
     @Override
     public KernelModule loadModule(String moduleName, byte[] image) {
         if (image == null || image.length == 0) {

@@ -2,6 +2,7 @@ package io.gpupool.backend.cuda;
 
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.GraphCaptureException;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.StreamFence;
@@ -51,6 +52,11 @@ import static io.gpupool.backend.StreamChecks.rethrow;
  * {@link #enqueueHostTask} runs the task on the worker after all device work enqueued before it;
  * device work enqueued after it does not wait for it (see {@link CudaStreamWorker}).
  *
+ * <h2>Graph capture</h2>
+ * While {@link CudaGraphCapture} records the stream, copies are not enqueued (staging slots and the
+ * worker's event waits cannot be captured) but reported ({@link CaptureRedirect}); launches, fills
+ * and device copies go to the driver, which records them; host tasks and fences fail.
+ *
  * <h2>Events are recycled</h2>
  * Fences ({@link #recordFence}) and the worker's entries both need a timing-free event. They take it
  * from the stream's {@link EventRecycler} (at most {@link #SPARE_EVENTS} idle) and give it back when
@@ -69,6 +75,21 @@ public final class CudaStream implements DeviceStream {
     private final PinnedStagingPool.StagingStream stagingTwin;
     /** Read by other threads: the pool's maintenance and close record fences on any stream. */
     private volatile boolean closed;
+    /**
+     * Set while {@link CudaGraphCapture} records this stream (its own stream, used by the capturing
+     * thread alone): copies are reported to it instead of enqueued, synchronize returns at once.
+     */
+    private CaptureRedirect capture;
+
+    /** Where a capturing stream's copies go (see {@link io.gpupool.backend.GraphCapture}'s rules). */
+    interface CaptureRedirect {
+        void hostToDevice(long deviceAddress, long bytes);
+
+        void deviceToHost(long deviceAddress, long bytes);
+
+        /** Device work is being recorded (a launch, fill or device copy). */
+        void deviceWork(String what);
+    }
 
     /** Most idle events a stream keeps for later fences and worker entries. */
     static final int SPARE_EVENTS = 64;
@@ -110,8 +131,16 @@ public final class CudaStream implements DeviceStream {
         return device;
     }
 
+    /** Starts ({@code redirect} non-null) or ends redirecting copies for a capture. */
+    void redirectForCapture(CaptureRedirect redirect) {
+        this.capture = redirect;
+    }
+
     @Override
     public StreamFence recordFence() {
+        if (capture != null) {
+            throw new GraphCaptureException("a fence was asked of " + this + " while it captures a graph");
+        }
         if (closed) {
             return StreamFence.completed(); // close() synchronised: nothing queued remains
         }
@@ -128,6 +157,10 @@ public final class CudaStream implements DeviceStream {
     @Override
     public void copyHostToDevice(MemorySegment source, long deviceAddress, long bytes) {
         checkCopy(source, bytes);
+        if (capture != null) {
+            capture.hostToDevice(deviceAddress, bytes);
+            return;
+        }
         device.makeCurrent();
         PinnedStagingPool staging = device.staging();
         long slotBytes = staging.slotBytes();
@@ -152,6 +185,10 @@ public final class CudaStream implements DeviceStream {
     @Override
     public void copyDeviceToHost(long deviceAddress, MemorySegment destination, long bytes) {
         checkCopy(destination, bytes);
+        if (capture != null) {
+            capture.deviceToHost(deviceAddress, bytes);
+            return;
+        }
         device.makeCurrent();
         PinnedStagingPool staging = device.staging();
         long slotBytes = staging.slotBytes();
@@ -177,6 +214,9 @@ public final class CudaStream implements DeviceStream {
     @Override
     public void copyDeviceToDevice(long sourceAddress, long destinationAddress, long bytes) {
         checkBytes(bytes);
+        if (capture != null) {
+            capture.deviceWork("a device-to-device copy");
+        }
         device.makeCurrent();
         Cu.check("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync(Cu.device(destinationAddress), Cu.device(sourceAddress),
                 bytes, stream), bytes + " bytes");
@@ -185,6 +225,9 @@ public final class CudaStream implements DeviceStream {
     @Override
     public void fill(long deviceAddress, byte value, long bytes) {
         checkBytes(bytes);
+        if (capture != null) {
+            capture.deviceWork("a fill");
+        }
         device.makeCurrent();
         Cu.check("cuMemsetD8Async", cuMemsetD8Async(Cu.device(deviceAddress), value, bytes, stream),
                 bytes + " bytes at 0x" + Long.toHexString(deviceAddress));
@@ -211,6 +254,9 @@ public final class CudaStream implements DeviceStream {
                         + arguments[i].getClass().getSimpleName() + "; kernels take Long, Integer or Float");
             };
         }
+        if (capture != null) {
+            capture.deviceWork("launch of " + kernel.name());
+        }
         device.makeCurrent();
         Cu.check("cuLaunchKernel", cuLaunchKernel(kernel.handle(), gridX, gridY, gridZ, blockX, blockY, blockZ,
                 sharedMemoryBytes, stream, Pointer.to(parameters), null), kernel.name());
@@ -219,12 +265,18 @@ public final class CudaStream implements DeviceStream {
     @Override
     public void enqueueHostTask(Runnable task) {
         Objects.requireNonNull(task, "task");
+        if (capture != null) {
+            throw new GraphCaptureException("a host task was enqueued on " + this + " while it captures a graph");
+        }
         device.makeCurrent();
         afterDeviceWork(task, recycleEvent);
     }
 
     @Override
     public void synchronize() {
+        if (capture != null) {
+            return; // nothing recorded runs until the graph is launched
+        }
         device.makeCurrent();
         int result = cuStreamSynchronize(stream);
         worker.drain();

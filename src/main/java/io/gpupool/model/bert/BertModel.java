@@ -13,6 +13,7 @@ import io.gpupool.model.LoadTarget;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelFormatException;
 import io.gpupool.model.PlannedMemory;
+import io.gpupool.model.ShapePadding;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.model.plan.ExecutionPlan;
 import io.gpupool.model.safetensors.SafetensorsFile;
@@ -26,6 +27,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 
@@ -80,6 +82,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     private final int numLabels;
     /** Batches of requests (dynamic batching): packed where the kernels allow, else padded. */
     private final BertBatching batching;
+    private final BertPadding padding;
     private volatile boolean closed;
 
     private BertModel(ModelConfig config, DeviceWeights weights, String prefix, boolean pooler, int numLabels,
@@ -107,6 +110,8 @@ public final class BertModel implements BatchableModel, PlannedMemory {
             throw new ModelFormatException("model '" + config.name() + "': gpupool.inputs must include " + INPUT_IDS);
         }
         this.outputs = select(config, "outputs", allOutputs, config.serving().outputs());
+        this.padding = new BertPadding(inputs.stream().anyMatch(s -> s.name().equals(ATTENTION_MASK)),
+                inputs.stream().anyMatch(s -> s.name().equals(TOKEN_TYPE_IDS)));
 
         // ---- the plan -------------------------------------------------------------------------
         ExecutionPlan.Builder b = ExecutionPlan.builder();
@@ -561,6 +566,12 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     @Override
     public long largestActivationBytes(int batch, int seq) {
         return plan.largestTensorBytes(batch, seq);
+    }
+
+    /** Runs padded to a shape bucket with the padding masked (see {@link BertPadding}), when the mask is an input. */
+    @Override
+    public Optional<ShapePadding> padding() {
+        return Optional.of(padding);
     }
 
     /** Bytes the weights take on the device. */

@@ -1,0 +1,72 @@
+package io.gpupool.config;
+
+import io.gpupool.model.graph.GraphLimits;
+import io.gpupool.model.graph.ShapeBuckets;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.util.unit.DataSize;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * {@code gpupool.kernels.graphs.*}: CUDA graphs of the models' forwards, captured per shape bucket on
+ * first use and replayed afterwards (see {@code model.graph.DeviceGraphs}). Only CUDA devices have
+ * graphs; on the host backend these settings have no effect. {@code enabled}, {@code max-count} and
+ * {@code max-bytes} can be changed at runtime on {@code /actuator/gpupool/{device}} as
+ * {@code graphsEnabled}, {@code graphsMaxCount} and {@code graphsMaxBytes}.
+ */
+@ConfigurationProperties("gpupool.kernels.graphs")
+public class GraphProperties {
+
+    static final String PREFIX = "gpupool.kernels.graphs.";
+
+    /** Replay captured graphs on CUDA devices (off: every request runs its kernels one launch at a time). */
+    private boolean enabled = true;
+
+    /** Most graphs cached per device, 0 to 4096; the least recently used is evicted first. */
+    private int maxCount = 64;
+
+    /** Most pool memory the cached graphs' activations hold per device (counted in the pool and under its cap). */
+    private DataSize maxBytes = DataSize.ofGigabytes(1);
+
+    /**
+     * Sequence lengths graphs are captured for, ascending; a request rounds up to the next (padding masked).
+     * Steps of at most 1.5x above 64: a padded token costs as much as a real one.
+     */
+    private List<Integer> sequenceBuckets = new ArrayList<>(List.of(16, 32, 64, 96, 128, 192, 256, 384, 512));
+
+    /** Batch sizes graphs are captured for, ascending; a request rounds up to the next. */
+    private List<Integer> batchBuckets = new ArrayList<>(List.of(1, 2, 4, 8, 16, 32, 64));
+
+    /** The limits, validated; the message names the property. */
+    GraphLimits toLimits() {
+        if (maxCount < 0 || maxCount > GraphLimits.MAX_COUNT_LIMIT) {
+            throw new IllegalArgumentException(PREFIX + "max-count = " + maxCount + " is out of range; allowed: 0 to "
+                    + GraphLimits.MAX_COUNT_LIMIT);
+        }
+        if (maxBytes == null || maxBytes.isNegative()) {
+            throw new IllegalArgumentException(PREFIX + "max-bytes = " + maxBytes + " is out of range; allowed: >= 0");
+        }
+        return new GraphLimits(enabled, maxCount, maxBytes.toBytes());
+    }
+
+    /** The buckets, validated; the message names the property. */
+    ShapeBuckets toBuckets() {
+        try {
+            return new ShapeBuckets(batchBuckets, sequenceBuckets);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(PREFIX + e.getMessage());
+        }
+    }
+
+    public boolean isEnabled() { return enabled; }
+    public void setEnabled(boolean enabled) { this.enabled = enabled; }
+    public int getMaxCount() { return maxCount; }
+    public void setMaxCount(int maxCount) { this.maxCount = maxCount; }
+    public DataSize getMaxBytes() { return maxBytes; }
+    public void setMaxBytes(DataSize maxBytes) { this.maxBytes = maxBytes; }
+    public List<Integer> getSequenceBuckets() { return sequenceBuckets; }
+    public void setSequenceBuckets(List<Integer> sequenceBuckets) { this.sequenceBuckets = sequenceBuckets; }
+    public List<Integer> getBatchBuckets() { return batchBuckets; }
+    public void setBatchBuckets(List<Integer> batchBuckets) { this.batchBuckets = batchBuckets; }
+}

@@ -1,0 +1,240 @@
+package io.gpupool.model.graph;
+
+import io.gpupool.kernels.TensorOps;
+import io.gpupool.model.BatchableModel;
+import io.gpupool.model.ModelConfig;
+import io.gpupool.model.ModelSignature;
+import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.PlannedMemory;
+import io.gpupool.model.ShapePadding;
+import io.gpupool.model.ShapePadding.Shape;
+import io.gpupool.model.TensorSpec;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.lang.foreign.Arena;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
+
+/**
+ * A model whose forward is replayed from a graph once its shape bucket has one: whatever device work
+ * the wrapped model's forward enqueues is what gets captured, so the model itself knows nothing of
+ * graphs.
+ *
+ * <pre>
+ *   request (b, s) ── bucket (B, S) ── none (too large) ───────────────────────────► eager at (b, s)
+ *                            │
+ *                     cache.acquire(key) ── hit ─► pad to (B, S) ─► replay ─► trim to (b, s)
+ *                            │ miss
+ *                            ▼
+ *                      eager at (b, s), right away: a request never waits for a capture
+ *                            │ it succeeded and is the key's first miss
+ *                            ▼
+ *                      queue a capture of (B, S) on the device's capture thread (its own stream,
+ *                      beside the serving streams)
+ * </pre>
+ * A replay runs the wrapped model's host code again (input checks and conversions, its walk over
+ * the plan) with kernels that enqueue nothing ({@link HostOnlyOps}), allocations served at the
+ * captured addresses ({@link GraphArena}) and a {@link ReplayStream} that uploads the inputs into the
+ * graph's buffers, launches the graph once and downloads the outputs. So a bad input is refused with
+ * the same message as on an eager run, and the device sees: uploads, one graph launch, downloads. A
+ * replay that does not match its capture, or fails otherwise, falls back to eager, drops the graph
+ * and counts a failure.
+ */
+class GraphedModel implements InferenceModel, PlannedMemory {
+
+    private static final Logger log = LoggerFactory.getLogger(GraphedModel.class);
+
+    final InferenceModel delegate;
+    private final ShapePadding padding;
+    private final DeviceGraphs graphs;
+    /** The host-only view of the last kernels seen (one device: the same kernels on every stream). */
+    private volatile OpsView opsView;
+
+    private record OpsView(TensorOps real, TensorOps hostOnly) {
+    }
+
+    GraphedModel(InferenceModel delegate, ShapePadding padding, DeviceGraphs graphs) {
+        this.delegate = delegate;
+        this.padding = padding;
+        this.graphs = graphs;
+    }
+
+    /** The model this one replays. */
+    InferenceModel delegate() {
+        return delegate;
+    }
+
+    @Override
+    public List<HostTensor> infer(List<HostTensor> inputs, Set<String> requestedOutputs, ExecutionContext context) {
+        GraphCache cache = graphs.cache();
+        Shape shape = cache.enabled() ? padding.shapeOf(inputs) : null;
+        Shape bucket = shape == null ? null : bucketOf(shape);
+        if (bucket == null) {
+            return delegate.infer(inputs, requestedOutputs, context);
+        }
+        List<String> outputs = requestedOutputs == null ? List.of() : List.copyOf(new TreeSet<>(requestedOutputs));
+        GraphKey key;
+        try (Arena arena = Arena.ofConfined()) {
+            List<HostTensor> padded = padding.pad(inputs, bucket, arena);
+            key = new GraphKey(this, context.ops(), bucket.batch(), bucket.sequence(), names(padded), outputs);
+            CapturedForward entry = cache.acquire(key);
+            if (entry != null) {
+                boolean mismatch = false;
+                try {
+                    return padding.trim(replay(entry, padded, requestedOutputs, context), shape);
+                } catch (IllegalArgumentException e) {
+                    throw e;                       // the request's own fault, refused as on an eager run
+                } catch (RuntimeException e) {
+                    // The graph does not fit the forward (GraphMismatchException) or its replay failed:
+                    // drop it and answer eagerly, which either works or fails with its own error.
+                    mismatch = true;
+                    cache.invalidate(entry);
+                    log.warn("The graph of model '{}' at {} failed its replay, running eagerly: {}", name(), key,
+                            e.toString());
+                } finally {
+                    if (!mismatch) {
+                        cache.release(entry);
+                    }
+                }
+            }
+        }
+        List<HostTensor> result = delegate.infer(inputs, requestedOutputs, context);
+        // Only inputs the model accepted are worth a capture: a rejected request (a token outside the
+        // vocabulary) would make the capture fail and mark its shape as not capturable.
+        if (cache.claimCapture(key)) {
+            graphs.scheduleCapture(delegate, key, inputs, bucket, padding, outputs, context.ops());
+        }
+        return result;
+    }
+
+    private Shape bucketOf(Shape shape) {
+        ShapeBuckets buckets = graphs.buckets();
+        int batch = buckets.batchBucket(shape.batch(), delegate.maxBatchSize());
+        if (batch == 0) {
+            return null;
+        }
+        if (shape.sequence() == 0) {
+            return new Shape(batch, 0);
+        }
+        int sequence = buckets.sequenceBucket(shape.sequence(), delegate.maxSequenceLength());
+        return sequence == 0 ? null : new Shape(batch, sequence);
+    }
+
+    private List<HostTensor> replay(CapturedForward entry, List<HostTensor> padded, Set<String> requestedOutputs,
+                                    ExecutionContext context) {
+        GraphArena arena = entry.arena();
+        arena.rewind();
+        ReplayStream stream = new ReplayStream(context.stream(), entry);
+        List<HostTensor> outputs = delegate.infer(padded, requestedOutputs,
+                new ExecutionContext(stream, arena, hostOnly(context.ops())));
+        arena.checkComplete();
+        if (!stream.launched()) {
+            throw new GraphMismatchException("the forward finished without launching its graph");
+        }
+        return outputs;
+    }
+
+    private TensorOps hostOnly(TensorOps real) {
+        OpsView view = opsView;
+        if (view == null || view.real() != real) {
+            view = new OpsView(real, HostOnlyOps.over(real));
+            opsView = view;
+        }
+        return view.hostOnly();
+    }
+
+    private static List<String> names(List<HostTensor> tensors) {
+        List<String> names = new ArrayList<>(tensors.size());
+        for (HostTensor tensor : tensors) {
+            names.add(tensor.name());
+        }
+        return List.copyOf(new TreeSet<>(names));
+    }
+
+    @Override
+    public ModelSignature signature() {
+        return delegate.signature();
+    }
+
+    /** The wrapped model's plan (0 when it has none), so pool sizing sees through the wrapper. */
+    @Override
+    public long peakActivationBytes(int batch, int seq) {
+        return delegate instanceof PlannedMemory planned ? planned.peakActivationBytes(batch, seq) : 0;
+    }
+
+    @Override
+    public long largestActivationBytes(int batch, int seq) {
+        return delegate instanceof PlannedMemory planned ? planned.largestActivationBytes(batch, seq) : 0;
+    }
+
+    @Override
+    public Optional<ShapePadding> padding() {
+        return Optional.of(padding);
+    }
+
+    /** Frees this model's graphs (their pool blocks go back), then the model. */
+    @Override
+    public void close() {
+        try {
+            graphs.cache().evictModel(this);
+        } finally {
+            delegate.close();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "graphed " + delegate;
+    }
+
+    /**
+     * The graphed form of a model that also batches. A batch of requests runs eagerly through the model's own
+     * batched forward: graphs are captured per request shape, and a batch's shape (its total tokens) is not one
+     * of those buckets. Requests of a model whose batching is off still replay their graphs.
+     */
+    static final class Batchable extends GraphedModel implements BatchableModel {
+
+        private final BatchableModel batchable;
+
+        Batchable(BatchableModel delegate, ShapePadding padding, DeviceGraphs graphs) {
+            super(delegate, padding, graphs);
+            this.batchable = delegate;
+        }
+
+        @Override
+        public Member prepare(List<HostTensor> inputs, Set<String> requestedOutputs) {
+            return batchable.prepare(inputs, requestedOutputs);
+        }
+
+        @Override
+        public long batchPeakBytes(List<? extends Member> members) {
+            return batchable.batchPeakBytes(members);
+        }
+
+        @Override
+        public boolean fitsOneForward(List<? extends Member> members) {
+            return batchable.fitsOneForward(members);
+        }
+
+        @Override
+        public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
+            return batchable.inferBatch(members, context);
+        }
+
+        @Override
+        public String batchLayout() {
+            return batchable.batchLayout();
+        }
+
+        @Override
+        public ModelConfig.Batching batching() {
+            return batchable.batching();
+        }
+    }
+}

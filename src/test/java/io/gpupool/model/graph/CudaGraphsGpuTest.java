@@ -1,0 +1,193 @@
+package io.gpupool.model.graph;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.cuda.CudaBackend;
+import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.pool.DevicePool;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.model.DataType;
+import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.LoadTarget;
+import io.gpupool.model.repository.ModelRepository;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.function.LongSupplier;
+
+import static io.gpupool.model.testing.Fixtures.fixture;
+import static io.gpupool.model.testing.Fixtures.floats;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * CUDA graphs on the GPU: the tiny BERT captured on the device's capture thread and stream, replayed
+ * on serving streams, against eager runs of the same kernels; and the pool's numbers before and after.
+ */
+@Tag("gpu")
+class CudaGraphsGpuTest {
+
+    private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
+    private static final int STREAMS = 4;
+
+    private CudaBackend cuda;
+    private ComputeDevice device;
+    private DevicePool pool;
+    private DeviceAllocator weights;
+    private CudaTensorOps ops;
+    private final List<DeviceStream> streams = new ArrayList<>();
+    private InferenceModel bert;
+    private DeviceGraphs graphs;
+    private InferenceModel graphed;
+
+    @BeforeEach
+    void setUp() {
+        Optional<CudaBackend> created = CudaBackend.tryCreate();
+        Assumptions.assumeTrue(created.isPresent(), "no CUDA driver or device");
+        cuda = created.get();
+        device = cuda.devices().getFirst();
+        device.bindToCurrentThread();
+        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
+        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        ops = new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
+        for (int i = 0; i < STREAMS; i++) {
+            streams.add(device.createStream(i));
+        }
+        bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"), new LoadTarget(streams.getFirst(), weights, ops));
+        graphs = DeviceGraphs.open(device, pool, new GraphLimits(true, 16, 1L << 30), BUCKETS, STREAMS).orElseThrow();
+        graphed = graphs.wrap(bert);
+    }
+
+    @AfterEach
+    void tearDown() {
+        if (cuda == null) {
+            return;
+        }
+        graphed.close();
+        graphs.close();
+        streams.forEach(DeviceStream::close);
+        try {
+            assertThat(pool.metrics().allocatedBytes()).as("pool bytes after unload and shutdown").isZero();
+        } finally {
+            pool.close();
+            weights.close();
+            cuda.close();
+        }
+    }
+
+    @Test
+    void replaysEqualEagerRunsAndGraphMemoryIsPoolMemoryUntilUnload() throws Exception {
+        ExecutionContext context = new ExecutionContext(streams.getFirst(), pool, ops);
+        Random random = new Random(5);
+        int[][] shapes = {{1, 5}, {2, 16}, {3, 30}, {8, 64}};
+        for (int i = 0; i < shapes.length; i++) {
+            int[] shape = shapes[i];
+            for (int round = 0; round < 3; round++) {
+                List<HostTensor> inputs = request(random, shape[0], shape[1]);
+                assertSameOutputs(graphed.infer(inputs, Set.of(), context), bert.infer(inputs, Set.of(), context));
+                long expected = i + 1;
+                awaitAtLeast(() -> graphs.metrics().captures() + graphs.metrics().failures(), expected);
+            }
+        }
+        GraphCacheMetrics m = graphs.metrics();
+        assertThat(m.failures()).isZero();
+        assertThat(m.captures()).isEqualTo(shapes.length);
+        assertThat(m.hits()).isEqualTo(2L * shapes.length);
+        assertThat(m.bytes()).isPositive();
+        assertThat(pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
+
+        graphed.close();
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+    }
+
+    @Test
+    void requestsOnFourStreamsAtOnceShareTheGraphsAndGetTheirOwnOutputs() throws Exception {
+        ExecutorService threads = Executors.newFixedThreadPool(STREAMS);
+        try {
+            List<Future<Integer>> done = new ArrayList<>();
+            for (int t = 0; t < STREAMS; t++) {
+                DeviceStream stream = streams.get(t);
+                int seed = t;
+                done.add(threads.submit(() -> {
+                    device.bindToCurrentThread();
+                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                    Random random = new Random(seed);
+                    for (int i = 0; i < 40; i++) {
+                        List<HostTensor> inputs = request(random, 1 + random.nextInt(4), 9 + random.nextInt(24));
+                        assertSameOutputs(graphed.infer(inputs, Set.of(), context), bert.infer(inputs, Set.of(), context));
+                    }
+                    return 40;
+                }));
+            }
+            for (Future<Integer> f : done) {
+                assertThat(f.get()).isEqualTo(40);
+            }
+        } finally {
+            threads.shutdown();
+        }
+        GraphCacheMetrics m = graphs.metrics();
+        assertThat(m.failures()).isZero();
+        assertThat(m.hits()).isPositive();
+        assertThat(m.hits() + m.misses()).isEqualTo(4L * 40);
+        assertThat(pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
+    }
+
+    private static void awaitAtLeast(LongSupplier value, long expected) throws InterruptedException {
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (value.getAsLong() < expected && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+        }
+        assertThat(value.getAsLong()).isGreaterThanOrEqualTo(expected);
+    }
+
+    private static List<HostTensor> request(Random random, int batch, int seq) {
+        long[] ids = new long[batch * seq];
+        long[] mask = new long[batch * seq];
+        long[] types = new long[batch * seq];
+        for (int b = 0; b < batch; b++) {
+            int real = 1 + random.nextInt(seq);
+            for (int s = 0; s < seq; s++) {
+                ids[b * seq + s] = random.nextInt(100);
+                mask[b * seq + s] = s < real ? 1 : 0;
+                types[b * seq + s] = random.nextInt(2);
+            }
+        }
+        return new ArrayList<>(List.of(tensor("input_ids", batch, seq, ids), tensor("attention_mask", batch, seq, mask),
+                tensor("token_type_ids", batch, seq, types)));
+    }
+
+    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
+        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+    }
+
+    /** The same kernels on the same rows: padding and replay change no bit on the GPU either (tolerance for safety). */
+    private static void assertSameOutputs(List<HostTensor> actual, List<HostTensor> expected) {
+        assertThat(actual).hasSameSizeAs(expected);
+        for (int i = 0; i < expected.size(); i++) {
+            assertThat(actual.get(i).shape()).containsExactly(expected.get(i).shape());
+            float[] a = floats(actual.get(i));
+            float[] e = floats(expected.get(i));
+            double worst = 0;
+            for (int k = 0; k < e.length; k++) {
+                worst = Math.max(worst, Math.abs(a[k] - e[k]));
+            }
+            assertThat(worst).as(expected.get(i).name()).isLessThanOrEqualTo(1e-5);
+        }
+    }
+}

@@ -1,0 +1,319 @@
+package io.gpupool.model.graph;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.host.HostBackend;
+import io.gpupool.kernels.host.HostTensorOps;
+import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.pool.DevicePool;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.model.DataType;
+import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.LoadTarget;
+import io.gpupool.model.repository.ModelRepository;
+import io.gpupool.model.PlannedMemory;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.Set;
+
+import static io.gpupool.model.testing.Fixtures.fixture;
+import static io.gpupool.model.testing.Fixtures.floats;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * The tiny BERT on the host backend behind the graph cache, with {@link RecordingGraphCapture} as the
+ * capturing backend and the two-level pool for activations and graph blocks: what a client and an
+ * operator see (outputs, pool bytes, cache numbers), not how the cache does it.
+ */
+class GraphedModelTest {
+
+    private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
+
+    private HostBackend host;
+    private ComputeDevice device;
+    private DeviceStream serving;
+    private DeviceStream graphStream;
+    private DevicePool pool;
+    private DeviceAllocator weights;
+    private HostTensorOps ops;
+    private InferenceModel bert;
+    private RecordingGraphCapture capture;
+    private DeviceGraphs graphs;
+    private InferenceModel graphed;
+    private final Random random = new Random(14);
+
+    @BeforeEach
+    void setUp() {
+        host = new HostBackend();
+        device = host.devices().getFirst();
+        serving = device.createStream(0);
+        graphStream = device.createStream(1);
+        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
+        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        ops = new HostTensorOps();
+        try (DeviceStream load = device.createStream(2)) {
+            bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"), new LoadTarget(load, weights, ops));
+        }
+        openGraphs(new GraphLimits(true, 16, 1L << 30));
+    }
+
+    private void openGraphs(GraphLimits limits) {
+        capture = new RecordingGraphCapture(device);
+        graphs = new DeviceGraphs(device, capture, graphStream, pool, limits, BUCKETS, Runnable::run, null);
+        graphed = graphs.wrap(bert);
+    }
+
+    @AfterEach
+    void tearDown() {
+        graphs.close();
+        bert.close();
+        serving.close();
+        pool.close();
+        weights.close();
+        host.close();
+    }
+
+    private ExecutionContext context() {
+        return new ExecutionContext(serving, pool, ops);
+    }
+
+    @Test
+    void replayedOutputsEqualTheUnpaddedEagerRun() {
+        int[][] shapes = {{1, 5}, {1, 8}, {2, 9}, {3, 20}, {1, 3}, {4, 16}};
+        for (int[] shape : shapes) {
+            for (int round = 0; round < 2; round++) {
+                List<HostTensor> inputs = request(shape[0], shape[1], true, true);
+                assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
+            }
+        }
+        GraphCacheMetrics m = graphs.metrics();
+        // buckets 1x8 (for 1x5, 1x8, 1x3), 2x16, 4x32, 4x16
+        assertThat(m.captures()).isEqualTo(4);
+        assertThat(m.hits()).isEqualTo(2 * shapes.length - 4);
+        assertThat(m.failures()).isZero();
+        assertThat(m.graphs()).isEqualTo(4);
+    }
+
+    @Test
+    void requestsWithoutMaskOrTokenTypesGetTheirOwnGraphAndEqualOutputs() {
+        for (int round = 0; round < 2; round++) {
+            List<HostTensor> idsOnly = request(2, 6, false, false);
+            assertSameOutputs(graphed.infer(idsOnly, Set.of("last_hidden_state"), context()),
+                    bert.infer(idsOnly, Set.of("last_hidden_state"), context()));
+        }
+        assertThat(graphs.metrics().hits()).isEqualTo(1);
+        assertThat(graphed.infer(request(2, 6, true, false), Set.of("last_hidden_state"), context()).getFirst().shape())
+                .containsExactly(2, 6, 32);
+    }
+
+    @Test
+    void graphMemoryIsPoolMemoryHeldWhileCachedAndGivenBackOnClose() {
+        graphed.infer(request(2, 10, true, true), Set.of(), context());
+        graphed.infer(request(1, 30, true, true), Set.of(), context());
+
+        long held = graphs.metrics().bytes();
+        assertThat(graphs.metrics().graphs()).isEqualTo(2);
+        long planned = ((PlannedMemory) bert).peakActivationBytes(2, 16) + ((PlannedMemory) bert).peakActivationBytes(1, 32);
+        assertThat(held).as("blocks packed from the trace, against the plans' peaks").isBetween(planned, planned * 5 / 4);
+        assertThat(pool.metrics().allocatedBytes()).isEqualTo(held);
+        assertThat(capture.liveGraphs).hasValue(2);
+
+        graphed.close(); // model unload frees its graphs
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(graphs.metrics().bytes()).isZero();
+        assertThat(capture.liveGraphs).hasValue(0);
+    }
+
+    @Test
+    void theCacheKeepsToItsCountAndByteBounds() {
+        graphs.tune(new GraphLimits(true, 2, 1L << 30));
+        int[][] shapes = {{1, 8}, {2, 16}, {4, 32}, {8, 64}, {1, 8}};
+        for (int[] shape : shapes) {
+            List<HostTensor> inputs = request(shape[0], shape[1], true, true);
+            assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
+            assertThat(graphs.metrics().graphs()).isLessThanOrEqualTo(2);
+            assertThat(pool.metrics().allocatedBytes()).isEqualTo(graphs.metrics().bytes());
+            assertThat(capture.liveGraphs.get()).isEqualTo(graphs.metrics().graphs());
+        }
+        assertThat(graphs.metrics().evictions()).isGreaterThanOrEqualTo(2);
+
+        long oneGraph = graphs.metrics().bytes() / graphs.metrics().graphs();
+        graphs.tune(new GraphLimits(true, 16, 1024));
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+        List<HostTensor> inputs = request(1, 4, true, true);
+        assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
+        assertThat(graphs.metrics().graphs()).as("a graph of %d bytes does not fit in 1024", oneGraph).isZero();
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+    }
+
+    @Test
+    void aFailedCaptureFallsBackToEagerIsCountedAndNotRetried() {
+        capture.failNextEnd = true;
+        for (int round = 0; round < 3; round++) {
+            List<HostTensor> inputs = request(2, 12, true, true);
+            assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
+        }
+        assertThat(graphs.metrics().failures()).isEqualTo(1);
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(capture.begun).hasValue(1);
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+    }
+
+    @Test
+    void aReplayThatFailsIsAnsweredEagerlyAndItsGraphFreed() {
+        graphed.infer(request(2, 12, true, true), Set.of(), context());
+        assertThat(graphs.metrics().graphs()).isEqualTo(1);
+
+        capture.failNextLaunch = true;
+        List<HostTensor> inputs = request(2, 12, true, true);
+        assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
+        assertThat(graphs.metrics().failures()).isEqualTo(1);
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(capture.liveGraphs).hasValue(0);
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+    }
+
+    @Test
+    void switchingGraphsOffFreesThemAndRequestsRunEagerly() {
+        graphed.infer(request(2, 12, true, true), Set.of(), context());
+        assertThat(graphs.metrics().graphs()).isEqualTo(1);
+
+        graphs.tune(new GraphLimits(false, 16, 1L << 30));
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+        List<HostTensor> inputs = request(2, 12, true, true);
+        assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
+        assertThat(capture.begun).hasValue(1);
+    }
+
+    @Test
+    void aBadTokenIdIsRefusedOnAReplayWithTheEagerMessageAndTheGraphStaysUsable() {
+        graphed.infer(request(1, 7, true, true), Set.of(), context());
+        List<HostTensor> bad = request(1, 7, true, true);
+        bad.set(0, tensor("input_ids", 1, 7, new long[] {1, 2, 3, 100, 4, 5, 6}));
+
+        assertThatThrownBy(() -> graphed.infer(bad, Set.of(), context()))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("vocab_size");
+        long hits = graphs.metrics().hits();
+        List<HostTensor> good = request(1, 7, true, true);
+        assertSameOutputs(graphed.infer(good, Set.of(), context()), bert.infer(good, Set.of(), context()));
+        assertThat(graphs.metrics().hits()).isEqualTo(hits + 1);
+        assertThat(graphs.metrics().failures()).isZero();
+    }
+
+    @Test
+    void aRejectedFirstRequestDoesNotSpoilItsShapesGraph() {
+        List<HostTensor> bad = request(1, 7, true, true);
+        bad.set(0, tensor("input_ids", 1, 7, new long[] {1, 2, 3, 100, 4, 5, 6}));
+        assertThatThrownBy(() -> graphed.infer(bad, Set.of(), context())).isInstanceOf(IllegalArgumentException.class);
+        assertThat(capture.begun).hasValue(0);
+
+        for (int round = 0; round < 2; round++) {
+            List<HostTensor> good = request(1, 7, true, true);
+            assertSameOutputs(graphed.infer(good, Set.of(), context()), bert.infer(good, Set.of(), context()));
+        }
+        assertThat(graphs.metrics().captures()).isEqualTo(1);
+        assertThat(graphs.metrics().hits()).isEqualTo(1);
+        assertThat(graphs.metrics().failures()).isZero();
+    }
+
+    @Test
+    void aCaptureStillQueuedWhenItsModelIsUnloadedIsFreedNotCached() {
+        List<Runnable> queued = new ArrayList<>();
+        RecordingGraphCapture later = new RecordingGraphCapture(device);
+        try (DeviceStream stream = device.createStream(4)) {
+            DeviceGraphs deferred = new DeviceGraphs(device, later, stream, pool, new GraphLimits(true, 16, 1L << 30),
+                    BUCKETS, queued::add, null);
+            InferenceModel model = deferred.wrap(bert);
+            model.infer(request(2, 10, true, true), Set.of(), context());
+            assertThat(queued).hasSize(1);
+
+            deferred.cache().evictModel(model);        // what unloading the model does first
+            queued.removeFirst().run();                // the capture thread gets to it afterwards
+
+            assertThat(later.begun).hasValue(1);
+            assertThat(later.liveGraphs).hasValue(0);
+            assertThat(deferred.metrics().graphs()).isZero();
+            assertThat(pool.metrics().allocatedBytes()).isZero();
+            model.infer(request(2, 10, true, true), Set.of(), context());
+            assertThat(queued).as("no new capture for an unloaded model").isEmpty();
+            deferred.close();
+        }
+    }
+
+    @Test
+    void otherKernelsGetAGraphOfTheirOwn() {
+        ExecutionContext other = new ExecutionContext(serving, pool, new HostTensorOps());
+        List<HostTensor> inputs = request(2, 10, true, true);
+        graphed.infer(inputs, Set.of(), context());
+        graphed.infer(inputs, Set.of(), other);
+        assertThat(graphs.metrics().captures()).isEqualTo(2);
+        assertSameOutputs(graphed.infer(inputs, Set.of(), other), bert.infer(inputs, Set.of(), other));
+        assertThat(graphs.metrics().hits()).isEqualTo(1);
+    }
+
+    @Test
+    void shapesBeyondTheLargestBucketRunEagerlyWithoutAGraph() {
+        DeviceGraphs small = new DeviceGraphs(device, new RecordingGraphCapture(device), device.createStream(3), pool,
+                new GraphLimits(true, 16, 1L << 30), new ShapeBuckets(List.of(1, 2), List.of(8)), Runnable::run, null);
+        try {
+            InferenceModel model = small.wrap(bert);
+            List<HostTensor> inputs = request(4, 9, true, true);
+            assertSameOutputs(model.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
+            assertThat(small.metrics().graphs()).isZero();
+            assertThat(small.metrics().misses()).isZero();
+        } finally {
+            small.close();
+        }
+    }
+
+    // ---- helpers ------------------------------------------------------------------------------
+
+    private List<HostTensor> request(int batch, int seq, boolean mask, boolean types) {
+        long[] ids = new long[batch * seq];
+        long[] maskValues = new long[batch * seq];
+        long[] typeValues = new long[batch * seq];
+        for (int b = 0; b < batch; b++) {
+            int real = 1 + random.nextInt(seq);                 // trailing padding of the client's own
+            for (int s = 0; s < seq; s++) {
+                ids[b * seq + s] = random.nextInt(100);
+                maskValues[b * seq + s] = s < real ? 1 : 0;
+                typeValues[b * seq + s] = s < seq / 2 ? 0 : 1;
+            }
+        }
+        List<HostTensor> out = new ArrayList<>();
+        out.add(tensor("input_ids", batch, seq, ids));
+        if (mask) {
+            out.add(tensor("attention_mask", batch, seq, maskValues));
+        }
+        if (types) {
+            out.add(tensor("token_type_ids", batch, seq, typeValues));
+        }
+        return out;
+    }
+
+    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
+        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+    }
+
+    private static void assertSameOutputs(List<HostTensor> actual, List<HostTensor> expected) {
+        assertThat(actual).hasSameSizeAs(expected);
+        for (int i = 0; i < expected.size(); i++) {
+            assertThat(actual.get(i).name()).isEqualTo(expected.get(i).name());
+            assertThat(actual.get(i).shape()).containsExactly(expected.get(i).shape());
+            assertThat(floats(actual.get(i))).as(expected.get(i).name()).containsExactly(floats(expected.get(i)));
+        }
+    }
+}
