@@ -56,7 +56,9 @@ public class TuningBodyBinder implements OperationInvokerAdvisor {
             GraphTuning.Fields graphs = GraphTuning.Fields.take(body);
             PoolTuning tuning;
             try {
-                tuning = tunable(context.getArguments().get(DEVICE)) ? TuningRequest.parse(body) : PoolTuning.none();
+                // a body of graph fields alone tunes the graph cache only
+                tuning = tunable(context.getArguments().get(DEVICE)) && !(body.isEmpty() && graphs.any())
+                        ? TuningRequest.parse(body) : PoolTuning.none();
             }
             catch (TuningException ex) {
                 return GpuPoolEndpointWebExtension.badRequest(ex);

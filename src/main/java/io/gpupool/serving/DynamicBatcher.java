@@ -34,9 +34,9 @@ public final class DynamicBatcher implements AutoCloseable {
     private final int queueCapacity;
     private final BatchStatistics statistics;
     private final ScheduledExecutorService timer;
-    private final ConcurrentMap<String, BatchQueue> queues = new ConcurrentHashMap<>();
+    private final ConcurrentMap<QueueKey, BatchQueue> queues = new ConcurrentHashMap<>();
     /** Models whose policy says no batching, so the lookup is not repeated per request. */
-    private final ConcurrentMap<String, Boolean> unbatched = new ConcurrentHashMap<>();
+    private final ConcurrentMap<QueueKey, Boolean> unbatched = new ConcurrentHashMap<>();
 
     /**
      * @param headroom      per device index, the bytes a batch may plan for now (the pool's cap minus what it hands
@@ -67,9 +67,7 @@ public final class DynamicBatcher implements AutoCloseable {
 
     /** The batch queue of {@code model} on {@code device}, or null when that model does not batch. */
     BatchQueue queue(ServedModel model, int device) {
-        // the served instance is part of the key: a model loaded again gets new replicas and so new queues
-        String key = model.name() + "\u0000" + model.version() + "\u0000" + device + "\u0000"
-                + System.identityHashCode(model);
+        QueueKey key = new QueueKey(model, device);
         BatchQueue queue = queues.get(key);
         if (queue != null || unbatched.containsKey(key)) {
             return queue;
@@ -95,8 +93,8 @@ public final class DynamicBatcher implements AutoCloseable {
     /** Requests waiting for a batch on {@code device}, all models together. */
     int waiting(int device) {
         int total = 0;
-        for (Map.Entry<String, BatchQueue> e : queues.entrySet()) {
-            if (e.getKey().endsWith("\u0000" + device)) {
+        for (Map.Entry<QueueKey, BatchQueue> e : queues.entrySet()) {
+            if (e.getKey().device() == device) {
                 total += e.getValue().waiting();
             }
         }
@@ -107,8 +105,7 @@ public final class DynamicBatcher implements AutoCloseable {
     public List<Description> describe() {
         List<Description> out = new ArrayList<>();
         queues.forEach((key, queue) -> {
-            String[] parts = key.split("\u0000");
-            out.add(new Description(parts[0], parts[1], Integer.parseInt(parts[2]), queue.replica().batchLayout(),
+            out.add(new Description(key.model().name(), key.model().version(), key.device(), queue.replica().batchLayout(),
                     queue.policy()));
         });
         out.sort(java.util.Comparator.comparing(Description::model).thenComparingInt(Description::device));
@@ -120,5 +117,12 @@ public final class DynamicBatcher implements AutoCloseable {
     public void close() {
         queues.values().forEach(BatchQueue::close);
         timer.shutdownNow();
+    }
+
+    /**
+     * A queue per served instance and device: the instance, not its name, so that a model loaded again (new
+     * replicas) gets new queues. ServedModel keeps identity equality.
+     */
+    private record QueueKey(ServedModel model, int device) {
     }
 }
