@@ -214,3 +214,10 @@ extern "C" __global__ void bf16_to_f32(const __nv_bfloat16* __restrict__ src, fl
         dst[i] = __bfloat162float(src[i]);
     }
 }
+
+// dst[i] = bf16(src[i]) (nearest even) for n values: FP32 results back into bf16 activations. Grid-stride.
+extern "C" __global__ void f32_to_bf16(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, long long n) {
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
+        dst[i] = __float2bfloat16_rn(src[i]);
+    }
+}

@@ -35,6 +35,14 @@ public interface TensorOps {
     }
 
     /**
+     * These ops with FP32 activations, for models whose steps assume FP32 data: this instance unless
+     * {@link #activationBytes()} is 2, else a sibling on the same device and precision that keeps FP32 activations.
+     */
+    default TensorOps fp32Activations() {
+        return this;
+    }
+
+    /**
      * out = LayerNorm(embeddingSum(...)) · gamma + beta, in one pass where the backend fuses it; the default runs
      * {@link #embeddingSum} and then {@link #addLayerNorm} in place on {@code out}.
      */

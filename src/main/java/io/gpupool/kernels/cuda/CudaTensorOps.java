@@ -79,7 +79,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@link Precision#TF32}, where one rounds them to TF32 (FP32 softmax and accumulation in both). The TF32 one is
  * turned off (FP32 attention under TF32) with {@code -Dgpupool.kernels.tf32Attention=false}. {@link
  * Precision#TF32X3} and {@link Precision#FP32} always use the FP32 kernels. LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
- * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0.
+ * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0, except on bf16 activations with a head size
+ * other than 64 (see below).
  *
  * <h2>cuBLASLt</h2>
  * Built with a {@link MatmulLibrary} (cuBLASLt through FFM, see {@code backend/cuda/CublasLtLibrary}), every linear
@@ -97,8 +98,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * <h2>BF16-resident activations</h2>
  * With the library and {@link Precision#BF16}, activations live in device memory as bf16 ({@link
  * #activationBytes()} = 2) and so do the linear weights and biases: the products read and write bf16 (FP32
- * accumulation), attention reads bf16 QKV and writes bf16 context ({@code attention_bf16io_d64}; other head sizes
- * are rejected), LayerNorm and pooling read and write bf16 with FP32 statistics, and {@link #toFloat32} widens the
+ * accumulation), attention reads bf16 QKV and writes bf16 context ({@code attention_bf16io_d64}; for other head
+ * sizes QKV is widened into the attention workspace, the FP32 kernel runs there and the context is narrowed back), LayerNorm and pooling read and write bf16 with FP32 statistics, and {@link #toFloat32} widens the
  * outputs a client receives. Embedding tables and LayerNorm parameters stay FP32. Without the library BF16 keeps
  * FP32 activations and rounds operands as the tensor-core kernels load them.
  * <pre>
@@ -109,6 +110,8 @@ import java.util.concurrent.ConcurrentHashMap;
  *   pool                   ops/pool_cls_bf16 | pool_mean_bf16 (batch)             ≤256
  *   linear activation pass ops/activate_bf16               (≤1024 grid-stride)    256
  *   toFloat32              ops/bf16_to_f32                 (≤1024 grid-stride)    256
+ *   linear the library declines, or on unaligned operands
+ *                          gemm/linear_bf16_warp           (⌈rows·out/8⌉)         256   one warp per output
  * </pre>
  *
  * <p>Arguments are checked (positive dimensions, non-null required pointers, 16-byte aligned linear operands:
@@ -129,6 +132,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     /** {@link #gemmEngine()} when gpupool's own kernels multiply. */
     public static final String OWN_ENGINE = "gpupool kernels";
 
+    private static final System.Logger LOG = System.getLogger(CudaTensorOps.class.getName());
     /** Threads per block of the row-wise kernels. */
     private static final int ROW_BLOCK = 256;
     /**
@@ -184,6 +188,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final KernelFunction poolMeanBf16;
     private final KernelFunction activateBf16;
     private final KernelFunction bf16ToF32;
+    private final KernelFunction f32ToBf16;
+    private final KernelFunction linearBf16Warp;
     private final KernelFunction attentionBf16io;
     /** The library that multiplies, or null for gpupool's kernels. */
     private final MatmulLibrary library;
@@ -193,6 +199,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final Compute compute;
     private final ElementType elementType;
     private final Map<DeviceStream, StreamState> streams = new ConcurrentHashMap<>();
+    /** {@link #fp32Activations()}: this instance, or with bf16 activations an own-kernel sibling. */
+    private final CudaTensorOps fp32Sibling;
     private volatile boolean closed;
 
     /** FP32 kernels only (exact). */
@@ -270,6 +278,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         poolMeanBf16 = ops.function("pool_mean_bf16");
         activateBf16 = ops.function("activate_bf16");
         bf16ToF32 = ops.function("bf16_to_f32");
+        f32ToBf16 = ops.function("f32_to_bf16");
+        linearBf16Warp = gemm.function("linear_bf16_warp");
         attentionBf16io = attention.function("attention_bf16io_d64");
         this.bf16Activations = library != null && precision == Precision.BF16;
         this.elementType = bf16Activations ? ElementType.BF16 : ElementType.FP32;
@@ -279,6 +289,13 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             case FP32 -> Compute.FP32;
             case TF32X3 -> null;   // no library equivalent: gpupool's three-product kernels
         };
+        this.fp32Sibling = bf16Activations ? new CudaTensorOps(device, precision, splitK, tf32Attention, null, null)
+                : this;
+    }
+
+    @Override
+    public TensorOps fp32Activations() {
+        return fp32Sibling;
     }
 
     /** Which engine multiplies the linear layers: the library's description (e.g. "cuBLASLt 13.1.0") or {@link #OWN_ENGINE}. */
@@ -401,8 +418,10 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
                 return;
             }
             if (bf16Activations) {
-                throw new IllegalArgumentException("linear " + rows + "x" + in + " -> " + out + " on bf16 activations "
-                        + "needs 256-byte aligned operands and dimensions below 2^24 x 2^16 x 2^16");
+                long elements = (long) rows * out;
+                stream.launch(linearBf16Warp, (int) ceilDiv(elements, 8), 1, 1, 256, 1, 1, 0, x, weight, bias, y,
+                        rows, out, in, activation.ordinal());
+                return;
             }
         }
         KernelFunction kernel = gemmKernel(rows, in, out);
@@ -440,8 +459,11 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         long key = ((long) rows << 40) | ((long) in << 24) | ((long) out << 8) | epilogue.ordinal();
         Matmul plan = state.plans.get(key);
         if (plan == null) {
-            plan = library.plan(rows, in, out, elementType, compute, epilogue);
+            plan = planOrDecline(rows, in, out, epilogue);
             state.plans.put(key, plan);
+        }
+        if (plan == DECLINED) {
+            return false;
         }
         plan.run(stream, x, weight, bias, y, state.workspace.address());
         if (!fused(epilogue, activation)) {
@@ -453,6 +475,20 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             }
         }
         return true;
+    }
+
+    /**
+     * A plan for this shape, or {@link #DECLINED} (logged once per shape and stream) where the library offers no
+     * algorithm: the product then runs on gpupool's kernels.
+     */
+    private Matmul planOrDecline(int rows, int in, int out, Epilogue epilogue) {
+        try {
+            return library.plan(rows, in, out, elementType, compute, epilogue);
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.INFO, "{0}: {1} declines {2}x{3} -> {4} {5}; gpupool''s kernels run it ({6})",
+                    device.name(), library.description(), rows, in, out, epilogue, e.getMessage());
+            return DECLINED;
+        }
     }
 
     /** The library epilogue for a bias (present or not) and an activation; see the class comment. */
@@ -491,6 +527,18 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         return fresh;
     }
 
+    /** Marks a shape the library has no algorithm for. */
+    private static final Matmul DECLINED = new Matmul() {
+        @Override
+        public void run(DeviceStream stream, long x, long w, long bias, long y, long workspace) {
+            throw new IllegalStateException("declined shape");
+        }
+
+        @Override
+        public void close() {
+        }
+    };
+
     /** A stream's cuBLASLt workspace and plans; touched only by the request that holds the stream. */
     private static final class StreamState {
         final DeviceBlock workspace;
@@ -520,6 +568,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         List<RuntimeException> failures = new ArrayList<>();
         for (StreamState state : streams.values()) {
             for (Matmul plan : state.plans.values()) {
+                if (plan == DECLINED) {
+                    continue;
+                }
                 try {
                     plan.close();
                 } catch (RuntimeException e) {
@@ -575,6 +626,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
 
     @Override
     public long attentionWorkspaceBytes(int batch, int seq, int heads, int headDim) {
+        if (bf16Activations && headDim != 64) {
+            return 4L * batch * seq * heads * headDim * Float.BYTES;   // FP32 qkv (3 parts) and FP32 context
+        }
         return 0;
     }
 
@@ -590,11 +644,18 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (heads > 65535 || batch > 65535) {
             throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
         }
+        if (bf16Activations && headDim != 64) {
+            // no bf16 kernel for this head size: widen QKV into the workspace, FP32 attention there, narrow back
+            pointer("workspace", workspace);
+            long width = (long) batch * seq * heads * headDim;
+            long wideQkv = workspace;
+            long wideContext = workspace + 3 * width * Float.BYTES;
+            stream.launch(bf16ToF32, passBlocks(3 * width), 1, 1, 256, 1, 1, 0, qkv, wideQkv, 3 * width);
+            fp32Attention(stream, wideQkv, attentionMask, wideContext, batch, seq, heads, headDim);
+            stream.launch(f32ToBf16, passBlocks(width), 1, 1, 256, 1, 1, 0, wideContext, context, width);
+            return;
+        }
         if (bf16Activations) {
-            if (headDim != 64) {
-                throw new IllegalArgumentException("headDim " + headDim + " is not supported on bf16 activations "
-                        + "(head size 64 only); use precision FP32 or TF32");
-            }
             stream.launch(attentionBf16io, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0, qkv, attentionMask, context,
                     seq, heads);
             return;
@@ -605,6 +666,11 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
                     128, 1, 1, 0, qkv, attentionMask, context, seq, heads);
             return;
         }
+        fp32Attention(stream, qkv, attentionMask, context, batch, seq, heads, headDim);
+    }
+
+    private void fp32Attention(DeviceStream stream, long qkv, long attentionMask, long context, int batch, int seq,
+                               int heads, int headDim) {
         KernelFunction kernel;
         if (headDim <= 32) {
             kernel = attention32;

@@ -125,6 +125,7 @@ class CublasLtOpsGpuTest {
         }
         checkLinear(ops, 512, 768, 3072, Activation.GELU, tolerance, true);   // fused bias + GELU epilogue
         checkLinear(ops, 16, 3072, 768, Activation.NONE, tolerance, true);
+        checkLinear(ops, 8, 768, 3, Activation.NONE, tolerance, true);        // a classifier: rows of 3 outputs
     }
 
     @Test
