@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * {@link TensorOps} on a CUDA device: launches the kernels of {@code src/main/cuda/*.cu}, compiled to the PTX
@@ -199,6 +200,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final Compute compute;
     private final ElementType elementType;
     private final Map<DeviceStream, StreamState> streams = new ConcurrentHashMap<>();
+    /** Kernel launches and library calls enqueued so far (LongAdder: streams of all requests add to it). */
+    private final LongAdder launches = new LongAdder();
     /** {@link #fp32Activations()}: this instance, or with bf16 activations an own-kernel sibling. */
     private final CudaTensorOps fp32Sibling;
     private volatile boolean closed;
@@ -360,7 +363,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         pointer("positionTable", positionTable);
         pointer("tokenTypeTable", tokenTypeTable);
         pointer("out", out);
-        stream.launch(embeddingSum, Math.multiplyExact(batch, seq), 1, 1, rowBlock(hidden), 1, 1, 0,
+        launch(stream, embeddingSum, Math.multiplyExact(batch, seq), 1, 1, rowBlock(hidden), 1, 1, 0,
                 inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable, out, seq, hidden);
     }
 
@@ -381,7 +384,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (!(eps > 0)) {
             throw new IllegalArgumentException("eps must be positive, got " + eps);
         }
-        stream.launch(bf16Activations ? embeddingLayerNormBf16 : embeddingLayerNorm, Math.multiplyExact(batch, seq),
+        launch(stream, bf16Activations ? embeddingLayerNormBf16 : embeddingLayerNorm, Math.multiplyExact(batch, seq),
                 1, 1, rowBlock(hidden), 1, 1, 0, inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable,
                 gamma, beta, out, seq, hidden, eps);
     }
@@ -397,7 +400,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             stream.copyDeviceToDevice(source, destination, count * Float.BYTES);
             return;
         }
-        stream.launch(bf16ToF32, passBlocks(count), 1, 1, 256, 1, 1, 0, source, destination, count);
+        launch(stream, bf16ToF32, passBlocks(count), 1, 1, 256, 1, 1, 0, source, destination, count);
     }
 
     @Override
@@ -419,7 +422,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             }
             if (bf16Activations) {
                 long elements = (long) rows * out;
-                stream.launch(linearBf16Warp, (int) ceilDiv(elements, 8), 1, 1, 256, 1, 1, 0, x, weight, bias, y,
+                launch(stream, linearBf16Warp, (int) ceilDiv(elements, 8), 1, 1, 256, 1, 1, 0, x, weight, bias, y,
                         rows, out, in, activation.ordinal());
                 return;
             }
@@ -431,17 +434,17 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         int gridY = ceilDiv(rows, tile);
         int slices = splitK ? splitSlices((long) gridX * gridY, in) : 1;
         if (slices < 2) {
-            stream.launch(kernel, gridX, gridY, 1, threads, 1, 1, 0,
+            launch(stream, kernel, gridX, gridY, 1, threads, 1, 1, 0,
                     x, weight, bias, y, rows, out, in, activation.ordinal());
             return;
         }
         int chunk = splitChunk(in, slices);
         int passBlocks = (int) Math.min(SPLIT_K_PASS_MAX_BLOCKS, ceilDiv((long) rows * out, 256));
-        stream.launch(splitInit, passBlocks, 1, 1, 256, 1, 1, 0, bias, y, rows, out);
-        stream.launch(kernel == gemmF32 ? splitF32 : splitSmall, gridX, gridY, ceilDiv(in, chunk), threads, 1, 1, 0,
+        launch(stream, splitInit, passBlocks, 1, 1, 256, 1, 1, 0, bias, y, rows, out);
+        launch(stream, kernel == gemmF32 ? splitF32 : splitSmall, gridX, gridY, ceilDiv(in, chunk), threads, 1, 1, 0,
                 x, weight, y, rows, out, in, chunk);
         if (activation != Activation.NONE) {
-            stream.launch(splitAct, passBlocks, 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
+            launch(stream, splitAct, passBlocks, 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
         }
     }
 
@@ -466,12 +469,13 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             return false;
         }
         plan.run(stream, x, weight, bias, y, state.workspace.address());
+        launches.increment();
         if (!fused(epilogue, activation)) {
             long count = (long) rows * out;
             if (bf16Activations) {
-                stream.launch(activateBf16, passBlocks(count), 1, 1, 256, 1, 1, 0, y, count, activation.ordinal());
+                launch(stream, activateBf16, passBlocks(count), 1, 1, 256, 1, 1, 0, y, count, activation.ordinal());
             } else {
-                stream.launch(splitAct, passBlocks(count), 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
+                launch(stream, splitAct, passBlocks(count), 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
             }
         }
         return true;
@@ -547,6 +551,20 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         StreamState(DeviceBlock workspace) {
             this.workspace = workspace;
         }
+    }
+
+    /**
+     * Kernel launches plus library calls these ops (and their FP32 sibling) have enqueued: the difference across
+     * a forward is its launch count.
+     */
+    public long launches() {
+        return launches.sum() + (fp32Sibling == this ? 0 : fp32Sibling.launches());
+    }
+
+    private void launch(DeviceStream stream, KernelFunction function, int gridX, int gridY, int gridZ, int blockX,
+                        int blockY, int blockZ, int sharedMemoryBytes, Object... arguments) {
+        stream.launch(function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMemoryBytes, arguments);
+        launches.increment();
     }
 
     /** Bytes of pool memory held as cuBLASLt workspaces (one per stream that ran a product). */
@@ -650,19 +668,19 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             long width = (long) batch * seq * heads * headDim;
             long wideQkv = workspace;
             long wideContext = workspace + 3 * width * Float.BYTES;
-            stream.launch(bf16ToF32, passBlocks(3 * width), 1, 1, 256, 1, 1, 0, qkv, wideQkv, 3 * width);
+            launch(stream, bf16ToF32, passBlocks(3 * width), 1, 1, 256, 1, 1, 0, qkv, wideQkv, 3 * width);
             fp32Attention(stream, wideQkv, attentionMask, wideContext, batch, seq, heads, headDim);
-            stream.launch(f32ToBf16, passBlocks(width), 1, 1, 256, 1, 1, 0, wideContext, context, width);
+            launch(stream, f32ToBf16, passBlocks(width), 1, 1, 256, 1, 1, 0, wideContext, context, width);
             return;
         }
         if (bf16Activations) {
-            stream.launch(attentionBf16io, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0, qkv, attentionMask, context,
+            launch(stream, attentionBf16io, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0, qkv, attentionMask, context,
                     seq, heads);
             return;
         }
         boolean tensorCores = precision == Precision.BF16 || precision == Precision.TF32 && tf32Attention;
         if (tensorCores && headDim == 64 && (qkv & 15) == 0) {
-            stream.launch(precision == Precision.BF16 ? attentionBf16 : attentionTf32, ceilDiv(seq, 64), heads, batch,
+            launch(stream, precision == Precision.BF16 ? attentionBf16 : attentionTf32, ceilDiv(seq, 64), heads, batch,
                     128, 1, 1, 0, qkv, attentionMask, context, seq, heads);
             return;
         }
@@ -682,7 +700,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             throw new IllegalArgumentException("headDim " + headDim + " is not supported by the CUDA attention "
                     + "kernels (at most 128)");
         }
-        stream.launch(kernel, ceilDiv(seq, 32), heads, batch, 128, 1, 1, 0,
+        launch(stream, kernel, ceilDiv(seq, 32), heads, batch, 128, 1, 1, 0,
                 qkv, attentionMask, context, seq, heads, headDim);
     }
 
@@ -698,7 +716,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (!(eps > 0)) {
             throw new IllegalArgumentException("eps must be positive, got " + eps);
         }
-        stream.launch(bf16Activations ? addLayerNormBf16 : addLayerNorm, rows, 1, 1, rowBlock(cols), 1, 1, 0, x,
+        launch(stream, bf16Activations ? addLayerNormBf16 : addLayerNorm, rows, 1, 1, rowBlock(cols), 1, 1, 0, x,
                 residual, gamma, beta, y, cols, eps);
     }
 
@@ -711,9 +729,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         pointer("hidden", hidden);
         pointer("out", out);
         switch (Objects.requireNonNull(pooling, "pooling")) {
-            case CLS -> stream.launch(bf16Activations ? poolClsBf16 : poolCls, batch, 1, 1, rowBlock(cols), 1, 1, 0,
+            case CLS -> launch(stream, bf16Activations ? poolClsBf16 : poolCls, batch, 1, 1, rowBlock(cols), 1, 1, 0,
                     hidden, out, seq, cols);
-            case MEAN -> stream.launch(bf16Activations ? poolMeanBf16 : poolMean, batch, 1, 1, rowBlock(cols), 1, 1,
+            case MEAN -> launch(stream, bf16Activations ? poolMeanBf16 : poolMean, batch, 1, 1, rowBlock(cols), 1, 1,
                     0, hidden, attentionMask, out, seq, cols);
         }
     }
@@ -727,7 +745,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         positive("cols", cols);
         pointer("x", x);
         pointer("y", y);
-        stream.launch(softmaxRows, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, y, cols);
+        launch(stream, softmaxRows, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, y, cols);
     }
 
     /** Threads for a row kernel: the row length rounded up to a warp, at most {@link #ROW_BLOCK}. */
