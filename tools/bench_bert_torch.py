@@ -107,29 +107,30 @@ def bench_bert_compiled(args, results):
         torch._dynamo.reset()
         m = model.to(dtype)
         compiled = torch.compile(m, mode="reduce-overhead", dynamic=False)
-        for batch in args.batches:
-            for seq in args.seqs:
-                if args.budget_s and time.time() - started > args.budget_s:
-                    print(json.dumps({"skipped": f"compile {dtype_name} {batch}x{seq}: budget"}), file=sys.stderr)
-                    continue
-                g = torch.Generator().manual_seed(args.seed + batch * 1000 + seq)
-                ids = torch.randint(0, vocab, (batch, seq), generator=g).cuda()
-                mask = torch.ones(batch, seq, dtype=torch.long, device="cuda")
-                types = torch.zeros(batch, seq, dtype=torch.long, device="cuda")
-                with torch.no_grad():
-                    t0 = time.time()
-                    for _ in range(3):   # compile, then the warm-up runs that record the CUDA graph
-                        compiled(input_ids=ids, attention_mask=mask, token_type_ids=types)
-                    torch.cuda.synchronize()
-                    compile_s = time.time() - t0
-                    ms = median_ms(lambda: compiled(input_ids=ids, attention_mask=mask, token_type_ids=types),
-                                   args.warmup, args.reps)
-                row = {"bench": "bert_forward", "dtype": dtype_name, "batch": batch, "seq": seq,
-                       "ms": round(ms, 4), "attn": m.config._attn_implementation,
-                       "compile": "reduce-overhead", "compile_s": round(compile_s, 1)}
-                results.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
-                write_doc(args, results, complete=False)
+        shapes = [tuple(int(v) for v in x.split("x")) for x in args.shapes.split(",")] if args.shapes \
+            else [(b, s) for b in args.batches for s in args.seqs]
+        for batch, seq in shapes:
+            if args.budget_s and time.time() - started > args.budget_s:
+                print(json.dumps({"skipped": f"compile {dtype_name} {batch}x{seq}: budget"}), file=sys.stderr)
+                continue
+            g = torch.Generator().manual_seed(args.seed + batch * 1000 + seq)
+            ids = torch.randint(0, vocab, (batch, seq), generator=g).cuda()
+            mask = torch.ones(batch, seq, dtype=torch.long, device="cuda")
+            types = torch.zeros(batch, seq, dtype=torch.long, device="cuda")
+            with torch.no_grad():
+                t0 = time.time()
+                for _ in range(3):   # compile, then the warm-up runs that record the CUDA graph
+                    compiled(input_ids=ids, attention_mask=mask, token_type_ids=types)
+                torch.cuda.synchronize()
+                compile_s = time.time() - t0
+                ms = median_ms(lambda: compiled(input_ids=ids, attention_mask=mask, token_type_ids=types),
+                               args.warmup, args.reps)
+            row = {"bench": "bert_forward", "dtype": dtype_name, "batch": batch, "seq": seq,
+                   "ms": round(ms, 4), "attn": m.config._attn_implementation,
+                   "compile": "reduce-overhead", "compile_s": round(compile_s, 1)}
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            write_doc(args, results, complete=False)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
@@ -181,6 +182,7 @@ def main():
     p.add_argument("--compile", action="store_true",
                    help='time torch.compile(mode="reduce-overhead", dynamic=False) instead of eager')
     p.add_argument("--budget-s", type=float, default=0, help="with --compile: start no new shape after this many s")
+    p.add_argument("--shapes", help="with --compile: BxS list in this order (default: batches x seqs)")
     args = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench_bert_torch: no CUDA device")

@@ -102,6 +102,7 @@ if has_step compile && [ -f "$MODEL/model.safetensors" ]; then
   if [ "$LEFT" -gt 40 ]; then
     log "torch.compile: starting shapes for $((LEFT - 35))s, hard limit $((LEFT - 5))s"
     timeout $((LEFT - 5)) python3 tools/bench_bert_torch.py --model "$MODEL" --compile --dtypes bf16 fp32 \
+        --shapes 1x16,1x128,8x128,32x128,8x512,32x512,8x16,32x16,1x512 \
         --reps "$REPS" --budget-s $((LEFT - 35)) --out "$OUT_DIR/bert-torch-compile.json" > /dev/null \
       || fail "bench_bert_torch.py --compile (status $?; rows done so far are kept)"
   else
