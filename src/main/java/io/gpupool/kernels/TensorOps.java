@@ -34,6 +34,11 @@ public interface TensorOps {
         return Float.BYTES;
     }
 
+    /** Who multiplies the linear layers, for operators (e.g. "cuBLASLt 13.1.0", "gpupool kernels", "host"). */
+    default String gemmEngine() {
+        return "host";
+    }
+
     /**
      * These ops with FP32 activations, for models whose steps assume FP32 data: this instance unless
      * {@link #activationBytes()} is 2, else a sibling on the same device and precision that keeps FP32 activations.

@@ -302,6 +302,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     }
 
     /** Which engine multiplies the linear layers: the library's description (e.g. "cuBLASLt 13.1.0") or {@link #OWN_ENGINE}. */
+    @Override
     public String gemmEngine() {
         return usesLibrary() ? library.description() : OWN_ENGINE;
     }
