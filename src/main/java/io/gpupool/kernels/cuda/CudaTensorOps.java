@@ -106,7 +106,9 @@ import java.util.concurrent.atomic.LongAdder;
  * <pre>
  *   op (bf16 activations)  kernel
  *   embeddingLayerNorm     ops/embedding_layer_norm_bf16   (batch·seq)            ≤256
- *   addLayerNorm           ops/add_layer_norm_bf16         (rows)                 ≤256
+ *   addLayerNorm           ops/add_layer_norm_bf16_reg     (rows)                 ≤256   cols ≤ 8·threads: x + residual
+ *                                                                                        kept in registers, read once
+ *                          ops/add_layer_norm_bf16         (rows)                 ≤256   longer rows
  *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128
  *   pool                   ops/pool_cls_bf16 | pool_mean_bf16 (batch)             ≤256
  *   linear activation pass ops/activate_bf16               (≤1024 grid-stride)    256
@@ -134,6 +136,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     public static final String OWN_ENGINE = "gpupool kernels";
 
     private static final System.Logger LOG = System.getLogger(CudaTensorOps.class.getName());
+    /** Columns per thread that {@code add_layer_norm_bf16_reg} keeps in registers (its PER_THREAD). */
+    static final int LAYER_NORM_REGISTER_COLUMNS = 8;
     /** Threads per block of the row-wise kernels. */
     private static final int ROW_BLOCK = 256;
     /**
@@ -185,6 +189,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final KernelFunction embeddingLayerNorm;
     private final KernelFunction embeddingLayerNormBf16;
     private final KernelFunction addLayerNormBf16;
+    private final KernelFunction addLayerNormBf16Reg;
     private final KernelFunction poolClsBf16;
     private final KernelFunction poolMeanBf16;
     private final KernelFunction activateBf16;
@@ -277,6 +282,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         embeddingLayerNorm = ops.function("embedding_layer_norm");
         embeddingLayerNormBf16 = ops.function("embedding_layer_norm_bf16");
         addLayerNormBf16 = ops.function("add_layer_norm_bf16");
+        addLayerNormBf16Reg = ops.function("add_layer_norm_bf16_reg");
         poolClsBf16 = ops.function("pool_cls_bf16");
         poolMeanBf16 = ops.function("pool_mean_bf16");
         activateBf16 = ops.function("activate_bf16");
@@ -717,8 +723,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (!(eps > 0)) {
             throw new IllegalArgumentException("eps must be positive, got " + eps);
         }
-        launch(stream, bf16Activations ? addLayerNormBf16 : addLayerNorm, rows, 1, 1, rowBlock(cols), 1, 1, 0, x,
-                residual, gamma, beta, y, cols, eps);
+        KernelFunction kernel = !bf16Activations ? addLayerNorm
+                : cols <= LAYER_NORM_REGISTER_COLUMNS * rowBlock(cols) ? addLayerNormBf16Reg : addLayerNormBf16;
+        launch(stream, kernel, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, residual, gamma, beta, y, cols, eps);
     }
 
     @Override

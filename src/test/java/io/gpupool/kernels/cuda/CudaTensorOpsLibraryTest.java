@@ -152,9 +152,13 @@ class CudaTensorOpsLibraryTest {
         ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 2, 768, 768, Activation.TANH);
         ops.toFloat32(stream, 0x100, 0x200, 1536);
         assertThat(stream.launches).extracting(Launch::kernel).containsExactly("embedding_layer_norm_bf16",
-                "add_layer_norm_bf16", "attention_bf16io_d64", "pool_mean_bf16", "pool_cls_bf16", "activate_bf16",
+                "add_layer_norm_bf16_reg", "attention_bf16io_d64", "pool_mean_bf16", "pool_cls_bf16", "activate_bf16",
                 "bf16_to_f32");
         assertThat(ops.launches()).isEqualTo(9);   // 7 kernels and 2 library calls
+
+        stream.launches.clear();
+        ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 4, 4096, 1e-12f);   // 16 columns a thread
+        assertThat(stream.only().kernel()).isEqualTo("add_layer_norm_bf16");
 
         stream.launches.clear();
         assertThat(ops.attentionWorkspaceBytes(2, 10, 2, 16)).isEqualTo(4L * 2 * 10 * 2 * 16 * 4);
