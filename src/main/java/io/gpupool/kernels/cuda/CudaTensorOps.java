@@ -17,7 +17,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -553,7 +552,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     /** A stream's cuBLASLt workspace and plans; touched only by the request that holds the stream. */
     private static final class StreamState {
         final DeviceBlock workspace;
-        final Map<Long, Matmul> plans = new HashMap<>();
+        final PlanCache plans = new PlanCache();
 
         StreamState(DeviceBlock workspace) {
             this.workspace = workspace;
@@ -592,16 +591,16 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         closed = true;
         List<RuntimeException> failures = new ArrayList<>();
         for (StreamState state : streams.values()) {
-            for (Matmul plan : state.plans.values()) {
+            state.plans.forEach(plan -> {
                 if (plan == DECLINED) {
-                    continue;
+                    return;
                 }
                 try {
                     plan.close();
                 } catch (RuntimeException e) {
                     failures.add(e);
                 }
-            }
+            });
             try {
                 state.workspace.release();
             } catch (RuntimeException e) {
