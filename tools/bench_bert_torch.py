@@ -5,6 +5,9 @@ BERT-base (hidden 768, 12 layers, 12 heads, FFN 3072) with seeded random weights
 folder (--model DIR, a save_pretrained checkpoint, e.g. the one gpupool serves) so both sides run the same
 weights. For each dtype (fp32 with TF32 off, tf32 = fp32 weights with TF32 matmuls on, bf16) and each batch x sequence (1/8/32 x 16/128/512) it reports
 the median forward time (CUDA events, after warm-up) of last_hidden_state with an all-ones attention mask.
+With --compile it times torch.compile(model, mode="reduce-overhead", dynamic=False) instead of eager (CUDA graphs,
+one graph per shape; Dynamo's recompile limit is raised so every shape compiles rather than falling back to eager),
+recording each shape's compile-and-capture time too; --budget-s stops starting new shapes once spent (bf16 first).
 With --gemm it also times torch.nn.functional.linear (cuBLAS) at the shapes the CUDA harness times
 (4096^3 and BERT-base's four linear layers), as the library reference for our GEMM kernels.
 
@@ -72,6 +75,66 @@ def bench_bert(args, results):
     torch.backends.cudnn.allow_tf32 = False
 
 
+def raise_recompile_limits():
+    """dynamic=False compiles one graph per (batch, seq); Dynamo's default limit (8) would send later shapes to eager."""
+    import torch._dynamo
+    for name in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, 256)
+    if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
+        torch._dynamo.config.accumulated_cache_size_limit = 4096
+    if hasattr(torch._dynamo.config, "accumulated_recompile_limit"):
+        torch._dynamo.config.accumulated_recompile_limit = 4096
+
+
+def bench_bert_compiled(args, results):
+    import time
+    from transformers import BertConfig, BertModel
+
+    raise_recompile_limits()
+    started = time.time()
+    torch.manual_seed(args.seed)
+    if args.model:
+        model = BertModel.from_pretrained(args.model, attn_implementation=args.attn, add_pooling_layer=False)
+    else:
+        model = BertModel(BertConfig(), add_pooling_layer=False)
+    model = model.cuda().eval()
+    vocab = model.config.vocab_size
+    for dtype_name in args.dtypes:
+        dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
+        torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
+        torch.backends.cudnn.allow_tf32 = dtype_name == "tf32"
+        torch._dynamo.reset()
+        m = model.to(dtype)
+        compiled = torch.compile(m, mode="reduce-overhead", dynamic=False)
+        shapes = [tuple(int(v) for v in x.split("x")) for x in args.shapes.split(",")] if args.shapes \
+            else [(b, s) for b in args.batches for s in args.seqs]
+        for batch, seq in shapes:
+            if args.budget_s and time.time() - started > args.budget_s:
+                print(json.dumps({"skipped": f"compile {dtype_name} {batch}x{seq}: budget"}), file=sys.stderr)
+                continue
+            g = torch.Generator().manual_seed(args.seed + batch * 1000 + seq)
+            ids = torch.randint(0, vocab, (batch, seq), generator=g).cuda()
+            mask = torch.ones(batch, seq, dtype=torch.long, device="cuda")
+            types = torch.zeros(batch, seq, dtype=torch.long, device="cuda")
+            with torch.no_grad():
+                t0 = time.time()
+                for _ in range(3):   # compile, then the warm-up runs that record the CUDA graph
+                    compiled(input_ids=ids, attention_mask=mask, token_type_ids=types)
+                torch.cuda.synchronize()
+                compile_s = time.time() - t0
+                ms = median_ms(lambda: compiled(input_ids=ids, attention_mask=mask, token_type_ids=types),
+                               args.warmup, args.reps)
+            row = {"bench": "bert_forward", "dtype": dtype_name, "batch": batch, "seq": seq,
+                   "ms": round(ms, 4), "attn": m.config._attn_implementation,
+                   "compile": "reduce-overhead", "compile_s": round(compile_s, 1)}
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            write_doc(args, results, complete=False)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
 def bench_gemm(args, results):
     shapes = [("square", 4096, 4096, 4096)]
     for m in (128, 512, 1024, 4096, 16384):
@@ -116,12 +179,16 @@ def main():
     p.add_argument("--gemm", action="store_true", help="also time torch linear at the harness's GEMM shapes")
     p.add_argument("--no-bert", action="store_true", help="skip the BERT forward")
     p.add_argument("--out", help="also write the JSON here")
+    p.add_argument("--compile", action="store_true",
+                   help='time torch.compile(mode="reduce-overhead", dynamic=False) instead of eager')
+    p.add_argument("--budget-s", type=float, default=0, help="with --compile: start no new shape after this many s")
+    p.add_argument("--shapes", help="with --compile: BxS list in this order (default: batches x seqs)")
     args = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench_bert_torch: no CUDA device")
     results = []
     if not args.no_bert:
-        bench_bert(args, results)
+        (bench_bert_compiled if args.compile else bench_bert)(args, results)
     if args.gemm:
         bench_gemm(args, results)
     print(write_doc(args, results, complete=True))

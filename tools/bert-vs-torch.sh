@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# BERT-base: gpupool's forward against PyTorch eager on the same weights, on one GPU, in one command.
+# BERT-base: gpupool's forward against PyTorch eager and torch.compile(mode="reduce-overhead", dynamic=False) on the
+# same weights, on one GPU, in one command.
 #
 #   tools/bert-vs-torch.sh [OUT_DIR]        (default $OUT, else ./out)
 #
@@ -8,20 +9,30 @@
 # target/gpu-bundle/gpupool-gpu-bundle if present). Steps, each time-boxed so the whole stays under ~5 min:
 #   1. unpack the bundle (JDK + classes) into a scratch folder
 #   2. python3 tools/make_bert_base.py: seeded BERT-base (save_pretrained) + reference outputs      (<= 120 s)
-#   3. python3 tools/bench_bert_torch.py --model that folder, fp32/tf32/bf16   -> OUT/bert-torch.json (<= 130 s)
-#   4. BertGpuBench (CUDA, DevicePool; FP32, BF16, TF32, then TF32X3, the newest kernel, last)
+#   3. step "torch":   python3 tools/bench_bert_torch.py --model that folder, eager fp32/bf16
+#                                                                              -> OUT/bert-torch.json (<= 90 s)
+#   4. step "gpupool": BertGpuBench (CUDA, DevicePool, cuBLASLt where it loads; PRECISIONS, default FP32,BF16)
 #      on the same folder                                                        -> OUT/bert-gpupool.json
-#      (budget: what is left of ~280 s; the JSON is rewritten after every shape)
-#   5. tools/bert_vs_torch_table.py                                            -> OUT/bert-vs-torch.md (printed)
+#      (budget: GPUPOOL_S, default 100 s; the JSON is rewritten after every shape)
+#   5. step "compile": bench_bert_torch.py --compile: torch.compile(mode="reduce-overhead", dynamic=False), bf16
+#      then fp32, one compile per shape, new shapes started while what is left of TOTAL_S allows
+#                                                                              -> OUT/bert-torch-compile.json
+#   6. tools/bert_vs_torch_table.py (every torch file found in OUT)            -> OUT/bert-vs-torch.md (printed)
 # A failing step is logged and the later steps still run on what exists; the exit status is that of the
-# first failure (0 when all ran). Writes exactly three files under OUT. Knobs: TOTAL_S (default 280), REPS (10);
-# for a dry run without a GPU: MODEL_DIR=models/tiny-bert BACKEND=host (skips step 2; step 3 fails without torch).
+# first failure (0 when all ran). Writes at most four files under OUT. Knobs: TOTAL_S (default 280), REPS (10),
+# STEPS (default "torch gpupool compile": name a subset to run only those, e.g. STEPS=compile in a call of its
+# own, then the table from all files with python3 tools/bert_vs_torch_table.py), PRECISIONS, GPUPOOL_S;
+# for a dry run without a GPU: MODEL_DIR=models/tiny-bert BACKEND=host (skips step 2; the torch steps fail).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-out}}
 mkdir -p "$OUT_DIR"
 TOTAL_S=${TOTAL_S:-280}
 REPS=${REPS:-10}
+STEPS=${STEPS:-torch gpupool compile}
+PRECISIONS=${PRECISIONS:-FP32,BF16}
+GPUPOOL_S=${GPUPOOL_S:-100}
+has_step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 START=$SECONDS
 STATUS=0
 log() { echo "[bert-vs-torch +$((SECONDS - START))s] $*"; }
@@ -62,28 +73,47 @@ else
 fi
 
 # 3. PyTorch eager
-if [ -f "$MODEL/model.safetensors" ]; then
-  timeout 130 python3 tools/bench_bert_torch.py --model "$MODEL" --dtypes fp32 tf32 bf16 --reps "$REPS" \
+if has_step torch && [ -f "$MODEL/model.safetensors" ]; then
+  timeout 90 python3 tools/bench_bert_torch.py --model "$MODEL" --dtypes fp32 bf16 --reps "$REPS" \
       --out "$OUT_DIR/bert-torch.json" > /dev/null \
     || fail "bench_bert_torch.py (status $?; rows done so far are in the log above)"
 fi
 
 # 4. gpupool
-LEFT=$((TOTAL_S - (SECONDS - START)))
-BUDGET=$((LEFT - 45))          # JVM start, weight load and PTX JIT are outside the bench's own budget
-if [ -n "$RUNNER" ] && [ -f "$MODEL/model.safetensors" ] && [ "$BUDGET" -gt 10 ]; then
-  log "gpupool bench: budget ${BUDGET}s, hard limit $((LEFT - 5))s"
-  timeout --kill-after=5 $((LEFT - 5)) "$RUNNER" --main io.gpupool.lab.BertGpuBench \
-      --model "$MODEL" --out "$OUT_DIR/bert-gpupool.json" --backend "${BACKEND:-cuda}" --precisions FP32,BF16,TF32,TF32X3 \
-      --batches 1,8,32 --seqs 16,128,512 --warmup 3 --reps "$REPS" --budget-s "$BUDGET" --shape-s 3 \
-    || { s=$?; [ "$s" -eq 2 ] && log "gpupool bench cut short by its budget (partial results kept)" \
-         || fail "gpupool bench (status $s)"; }
-else
-  fail "gpupool bench not run (runner '${RUNNER}', budget ${BUDGET}s)"
+if has_step gpupool; then
+  LEFT=$((TOTAL_S - (SECONDS - START)))
+  BUDGET=$GPUPOOL_S
+  [ "$BUDGET" -gt $((LEFT - 45)) ] && BUDGET=$((LEFT - 45))   # JVM start, weight loads and PTX JIT come on top
+  if [ -n "$RUNNER" ] && [ -f "$MODEL/model.safetensors" ] && [ "$BUDGET" -gt 10 ]; then
+    log "gpupool bench: budget ${BUDGET}s, hard limit $((BUDGET + 40))s"
+    timeout --kill-after=5 $((BUDGET + 40)) "$RUNNER" --main io.gpupool.lab.BertGpuBench \
+        --model "$MODEL" --out "$OUT_DIR/bert-gpupool.json" --backend "${BACKEND:-cuda}" --precisions "$PRECISIONS" \
+        --batches 1,8,32 --seqs 16,128,512 --warmup 3 --reps "$REPS" --budget-s "$BUDGET" --shape-s 3 \
+      || { s=$?; [ "$s" -eq 2 ] && log "gpupool bench cut short by its budget (partial results kept)" \
+           || fail "gpupool bench (status $s)"; }
+  else
+    fail "gpupool bench not run (runner '${RUNNER}', budget ${BUDGET}s)"
+  fi
 fi
 
-# 5. the table
-python3 tools/bert_vs_torch_table.py "$OUT_DIR/bert-torch.json" "$OUT_DIR/bert-gpupool.json" \
+# 5. torch.compile(mode="reduce-overhead")
+if has_step compile && [ -f "$MODEL/model.safetensors" ]; then
+  LEFT=$((TOTAL_S - (SECONDS - START)))
+  if [ "$LEFT" -gt 40 ]; then
+    log "torch.compile: starting shapes for $((LEFT - 35))s, hard limit $((LEFT - 5))s"
+    timeout $((LEFT - 5)) python3 tools/bench_bert_torch.py --model "$MODEL" --compile --dtypes bf16 fp32 \
+        --shapes 1x16,1x128,8x128,32x128,8x512,32x512,8x16,32x16,1x512 \
+        --reps "$REPS" --budget-s $((LEFT - 35)) --out "$OUT_DIR/bert-torch-compile.json" > /dev/null \
+      || fail "bench_bert_torch.py --compile (status $?; rows done so far are kept)"
+  else
+    fail "torch.compile not run (${LEFT}s left)"
+  fi
+fi
+
+# 6. the table
+EXTRA=()
+[ -f "$OUT_DIR/bert-torch-compile.json" ] && EXTRA+=("$OUT_DIR/bert-torch-compile.json")
+python3 tools/bert_vs_torch_table.py "$OUT_DIR/bert-torch.json" "$OUT_DIR/bert-gpupool.json" "${EXTRA[@]}" \
     > "$OUT_DIR/bert-vs-torch.md" || fail "table"
 cat "$OUT_DIR/bert-vs-torch.md" 2>/dev/null
 log "done, status $STATUS; files: $(ls "$OUT_DIR" | tr '\n' ' ')"

@@ -254,10 +254,34 @@ static __device__ __forceinline__ void fa_stage(unsigned char* dst, const float*
     }
 }
 
-// Grid (ceil(S / 64), H, B), 128 threads. Head size exactly 64; qkv rows 16-byte aligned (H·64 floats apart).
-extern "C" __global__ void __launch_bounds__(128)
-attention_bf16_d64(const float* __restrict__ qkv, const int* __restrict__ mask, float* __restrict__ ctx, int S,
-                   int H) {
+// The same staging for bf16 activations: rows are copied as they are (8 bf16 per 16-byte load), Q scaled by a
+// power of two, which is exact in bf16.
+static __device__ __forceinline__ void fa_stage_bf16(unsigned char* dst, const __nv_bfloat16* base, size_t ld,
+                                                     int row0, int S, float scale) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int f = threadIdx.x + i * 128;     // 8-element index within the 64 x 64 tile
+        const int r = f >> 3;
+        const int c8 = f & 7;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (row0 + r < S) v = *reinterpret_cast<const uint4*>(base + (size_t) (row0 + r) * ld + c8 * 8);
+        if (scale != 1.0f) {
+            unsigned* w = reinterpret_cast<unsigned*>(&v);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                float2 f2 = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&w[j]));
+                w[j] = fa_pack(f2.x * scale, f2.y * scale);
+            }
+        }
+        *reinterpret_cast<uint4*>(dst + r * FA_ROW + c8 * 16) = v;
+    }
+}
+
+// Body of the BF16 kernels: BF16IO false reads FP32 qkv and writes FP32 context (rounding as it stages), true
+// reads and writes bf16 (the bf16-resident activations of BF16 mode with cuBLASLt).
+template <bool BF16IO>
+__device__ __forceinline__ void attention_bf16_body(const void* __restrict__ qkvRaw, const int* __restrict__ mask,
+                                                    void* __restrict__ ctxRaw, int S, int H) {
     constexpr int D = 64;
     __shared__ __align__(128) unsigned char Qs[64 * FA_ROW];
     __shared__ __align__(128) unsigned char Ks[64 * FA_ROW];
@@ -273,9 +297,15 @@ attention_bf16_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
     const int g = lane >> 2;
     const int q = lane & 3;
     const size_t ld = (size_t) 3 * H * D;
-    const float* base = qkv + (size_t) b * S * ld + (size_t) h * D;
+    const size_t headOffset = (size_t) b * S * ld + (size_t) h * D;
+    const float* base = BF16IO ? nullptr : static_cast<const float*>(qkvRaw) + headOffset;
+    const __nv_bfloat16* base16 = BF16IO ? static_cast<const __nv_bfloat16*>(qkvRaw) + headOffset : nullptr;
 
-    fa_stage(Qs, base, ld, q0, S, 0.125f);   // 1/sqrt(64), exact in any precision
+    if (BF16IO) {
+        fa_stage_bf16(Qs, base16, ld, q0, S, 0.125f);
+    } else {
+        fa_stage(Qs, base, ld, q0, S, 0.125f);   // 1/sqrt(64), exact in any precision
+    }
     __syncthreads();
     unsigned qa[4][4];
     const unsigned qBase = static_cast<unsigned>(__cvta_generic_to_shared(Qs));
@@ -297,8 +327,13 @@ attention_bf16_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
 
     for (int k0 = 0; k0 < S; k0 += 64) {
         __syncthreads();   // the previous tile is consumed
-        fa_stage(Ks, base + (size_t) H * D, ld, k0, S, 1.0f);
-        fa_stage(Vs, base + (size_t) 2 * H * D, ld, k0, S, 1.0f);
+        if (BF16IO) {
+            fa_stage_bf16(Ks, base16 + (size_t) H * D, ld, k0, S, 1.0f);
+            fa_stage_bf16(Vs, base16 + (size_t) 2 * H * D, ld, k0, S, 1.0f);
+        } else {
+            fa_stage(Ks, base + (size_t) H * D, ld, k0, S, 1.0f);
+            fa_stage(Vs, base + (size_t) 2 * H * D, ld, k0, S, 1.0f);
+        }
         if (tid < 64) {
             const int j = k0 + tid;
             valid[tid] = j >= S ? 0 : (mask == nullptr || mask[(size_t) b * S + j] != 0) ? 1 : 2;
@@ -353,12 +388,37 @@ attention_bf16_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
         const int s = q0 + warp * 16 + g + r * 8;
         if (s >= S) continue;
         const float inv = 1.0f / l[r];
-        float* out = ctx + ((size_t) b * S + s) * H * D + (size_t) h * D;
+        const size_t outOffset = ((size_t) b * S + s) * H * D + (size_t) h * D;
+        if (BF16IO) {
+            __nv_bfloat16* out = static_cast<__nv_bfloat16*>(ctxRaw) + outOffset;
 #pragma unroll
-        for (int nb = 0; nb < 8; ++nb) {
-            *reinterpret_cast<float2*>(out + nb * 8 + 2 * q) = make_float2(o[nb][r * 2] * inv, o[nb][r * 2 + 1] * inv);
+            for (int nb = 0; nb < 8; ++nb) {
+                *reinterpret_cast<unsigned*>(out + nb * 8 + 2 * q) = fa_pack(o[nb][r * 2] * inv,
+                                                                             o[nb][r * 2 + 1] * inv);
+            }
+        } else {
+            float* out = static_cast<float*>(ctxRaw) + outOffset;
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb) {
+                *reinterpret_cast<float2*>(out + nb * 8 + 2 * q) = make_float2(o[nb][r * 2] * inv,
+                                                                               o[nb][r * 2 + 1] * inv);
+            }
         }
     }
+}
+
+// Grid (ceil(S / 64), H, B), 128 threads. Head size exactly 64; qkv rows 16-byte aligned (H·64 floats apart).
+extern "C" __global__ void __launch_bounds__(128)
+attention_bf16_d64(const float* __restrict__ qkv, const int* __restrict__ mask, float* __restrict__ ctx, int S,
+                   int H) {
+    attention_bf16_body<false>(qkv, mask, ctx, S, H);
+}
+
+// As attention_bf16_d64 on bf16 qkv [B·S, 3·H·64] and bf16 context [B·S, H·64].
+extern "C" __global__ void __launch_bounds__(128)
+attention_bf16io_d64(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
+                     __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    attention_bf16_body<true>(qkv, mask, ctx, S, H);
 }
 
 // ---------------------------------------------------------------------------------------------------------------------

@@ -519,3 +519,28 @@ gemm_tc_bf16_64_splitk(const float* __restrict__ X, const float* __restrict__ W,
                        int K, int kChunk) {
     gemm_async<true, 64, 64, 2, 2, 4, false, true>(X, W, nullptr, Y, M, N, K, ACT_NONE, kChunk);
 }
+
+// ---------------------------------------------------------------------------------------------------------------------
+// bf16 in, bf16 out, one warp per output element (lanes stride K, FP32 accumulation, warp sum): for the few products
+// on bf16 activations the library declines (e.g. a classifier with 3 outputs, whose rows are not 16-byte multiples).
+// Grid ceil(M·N / 8) blocks of 256 threads; bias may be null.
+// ---------------------------------------------------------------------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(256)
+linear_bf16_warp(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W,
+                 const __nv_bfloat16* __restrict__ bias, __nv_bfloat16* __restrict__ Y, int M, int N, int K, int act) {
+    const long long element = (long long) blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (element >= (long long) M * N) return;
+    const int m = (int) (element / N);
+    const int n = (int) (element % N);
+    const __nv_bfloat16* x = X + (size_t) m * K;
+    const __nv_bfloat16* w = W + (size_t) n * K;
+    float acc = 0.0f;
+    for (int k = lane; k < K; k += 32) acc += __bfloat162float(x[k]) * __bfloat162float(w[k]);
+    acc = gp_warp_sum(acc);
+    if (lane == 0) {
+        if (bias != nullptr) acc += __bfloat162float(bias[n]);
+        Y[element] = __float2bfloat16_rn(gp_activate(acc, act));
+    }
+}

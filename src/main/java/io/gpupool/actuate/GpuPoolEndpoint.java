@@ -221,7 +221,8 @@ public class GpuPoolEndpoint {
                 .orElse(null);
         return new DeviceDescriptor(pool.device(), m.mode().name(), pool.capacityBytes(), pool.capBytes(), global,
                 m.smallClasses(), m.localCacheCapBytes(), caches, m.counters(), latency, pool.configuration(), trace,
-                graphs.find(pool.device()).map(GpuPoolEndpoint::describe).orElse(null));
+                graphs.find(pool.device()).map(GpuPoolEndpoint::describe).orElse(null),
+                pool.kernels());
     }
 
     /** The buddy tree's leaf size, for drawing the layout; 0 for an allocator without a pool. */
@@ -241,14 +242,16 @@ public class GpuPoolEndpoint {
      * force resolved against the device memory; {@code localCacheCapBytes} is each stream's local cap in
      * force now (the configured cap, lowered to a share of the allocated bytes under MAPPED and ON_DEMAND
      * growth; 0 without local caches); {@code trace} is null when the pool is not wrapped by the trace
-     * recorder; {@code graphs} is null on a device without CUDA graphs.
+     * recorder; {@code graphs} is null on a device without CUDA graphs; {@code kernels} names the GEMM engine and
+     * the activation type of the device's kernels (null where unknown).
      */
     public record DeviceDescriptor(String device, String mode, long capacityBytes, long capBytes,
                                    GlobalDescriptor global, List<SizeClassMetric> smallObjects,
                                    long localCacheCapBytes, List<LocalCacheDescriptor> localCaches,
                                    AllocatorCounters counters,
                                    LatencyDescriptor latency, @Nullable PoolConfig configuration,
-                                   @Nullable TraceDescriptor trace, @Nullable GraphsDescriptor graphs) {
+                                   @Nullable TraceDescriptor trace, @Nullable GraphsDescriptor graphs,
+                                   ManagedPool.@Nullable Kernels kernels) {
     }
 
     /**

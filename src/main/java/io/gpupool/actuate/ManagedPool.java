@@ -57,6 +57,34 @@ public interface ManagedPool {
     /** Empties every local cache, coalesces, returns idle chunks. @return bytes given back to the device */
     long trim();
 
+    /** The kernels that compute on this pool's device; null where the caller did not say. */
+    default @Nullable Kernels kernels() {
+        return null;
+    }
+
+    /**
+     * What computes on a device: {@code gemmEngine} multiplies the linear layers (e.g. "cuBLASLt 13.1.0" or
+     * "gpupool kernels"), {@code activations} is the type activations are held in ("fp32" or "bf16").
+     */
+    record Kernels(String gemmEngine, String activations) {
+    }
+
+    /** {@code pool} reporting {@code kernels}; everything else is {@code pool}'s. */
+    static ManagedPool withKernels(ManagedPool pool, Kernels kernels) {
+        return new ManagedPool() {
+            @Override public String device() { return pool.device(); }
+            @Override public long capacityBytes() { return pool.capacityBytes(); }
+            @Override public PoolMetrics metrics() { return pool.metrics(); }
+            @Override public @Nullable PoolConfig configuration() { return pool.configuration(); }
+            @Override public long capBytes() { return pool.capBytes(); }
+            @Override public PoolConfig tune(PoolTuning tuning) { return pool.tune(tuning); }
+            @Override public long trim() { return pool.trim(); }
+            @Override public List<ChunkLayout> layout() { return pool.layout(); }
+            @Override public Optional<TraceControl> trace() { return pool.trace(); }
+            @Override public Kernels kernels() { return kernels; }
+        };
+    }
+
     /** The block layout of every chunk, for the dashboard's buddy map. */
     List<ChunkLayout> layout();
 

@@ -4,6 +4,7 @@ import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 
+import java.nio.file.Path;
 import java.util.Optional;
 
 /** One device: its memory, its streams, its kernels. */
@@ -35,6 +36,15 @@ public interface ComputeDevice {
 
     /** Loads a kernel module (PTX text on CUDA). Host devices throw {@link UnsupportedOperationException}. */
     KernelModule loadModule(String name, byte[] image);
+
+    /**
+     * The vendor matrix-product library of this device (cuBLASLt on CUDA), loaded on the first call from
+     * {@code folder} when given, else by the system's library search; empty where the device has none or it cannot
+     * be loaded (the reason is logged once).
+     */
+    default Optional<MatmulLibrary> matmulLibrary(Path folder) {
+        return Optional.empty();
+    }
 
     /** Makes this device current for the calling thread (CUDA context); a no-op on the host. */
     void bindToCurrentThread();

@@ -5,7 +5,6 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.TensorOps;
-import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
@@ -68,7 +67,8 @@ import java.util.TreeMap;
  *                  DIRECT/CUDA_ASYNC:     device.nativeAllocator(mode)
  *                  each behind a TracingAllocator (trace recording switched on and off at runtime)
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
- *     kernels      CudaTensorOps(gpupool.kernels.precision) on CUDA, HostTensorOps on the host
+ *     kernels      CudaTensorOps(gpupool.kernels.precision, .gemm-engine: cuBLASLt or own kernels, workspaces
+ *                  from the activation pool; KernelSelection) on CUDA, HostTensorOps on the host
  *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
  *   graphs         DeviceGraphs per CUDA device (gpupool.kernels.graphs.*), none on the host; the
  *                  repository's models are served behind them
@@ -123,10 +123,10 @@ public class GpuPoolConfiguration {
                                   KernelProperties kernels) {
         List<DeviceRuntime> runtimes = new ArrayList<>();
         for (ComputeDevice device : backend.devices()) {
-            TensorOps ops = backend instanceof CudaBackend
-                    ? new CudaTensorOps(device, kernels.getPrecision()) : new HostTensorOps();
             DeviceAllocator activations = new TracingAllocator(
                     activationAllocator(device, settings.memory(), faults.chunksOf(device)), TRACE_CAPACITY);
+            TensorOps ops = backend instanceof CudaBackend ? KernelSelection.cudaOps(device, kernels, activations)
+                    : new HostTensorOps();
             DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT)
                     .orElseGet(() -> new DevicePool(device.chunkSource(),
                             settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));

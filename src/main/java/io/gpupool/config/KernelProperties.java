@@ -1,7 +1,10 @@
 package io.gpupool.config;
 
+import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.springframework.boot.context.properties.ConfigurationProperties;
+
+import java.nio.file.Path;
 
 /**
  * {@code gpupool.kernels.*}: how the CUDA kernels compute. Kept apart from {@link GpuPoolProperties} so that
@@ -19,8 +22,41 @@ public class KernelProperties {
      */
     private Precision precision = Precision.FP32;
 
+    /**
+     * Who multiplies the linear layers on CUDA devices: AUTO (NVIDIA's cuBLASLt where it can be loaded, else
+     * gpupool's own kernels, with one log line saying why), CUBLASLT (the library or the server does not start) or
+     * OWN (gpupool's kernels). With cuBLASLt and precision BF16, activations and linear weights are held in bf16.
+     */
+    private GemmEngine gemmEngine = GemmEngine.AUTO;
+
+    /**
+     * Folder holding {@code libcublasLt.so.13} (e.g. {@code /usr/local/cuda-13.0/targets/x86_64-linux/lib});
+     * unset: the dynamic linker's search, then the CUDA toolkit's usual folders. Also settable as the system
+     * property {@code -Dgpupool.kernels.cublas-lt-dir=...}.
+     */
+    private Path cublasLtDir;
+
     public Precision getPrecision() {
         return precision;
+    }
+
+    public GemmEngine getGemmEngine() {
+        return gemmEngine;
+    }
+
+    public void setGemmEngine(GemmEngine gemmEngine) {
+        if (gemmEngine == null) {
+            throw new IllegalArgumentException("gpupool.kernels.gemm-engine must be one of AUTO, CUBLASLT, OWN");
+        }
+        this.gemmEngine = gemmEngine;
+    }
+
+    public Path getCublasLtDir() {
+        return cublasLtDir;
+    }
+
+    public void setCublasLtDir(Path cublasLtDir) {
+        this.cublasLtDir = cublasLtDir;
     }
 
     public void setPrecision(Precision precision) {

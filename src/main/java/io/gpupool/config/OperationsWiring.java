@@ -53,7 +53,9 @@ public class OperationsWiring {
     ManagedPools servingManagedPools(ServingDevices devices, ComputeBackend backend) {
         List<ManagedPool> pools = new ArrayList<>();
         for (DeviceRuntime device : devices.devices()) {
-            pools.add(managedPool(selector(backend, device.index()), device));
+            ManagedPool.Kernels kernels = new ManagedPool.Kernels(device.ops().gemmEngine(),
+                    device.ops().activationBytes() == 2 ? "bf16" : "fp32");
+            pools.add(ManagedPool.withKernels(managedPool(selector(backend, device.index()), device), kernels));
         }
         return ManagedPools.of(pools);
     }

@@ -4,7 +4,8 @@ import io.gpupool.backend.DeviceStream;
 
 /**
  * The operations the models are built from, implemented once per backend (host Java, CUDA PTX).
- * Every pointer is a device address of row-major FP32 data unless stated otherwise; every call
+ * Every pointer is a device address of row-major activations (FP32 unless {@link #activationBytes()} says 2:
+ * bf16) unless stated otherwise; every call
  * enqueues on {@code stream} and returns without waiting. A pointer parameter documented as
  * optional may be 0.
  */
@@ -23,6 +24,47 @@ public interface TensorOps {
      */
     void embeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long wordTable, long positionTable,
                       long tokenTypeTable, long out, int batch, int seq, int hidden);
+
+    /**
+     * Bytes of one activation element in device memory: 4 (FP32), or 2 where activations are held in bf16. The
+     * weight and bias of {@link #linear} are stored in the same type; embedding tables and LayerNorm parameters are
+     * always FP32.
+     */
+    default int activationBytes() {
+        return Float.BYTES;
+    }
+
+    /** Who multiplies the linear layers, for operators (e.g. "cuBLASLt 13.1.0", "gpupool kernels", "host"). */
+    default String gemmEngine() {
+        return "host";
+    }
+
+    /**
+     * These ops with FP32 activations, for models whose steps assume FP32 data: this instance unless
+     * {@link #activationBytes()} is 2, else a sibling on the same device and precision that keeps FP32 activations.
+     */
+    default TensorOps fp32Activations() {
+        return this;
+    }
+
+    /**
+     * out = LayerNorm(embeddingSum(...)) · gamma + beta, in one pass where the backend fuses it; the default runs
+     * {@link #embeddingSum} and then {@link #addLayerNorm} in place on {@code out}.
+     */
+    default void embeddingLayerNorm(DeviceStream stream, long inputIds, long tokenTypeIds, long wordTable,
+                                    long positionTable, long tokenTypeTable, long gamma, long beta, long out,
+                                    int batch, int seq, int hidden, float eps) {
+        embeddingSum(stream, inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable, out, batch, seq, hidden);
+        addLayerNorm(stream, out, 0, gamma, beta, out, Math.multiplyExact(batch, seq), hidden, eps);
+    }
+
+    /**
+     * Widens {@code count} activations at {@code source} into FP32 at {@code destination} (what a client receives);
+     * with FP32 activations a device-to-device copy.
+     */
+    default void toFloat32(DeviceStream stream, long source, long destination, long count) {
+        stream.copyDeviceToDevice(source, destination, count * Float.BYTES);
+    }
 
     /** y[rows, out] = act(x[rows, in] · weight[out, in]ᵀ + bias[out]); {@code bias} optional. */
     void linear(DeviceStream stream, long x, long weight, long bias, long y, int rows, int in, int out,

@@ -7,13 +7,15 @@ import io.gpupool.model.safetensors.SafetensorsFile;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
- * A model's weights on its device, FP32, one block per tensor from the weight allocator.
+ * A model's weights on its device, FP32 (or bf16 where {@link #uploadBf16} is used), one block per tensor from the
+ * weight allocator.
  *
  * <p>Loading stages each tensor in host memory, converted to FP32, and enqueues its upload; the
  * staging memory is freed after the stream is synchronised (every {@link #STAGING_LIMIT} bytes and
@@ -50,6 +52,32 @@ public final class DeviceWeights implements AutoCloseable {
             long partBytes = file.info(part).elementCount() * Float.BYTES;
             file.readFp32(part, host.asSlice(offset, partBytes));
             offset += partBytes;
+        }
+        return upload(name, host);
+    }
+
+    /**
+     * Uploads the concatenation of {@code parts} as bf16 (read as FP32, rounded to nearest even) under {@code name}:
+     * the weights of linear layers whose activations are held in bf16.
+     */
+    public long uploadBf16(String name, SafetensorsFile file, String... parts) {
+        long count = 0;
+        for (String part : parts) {
+            count += file.info(part).elementCount();
+        }
+        MemorySegment host = staging.allocate(count * 2, 64);
+        long offset = 0;
+        try (Arena wide = Arena.ofConfined()) {
+            for (String part : parts) {
+                long partCount = file.info(part).elementCount();
+                MemorySegment fp32 = wide.allocate(partCount * Float.BYTES, 64);
+                file.readFp32(part, fp32);
+                for (long i = 0; i < partCount; i++) {
+                    host.setAtIndex(ValueLayout.JAVA_SHORT, offset + i,
+                            Bf16.fromFloat(fp32.getAtIndex(ValueLayout.JAVA_FLOAT, i)));
+                }
+                offset += partCount;
+            }
         }
         return upload(name, host);
     }

@@ -1,5 +1,6 @@
 package io.gpupool.config;
 
+import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
@@ -8,7 +9,10 @@ import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** {@code gpupool.kernels.precision}: bound with the application's configuration, FP32 unless asked otherwise. */
+/**
+ * {@code gpupool.kernels.*}: bound with the application's configuration; FP32 and the AUTO GEMM engine (cuBLASLt where
+ * it loads) unless asked otherwise.
+ */
 class KernelPropertiesTest {
 
     private final ApplicationContextRunner runner = new ApplicationContextRunner()
@@ -42,5 +46,20 @@ class KernelPropertiesTest {
         runner.withPropertyValues("gpupool.kernels.precision=FP16").run(context ->
                 assertThat(context).getFailure().hasStackTraceContaining("gpupool.kernels.precision")
                         .hasStackTraceContaining("FP16"));
+    }
+
+    @Test
+    void gemmEngineAndLibraryFolderAreBound() {
+        runner.run(context -> assertThat(context.getBean(KernelProperties.class).getGemmEngine())
+                .isEqualTo(GemmEngine.AUTO));
+        runner.withPropertyValues("gpupool.kernels.gemm-engine=own",
+                "gpupool.kernels.cublas-lt-dir=/usr/local/cuda-13.0/targets/x86_64-linux/lib").run(context -> {
+            assertThat(context).hasNotFailed();
+            KernelProperties kernels = context.getBean(KernelProperties.class);
+            assertThat(kernels.getGemmEngine()).isEqualTo(GemmEngine.OWN);
+            assertThat(kernels.getCublasLtDir()).hasToString("/usr/local/cuda-13.0/targets/x86_64-linux/lib");
+        });
+        runner.withPropertyValues("gpupool.kernels.gemm-engine=cublas").run(context ->
+                assertThat(context).getFailure().hasStackTraceContaining("gpupool.kernels.gemm-engine"));
     }
 }

@@ -7,7 +7,9 @@ import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
@@ -73,7 +75,11 @@ import java.util.TreeMap;
  *   BertGpuBench --model DIR --out FILE [--backend cuda|host] [--precisions FP32,BF16,TF32,TF32X3]
  *                [--batches 1,8,32] [--seqs 16,128,512] [--warmup 3] [--reps 10]
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
+ *                [--engine AUTO|CUBLASLT|OWN] [--cublaslt-dir DIR]
  * </pre>
+ * Each precision loads the model with its own {@link CudaTensorOps} (on cuBLASLt unless {@code --engine OWN} or the
+ * library is absent; BF16 on cuBLASLt stores weights and activations in bf16); every row names its GEMM engine and
+ * activation type. The profile's {@code launches} counts kernel launches plus library calls of one forward.
  */
 public final class BertGpuBench {
 
@@ -81,7 +87,8 @@ public final class BertGpuBench {
     }
 
     record Options(Path model, Path out, String backend, List<String> precisions, int[] batches, int[] seqs,
-                   int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile) {
+                   int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile,
+                   GemmEngine engine, Path cublasLtDir) {
     }
 
     public static void main(String[] args) throws Exception {
@@ -101,6 +108,7 @@ public final class BertGpuBench {
         values.put("--budget-s", "150");
         values.put("--shape-s", "4");
         values.put("--profile", "1x128,8x128,32x512");
+        values.put("--engine", "AUTO");
         for (int i = 0; i < args.length; i++) {
             String key = args[i];
             if (!key.startsWith("--") || i + 1 >= args.length) {
@@ -132,7 +140,8 @@ public final class BertGpuBench {
                 List.copyOf(precisions), ints(values.get("--batches")), ints(values.get("--seqs")),
                 Integer.parseInt(values.get("--warmup")), Integer.parseInt(values.get("--reps")),
                 Double.parseDouble(values.get("--budget-s")), Double.parseDouble(values.get("--shape-s")),
-                List.copyOf(profile));
+                List.copyOf(profile), GemmEngine.valueOf(values.get("--engine").toUpperCase(Locale.ROOT)),
+                values.containsKey("--cublaslt-dir") ? Path.of(values.get("--cublaslt-dir")) : null);
     }
 
     private static int[] ints(String csv) {
@@ -182,20 +191,28 @@ public final class BertGpuBench {
             DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
             DevicePool pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
             DeviceStream stream = device.createStream(0);
-            TensorOps planning = cuda ? new CudaTensorOps(device, Precision.FP32) : new HostTensorOps();
+            MatmulLibrary library = cuda && o.engine() != GemmEngine.OWN
+                    ? device.matmulLibrary(o.cublasLtDir()).orElse(null) : null;
+            if (library == null && o.engine() == GemmEngine.CUBLASLT) {
+                throw new IllegalStateException("--engine CUBLASLT but cuBLASLt could not be loaded");
+            }
+            doc.put("gemm_library", library == null ? "none" : library.description());
             try {
-                long loadStart = System.nanoTime();
-                InferenceModel model = ModelRepository.loadModel(o.model().getFileName().toString(), o.model(),
-                        new LoadTarget(stream, weights, planning));
-                doc.put("load_s", round((System.nanoTime() - loadStart) / 1e9, 2));
-                log("loaded " + o.model() + " in " + doc.get("load_s") + " s on " + device.name());
-                try (model) {
-                    String small = smallOutput(model);
-                    for (Precision precision : precisions) {
-                        String label = cuda ? precision.name() : "FP32-host";
-                        try {
-                            TensorOps ops = cuda ? (precision == Precision.FP32 ? planning
-                                    : new CudaTensorOps(device, precision)) : planning;
+                for (Precision precision : precisions) {
+                    String label = cuda ? precision.name() : "FP32-host";
+                    // weights are stored in the ops' activation type, so each precision loads the model anew
+                    TensorOps ops = cuda ? new CudaTensorOps(device, precision, library, pool) : new HostTensorOps();
+                    try {
+                        long loadStart = System.nanoTime();
+                        InferenceModel model = ModelRepository.loadModel(o.model().getFileName().toString(), o.model(),
+                                new LoadTarget(stream, weights, ops));
+                        doc.put("load_s", round((System.nanoTime() - loadStart) / 1e9, 2));
+                        log("loaded " + o.model() + " in " + doc.get("load_s") + " s on " + device.name() + " for "
+                                + label);
+                        try (model) {
+                            String small = smallOutput(model);
+                            String engine = ops instanceof CudaTensorOps c ? c.gemmEngine() : "host";
+                            String activations = ops.activationBytes() == 2 ? "bf16" : "fp32";
                             ExecutionContext context = new ExecutionContext(stream, pool, ops);
                             checkAccuracy(o, model, context, label, accuracy);
                             write(o.out(), doc);
@@ -217,6 +234,8 @@ public final class BertGpuBench {
                                         Map<String, Object> row = new LinkedHashMap<>();
                                         row.put("bench", "bert_forward");
                                         row.put("precision", label);
+                                        row.put("gemm_engine", engine);
+                                        row.put("activations", activations);
                                         row.put("mode", mode);
                                         row.put("output", output);
                                         row.put("batch", batch);
@@ -240,12 +259,17 @@ public final class BertGpuBench {
                             poolStats.put("peak_allocated_bytes", pool.metrics().peakAllocatedBytes());
                             poolStats.put("reserved_bytes", pool.metrics().reservedBytes());
                             doc.put("pool", poolStats);
-                        } catch (RuntimeException | LinkageError e) {
-                            // One precision failing (a kernel that does not load or launch) leaves the others
-                            // to run; a device fault that poisons the context fails them too, each recorded.
-                            errors.add(label + ": " + e);
-                            log("FAILED " + label + ": " + e);
-                            write(o.out(), doc);
+                        }
+                    } catch (RuntimeException | LinkageError e) {
+                        // One precision failing (a kernel that does not load or launch) leaves the others
+                        // to run; a device fault that poisons the context fails them too, each recorded.
+                        errors.add(label + ": " + e);
+                        log("FAILED " + label + ": " + e);
+                        write(o.out(), doc);
+                    } finally {
+                        stream.synchronize();
+                        if (ops instanceof CudaTensorOps c) {
+                            c.close();
                         }
                     }
                 }
@@ -394,7 +418,12 @@ public final class BertGpuBench {
         row.put("batch", batch);
         row.put("seq", seq);
         row.put("wall_ms", round(wall, 3));
-        row.put("launches", enqueue.launches());
+        row.put("ops", enqueue.launches());
+        if (ops instanceof CudaTensorOps cuda) {
+            long before = cuda.launches();
+            model.infer(inputs, outputs, new ExecutionContext(stream, pool, ops));
+            row.put("launches", cuda.launches() - before);   // kernels plus library calls of one forward
+        }
         row.put("enqueue_ms_total", round(enqueue.totalMs(), 3));
         row.put("enqueue_ms", enqueue.summary());
         row.put("synced_wall_ms", round(syncedWall, 3));
@@ -493,6 +522,33 @@ public final class BertGpuBench {
             ops.embeddingSum(stream, inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable, out, batch, seq,
                     hidden);
             end("embeddingSum", stream, t0);
+        }
+
+        @Override
+        public int activationBytes() {
+            return ops.activationBytes();
+        }
+
+        @Override
+        public TensorOps fp32Activations() {
+            return ops.fp32Activations();
+        }
+
+        @Override
+        public void embeddingLayerNorm(DeviceStream stream, long inputIds, long tokenTypeIds, long wordTable,
+                                       long positionTable, long tokenTypeTable, long gamma, long beta, long out,
+                                       int batch, int seq, int hidden, float eps) {
+            long t0 = begin();
+            ops.embeddingLayerNorm(stream, inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable, gamma,
+                    beta, out, batch, seq, hidden, eps);
+            end("embeddingLayerNorm", stream, t0);
+        }
+
+        @Override
+        public void toFloat32(DeviceStream stream, long source, long destination, long count) {
+            long t0 = begin();
+            ops.toFloat32(stream, source, destination, count);
+            end("toFloat32", stream, t0);
         }
 
         @Override

@@ -35,6 +35,13 @@ final class Cu {
         }
     }
 
+    /** A stream handle whose native value can be read, for libraries bound through FFM (cuBLASLt). */
+    static final class StreamHandle extends jcuda.driver.CUstream {
+        long address() {
+            return getNativePointer();
+        }
+    }
+
     static CUdeviceptr device(long address) {
         return NULL_DEVICE.withByteOffset(address);
     }

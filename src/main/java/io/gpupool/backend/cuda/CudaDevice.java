@@ -10,8 +10,12 @@ import jcuda.driver.CUcontext;
 import jcuda.driver.CUdevice;
 import jcuda.driver.CUmodule;
 
+import io.gpupool.backend.MatmulLibrary;
+
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.Objects;
 import java.util.Optional;
 
 import static jcuda.driver.JCudaDriver.cuCtxSetCurrent;
@@ -30,6 +34,9 @@ import static jcuda.driver.JCudaDriver.cuModuleLoadData;
 public final class CudaDevice implements ComputeDevice {
 
     private static final ThreadLocal<CUcontext> CURRENT = new ThreadLocal<>();
+    private static final System.Logger LOG = System.getLogger(CudaDevice.class.getName());
+    /** cuBLASLt workspace per stream: NVIDIA's recommendation for Hopper, enough for every split-K algorithm. */
+    static final long CUBLASLT_WORKSPACE_BYTES = 32L << 20;
 
     private final int index;
     private final CUdevice device;
@@ -40,6 +47,9 @@ public final class CudaDevice implements ComputeDevice {
     private final CudaChunkSource plainSource;
     private final PinnedStagingPool staging;
     private ExpandableChunkSource expandableSource;
+    /** Set by the first {@link #matmulLibrary} call: the library, or empty once it failed to load. */
+    private Optional<CublasLtLibrary> matmul;
+    private Path matmulFolder;
 
     CudaDevice(int index, CUdevice device, CudaBackend.Options options) {
         this.index = index;
@@ -149,6 +159,38 @@ public final class CudaDevice implements ComputeDevice {
         return lib.memPoolAttribute(lib.deviceDefaultMemPool(index), LibCuda.MEMPOOL_ATTR_RELEASE_THRESHOLD);
     }
 
+    /**
+     * cuBLASLt on this device (see {@link LibCublasLt} for where it is looked for), loaded and its handle created
+     * on the first call; later calls return the same answer whatever folder they name. A library that cannot be
+     * loaded gives one log line and empty.
+     */
+    @Override
+    public synchronized Optional<MatmulLibrary> matmulLibrary(Path folder) {
+        if (matmul == null) {
+            matmulFolder = folder;
+            LibCublasLt.Loaded loaded = LibCublasLt.load(folder, LibCublasLt.NAMES, LibCublasLt.TOOLKIT_FOLDERS);
+            Optional<CublasLtLibrary> library = Optional.empty();
+            if (loaded.library().isPresent()) {
+                try {
+                    library = Optional.of(new CublasLtLibrary(this, loaded.library().get(), CUBLASLT_WORKSPACE_BYTES));
+                    LOG.log(System.Logger.Level.INFO, "{0}: GEMMs through {1} ({2})", label(),
+                            library.get().description(), loaded.library().get().source);
+                } catch (RuntimeException | LinkageError e) {
+                    LOG.log(System.Logger.Level.WARNING, "{0}: cuBLASLt from {1} is unusable ({2}); GEMMs run on "
+                            + "gpupool''s own kernels", label(), loaded.library().get().source, e.getMessage());
+                }
+            } else {
+                LOG.log(System.Logger.Level.WARNING, "{0}: cuBLASLt not loaded ({1}); GEMMs run on gpupool''s own "
+                        + "kernels", label(), loaded.failure());
+            }
+            matmul = library;
+        } else if (!Objects.equals(folder, matmulFolder)) {
+            LOG.log(System.Logger.Level.DEBUG, "{0}: cuBLASLt already chosen from {1}; folder {2} ignored", label(),
+                    matmulFolder, folder);
+        }
+        return matmul.map(MatmulLibrary.class::cast);
+    }
+
     @Override
     public CudaStream createStream(int ordinal) {
         if (ordinal < 0) {
@@ -183,6 +225,11 @@ public final class CudaDevice implements ComputeDevice {
 
     void close() {
         makeCurrent();
+        synchronized (this) {
+            if (matmul != null) {
+                matmul.ifPresent(CublasLtLibrary::close);
+            }
+        }
         staging.close();
         synchronized (this) {
             if (expandableSource != null) {

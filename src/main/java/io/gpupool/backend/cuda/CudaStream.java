@@ -68,7 +68,7 @@ public final class CudaStream implements DeviceStream {
 
     private final CudaDevice device;
     private final int ordinal;
-    private final CUstream stream = new CUstream();
+    private final Cu.StreamHandle stream = new Cu.StreamHandle();
     private final CudaStreamWorker worker;
     private final EventRecycler<CUevent> events;
     private final CudaStreamWorker.Cleanup recycleEvent;
@@ -119,6 +119,11 @@ public final class CudaStream implements DeviceStream {
     /** The JCuda stream handle (package use only). */
     CUstream handle() {
         return stream;
+    }
+
+    /** The CUstream as a raw address, for libraries bound through FFM (package use only). */
+    long nativeHandle() {
+        return stream.address();
     }
 
     @Override

@@ -4,12 +4,24 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
+import io.gpupool.backend.MatmulLibrary;
+import io.gpupool.backend.MatmulLibrary.Compute;
+import io.gpupool.backend.MatmulLibrary.ElementType;
+import io.gpupool.backend.MatmulLibrary.Epilogue;
+import io.gpupool.backend.MatmulLibrary.Matmul;
 import io.gpupool.kernels.TensorOps;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.DeviceBlock;
 
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * {@link TensorOps} on a CUDA device: launches the kernels of {@code src/main/cuda/*.cu}, compiled to the PTX
@@ -67,17 +79,64 @@ import java.util.Objects;
  * {@link Precision#TF32}, where one rounds them to TF32 (FP32 softmax and accumulation in both). The TF32 one is
  * turned off (FP32 attention under TF32) with {@code -Dgpupool.kernels.tf32Attention=false}. {@link
  * Precision#TF32X3} and {@link Precision#FP32} always use the FP32 kernels. LayerNorm, softmax and pooling always compute in FP32. Attention needs no workspace: it is
- * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0.
+ * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0, except on bf16 activations with a head size
+ * other than 64 (see below).
+ *
+ * <h2>cuBLASLt</h2>
+ * Built with a {@link MatmulLibrary} (cuBLASLt through FFM, see {@code backend/cuda/CublasLtLibrary}), every linear
+ * layer is one library call instead of the kernels above, which stay as the fallback where the library cannot be
+ * loaded ({@link #gemmEngine()} says which runs). Per stream this instance keeps
+ * <pre>
+ *   stream ──► StreamState { workspace: one pool block of MatmulLibrary.workspaceBytes(), allocated on first use
+ *                            and kept (fixed address: a captured CUDA graph stays valid);
+ *                            plans: (rows, in, out, epilogue) ──► Matmul, planned once by the heuristic }
+ * </pre>
+ * (a stream runs one request at a time, so its state needs no lock). Epilogues: bias always fused; GELU fused
+ * (the library's tanh form, within 5e-4 of erf) under TF32 and BF16, where rounding is larger anyway; under FP32 the
+ * exact erf GELU, and TANH everywhere, run as one extra in-place pass, so FP32 stays within 1e-4 of transformers.
+ *
+ * <h2>BF16-resident activations</h2>
+ * With the library and {@link Precision#BF16}, activations live in device memory as bf16 ({@link
+ * #activationBytes()} = 2) and so do the linear weights and biases: the products read and write bf16 (FP32
+ * accumulation), attention reads bf16 QKV and writes bf16 context ({@code attention_bf16io_d64}; for other head
+ * sizes QKV is widened into the attention workspace, the FP32 kernel runs there and the context is narrowed back), LayerNorm and pooling read and write bf16 with FP32 statistics, and {@link #toFloat32} widens the
+ * outputs a client receives. Embedding tables and LayerNorm parameters stay FP32. Without the library BF16 keeps
+ * FP32 activations and rounds operands as the tensor-core kernels load them.
+ * <pre>
+ *   op (bf16 activations)  kernel
+ *   embeddingLayerNorm     ops/embedding_layer_norm_bf16   (batch·seq)            ≤256
+ *   addLayerNorm           ops/add_layer_norm_bf16_reg     (rows)                 ≤256   cols ≤ 8·threads: x + residual
+ *                                                                                        kept in registers, read once
+ *                          ops/add_layer_norm_bf16         (rows)                 ≤256   longer rows
+ *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128
+ *   pool                   ops/pool_cls_bf16 | pool_mean_bf16 (batch)             ≤256
+ *   linear activation pass ops/activate_bf16               (≤1024 grid-stride)    256
+ *   toFloat32              ops/bf16_to_f32                 (≤1024 grid-stride)    256
+ *   linear the library declines, or on unaligned operands
+ *                          gemm/linear_bf16_warp           (⌈rows·out/8⌉)         256   one warp per output
+ * </pre>
  *
  * <p>Arguments are checked (positive dimensions, non-null required pointers, 16-byte aligned linear operands:
  * the GEMM kernels move float4 vectors; pool and weight blocks are 256-byte aligned) with messages naming the
  * argument; device pointers are trusted to cover the shapes given, and token ids to index the tables.
  */
-public final class CudaTensorOps implements TensorOps {
+public final class CudaTensorOps implements TensorOps, AutoCloseable {
 
     /** How {@link #linear} multiplies. */
     public enum Precision { FP32, TF32, BF16, TF32X3 }
 
+    /**
+     * Who multiplies the linear layers: AUTO the vendor library where the device has it, else gpupool's kernels;
+     * CUBLASLT the library or fail; OWN always gpupool's kernels.
+     */
+    public enum GemmEngine { AUTO, CUBLASLT, OWN }
+
+    /** {@link #gemmEngine()} when gpupool's own kernels multiply. */
+    public static final String OWN_ENGINE = "gpupool kernels";
+
+    private static final System.Logger LOG = System.getLogger(CudaTensorOps.class.getName());
+    /** Columns per thread that {@code add_layer_norm_bf16_reg} keeps in registers (its PER_THREAD). */
+    static final int LAYER_NORM_REGISTER_COLUMNS = 8;
     /** Threads per block of the row-wise kernels. */
     private static final int ROW_BLOCK = 256;
     /**
@@ -128,6 +187,30 @@ public final class CudaTensorOps implements TensorOps {
     private final KernelFunction softmaxRows;
     /** Kernels over packed sequences (dynamic batching), from packed.ptx. */
     private final CudaPackedOps packed;
+    private final KernelFunction embeddingLayerNorm;
+    private final KernelFunction embeddingLayerNormBf16;
+    private final KernelFunction addLayerNormBf16;
+    private final KernelFunction addLayerNormBf16Reg;
+    private final KernelFunction poolClsBf16;
+    private final KernelFunction poolMeanBf16;
+    private final KernelFunction activateBf16;
+    private final KernelFunction bf16ToF32;
+    private final KernelFunction f32ToBf16;
+    private final KernelFunction linearBf16Warp;
+    private final KernelFunction attentionBf16io;
+    /** The library that multiplies, or null for gpupool's kernels. */
+    private final MatmulLibrary library;
+    /** Where per-stream workspaces come from (the activation pool); null without a library. */
+    private final DeviceAllocator workspaces;
+    private final boolean bf16Activations;
+    private final Compute compute;
+    private final ElementType elementType;
+    private final Map<DeviceStream, StreamState> streams = new ConcurrentHashMap<>();
+    /** Kernel launches and library calls enqueued so far (LongAdder: streams of all requests add to it). */
+    private final LongAdder launches = new LongAdder();
+    /** {@link #fp32Activations()}: this instance, or with bf16 activations an own-kernel sibling. */
+    private final CudaTensorOps fp32Sibling;
+    private volatile boolean closed;
 
     /** FP32 kernels only (exact). */
     public CudaTensorOps(ComputeDevice device) {
@@ -149,6 +232,25 @@ public final class CudaTensorOps implements TensorOps {
 
     /** Also chooses whether {@link Precision#TF32} uses the TF32 tensor-core attention (head size 64). */
     public CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention) {
+        this(device, precision, splitK, tf32Attention, null, null);
+    }
+
+    /**
+     * Linear layers through {@code library} (null: gpupool's kernels), each stream's workspace allocated from
+     * {@code workspaces} (the device's activation pool) on its first product; split-K and TF32 attention as the
+     * system properties say.
+     */
+    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces) {
+        this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces);
+    }
+
+    private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
+                          MatmulLibrary library, DeviceAllocator workspaces) {
+        if (library != null) {
+            Objects.requireNonNull(workspaces, "workspaces");
+        }
+        this.library = library;
+        this.workspaces = workspaces;
         this.device = Objects.requireNonNull(device, "device");
         this.precision = Objects.requireNonNull(precision, "precision");
         this.splitK = splitK;
@@ -179,6 +281,47 @@ public final class CudaTensorOps implements TensorOps {
         poolMean = ops.function("pool_mean");
         softmaxRows = ops.function("softmax_rows");
         packed = new CudaPackedOps(device);
+        embeddingLayerNorm = ops.function("embedding_layer_norm");
+        embeddingLayerNormBf16 = ops.function("embedding_layer_norm_bf16");
+        addLayerNormBf16 = ops.function("add_layer_norm_bf16");
+        addLayerNormBf16Reg = ops.function("add_layer_norm_bf16_reg");
+        poolClsBf16 = ops.function("pool_cls_bf16");
+        poolMeanBf16 = ops.function("pool_mean_bf16");
+        activateBf16 = ops.function("activate_bf16");
+        bf16ToF32 = ops.function("bf16_to_f32");
+        f32ToBf16 = ops.function("f32_to_bf16");
+        linearBf16Warp = gemm.function("linear_bf16_warp");
+        attentionBf16io = attention.function("attention_bf16io_d64");
+        this.bf16Activations = library != null && precision == Precision.BF16;
+        this.elementType = bf16Activations ? ElementType.BF16 : ElementType.FP32;
+        this.compute = switch (precision) {
+            case BF16 -> bf16Activations ? Compute.BF16 : null;
+            case TF32 -> Compute.TF32;
+            case FP32 -> Compute.FP32;
+            case TF32X3 -> null;   // no library equivalent: gpupool's three-product kernels
+        };
+        this.fp32Sibling = bf16Activations ? new CudaTensorOps(device, precision, splitK, tf32Attention, null, null)
+                : this;
+    }
+
+    @Override
+    public TensorOps fp32Activations() {
+        return fp32Sibling;
+    }
+
+    /** Which engine multiplies the linear layers: the library's description (e.g. "cuBLASLt 13.1.0") or {@link #OWN_ENGINE}. */
+    @Override
+    public String gemmEngine() {
+        return usesLibrary() ? library.description() : OWN_ENGINE;
+    }
+
+    private boolean usesLibrary() {
+        return library != null && compute != null;
+    }
+
+    @Override
+    public int activationBytes() {
+        return bf16Activations ? 2 : Float.BYTES;
     }
 
     /** The device whose modules this instance launches. */
@@ -217,6 +360,10 @@ public final class CudaTensorOps implements TensorOps {
     @Override
     public void embeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long wordTable, long positionTable,
                              long tokenTypeTable, long out, int batch, int seq, int hidden) {
+        if (bf16Activations) {
+            throw new UnsupportedOperationException("embeddingSum writes FP32; on bf16 activations use "
+                    + "embeddingLayerNorm");
+        }
         positive("batch", batch);
         positive("seq", seq);
         positive("hidden", hidden);
@@ -225,8 +372,44 @@ public final class CudaTensorOps implements TensorOps {
         pointer("positionTable", positionTable);
         pointer("tokenTypeTable", tokenTypeTable);
         pointer("out", out);
-        stream.launch(embeddingSum, Math.multiplyExact(batch, seq), 1, 1, rowBlock(hidden), 1, 1, 0,
+        launch(stream, embeddingSum, Math.multiplyExact(batch, seq), 1, 1, rowBlock(hidden), 1, 1, 0,
                 inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable, out, seq, hidden);
+    }
+
+    @Override
+    public void embeddingLayerNorm(DeviceStream stream, long inputIds, long tokenTypeIds, long wordTable,
+                                   long positionTable, long tokenTypeTable, long gamma, long beta, long out, int batch,
+                                   int seq, int hidden, float eps) {
+        positive("batch", batch);
+        positive("seq", seq);
+        positive("hidden", hidden);
+        pointer("inputIds", inputIds);
+        pointer("wordTable", wordTable);
+        pointer("positionTable", positionTable);
+        pointer("tokenTypeTable", tokenTypeTable);
+        pointer("gamma", gamma);
+        pointer("beta", beta);
+        pointer("out", out);
+        if (!(eps > 0)) {
+            throw new IllegalArgumentException("eps must be positive, got " + eps);
+        }
+        launch(stream, bf16Activations ? embeddingLayerNormBf16 : embeddingLayerNorm, Math.multiplyExact(batch, seq),
+                1, 1, rowBlock(hidden), 1, 1, 0, inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable,
+                gamma, beta, out, seq, hidden, eps);
+    }
+
+    @Override
+    public void toFloat32(DeviceStream stream, long source, long destination, long count) {
+        pointer("source", source);
+        pointer("destination", destination);
+        if (count <= 0) {
+            throw new IllegalArgumentException("count must be positive, got " + count);
+        }
+        if (!bf16Activations) {
+            stream.copyDeviceToDevice(source, destination, count * Float.BYTES);
+            return;
+        }
+        launch(stream, bf16ToF32, passBlocks(count), 1, 1, 256, 1, 1, 0, source, destination, count);
     }
 
     @Override
@@ -242,6 +425,17 @@ public final class CudaTensorOps implements TensorOps {
         aligned("weight", weight);
         aligned("y", y);
         Objects.requireNonNull(activation, "activation");
+        if (usesLibrary()) {
+            if (libraryLinear(stream, x, weight, bias, y, rows, in, out, activation)) {
+                return;
+            }
+            if (bf16Activations) {
+                long elements = (long) rows * out;
+                launch(stream, linearBf16Warp, (int) ceilDiv(elements, 8), 1, 1, 256, 1, 1, 0, x, weight, bias, y,
+                        rows, out, in, activation.ordinal());
+                return;
+            }
+        }
         KernelFunction kernel = gemmKernel(rows, in, out);
         int tile = kernel == gemmSmall && kernel != gemmF32 ? 64 : 128;
         int threads = tile == 64 ? 128 : 256;
@@ -249,18 +443,183 @@ public final class CudaTensorOps implements TensorOps {
         int gridY = ceilDiv(rows, tile);
         int slices = splitK ? splitSlices((long) gridX * gridY, in) : 1;
         if (slices < 2) {
-            stream.launch(kernel, gridX, gridY, 1, threads, 1, 1, 0,
+            launch(stream, kernel, gridX, gridY, 1, threads, 1, 1, 0,
                     x, weight, bias, y, rows, out, in, activation.ordinal());
             return;
         }
         int chunk = splitChunk(in, slices);
         int passBlocks = (int) Math.min(SPLIT_K_PASS_MAX_BLOCKS, ceilDiv((long) rows * out, 256));
-        stream.launch(splitInit, passBlocks, 1, 1, 256, 1, 1, 0, bias, y, rows, out);
-        stream.launch(kernel == gemmF32 ? splitF32 : splitSmall, gridX, gridY, ceilDiv(in, chunk), threads, 1, 1, 0,
+        launch(stream, splitInit, passBlocks, 1, 1, 256, 1, 1, 0, bias, y, rows, out);
+        launch(stream, kernel == gemmF32 ? splitF32 : splitSmall, gridX, gridY, ceilDiv(in, chunk), threads, 1, 1, 0,
                 x, weight, y, rows, out, in, chunk);
         if (activation != Activation.NONE) {
-            stream.launch(splitAct, passBlocks, 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
+            launch(stream, splitAct, passBlocks, 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
         }
+    }
+
+    /**
+     * One product through the library; false when this shape or these pointers are outside what the plans cover
+     * (the caller then uses the kernels).
+     */
+    private boolean libraryLinear(DeviceStream stream, long x, long weight, long bias, long y, int rows, int in,
+                                  int out, Activation activation) {
+        if (((x | weight | y | bias) & 255) != 0 || rows >= 1 << 24 || in >= 1 << 16 || out >= 1 << 16) {
+            return false;
+        }
+        Epilogue epilogue = epilogue(bias != 0, activation);
+        StreamState state = state(stream);
+        long key = ((long) rows << 40) | ((long) in << 24) | ((long) out << 8) | epilogue.ordinal();
+        Matmul plan = state.plans.get(key);
+        if (plan == null) {
+            plan = planOrDecline(rows, in, out, epilogue);
+            state.plans.put(key, plan);
+        }
+        if (plan == DECLINED) {
+            return false;
+        }
+        plan.run(stream, x, weight, bias, y, state.workspace.address());
+        launches.increment();
+        if (!fused(epilogue, activation)) {
+            long count = (long) rows * out;
+            if (bf16Activations) {
+                launch(stream, activateBf16, passBlocks(count), 1, 1, 256, 1, 1, 0, y, count, activation.ordinal());
+            } else {
+                launch(stream, splitAct, passBlocks(count), 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
+            }
+        }
+        return true;
+    }
+
+    /**
+     * A plan for this shape, or {@link #DECLINED} (logged once per shape and stream) where the library offers no
+     * algorithm: the product then runs on gpupool's kernels.
+     */
+    private Matmul planOrDecline(int rows, int in, int out, Epilogue epilogue) {
+        try {
+            return library.plan(rows, in, out, elementType, compute, epilogue);
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.INFO, "{0}: {1} declines {2}x{3} -> {4} {5}; gpupool''s kernels run it ({6})",
+                    device.name(), library.description(), rows, in, out, epilogue, e.getMessage());
+            return DECLINED;
+        }
+    }
+
+    /** The library epilogue for a bias (present or not) and an activation; see the class comment. */
+    Epilogue epilogue(boolean bias, Activation activation) {
+        if (!bias) {
+            return Epilogue.NONE;
+        }
+        return switch (activation) {
+            case GELU -> compute == Compute.FP32 ? Epilogue.BIAS : Epilogue.BIAS_GELU;
+            case RELU -> Epilogue.BIAS_RELU;
+            default -> Epilogue.BIAS;
+        };
+    }
+
+    private static boolean fused(Epilogue epilogue, Activation activation) {
+        return switch (activation) {
+            case NONE -> true;
+            case GELU -> epilogue == Epilogue.BIAS_GELU;
+            case RELU -> epilogue == Epilogue.BIAS_RELU;
+            case TANH -> false;
+        };
+    }
+
+    private StreamState state(DeviceStream stream) {
+        StreamState state = streams.get(stream);
+        if (state != null) {
+            return state;
+        }
+        if (closed) {
+            throw new IllegalStateException("CUDA tensor ops of " + device.name() + " are closed");
+        }
+        // first product on this stream: its workspace, from the pool, kept for the life of these ops
+        DeviceBlock workspace = workspaces.allocate(library.workspaceBytes(), stream);
+        StreamState fresh = new StreamState(workspace);
+        streams.put(stream, fresh);
+        return fresh;
+    }
+
+    /** Marks a shape the library has no algorithm for. */
+    private static final Matmul DECLINED = new Matmul() {
+        @Override
+        public void run(DeviceStream stream, long x, long w, long bias, long y, long workspace) {
+            throw new IllegalStateException("declined shape");
+        }
+
+        @Override
+        public void close() {
+        }
+    };
+
+    /** A stream's cuBLASLt workspace and plans; touched only by the request that holds the stream. */
+    private static final class StreamState {
+        final DeviceBlock workspace;
+        final PlanCache plans = new PlanCache();
+
+        StreamState(DeviceBlock workspace) {
+            this.workspace = workspace;
+        }
+    }
+
+    /**
+     * Kernel launches plus library calls these ops (and their FP32 sibling) have enqueued: the difference across
+     * a forward is its launch count.
+     */
+    public long launches() {
+        return launches.sum() + (fp32Sibling == this ? 0 : fp32Sibling.launches());
+    }
+
+    private void launch(DeviceStream stream, KernelFunction function, int gridX, int gridY, int gridZ, int blockX,
+                        int blockY, int blockZ, int sharedMemoryBytes, Object... arguments) {
+        stream.launch(function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMemoryBytes, arguments);
+        launches.increment();
+    }
+
+    /** Bytes of pool memory held as cuBLASLt workspaces (one per stream that ran a product). */
+    public long workspaceBytesHeld() {
+        long total = 0;
+        for (StreamState state : streams.values()) {
+            total += state.workspace.size();
+        }
+        return total;
+    }
+
+    /**
+     * Frees every plan and gives the workspaces back to the pool. Streams must be idle (their requests finished);
+     * call before the pool and the device close.
+     */
+    @Override
+    public void close() {
+        closed = true;
+        List<RuntimeException> failures = new ArrayList<>();
+        for (StreamState state : streams.values()) {
+            state.plans.forEach(plan -> {
+                if (plan == DECLINED) {
+                    return;
+                }
+                try {
+                    plan.close();
+                } catch (RuntimeException e) {
+                    failures.add(e);
+                }
+            });
+            try {
+                state.workspace.release();
+            } catch (RuntimeException e) {
+                failures.add(e);
+            }
+        }
+        streams.clear();
+        if (!failures.isEmpty()) {
+            RuntimeException first = failures.getFirst();
+            failures.subList(1, failures.size()).forEach(first::addSuppressed);
+            throw first;
+        }
+    }
+
+    private static int passBlocks(long count) {
+        return (int) Math.min(SPLIT_K_PASS_MAX_BLOCKS, ceilDiv(count, 256));
     }
 
     /**
@@ -294,6 +653,9 @@ public final class CudaTensorOps implements TensorOps {
 
     @Override
     public long attentionWorkspaceBytes(int batch, int seq, int heads, int headDim) {
+        if (bf16Activations && headDim != 64) {
+            return 4L * batch * seq * heads * headDim * Float.BYTES;   // FP32 qkv (3 parts) and FP32 context
+        }
         return 0;
     }
 
@@ -309,12 +671,33 @@ public final class CudaTensorOps implements TensorOps {
         if (heads > 65535 || batch > 65535) {
             throw new IllegalArgumentException("heads (" + heads + ") and batch (" + batch + ") must be at most 65535");
         }
+        if (bf16Activations && headDim != 64) {
+            // no bf16 kernel for this head size: widen QKV into the workspace, FP32 attention there, narrow back
+            pointer("workspace", workspace);
+            long width = (long) batch * seq * heads * headDim;
+            long wideQkv = workspace;
+            long wideContext = workspace + 3 * width * Float.BYTES;
+            launch(stream, bf16ToF32, passBlocks(3 * width), 1, 1, 256, 1, 1, 0, qkv, wideQkv, 3 * width);
+            fp32Attention(stream, wideQkv, attentionMask, wideContext, batch, seq, heads, headDim);
+            launch(stream, f32ToBf16, passBlocks(width), 1, 1, 256, 1, 1, 0, wideContext, context, width);
+            return;
+        }
+        if (bf16Activations) {
+            launch(stream, attentionBf16io, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0, qkv, attentionMask, context,
+                    seq, heads);
+            return;
+        }
         boolean tensorCores = precision == Precision.BF16 || precision == Precision.TF32 && tf32Attention;
         if (tensorCores && headDim == 64 && (qkv & 15) == 0) {
-            stream.launch(precision == Precision.BF16 ? attentionBf16 : attentionTf32, ceilDiv(seq, 64), heads, batch,
+            launch(stream, precision == Precision.BF16 ? attentionBf16 : attentionTf32, ceilDiv(seq, 64), heads, batch,
                     128, 1, 1, 0, qkv, attentionMask, context, seq, heads);
             return;
         }
+        fp32Attention(stream, qkv, attentionMask, context, batch, seq, heads, headDim);
+    }
+
+    private void fp32Attention(DeviceStream stream, long qkv, long attentionMask, long context, int batch, int seq,
+                               int heads, int headDim) {
         KernelFunction kernel;
         if (headDim <= 32) {
             kernel = attention32;
@@ -326,7 +709,7 @@ public final class CudaTensorOps implements TensorOps {
             throw new IllegalArgumentException("headDim " + headDim + " is not supported by the CUDA attention "
                     + "kernels (at most 128)");
         }
-        stream.launch(kernel, ceilDiv(seq, 32), heads, batch, 128, 1, 1, 0,
+        launch(stream, kernel, ceilDiv(seq, 32), heads, batch, 128, 1, 1, 0,
                 qkv, attentionMask, context, seq, heads, headDim);
     }
 
@@ -342,7 +725,9 @@ public final class CudaTensorOps implements TensorOps {
         if (!(eps > 0)) {
             throw new IllegalArgumentException("eps must be positive, got " + eps);
         }
-        stream.launch(addLayerNorm, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, residual, gamma, beta, y, cols, eps);
+        KernelFunction kernel = !bf16Activations ? addLayerNorm
+                : cols <= LAYER_NORM_REGISTER_COLUMNS * rowBlock(cols) ? addLayerNormBf16Reg : addLayerNormBf16;
+        launch(stream, kernel, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, residual, gamma, beta, y, cols, eps);
     }
 
     @Override
@@ -354,19 +739,23 @@ public final class CudaTensorOps implements TensorOps {
         pointer("hidden", hidden);
         pointer("out", out);
         switch (Objects.requireNonNull(pooling, "pooling")) {
-            case CLS -> stream.launch(poolCls, batch, 1, 1, rowBlock(cols), 1, 1, 0, hidden, out, seq, cols);
-            case MEAN -> stream.launch(poolMean, batch, 1, 1, rowBlock(cols), 1, 1, 0,
-                    hidden, attentionMask, out, seq, cols);
+            case CLS -> launch(stream, bf16Activations ? poolClsBf16 : poolCls, batch, 1, 1, rowBlock(cols), 1, 1, 0,
+                    hidden, out, seq, cols);
+            case MEAN -> launch(stream, bf16Activations ? poolMeanBf16 : poolMean, batch, 1, 1, rowBlock(cols), 1, 1,
+                    0, hidden, attentionMask, out, seq, cols);
         }
     }
 
     @Override
     public void softmax(DeviceStream stream, long x, long y, int rows, int cols) {
+        if (bf16Activations) {
+            throw new UnsupportedOperationException("softmax runs on FP32 data only; these ops hold bf16 activations");
+        }
         positive("rows", rows);
         positive("cols", cols);
         pointer("x", x);
         pointer("y", y);
-        stream.launch(softmaxRows, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, y, cols);
+        launch(stream, softmaxRows, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, y, cols);
     }
 
     /** Threads for a row kernel: the row length rounded up to a warp, at most {@link #ROW_BLOCK}. */

@@ -41,7 +41,7 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  * <p>Notation: B batch, S sequence, T = B·S token rows, H hidden, I intermediate, L layers.
  * <pre>
  *   ids, types, mask (INT32 [B,S], converted from INT64 on the host)
- *     -> embeddingSum + LayerNorm                                    h [T,H]
+ *     -> embeddingLayerNorm (one fused kernel on CUDA)               h [T,H]
  *     -> L x {  qkv  = h · Wqkv + bqkv          [T,3H]   (Wq;Wk;Wv concatenated at load: [3H,H])
  *               ctx  = attention(qkv, mask)     [T,H]
  *               h1   = LayerNorm(ctx · Wo + bo + h)
@@ -53,6 +53,10 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  * </pre>
  * The steps and their tensors form an {@link ExecutionPlan} built once at load; each intermediate
  * is released right after its last reader. Batches of requests run through {@link BertBatching}.
+ *
+ * <p>Activations take {@link TensorOps#activationBytes()} bytes per element (2 where the kernels hold them in
+ * bf16); the linear weights and biases are then uploaded as bf16 too, and each output a request asks for is widened
+ * to FP32 (one {@link TensorOps#toFloat32} step per output) before the download.
  */
 public final class BertModel implements BatchableModel, PlannedMemory {
 
@@ -119,9 +123,10 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         int headDim = arch.headDim();
         int inter = arch.intermediateSize();
         float eps = arch.layerNormEps();
+        int elem = planningOps.activationBytes();
         ExecutionPlan.Size tokensInt = (bs, s) -> (long) bs * s * Integer.BYTES;
-        ExecutionPlan.Size tokensH = (bs, s) -> (long) bs * s * h * Float.BYTES;
-        ExecutionPlan.Size batchH = (bs, s) -> (long) bs * h * Float.BYTES;
+        ExecutionPlan.Size tokensH = (bs, s) -> (long) bs * s * h * elem;
+        ExecutionPlan.Size batchH = (bs, s) -> (long) bs * h * elem;
         idsTensor = b.tensor(INPUT_IDS, tokensInt);
         maskTensor = b.optionalTensor(ATTENTION_MASK, tokensInt);
         typesTensor = b.optionalTensor(TOKEN_TYPE_IDS, tokensInt);
@@ -141,14 +146,10 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         long tokenType = weights.address(prefix + "embeddings.token_type_embeddings.weight");
         long embGamma = weights.address(prefix + "embeddings.LayerNorm.weight");
         long embBeta = weights.address(prefix + "embeddings.LayerNorm.bias");
-        int embSum = b.tensor("embeddings.sum", tokensH);
-        b.step("embeddings", ids(idsTensor, typesTensor), ids(embSum), inv -> inv.context().ops().embeddingSum(
-                inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor), word, position, tokenType,
-                inv.address(embSum), inv.batch(), inv.seq(), h));
         int embedded = b.tensor("embeddings.out", tokensH);
-        b.step("embeddings.LayerNorm", ids(embSum), ids(embedded), inv -> inv.context().ops().addLayerNorm(
-                inv.context().stream(), inv.address(embSum), 0, embGamma, embBeta, inv.address(embedded),
-                inv.batch() * inv.seq(), h, eps));
+        b.step("embeddings", ids(idsTensor, typesTensor), ids(embedded), inv -> inv.context().ops().embeddingLayerNorm(
+                inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor), word, position, tokenType,
+                embGamma, embBeta, inv.address(embedded), inv.batch(), inv.seq(), h, eps));
         int hidden = embedded;
         for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
             String p = prefix + "encoder.layer." + layer + ".";
@@ -166,7 +167,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
             long b2 = weights.address(p + "output.LayerNorm.bias");
             Activation act = arch.hiddenAct();
             int in = hidden;
-            int qkv = b.tensor(p + "qkv", (bs, s) -> 3L * bs * s * h * Float.BYTES);
+            int qkv = b.tensor(p + "qkv", (bs, s) -> 3L * bs * s * h * elem);
             b.step(p + "qkv", ids(in), ids(qkv), inv -> inv.context().ops().linear(inv.context().stream(),
                     inv.address(in), wqkv, bqkv, inv.address(qkv), inv.batch() * inv.seq(), h, 3 * h, Activation.NONE));
             int workspace = b.tensor(p + "attention.workspace",
@@ -183,7 +184,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
             b.step(p + "attention.output.LayerNorm", ids(attnOut, in), ids(h1), inv -> inv.context().ops().addLayerNorm(
                     inv.context().stream(), inv.address(attnOut), inv.address(in), g1, b1, inv.address(h1),
                     inv.batch() * inv.seq(), h, eps));
-            int mid = b.tensor(p + "intermediate", (bs, s) -> (long) bs * s * inter * Float.BYTES);
+            int mid = b.tensor(p + "intermediate", (bs, s) -> (long) bs * s * inter * elem);
             b.step(p + "intermediate.dense", ids(h1), ids(mid), inv -> inv.context().ops().linear(
                     inv.context().stream(), inv.address(h1), wi, bi, inv.address(mid), inv.batch() * inv.seq(), h,
                     inter, act));
@@ -222,11 +223,30 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         if (numLabels > 0) {
             long wc = weights.address("classifier.weight");
             long bc = weights.address("classifier.bias");
-            int logits = b.tensor(LOGITS, (bs, s) -> (long) bs * numLabels * Float.BYTES);
+            int logits = b.tensor(LOGITS, (bs, s) -> (long) bs * numLabels * elem);
             int from = pooled;
             b.step("classifier", ids(from), ids(logits), inv -> inv.context().ops().linear(inv.context().stream(),
                     inv.address(from), wc, bc, inv.address(logits), inv.batch(), h, numLabels, Activation.NONE));
             outs.put(LOGITS, logits);
+        }
+        if (elem != Float.BYTES) {
+            // bf16 activations: each requested output is widened into an FP32 tensor, which is what is downloaded
+            Map<String, Integer> wide = new LinkedHashMap<>();
+            for (Map.Entry<String, Integer> e : outs.entrySet()) {
+                int narrow = e.getValue();
+                ExecutionPlan.Size narrowSize = e.getKey().equals(LAST_HIDDEN_STATE) ? tokensH
+                        : e.getKey().equals(LOGITS) ? (bs, s) -> (long) bs * numLabels * elem : batchH;
+                int fp32 = b.tensor(e.getKey() + ".fp32", (bs, s) -> narrowSize.bytes(bs, s) / elem * Float.BYTES);
+                b.step(e.getKey() + ".toFloat32", ids(narrow), ids(fp32), inv -> {
+                    Request r = inv.state();
+                    if (r.outputs.containsKey(fp32)) {
+                        inv.context().ops().toFloat32(inv.context().stream(), inv.address(narrow), inv.address(fp32),
+                                narrowSize.bytes(inv.batch(), inv.seq()) / elem);
+                    }
+                });
+                wide.put(e.getKey(), fp32);
+            }
+            outs = wide;
         }
         this.outputTensors = Map.copyOf(outs);
         int[] outputIds = outs.values().stream().mapToInt(Integer::intValue).toArray();
@@ -308,17 +328,29 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         checkTensors(file, expected, prefix, config);
 
         DeviceWeights weights = new DeviceWeights(target.stream(), target.weightAllocator());
+        boolean bf16 = target.ops().activationBytes() == 2;
         try {
             for (String name : expected.keySet()) {
                 if (name.contains(".attention.self.")) {
                     continue;
                 }
-                weights.upload(name, file, name);
+                if (bf16 && isLinearParameter(name)) {
+                    weights.uploadBf16(name, file, name);
+                } else {
+                    weights.upload(name, file, name);
+                }
             }
             for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
                 String p = prefix + "encoder.layer." + layer + ".attention.self.";
-                weights.upload(p + "qkv.weight", file, p + "query.weight", p + "key.weight", p + "value.weight");
-                weights.upload(p + "qkv.bias", file, p + "query.bias", p + "key.bias", p + "value.bias");
+                String[] w = {p + "query.weight", p + "key.weight", p + "value.weight"};
+                String[] bias = {p + "query.bias", p + "key.bias", p + "value.bias"};
+                if (bf16) {
+                    weights.uploadBf16(p + "qkv.weight", file, w);
+                    weights.uploadBf16(p + "qkv.bias", file, bias);
+                } else {
+                    weights.upload(p + "qkv.weight", file, w);
+                    weights.upload(p + "qkv.bias", file, bias);
+                }
             }
             weights.finish();
             return new BertModel(config, weights, prefix, pooler, numLabels, target.ops());
@@ -330,6 +362,14 @@ public final class BertModel implements BatchableModel, PlannedMemory {
             }
             throw e;
         }
+    }
+
+    /**
+     * Whether {@code name} is the weight or bias of a linear layer (stored in the activation type), as opposed to
+     * an embedding table or a LayerNorm parameter (always FP32).
+     */
+    static boolean isLinearParameter(String name) {
+        return name.contains(".dense.") || name.startsWith("classifier.");
     }
 
     /** Fails naming every missing tensor, every unexpected one, and the first shape that disagrees. */

@@ -106,15 +106,17 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
             int units = layer.units();
             Activation act = layer.activation();
             int y = b.tensor("layers." + i, (bs, s) -> (long) bs * units * Float.BYTES);
-            b.step("layers." + i, ids(from), ids(y), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(from), w, bias, inv.address(y), inv.batch(), fromWidth, units, act));
+            // FP32 activations whatever the device's kernels hold (this model's tensors are sized for floats)
+            b.step("layers." + i, ids(from), ids(y), inv -> inv.context().ops().fp32Activations().linear(
+                    inv.context().stream(), inv.address(from), w, bias, inv.address(y), inv.batch(), fromWidth, units,
+                    act));
             x = y;
             width = units;
         }
         int last = x;
         if (arch.outputSoftmax()) {
-            b.step("softmax", ids(last), ids(last), inv -> inv.context().ops().softmax(inv.context().stream(),
-                    inv.address(last), inv.address(last), inv.batch(), classes));
+            b.step("softmax", ids(last), ids(last), inv -> inv.context().ops().fp32Activations().softmax(
+                    inv.context().stream(), inv.address(last), inv.address(last), inv.batch(), classes));
         }
         b.step("download", ids(last), ids(), inv -> {
             Request r = inv.state();

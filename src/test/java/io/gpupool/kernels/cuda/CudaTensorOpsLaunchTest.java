@@ -261,10 +261,10 @@ class CudaTensorOpsLaunchTest {
 
     // --- fakes ---------------------------------------------------------------------------------------------------
 
-    private record Function(String name) implements KernelFunction {
+    record Function(String name) implements KernelFunction {
     }
 
-    private static final class RecordingDevice implements ComputeDevice {
+    static final class RecordingDevice implements ComputeDevice {
         final List<String> modules = new ArrayList<>();
 
         @Override
@@ -289,7 +289,7 @@ class CudaTensorOpsLaunchTest {
         @Override public void bindToCurrentThread() { }
     }
 
-    private static final class RecordingStream implements DeviceStream {
+    static final class RecordingStream implements DeviceStream {
         final List<Launch> launches = new ArrayList<>();
         private final ComputeDevice device;
 

@@ -1,0 +1,58 @@
+package io.gpupool.backend;
+
+/**
+ * Dense matrix products from a vendor library (cuBLASLt on CUDA), for the linear layers. The kernels layer sees
+ * only this interface; the binding stays in its backend.
+ *
+ * <p>One {@link Matmul} is planned per shape (the library's heuristic picks its algorithm once) and then run
+ * many times. A plan keeps per-call scratch (the bias pointer it hands the library), so it belongs to one stream
+ * at a time, as a stream belongs to one request at a time: callers keep plans per stream.
+ *
+ * <p>Layouts are row-major as everywhere in gpupool: {@code y[rows, out] = epilogue(x[rows, in] · w[out, in]ᵀ +
+ * bias[out])}, all three matrices packed (leading dimension = row length).
+ */
+public interface MatmulLibrary {
+
+    /** Element type of x, w, bias and y (all four alike). */
+    enum ElementType { FP32, BF16 }
+
+    /**
+     * How products are formed. FP32: single precision FMA, no tensor cores (exact to rounding). TF32: FP32 data
+     * through the tensor cores with 10-bit mantissas. BF16: bf16 data through the tensor cores. All accumulate in
+     * FP32.
+     */
+    enum Compute { FP32, TF32, BF16 }
+
+    /**
+     * What the library applies to the product before storing it. GELU here is the library's own (the tanh
+     * approximation on cuBLASLt), within bf16/TF32 rounding of the erf form but not within FP32 rounding.
+     */
+    enum Epilogue { NONE, BIAS, BIAS_GELU, BIAS_RELU }
+
+    /** Library and version, e.g. "cuBLASLt 13.1.0" (shown as the model's GEMM engine). */
+    String description();
+
+    /** Workspace bytes a plan may use at most; the caller provides that much device memory per stream. */
+    long workspaceBytes();
+
+    /**
+     * Plans {@code y[rows, out] = epilogue(x · wᵀ + bias)}. Fails (naming the library call and its status) where
+     * the library offers no algorithm for the combination.
+     */
+    Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue);
+
+    /** A planned product; owned by one stream at a time (see the class comment). */
+    interface Matmul extends AutoCloseable {
+
+        /**
+         * Enqueues the product on {@code stream}; {@code bias} is ignored by {@link Epilogue#NONE}, required by
+         * the others. {@code workspace} is device memory of {@link MatmulLibrary#workspaceBytes()} bytes that no
+         * other stream uses concurrently.
+         */
+        void run(DeviceStream stream, long x, long w, long bias, long y, long workspace);
+
+        /** Frees the plan's descriptors. */
+        @Override
+        void close();
+    }
+}

@@ -1,0 +1,419 @@
+package io.gpupool.kernels.cuda;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.MatmulLibrary;
+import io.gpupool.backend.cuda.CudaBackend;
+import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.kernels.TensorOps.Pooling;
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.model.Bf16;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.SplittableRandom;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * {@link CudaTensorOps} on cuBLASLt (through the device's {@link MatmulLibrary}) on a real GPU, against plain Java
+ * references in double: every linear epilogue in FP32 (within 1e-5 absolute, so within transformers' 1e-4), TF32
+ * and BF16 (bf16-resident activations: inputs, weights and outputs in bf16, tolerance 4e-2 absolute on outputs of
+ * magnitude ~1), the bf16 row kernels, the fused embeddings + LayerNorm, and where the workspaces come from.
+ * The library folder is {@code -Dgpupool.kernels.cublas-lt-dir} when set, else the usual search; a GPU machine
+ * without the library fails here rather than skipping, since the server would silently run slower.
+ */
+@Tag("gpu")
+class CublasLtOpsGpuTest {
+
+    private static CudaBackend backend;
+    private static ComputeDevice device;
+    private static MatmulLibrary library;
+
+    private final SplittableRandom random = new SplittableRandom(7);
+    private final List<long[]> allocations = new ArrayList<>();
+    private DeviceStream stream;
+    private Arena arena;
+    private DevicePool pool;
+    private final List<CudaTensorOps> opened = new ArrayList<>();
+
+    @BeforeAll
+    static void openBackend() {
+        Optional<CudaBackend> created = CudaBackend.tryCreate();
+        assumeTrue(created.isPresent(), "no CUDA driver or device");
+        backend = created.get();
+        device = backend.devices().getFirst();
+        String dir = System.getProperty("gpupool.kernels.cublas-lt-dir");
+        library = device.matmulLibrary(dir == null ? null : Path.of(dir)).orElseThrow(() ->
+                new AssertionError("cuBLASLt could not be loaded on this GPU machine (see the log)"));
+    }
+
+    @AfterAll
+    static void closeBackend() {
+        if (backend != null) {
+            backend.close();
+        }
+    }
+
+    @BeforeEach
+    void open() {
+        device.bindToCurrentThread();
+        stream = device.createStream(0);
+        arena = Arena.ofShared();
+        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
+    }
+
+    @AfterEach
+    void release() {
+        stream.synchronize();
+        opened.forEach(CudaTensorOps::close);
+        for (long[] block : allocations) {
+            device.chunkSource().free(block[0], block[1]);
+        }
+        stream.close();
+        pool.close();
+        arena.close();
+    }
+
+    private CudaTensorOps ops(Precision precision) {
+        CudaTensorOps ops = new CudaTensorOps(device, precision, library, pool);
+        opened.add(ops);
+        return ops;
+    }
+
+    @Test
+    void theEngineIsTheLibraryAndNamesItsVersion() {
+        assertThat(library.description()).startsWith("cuBLASLt ");
+        assertThat(ops(Precision.FP32).gemmEngine()).isEqualTo(library.description());
+        assertThat(ops(Precision.BF16).activationBytes()).isEqualTo(2);
+        assertThat(ops(Precision.TF32).activationBytes()).isEqualTo(4);
+    }
+
+    @ParameterizedTest
+    @EnumSource(Activation.class)
+    void fp32LinearIsExactWithEveryEpilogue(Activation activation) {
+        CudaTensorOps ops = ops(Precision.FP32);
+        checkLinear(ops, 67, 96, 136, activation, 1e-5, true);
+        checkLinear(ops, 128, 768, 3072, activation, 1e-5, true);
+        checkLinear(ops, 40, 64, 32, activation, 1e-5, false);
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = Precision.class, names = {"TF32", "BF16"})
+    void tensorCoreLinearIsCloseToReference(Precision precision) {
+        double tolerance = precision == Precision.TF32 ? 5e-3 : 4e-2;
+        CudaTensorOps ops = ops(precision);
+        for (Activation activation : Activation.values()) {
+            checkLinear(ops, 200, 256, 304, activation, tolerance, true);
+        }
+        checkLinear(ops, 512, 768, 3072, Activation.GELU, tolerance, true);   // fused bias + GELU epilogue
+        checkLinear(ops, 16, 3072, 768, Activation.NONE, tolerance, true);
+        checkLinear(ops, 8, 768, 3, Activation.NONE, tolerance, true);        // a classifier: rows of 3 outputs
+    }
+
+    @Test
+    void eachStreamTakesOneWorkspaceFromThePoolAndCloseGivesItBack() {
+        CudaTensorOps ops = ops(Precision.BF16);
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+        checkLinear(ops, 64, 128, 128, Activation.NONE, 4e-2, true);
+        checkLinear(ops, 32, 256, 64, Activation.GELU, 4e-2, true);
+        assertThat(ops.workspaceBytesHeld()).isGreaterThanOrEqualTo(library.workspaceBytes());
+        assertThat(pool.metrics().allocatedBytes()).isEqualTo(ops.workspaceBytesHeld());
+        try (DeviceStream other = device.createStream(1)) {
+            DeviceStream first = stream;
+            stream = other;
+            checkLinear(ops, 64, 128, 128, Activation.NONE, 4e-2, true);
+            stream = first;
+            assertThat(ops.workspaceBytesHeld()).isGreaterThanOrEqualTo(2 * library.workspaceBytes());
+            other.synchronize();
+        }
+        ops.close();
+        opened.remove(ops);
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+    }
+
+    @Test
+    void fusedEmbeddingLayerNormMatchesReferenceInFp32AndBf16() {
+        int batch = 2;
+        int seq = 5;
+        int hidden = 96;
+        float[] word = randoms(11 * hidden, 1);
+        float[] position = randoms(8 * hidden, 1);
+        float[] type = randoms(2 * hidden, 1);
+        float[] gamma = randoms(hidden, 1);
+        float[] beta = randoms(hidden, 1);
+        int[] ids = {1, 5, 10, 0, 3, 2, 2, 7, 9, 4};
+        int[] types = {0, 0, 1, 1, 1, 0, 1, 0, 1, 0};
+        double[] expected = new double[batch * seq * hidden];
+        for (int t = 0; t < batch * seq; t++) {
+            double[] v = new double[hidden];
+            double mean = 0;
+            for (int c = 0; c < hidden; c++) {
+                v[c] = (double) word[ids[t] * hidden + c] + position[(t % seq) * hidden + c] + type[types[t] * hidden + c];
+                mean += v[c];
+            }
+            mean /= hidden;
+            double var = 0;
+            for (int c = 0; c < hidden; c++) {
+                var += (v[c] - mean) * (v[c] - mean);
+            }
+            var /= hidden;
+            for (int c = 0; c < hidden; c++) {
+                expected[t * hidden + c] = (v[c] - mean) / Math.sqrt(var + 1e-12) * gamma[c] + beta[c];
+            }
+        }
+        for (Precision precision : List.of(Precision.FP32, Precision.BF16)) {
+            CudaTensorOps ops = ops(precision);
+            long out = allocate((long) batch * seq * hidden * ops.activationBytes());
+            ops.embeddingLayerNorm(stream, uploadInts(ids), uploadInts(types), upload(word), upload(position),
+                    upload(type), upload(gamma), upload(beta), out, batch, seq, hidden, 1e-12f);
+            assertClose("embeddingLayerNorm " + precision, widen(ops, out, expected.length), expected,
+                    precision == Precision.FP32 ? 1e-5 : 3e-2);
+        }
+    }
+
+    @Test
+    void bf16LayerNormAttentionAndPoolingMatchReference() {
+        CudaTensorOps ops = ops(Precision.BF16);
+        int rows = 9;
+        int cols = 192;
+        float[] x = randoms(rows * cols, 3);
+        float[] residual = randoms(rows * cols, 1);
+        float[] gamma = randoms(cols, 1);
+        float[] beta = randoms(cols, 1);
+        long y = allocate((long) rows * cols * 2);
+        ops.addLayerNorm(stream, uploadBf16(x), uploadBf16(residual), upload(gamma), upload(beta), y, rows, cols,
+                1e-12f);
+        double[] expected = new double[rows * cols];
+        for (int r = 0; r < rows; r++) {
+            double mean = 0;
+            for (int c = 0; c < cols; c++) {
+                mean += bf(x[r * cols + c]) + bf(residual[r * cols + c]);
+            }
+            mean /= cols;
+            double var = 0;
+            for (int c = 0; c < cols; c++) {
+                double v = bf(x[r * cols + c]) + bf(residual[r * cols + c]) - mean;
+                var += v * v;
+            }
+            var /= cols;
+            for (int c = 0; c < cols; c++) {
+                double v = bf(x[r * cols + c]) + bf(residual[r * cols + c]) - mean;
+                expected[r * cols + c] = v / Math.sqrt(var + 1e-12) * gamma[c] + beta[c];
+            }
+        }
+        assertClose("addLayerNorm bf16", widen(ops, y, rows * cols), expected, 3e-2);
+
+        int batch = 3;
+        int seq = 37;
+        int heads = 2;
+        int headDim = 64;
+        int width = 3 * heads * headDim;
+        float[] qkv = randoms(batch * seq * width, 1);
+        int[] mask = new int[batch * seq];
+        for (int s = 0; s < seq; s++) {
+            mask[s] = 1;
+            mask[seq + s] = s < 20 ? 1 : 0;
+            mask[2 * seq + s] = 0;
+        }
+        long context = allocate((long) batch * seq * heads * headDim * 2);
+        long dmask = uploadInts(mask);
+        ops.attention(stream, uploadBf16(qkv), dmask, 0, context, batch, seq, heads, headDim);
+        double[] expectedContext = new double[batch * seq * heads * headDim];
+        double[] p = new double[seq];
+        for (int b = 0; b < batch; b++) {
+            for (int h = 0; h < heads; h++) {
+                for (int i = 0; i < seq; i++) {
+                    double max = Double.NEGATIVE_INFINITY;
+                    for (int j = 0; j < seq; j++) {
+                        double dot = 0;
+                        for (int d = 0; d < headDim; d++) {
+                            dot += bf(qkv[(b * seq + i) * width + h * headDim + d])
+                                    * bf(qkv[(b * seq + j) * width + heads * headDim + h * headDim + d]);
+                        }
+                        p[j] = mask[b * seq + j] != 0 ? dot / 8 : -Float.MAX_VALUE;
+                        max = Math.max(max, p[j]);
+                    }
+                    double sum = 0;
+                    for (int j = 0; j < seq; j++) {
+                        p[j] = Math.exp(p[j] - max);
+                        sum += p[j];
+                    }
+                    for (int d = 0; d < headDim; d++) {
+                        double acc = 0;
+                        for (int j = 0; j < seq; j++) {
+                            acc += p[j] * bf(qkv[(b * seq + j) * width + 2 * heads * headDim + h * headDim + d]);
+                        }
+                        expectedContext[((b * seq + i) * heads + h) * headDim + d] = acc / sum;
+                    }
+                }
+            }
+        }
+        assertClose("attention bf16 in/out", widen(ops, context, expectedContext.length), expectedContext, 3e-2);
+
+        int hidden = heads * headDim;
+        double[] expectedMean = new double[batch * hidden];
+        float[] contextValues = widen(ops, context, expectedContext.length);
+        for (int b = 0; b < batch; b++) {
+            int real = 0;
+            for (int s = 0; s < seq; s++) {
+                real += mask[b * seq + s];
+            }
+            for (int c = 0; c < hidden; c++) {
+                double sum = 0;
+                for (int s = 0; s < seq; s++) {
+                    sum += mask[b * seq + s] * (double) contextValues[(b * seq + s) * hidden + c];
+                }
+                expectedMean[b * hidden + c] = sum / Math.max(real, 1e-9);
+            }
+        }
+        long mean = allocate((long) batch * hidden * 2);
+        ops.pool(stream, context, dmask, mean, batch, seq, hidden, Pooling.MEAN);
+        assertClose("pool MEAN bf16", widen(ops, mean, batch * hidden), expectedMean, 1e-2);
+    }
+
+    // --- helpers -----------------------------------------------------------------------------------------------
+
+    private void checkLinear(CudaTensorOps ops, int rows, int in, int out, Activation activation, double tolerance,
+                             boolean withBias) {
+        boolean bf16 = ops.activationBytes() == 2;
+        float[] x = randoms(rows * in, 1);
+        float[] w = randoms(out * in, 0.1f);
+        float[] bias = withBias ? randoms(out, 1) : new float[out];
+        long dy = allocate((long) rows * out * ops.activationBytes());
+        stream.fill(dy, (byte) 0xFF, (long) rows * out * ops.activationBytes());
+        long dx = bf16 ? uploadBf16(x) : upload(x);
+        long dw = bf16 ? uploadBf16(w) : upload(w);
+        long db = !withBias ? 0 : bf16 ? uploadBf16(bias) : upload(bias);
+        ops.linear(stream, dx, dw, db, dy, rows, in, out, activation);
+        float[] got = widen(ops, dy, rows * out);
+        double[] expected = new double[rows * out];
+        for (int r = 0; r < rows; r++) {
+            for (int o = 0; o < out; o++) {
+                double sum = bias[o];
+                for (int k = 0; k < in; k++) {
+                    sum += (double) x[r * in + k] * w[o * in + k];
+                }
+                expected[r * out + o] = activate(sum, activation);
+            }
+        }
+        assertClose("linear " + rows + "x" + in + "->" + out + " " + activation + " " + ops.precision() + " on "
+                + ops.gemmEngine() + (withBias ? "" : " no bias"), got, expected, tolerance);
+    }
+
+    private static double bf(float v) {
+        return Bf16.toFloat(Bf16.fromFloat(v));
+    }
+
+    private static double activate(double v, Activation activation) {
+        return switch (activation) {
+            case NONE -> v;
+            case RELU -> Math.max(v, 0);
+            case TANH -> Math.tanh(v);
+            case GELU -> 0.5 * v * (1 + erf(v / Math.sqrt(2)));
+        };
+    }
+
+    /** erf by its Maclaurin series (|x| < 3) or the continued-fraction tail; far below float rounding. */
+    private static double erf(double x) {
+        double ax = Math.abs(x);
+        if (ax < 3) {
+            double term = ax;
+            double sum = ax;
+            for (int n = 1; n < 200 && Math.abs(term) > 1e-17; n++) {
+                term *= -ax * ax / n;
+                sum += term / (2 * n + 1);
+            }
+            return Math.copySign(2 / Math.sqrt(Math.PI) * sum, x);
+        }
+        double fraction = 0;
+        for (int n = 60; n >= 1; n--) {
+            fraction = n / 2.0 / (ax + fraction);
+        }
+        double tail = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / (ax + fraction);
+        return Math.copySign(1 - tail, x);
+    }
+
+    private static void assertClose(String what, float[] got, double[] expected, double tolerance) {
+        double worst = 0;
+        int worstIndex = -1;
+        for (int i = 0; i < expected.length; i++) {
+            double error = Math.abs(got[i] - expected[i]);
+            if (!(error <= worst)) {
+                worst = Double.isNaN(error) ? Double.POSITIVE_INFINITY : error;
+                worstIndex = i;
+            }
+        }
+        double finalWorst = worst;
+        int index = worstIndex;
+        assertTrue(worst <= tolerance, () -> what + ": max abs error " + finalWorst + " at " + index + " (got "
+                + got[index] + ", expected " + expected[index] + "), tolerance " + tolerance);
+    }
+
+    private float[] randoms(int n, float scale) {
+        float[] values = new float[n];
+        for (int i = 0; i < n; i++) {
+            values[i] = (float) ((random.nextDouble() * 2 - 1) * scale);
+        }
+        return values;
+    }
+
+    private long allocate(long bytes) {
+        long address = device.chunkSource().allocate(bytes);
+        allocations.add(new long[] {address, bytes});
+        return address;
+    }
+
+    private long upload(float[] values) {
+        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
+        long address = allocate(host.byteSize());
+        stream.copyHostToDevice(host, address, host.byteSize());
+        return address;
+    }
+
+    private long uploadBf16(float[] values) {
+        MemorySegment host = arena.allocate((long) values.length * 2, 16);
+        for (int i = 0; i < values.length; i++) {
+            host.setAtIndex(ValueLayout.JAVA_SHORT, i, Bf16.fromFloat(values[i]));
+        }
+        long address = allocate(host.byteSize());
+        stream.copyHostToDevice(host, address, host.byteSize());
+        return address;
+    }
+
+    private long uploadInts(int[] values) {
+        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
+        long address = allocate(host.byteSize());
+        stream.copyHostToDevice(host, address, host.byteSize());
+        return address;
+    }
+
+    /** Reads {@code count} activations (FP32 or bf16, as {@code ops} holds them) as floats. */
+    private float[] widen(CudaTensorOps ops, long address, int count) {
+        long wide = ops.activationBytes() == 2 ? allocate((long) count * Float.BYTES) : address;
+        if (wide != address) {
+            ops.toFloat32(stream, address, wide, count);
+        }
+        MemorySegment host = arena.allocate((long) count * Float.BYTES, 16);
+        stream.copyDeviceToHost(wide, host, host.byteSize());
+        stream.synchronize();
+        return host.toArray(ValueLayout.JAVA_FLOAT);
+    }
+}

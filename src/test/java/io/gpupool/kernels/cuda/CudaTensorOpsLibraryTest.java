@@ -1,0 +1,193 @@
+package io.gpupool.kernels.cuda;
+
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.MatmulLibrary;
+import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.kernels.TensorOps.Pooling;
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.Launch;
+import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingDevice;
+import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingStream;
+import io.gpupool.serving.fake.CountingAllocator;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * How {@link CudaTensorOps} uses a {@link MatmulLibrary}, checked without a GPU against a library that records
+ * plans and runs: which epilogue each precision and activation gets (and when an extra activation pass follows),
+ * that the heuristic is asked once per shape and stream, that each stream's workspace is one pool block at a fixed
+ * address given back on close, where gpupool's kernels take over, and which kernels run on bf16 activations.
+ */
+class CudaTensorOpsLibraryTest {
+
+    record Plan(int rows, int in, int out, MatmulLibrary.ElementType type, MatmulLibrary.Compute compute,
+                MatmulLibrary.Epilogue epilogue) {
+    }
+
+    record Run(Plan plan, DeviceStream stream, long x, long w, long bias, long y, long workspace) {
+    }
+
+    /** Records plans and runs; declines shapes with {@code out == 3} as a library without an algorithm would. */
+    static final class RecordingLibrary implements MatmulLibrary {
+        final List<Plan> plans = new ArrayList<>();
+        final List<Run> runs = new ArrayList<>();
+        int closed;
+
+        @Override
+        public String description() {
+            return "fakeLt 1.0";
+        }
+
+        @Override
+        public long workspaceBytes() {
+            return 1 << 20;
+        }
+
+        @Override
+        public Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue) {
+            if (out == 3) {
+                throw new IllegalStateException("cublasLtMatmulAlgoGetHeuristic failed: CUBLAS_STATUS_NOT_SUPPORTED");
+            }
+            Plan plan = new Plan(rows, in, out, type, compute, epilogue);
+            plans.add(plan);
+            return new Matmul() {
+                @Override
+                public void run(DeviceStream stream, long x, long w, long bias, long y, long workspace) {
+                    runs.add(new Run(plan, stream, x, w, bias, y, workspace));
+                }
+
+                @Override
+                public void close() {
+                    closed++;
+                }
+            };
+        }
+    }
+
+    private final RecordingDevice device = new RecordingDevice();
+    private final RecordingStream stream = new RecordingStream(device);
+    private final RecordingLibrary library = new RecordingLibrary();
+    private final CountingAllocator pool = new CountingAllocator(1L << 30);
+
+    @Test
+    void fp32KeepsTheExactGeluAsASecondPassAndFusesTheBias() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32, library, pool);
+        ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 3072, Activation.GELU);
+        assertThat(library.plans).containsExactly(new Plan(128, 768, 3072, MatmulLibrary.ElementType.FP32,
+                MatmulLibrary.Compute.FP32, MatmulLibrary.Epilogue.BIAS));
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("gemm_splitk_act");
+        assertThat(stream.launches.getFirst().arguments()).containsExactly(0x4000L, 128, 3072,
+                Activation.GELU.ordinal());
+        assertThat(ops.gemmEngine()).isEqualTo("fakeLt 1.0");
+        assertThat(ops.activationBytes()).isEqualTo(4);
+    }
+
+    @Test
+    void tensorCorePrecisionsFuseBiasAndGeluAndTanhGetAPass() {
+        CudaTensorOps tf32 = new CudaTensorOps(device, Precision.TF32, library, pool);
+        tf32.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 64, 768, 3072, Activation.GELU);
+        tf32.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 64, 768, 768, Activation.RELU);
+        tf32.linear(stream, 0x1000, 0x2000, 0, 0x4000, 64, 768, 768, Activation.NONE);
+        tf32.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 8, 768, 768, Activation.TANH);
+        assertThat(library.plans).extracting(Plan::epilogue).containsExactly(MatmulLibrary.Epilogue.BIAS_GELU,
+                MatmulLibrary.Epilogue.BIAS_RELU, MatmulLibrary.Epilogue.NONE, MatmulLibrary.Epilogue.BIAS);
+        assertThat(library.plans).extracting(Plan::compute).containsOnly(MatmulLibrary.Compute.TF32);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("gemm_splitk_act");
+    }
+
+    @Test
+    void aShapeIsPlannedOncePerStreamAndEachStreamHasOneFixedWorkspaceFromThePool() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool);
+        RecordingStream other = new RecordingStream(device);
+        for (int i = 0; i < 3; i++) {
+            ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 2304, Activation.NONE);
+        }
+        ops.linear(other, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 2304, Activation.NONE);
+        assertThat(library.plans).hasSize(2);   // once for each stream
+        assertThat(library.runs).hasSize(4);
+        assertThat(library.runs.subList(0, 3)).extracting(Run::workspace).containsOnly(library.runs.getFirst().workspace());
+        assertThat(library.runs.get(3).workspace()).isNotEqualTo(library.runs.getFirst().workspace());
+        assertThat(pool.allocatedBytes.get()).isEqualTo(2 * library.workspaceBytes());
+        assertThat(ops.workspaceBytesHeld()).isEqualTo(2 * library.workspaceBytes());
+
+        ops.close();
+        assertThat(pool.allocatedBytes.get()).isZero();
+        assertThat(library.closed).isEqualTo(2);
+    }
+
+    @Test
+    void unalignedOperandsAndDeclinedShapesRunOnGpupoolsKernels() {
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, library, pool);
+        fp32.linear(stream, 0x1010, 0x2000, 0x3000, 0x4000, 300, 768, 200, Activation.NONE);   // x 16-aligned only
+        fp32.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 300, 768, 3, Activation.NONE);     // declined
+        fp32.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 300, 768, 3, Activation.NONE);     // remembered
+        assertThat(library.runs).isEmpty();
+        // few output tiles: gpupool's FP32 split-K (init + split kernel) for each of the three
+        assertThat(stream.launches).extracting(Launch::kernel).containsOnly("gemm_splitk_init", "gemm_f32_splitk");
+        assertThat(stream.launches).hasSize(6);
+
+        stream.launches.clear();
+        CudaTensorOps bf16 = new CudaTensorOps(device, Precision.BF16, library, pool);
+        bf16.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 8, 768, 3, Activation.NONE);
+        assertThat(stream.only().kernel()).isEqualTo("linear_bf16_warp");
+        assertThat(stream.only().grid()).containsExactly(3, 1, 1);   // 24 outputs, 8 warps a block
+    }
+
+    @Test
+    void bf16ActivationsRouteEveryOpToItsBf16KernelAndWidenOutputs() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool);
+        assertThat(ops.activationBytes()).isEqualTo(2);
+        ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 3072, Activation.GELU);
+        assertThat(library.plans.getFirst().type()).isEqualTo(MatmulLibrary.ElementType.BF16);
+        assertThat(library.plans.getFirst().epilogue()).isEqualTo(MatmulLibrary.Epilogue.BIAS_GELU);
+        ops.embeddingLayerNorm(stream, 0x100, 0, 0x200, 0x300, 0x400, 0x500, 0x600, 0x700, 2, 128, 768, 1e-12f);
+        ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 256, 768, 1e-12f);
+        ops.attention(stream, 0x100, 0x200, 0, 0x300, 2, 128, 12, 64);
+        ops.pool(stream, 0x100, 0x200, 0x300, 2, 128, 768, Pooling.MEAN);
+        ops.pool(stream, 0x100, 0, 0x300, 2, 128, 768, Pooling.CLS);
+        ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 2, 768, 768, Activation.TANH);
+        ops.toFloat32(stream, 0x100, 0x200, 1536);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("embedding_layer_norm_bf16",
+                "add_layer_norm_bf16_reg", "attention_bf16io_d64", "pool_mean_bf16", "pool_cls_bf16", "activate_bf16",
+                "bf16_to_f32");
+        assertThat(ops.launches()).isEqualTo(9);   // 7 kernels and 2 library calls
+
+        stream.launches.clear();
+        ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 4, 4096, 1e-12f);   // 16 columns a thread
+        assertThat(stream.only().kernel()).isEqualTo("add_layer_norm_bf16");
+
+        stream.launches.clear();
+        assertThat(ops.attentionWorkspaceBytes(2, 10, 2, 16)).isEqualTo(4L * 2 * 10 * 2 * 16 * 4);
+        ops.attention(stream, 0x100, 0x200, 0x10000, 0x300, 2, 10, 2, 16);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("bf16_to_f32", "attention_d32",
+                "f32_to_bf16");
+    }
+
+    @Test
+    void withoutALibraryBf16KeepsFp32ActivationsAndTheOwnKernels() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, null, null);
+        assertThat(ops.activationBytes()).isEqualTo(4);
+        assertThat(ops.gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+        assertThat(ops.fp32Activations()).isSameAs(ops);
+        ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 16384, 768, 3072, Activation.GELU);
+        assertThat(stream.only().kernel()).isEqualTo("gemm_tc_bf16_128");
+
+        CudaTensorOps resident = new CudaTensorOps(device, Precision.BF16, library, pool);
+        assertThat(resident.fp32Activations().activationBytes()).isEqualTo(4);
+        assertThat(((CudaTensorOps) resident.fp32Activations()).gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+    }
+
+    @Test
+    void tf32x3HasNoLibraryEquivalentAndKeepsItsKernels() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.TF32X3, library, pool);
+        ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 16384, 768, 3072, Activation.NONE);
+        assertThat(library.plans).isEmpty();
+        assertThat(stream.only().kernel()).isEqualTo("gemm_tc_tf32x3_128");
+        assertThat(ops.gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+        assertThat(pool.allocatedBytes.get()).isZero();
+    }
+}
