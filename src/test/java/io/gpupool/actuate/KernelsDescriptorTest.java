@@ -11,7 +11,7 @@ class KernelsDescriptorTest {
     void aPoolWithKernelsReportsThemAndDelegatesEverythingElse() {
         FakePool fake = new FakePool("cuda:0", true);
         ManagedPool pool = ManagedPool.withKernels(fake, new ManagedPool.Kernels("cuBLASLt 13.1.0", "bf16"));
-        GpuPoolEndpoint.DeviceDescriptor descriptor = GpuPoolEndpoint.describe(pool);
+        GpuPoolEndpoint.DeviceDescriptor descriptor = GpuPoolEndpoint.describe(pool, ManagedGraphs.NONE);
         assertThat(descriptor.kernels()).isEqualTo(new ManagedPool.Kernels("cuBLASLt 13.1.0", "bf16"));
         assertThat(descriptor.device()).isEqualTo("cuda:0");
         assertThat(descriptor.global().reservedBytes()).isEqualTo(fake.reserved.get());
@@ -22,6 +22,6 @@ class KernelsDescriptorTest {
 
     @Test
     void aPoolWithoutKernelsReportsNone() {
-        assertThat(GpuPoolEndpoint.describe(new FakePool("host:0", false)).kernels()).isNull();
+        assertThat(GpuPoolEndpoint.describe(new FakePool("host:0", false), ManagedGraphs.NONE).kernels()).isNull();
     }
 }

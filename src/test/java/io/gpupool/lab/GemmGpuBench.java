@@ -10,7 +10,7 @@ import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 
 import java.lang.foreign.Arena;
@@ -39,7 +39,7 @@ import java.util.Random;
  * (FP32) inputs, as max |error| / max |reference|, with the bias and GELU epilogue on the intermediate shape.
  *
  * <pre>
- *   run-gpu-tests.sh --main io.gpupool.bench.GemmGpuBench OUT.json [reps] [tokens,...] [cublasLtDir]
+ *   run-gpu-tests.sh --main io.gpupool.lab.GemmGpuBench OUT.json [reps] [tokens,...] [cublasLtDir]
  * </pre>
  */
 public final class GemmGpuBench {

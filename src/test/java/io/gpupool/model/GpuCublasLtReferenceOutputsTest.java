@@ -7,7 +7,7 @@ import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.memory.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Tag;

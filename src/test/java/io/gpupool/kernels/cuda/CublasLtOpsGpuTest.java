@@ -7,7 +7,7 @@ import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import io.gpupool.memory.DevicePool;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.model.Bf16;
 import org.junit.jupiter.api.AfterAll;
