@@ -64,7 +64,7 @@ import java.util.List;
  * </pre>
  */
 @Configuration(proxyBeanMethods = false)
-@EnableConfigurationProperties({GpuPoolProperties.class, KernelProperties.class})
+@EnableConfigurationProperties({GpuPoolProperties.class, KernelProperties.class, ServerLimitsProperties.class})
 public class GpuPoolConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(GpuPoolConfiguration.class);
