@@ -28,15 +28,22 @@ final class ConnectionLimit extends ChannelInboundHandlerAdapter {
         this.max = max;
     }
 
+    /** Counted as soon as the connection is set up, uncounted when it closes, whatever happens between. */
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) {
-        if (open.incrementAndGet() > max) {
+        open.incrementAndGet();
+        ctx.channel().closeFuture().addListener(closed -> open.decrementAndGet());
+    }
+
+    /** Refuses once the connection is active, so that the refusal is written on a registered, open socket. */
+    @Override
+    public void channelActive(ChannelHandlerContext ctx) {
+        if (open.get() > max) {
             ctx.channel().config().setAutoRead(false);
-            ctx.channel().closeFuture().addListener(closed -> open.decrementAndGet());
             ctx.writeAndFlush(Unpooled.wrappedBuffer(REFUSAL)).addListener(ChannelFutureListener.CLOSE);
             return;
         }
-        ctx.channel().closeFuture().addListener(closed -> open.decrementAndGet());
+        ctx.fireChannelActive();
     }
 
     /** A whole HTTP/1.1 response that closes the connection, written below the HTTP codec. */

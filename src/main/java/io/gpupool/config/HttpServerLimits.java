@@ -1,7 +1,5 @@
 package io.gpupool.config;
 
-import java.net.InetSocketAddress;
-import java.net.SocketAddress;
 
 import io.gpupool.serving.DecodingBudget;
 import io.netty.channel.ChannelPipeline;
@@ -11,14 +9,13 @@ import org.springframework.boot.context.properties.EnableConfigurationProperties
 import org.springframework.boot.reactor.netty.NettyServerCustomizer;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.core.env.Environment;
 import reactor.netty.NettyPipeline;
 import reactor.netty.http.server.HttpServer;
 
 /**
  * Applies {@link ServerLimitsProperties} and the request-framing rules to every Netty server the
- * application starts (the API's and the management port's; each server is customised once and gets
- * its own connection count).
+ * application starts (the API's here, the management port's through {@link ManagementServerLimits});
+ * each server is customised once and gets its own connection count.
  *
  * <pre>
  *   socket -&gt; ConnectionLimit -&gt; RequestHeaderDeadline.bytes -&gt; HTTP codec
@@ -33,15 +30,17 @@ public class HttpServerLimits {
 
     private static final Logger log = LoggerFactory.getLogger(HttpServerLimits.class);
 
+    /** The application port's server; the management port's gets its own ({@link ManagementServerLimits}). */
     @Bean
-    NettyServerCustomizer gpupoolServerLimits(ServerLimitsProperties limits, Environment environment) {
-        return server -> customize(server, limits, isManagementServer(server, environment));
+    NettyServerCustomizer gpupoolServerLimits(ServerLimitsProperties limits) {
+        return server -> customize(server, limits, false);
     }
 
     static HttpServer customize(HttpServer server, ServerLimitsProperties limits, boolean management) {
         int maxConnections = management ? limits.managementMaxConnections() : limits.maxConnections();
         ConnectionLimit connections = new ConnectionLimit(maxConnections);
-        log.debug("HTTP server limits: {} connections, idle {}, headers {}, body reads {}, body {}", maxConnections,
+        log.debug("HTTP server limits ({}): {} connections, idle {}, headers {}, body reads {}, body {}",
+                management ? "management" : "application", maxConnections,
                 limits.idleTimeout(), limits.requestHeaderTimeout(), limits.bodyReadTimeout(), limits.requestTimeout());
         return server
                 .idleTimeout(limits.idleTimeout())
@@ -49,8 +48,8 @@ public class HttpServerLimits {
                 .requestTimeout(limits.requestTimeout())
                 .doOnChannelInit((observer, channel, remote) -> {
                     ChannelPipeline pipeline = channel.pipeline();
-                    if (pipeline.get(NettyPipeline.HttpCodec) == null) {
-                        return; // not an HTTP/1.1 connection this server decodes itself
+                    if (pipeline.get(NettyPipeline.HttpCodec) == null || pipeline.get("gpupool.connectionLimit") != null) {
+                        return; // not an HTTP/1.1 connection this server decodes itself, or limited already
                     }
                     pipeline.addFirst("gpupool.connectionLimit", connections);
                     RequestHeaderDeadline deadline = new RequestHeaderDeadline(limits.requestHeaderTimeout());
@@ -68,17 +67,5 @@ public class HttpServerLimits {
                     + " is invalid; allowed: at least gpupool.serving.max-body-size (" + maxBodyBytes + "B)");
         }
         return new DecodingBudget(budget);
-    }
-
-    /** The server bound to {@code management.server.port}, when that is a fixed port of its own. */
-    private static boolean isManagementServer(HttpServer server, Environment environment) {
-        Integer management = environment.getProperty("management.server.port", Integer.class);
-        Integer application = environment.getProperty("server.port", Integer.class, 8080);
-        if (management == null || management <= 0 || management.equals(application)) {
-            return false;
-        }
-        SocketAddress bound = server.configuration().bindAddress() == null ? null
-                : server.configuration().bindAddress().get();
-        return bound instanceof InetSocketAddress address && address.getPort() == management;
     }
 }

@@ -21,9 +21,8 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param maxConnections           connections the application port (inference API) holds at once; one
  *                                 more is answered 503 and closed
  * @param managementMaxConnections the same for the management port (actuator), counted separately so
- *                                 that a flood on the API leaves probes and metrics reachable; it applies
- *                                 when {@code management.server.port} is a fixed port other than the
- *                                 application's
+ *                                 that a flood on the API leaves probes and metrics reachable (when the
+ *                                 actuator has a port of its own, {@code management.server.port})
  * @param maxDecodingBytes         bytes of inference request bodies read and decoded at once (a body is
  *                                 counted at its declared length, else at {@code gpupool.serving.max-body-size});
  *                                 a request beyond it is answered 503 with Retry-After; at least

@@ -142,8 +142,9 @@ public final class InferenceHandler {
             long reserve = declared >= 0 && declared <= maxBodyBytes ? declared : maxBodyBytes;
             if (!decoding.tryReserve(reserve)) {
                 return discard(request).then(Mono.<ServerResponse>error(ServingException.unavailable(
-                        "the server is decoding " + decoding.maxBytes() + " bytes of requests already "
-                                + "(gpupool.server.max-decoding-bytes); retry shortly", 1)));
+                        "the server is already reading and decoding as many request bytes as "
+                                + "gpupool.server.max-decoding-bytes (" + decoding.maxBytes() + ") allows; retry shortly",
+                        1)));
             }
             return body(request)
                     .publishOn(Schedulers.boundedElastic())

@@ -120,6 +120,22 @@ class HttpServerLimitsTest {
     }
 
     @Test
+    void theManagementPortHasTheLimitsToo() throws IOException {
+        try (Socket socket = connect(port)) {
+            send(socket, "GET /actuator/health/liveness HTTP/1.1\r\nHost: x\r\n");
+            long start = System.nanoTime();
+            readUntilClosed(socket);
+            assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofMillis(2500));
+        }
+        try (Socket socket = connect(managementPort)) {
+            send(socket, "GET /actuator/health/liveness HTTP/1.1\r\nHost: x\r\n");
+            long start = System.nanoTime();
+            readUntilClosed(socket);
+            assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofMillis(2500));
+        }
+    }
+
+    @Test
     void headersTrickledByteByByteGet408() throws Exception {
         try (Socket socket = connect(port)) {
             send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\n");
@@ -158,6 +174,7 @@ class HttpServerLimitsTest {
     void connectionsBeyondTheLimitAreRefusedAtOnceAndTheManagementPortStaysReachable() throws IOException {
         List<Socket> held = new ArrayList<>();
         try {
+            Thread.sleep(500); // connections of earlier tests are seen closed
             for (int i = 0; i < 4; i++) {
                 Socket socket = connect(port);
                 send(socket, "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"); // kept alive afterwards
