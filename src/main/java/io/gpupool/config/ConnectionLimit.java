@@ -33,17 +33,28 @@ final class ConnectionLimit extends ChannelInboundHandlerAdapter {
     public void handlerAdded(ChannelHandlerContext ctx) {
         open.incrementAndGet();
         ctx.channel().closeFuture().addListener(closed -> open.decrementAndGet());
+        // Added to a connection that is already active, this handler sees no channelActive: decide now.
+        if (ctx.channel().isActive()) {
+            refuseIfOver(ctx);
+        }
     }
 
     /** Refuses once the connection is active, so that the refusal is written on a registered, open socket. */
     @Override
     public void channelActive(ChannelHandlerContext ctx) {
-        if (open.get() > max) {
-            ctx.channel().config().setAutoRead(false);
-            ctx.writeAndFlush(Unpooled.wrappedBuffer(REFUSAL)).addListener(ChannelFutureListener.CLOSE);
+        if (refuseIfOver(ctx)) {
             return;
         }
         ctx.fireChannelActive();
+    }
+
+    private boolean refuseIfOver(ChannelHandlerContext ctx) {
+        if (open.get() <= max) {
+            return false;
+        }
+        ctx.channel().config().setAutoRead(false);
+        ctx.writeAndFlush(Unpooled.wrappedBuffer(REFUSAL)).addListener(ChannelFutureListener.CLOSE);
+        return true;
     }
 
     /** A whole HTTP/1.1 response that closes the connection, written below the HTTP codec. */
