@@ -161,6 +161,11 @@ public final class AllocatorAdapter implements ManagedPool {
         }
 
         @Override
+        public long peakRequestedBytes() {
+            return allocator.peakRequestedBytes();
+        }
+
+        @Override
         public void resetPeaks() {
             allocator.resetPeaks();
         }

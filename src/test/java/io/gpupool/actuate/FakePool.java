@@ -182,6 +182,11 @@ final class FakePool implements ManagedPool {
         }
 
         @Override
+        public long peakRequestedBytes() {
+            return 180 * MIB;
+        }
+
+        @Override
         public void resetPeaks() {
         }
 
