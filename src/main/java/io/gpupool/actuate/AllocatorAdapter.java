@@ -140,6 +140,11 @@ public final class AllocatorAdapter extends DeviceAdapter {
         }
 
         @Override
+        public long peakRequestedBytes() {
+            return allocator.peakRequestedBytes();
+        }
+
+        @Override
         public void resetPeaks() {
             allocator.resetPeaks();
         }

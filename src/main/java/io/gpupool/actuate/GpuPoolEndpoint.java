@@ -206,7 +206,7 @@ public class GpuPoolEndpoint {
         PoolMetrics m = pool.metrics();
         List<ChunkMetric> chunks = m.chunks();
         GlobalDescriptor global = new GlobalDescriptor(m.reservedBytes(), m.allocatedBytes(), m.requestedBytes(),
-                m.cachedBytes(), m.globalFreeBytes(), m.peakReservedBytes(), m.peakAllocatedBytes(),
+                m.cachedBytes(), m.globalFreeBytes(), m.peakReservedBytes(), m.peakAllocatedBytes(), m.peakRequestedBytes(),
                 m.largestFreeBlockBytes(), m.fragmentation(), m.freeBlocks(), chunks.size(), chunks,
                 m.addressSpaceBytes(), m.mapCalls(), m.unmapCalls(), m.crossStreamWaits(), m.mapNanos(), m.unmapNanos());
         List<LocalCacheDescriptor> caches = m.streams().stream()
@@ -271,9 +271,11 @@ public class GpuPoolEndpoint {
      * the chunks span, and the map / unmap counters the driver calls that moved memory.
      * {@code crossStreamWaits} counts device-side waits on other streams' fences (memory reused across streams).
      * {@code mapNanos} / {@code unmapNanos}: host time spent in those map / unmap calls.
+     * {@code peakRequestedBytes}: the most bytes the callers had asked for at once; peak allocated over it
+     * is the rounding of the pool.
      */
     public record GlobalDescriptor(long reservedBytes, long allocatedBytes, long requestedBytes, long cachedBytes,
-                                   long freeBytes, long peakReservedBytes, long peakAllocatedBytes,
+                                   long freeBytes, long peakReservedBytes, long peakAllocatedBytes, long peakRequestedBytes,
                                    long largestFreeBlockBytes, double fragmentation, List<FreeOrderMetric> freeBlocks,
                                    int chunkCount, List<ChunkMetric> chunks, long addressSpaceBytes, long mapCalls,
                                    long unmapCalls, long crossStreamWaits, long mapNanos, long unmapNanos) {

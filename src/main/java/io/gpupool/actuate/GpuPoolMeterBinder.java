@@ -107,6 +107,8 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 global, pool, p -> p.metrics().peakReservedBytes());
         bytes(registry, "gpupool.memory.peak.allocated", "Highest allocated since start or the last peak reset",
                 global, pool, p -> p.metrics().peakAllocatedBytes());
+        bytes(registry, "gpupool.memory.peak.requested", "Highest requested (before rounding) since start or the last peak reset",
+                global, pool, p -> p.metrics().peakRequestedBytes());
         bytes(registry, "gpupool.memory.address.space", "Address space the pool's chunks span (MAPPED growth; 0 otherwise)",
                 global, pool, p -> p.metrics().addressSpaceBytes());
         bytes(registry, "gpupool.memory.capacity", "Memory of the device behind the pool", device, pool,

@@ -36,6 +36,7 @@ class AllocatorAdapterTest {
         assertThat(view.allocatedBytes()).isEqualTo(MIB);
         assertThat(view.peakReservedBytes()).isEqualTo(4 * MIB);
         assertThat(view.peakAllocatedBytes()).isEqualTo(4 * MIB);
+        assertThat(view.peakRequestedBytes()).isEqualTo(4 * MIB - 100);
         assertThat(view.counters().allocations()).isEqualTo(2);
         assertThat(view.counters().frees()).isEqualTo(1);
         assertThat(view.allocationLatency().count()).isEqualTo(2);

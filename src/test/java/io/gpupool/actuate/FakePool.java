@@ -181,6 +181,11 @@ final class FakePool implements ManagedPool {
             implements PoolMetrics, BlockLayoutMetric {
 
         @Override
+        public long peakRequestedBytes() {
+            return 180 * MIB;
+        }
+
+        @Override
         public void resetPeaks() {
         }
     }

@@ -198,9 +198,11 @@ public final class AllocatorComparison {
         row.put("unexpected_5xx", report.path("unexpected_5xx").asLong());
         long peakReserved = 0;
         long peakAllocated = 0;
+        long peakRequested = 0;
         for (JsonNode device : report.path("pool_after").path("devices")) {
             peakReserved += device.path("peakReservedBytes").asLong();
             peakAllocated += device.path("peakAllocatedBytes").asLong();
+            peakRequested += device.path("peakRequestedBytes").asLong();
         }
         // Every mode lists its devices (modes without a pool show their allocator's numbers); none
         // listed means the endpoint could not be read, and the table says n/a rather than 0.
@@ -210,6 +212,7 @@ public final class AllocatorComparison {
         }
         row.put("pool_peak_reserved_bytes", peakReserved);
         row.put("pool_peak_allocated_bytes", peakAllocated);
+        row.put("pool_peak_requested_bytes", peakRequested);
         row.put("allocated_after_drain_bytes", LoadDriver.allocatedBytes(report.path("pool_after_drain")));
         row.put("ready_after", report.path("ready_after").asInt());
     }

@@ -709,7 +709,7 @@ public final class LoadDriver {
             out.put("mode", device.path("mode").asString(""));
             JsonNode global = device.path("global");
             for (String field : List.of("reservedBytes", "allocatedBytes", "requestedBytes", "cachedBytes", "freeBytes",
-                    "peakReservedBytes", "peakAllocatedBytes", "largestFreeBlockBytes", "chunkCount",
+                    "peakReservedBytes", "peakAllocatedBytes", "peakRequestedBytes", "largestFreeBlockBytes", "chunkCount",
                     "addressSpaceBytes", "mapCalls", "unmapCalls", "crossStreamWaits", "mapNanos", "unmapNanos")) {
                 out.put(field, global.path(field).asLong());
             }

@@ -159,6 +159,11 @@ final class CudaAsyncAllocator extends PerRequestAllocator {
         }
 
         @Override
+        public long peakRequestedBytes() {
+            return counts.peakRequestedBytes();
+        }
+
+        @Override
         public void resetPeaks() {
             counts.resetPeaks();
             resetDriverHighMarks();

@@ -28,6 +28,13 @@ public interface AllocatorMetrics {
     /** Highest {@link #allocatedBytes()} since creation or the last {@link #resetPeaks()}. */
     long peakAllocatedBytes();
 
+    /**
+     * Highest {@link #requestedBytes()} since creation or the last {@link #resetPeaks()}: what the
+     * callers asked for at their busiest. Peak allocated over this is the allocator's rounding (and,
+     * where peaks are sampled, timing); peak reserved over this is all it costs.
+     */
+    long peakRequestedBytes();
+
     /** Starts a new peak period at the current values (the one write operation here, for operators). */
     void resetPeaks();
 

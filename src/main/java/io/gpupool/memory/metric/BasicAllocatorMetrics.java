@@ -21,6 +21,7 @@ public final class BasicAllocatorMetrics implements AllocatorMetrics {
     private final AtomicLong requested = new AtomicLong();
     private final AtomicLong peakReserved = new AtomicLong();
     private final AtomicLong peakAllocated = new AtomicLong();
+    private final AtomicLong peakRequested = new AtomicLong();
     private final LongAdder allocations = new LongAdder();
     private final LongAdder frees = new LongAdder();
     private final LongAdder grows = new LongAdder();
@@ -36,7 +37,7 @@ public final class BasicAllocatorMetrics implements AllocatorMetrics {
     /** A block of {@code roundedBytes} was handed out for a request of {@code requestedBytes}. */
     public void onAllocate(long requestedBytes, long roundedBytes, long latencyNanos) {
         allocations.increment();
-        requested.addAndGet(requestedBytes);
+        Peaks.raise(peakRequested, requested.addAndGet(requestedBytes));
         Peaks.raise(peakAllocated, allocated.addAndGet(roundedBytes));
         latency.record(latencyNanos);
     }
@@ -101,9 +102,15 @@ public final class BasicAllocatorMetrics implements AllocatorMetrics {
     }
 
     @Override
+    public long peakRequestedBytes() {
+        return peakRequested.get();
+    }
+
+    @Override
     public void resetPeaks() {
         peakReserved.set(reserved.get());
         peakAllocated.set(allocated.get());
+        peakRequested.set(requested.get());
     }
 
     @Override

@@ -82,6 +82,11 @@ final class PoolMetricsView implements PoolMetrics, BlockLayoutMetric {
     }
 
     @Override
+    public long peakRequestedBytes() {
+        return stats.peakRequestedNow();
+    }
+
+    @Override
     public void resetPeaks() {
         reservation.resetPeak();
         stats.resetPeak();

@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.LongAdder;
  *   allocated bytes = stream level's (alloc - free) + global adders (alloc - free)
  * </pre>
  *
- * <h2>Sampling the allocated peak</h2>
+ * <h2>Sampling the allocated and requested peaks</h2>
  * A sample ({@link #samplePeak}) reads one line of every stream's cache, which its owner keeps writing;
  * sampling on every miss limited scaling. The facade therefore samples on every read, on every
  * global allocation of at least maxBlock/8, on every global allocation in GLOBAL_ONLY mode, and when
@@ -59,6 +59,7 @@ final class PoolStatistics {
 
     private final StreamLevel streams;
     private final AtomicLong peakAllocated = new AtomicLong();
+    private final AtomicLong peakRequested = new AtomicLong();
 
     PoolStatistics(StreamLevel streams) {
         this.streams = streams;
@@ -98,20 +99,30 @@ final class PoolStatistics {
         return peakAllocated.get();
     }
 
-    void resetPeak() {
-        peakAllocated.set(allocatedBytes());
+    /** The highest requested bytes seen by a sample (taken with the allocated peak), after sampling now. */
+    long peakRequestedNow() {
+        Peaks.raise(peakRequested, requestedBytes());
+        return peakRequested.get();
     }
 
-    /** Raises the allocated peak to the bytes allocated now and refreshes the stream share. */
+    void resetPeak() {
+        peakAllocated.set(allocatedBytes());
+        peakRequested.set(requestedBytes());
+    }
+
+    /** Raises the allocated and requested peaks to the bytes allocated and requested now; refreshes the stream share. */
     void samplePeak() {
         LocalCache[] current = streams.caches();
         long allocated = allocatedBytes.sum() - freedBytes.sum() + streams.retiredAllocated();
+        long requested = allocatedRequested.sum() - freedRequested.sum() + streams.retiredRequested();
         for (LocalCache cache : current) {
             if (cache != null) {
                 allocated += cache.stat(LocalCache.ALLOC_BYTES) - cache.stat(LocalCache.FREE_BYTES);
+                requested += cache.stat(LocalCache.ALLOC_REQUESTED) - cache.stat(LocalCache.FREE_REQUESTED);
             }
         }
         Peaks.raise(peakAllocated, allocated);
+        Peaks.raise(peakRequested, requested);
         streams.updateShare(allocated, current.length);
     }
 }

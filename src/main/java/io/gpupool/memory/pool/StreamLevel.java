@@ -167,6 +167,11 @@ final class StreamLevel implements LocalCache.CapRule {
         return retired[LocalCache.HITS].sum();
     }
 
+    /** Requested bytes of blocks allocated from the retired caches and not freed to them. */
+    long retiredRequested() {
+        return retired[LocalCache.ALLOC_REQUESTED].sum() - retired[LocalCache.FREE_REQUESTED].sum();
+    }
+
     /** Bytes allocated from the retired caches and not freed to them. */
     long retiredAllocated() {
         return retired[LocalCache.ALLOC_BYTES].sum() - retired[LocalCache.FREE_BYTES].sum();

@@ -39,6 +39,29 @@ class DevicePoolPeakTest {
         }
     }
 
+    /** Operators compare the two peaks: their ratio is the pool's rounding (a 5 MB tensor in 2 MiB units holds 6 MiB). */
+    @Test
+    void thePeakOfRequestedBytesStandsBesideThePeakOfAllocatedBytes() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+            TestStream stream = new TestStream(0);
+            List<DeviceBlock> tensors = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                tensors.add(pool.allocate(5_000_000, stream));
+            }
+            tensors.forEach(DeviceBlock::release);
+
+            assertThat(pool.metrics().requestedBytes()).isZero();
+            assertThat(pool.metrics().peakRequestedBytes()).isEqualTo(15_000_000);
+            assertThat(pool.metrics().peakAllocatedBytes()).isEqualTo(18 * MIB);
+
+            pool.metrics().resetPeaks();
+            assertThat(pool.metrics().peakRequestedBytes()).isZero();
+            DeviceBlock one = pool.allocate(5_000_000, stream);    // a local hit now: sampled on the read
+            assertThat(pool.metrics().peakRequestedBytes()).isEqualTo(5_000_000);
+            one.release();
+        }
+    }
+
     @Test
     void interleavedBurstsOfSeveralStreamsLagByAtMostTheirShares() {
         int streams = 4;
