@@ -8,18 +8,30 @@ import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.util.AttributeKey;
 
 /**
  * Holds one server's open connections to a maximum: a connection beyond it is answered
  * {@code 503 Service Unavailable} with {@code Retry-After} and closed at once, before anything of its
- * request is read. Shared by all connections of one server; the count is an atomic incremented when a
- * connection is set up and decremented when it closes.
+ * request is read. Shared by all connections of one server, whose event loops set connections up
+ * concurrently.
+ *
+ * <p>Each connection is admitted or refused exactly once, when it is set up, by one compare-and-set
+ * on the count of admitted connections: a connection may only take a free slot, so the count never
+ * exceeds the maximum, not even for a moment, and a refused connection holds no slot. The decision is
+ * kept on the connection and only carried out later (the refusal is written once the socket is
+ * active); the count is never read a second time, because by then connections being set up on other
+ * event loops have moved it, and a second reading would refuse an admitted connection or admit a
+ * refused one. An admitted connection gives its slot back when it closes, whatever happens between.
  */
 @ChannelHandler.Sharable
 final class ConnectionLimit extends ChannelInboundHandlerAdapter {
 
     private static final byte[] REFUSAL = rawResponse("503 Service Unavailable\r\nRetry-After: 1",
             "too many connections; try again shortly");
+
+    /** Set on a connection that was refused: the refusal is still to be written ({@code false}) or was written. */
+    private static final AttributeKey<Boolean> REFUSED = AttributeKey.valueOf(ConnectionLimit.class, "refused");
 
     private final int max;
     private final AtomicInteger open = new AtomicInteger();
@@ -28,33 +40,47 @@ final class ConnectionLimit extends ChannelInboundHandlerAdapter {
         this.max = max;
     }
 
-    /** Counted as soon as the connection is set up, uncounted when it closes, whatever happens between. */
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) {
-        open.incrementAndGet();
-        ctx.channel().closeFuture().addListener(closed -> open.decrementAndGet());
-        // Added to a connection that is already active, this handler sees no channelActive: decide now.
+        if (admit()) {
+            ctx.channel().closeFuture().addListener(closed -> open.decrementAndGet());
+            return;
+        }
+        ctx.channel().attr(REFUSED).set(Boolean.FALSE);
+        // Added to a connection that is already active, this handler may see no channelActive: refuse now.
         if (ctx.channel().isActive()) {
-            refuseIfOver(ctx);
+            refuse(ctx);
         }
     }
 
-    /** Refuses once the connection is active, so that the refusal is written on a registered, open socket. */
+    /** A refused connection's activation goes no further than this handler: nothing above it sees the connection. */
     @Override
     public void channelActive(ChannelHandlerContext ctx) {
-        if (refuseIfOver(ctx)) {
+        if (ctx.channel().hasAttr(REFUSED)) {
+            refuse(ctx);
             return;
         }
         ctx.fireChannelActive();
     }
 
-    private boolean refuseIfOver(ChannelHandlerContext ctx) {
-        if (open.get() <= max) {
-            return false;
+    /** Takes a slot if one is free. */
+    private boolean admit() {
+        for (int n = open.get(); n < max; n = open.get()) {
+            if (open.compareAndSet(n, n + 1)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Writes the refusal once (on a registered, open socket) and closes; reads nothing of the request. */
+    private static void refuse(ChannelHandlerContext ctx) {
+        Boolean written = ctx.channel().attr(REFUSED).getAndSet(Boolean.TRUE);
+        if (Boolean.TRUE.equals(written)) {
+            return;
         }
         ctx.channel().config().setAutoRead(false);
         ctx.writeAndFlush(Unpooled.wrappedBuffer(REFUSAL)).addListener(ChannelFutureListener.CLOSE);
-        return true;
     }
 
     /** A whole HTTP/1.1 response that closes the connection, written below the HTTP codec. */

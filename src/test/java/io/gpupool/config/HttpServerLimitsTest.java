@@ -99,6 +99,20 @@ class HttpServerLimitsTest {
         return got.toString(StandardCharsets.ISO_8859_1);
     }
 
+    /** The status line and headers of one response, leaving the connection open. */
+    private static String readHead(Socket socket) throws IOException {
+        ByteArrayOutputStream got = new ByteArrayOutputStream();
+        InputStream in = socket.getInputStream();
+        while (!got.toString(StandardCharsets.ISO_8859_1).contains("\r\n\r\n")) {
+            int b = in.read();
+            if (b < 0) {
+                break;
+            }
+            got.write(b);
+        }
+        return got.toString(StandardCharsets.ISO_8859_1);
+    }
+
     private static void send(Socket socket, String text) throws IOException {
         OutputStream out = socket.getOutputStream();
         out.write(text.getBytes(StandardCharsets.ISO_8859_1));
@@ -174,13 +188,23 @@ class HttpServerLimitsTest {
     void connectionsBeyondTheLimitAreRefusedAtOnceAndTheManagementPortStaysReachable() throws IOException {
         List<Socket> held = new ArrayList<>();
         try {
-            Thread.sleep(500); // connections of earlier tests are seen closed
-            for (int i = 0; i < 4; i++) {
+            // A connection surely counts once the server has answered on it: waiting for each answer makes the
+            // extra connection the fifth the server sets up, whichever event loops set them up and when. An
+            // earlier test's connection the server has not yet seen closed still holds a slot: the fourth is
+            // then refused, and tried again until that slot is free.
+            long deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+            while (held.size() < 4) {
                 Socket socket = connect(port);
                 send(socket, "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"); // kept alive afterwards
+                String head = readHead(socket);
+                if (head.startsWith("HTTP/1.1 503") && System.nanoTime() < deadline) {
+                    socket.close();
+                    Thread.sleep(50);
+                    continue;
+                }
                 held.add(socket);
+                assertThat(head).as("connection %d of 4", held.size()).startsWith("HTTP/1.1 200");
             }
-            Thread.sleep(200);
             try (Socket extra = connect(port)) {
                 assertThat(readUntilClosed(extra)).startsWith("HTTP/1.1 503").contains("too many connections");
             }
