@@ -20,8 +20,12 @@ public class GraphProperties {
 
     static final String PREFIX = "gpupool.kernels.graphs.";
 
-    /** Replay captured graphs on CUDA devices (off: every request runs its kernels one launch at a time). */
-    private boolean enabled = true;
+    /**
+     * Replay captured graphs on CUDA devices (off: every request runs its kernels one launch at a time). Off by
+     * default: with the cuBLASLt engine, captures under concurrent serving load can fail and leave the device
+     * in an error state (docs/benchmarks.md, "CUDA graphs on pool memory").
+     */
+    private boolean enabled = false;
 
     /** Most graphs cached per device, 0 to 4096; the least recently used is evicted first. */
     private int maxCount = 64;
