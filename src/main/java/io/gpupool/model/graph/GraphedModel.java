@@ -2,9 +2,9 @@ package io.gpupool.model.graph;
 
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.model.BatchableModel;
-import io.gpupool.model.ModelConfig;
 import io.gpupool.model.ModelSignature;
 import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.ForwardingBatchableModel;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.PlannedMemory;
@@ -198,7 +198,7 @@ class GraphedModel implements InferenceModel, PlannedMemory {
      * batched forward: graphs are captured per request shape, and a batch's shape (its total tokens) is not one
      * of those buckets. Requests of a model whose batching is off still replay their graphs.
      */
-    static final class Batchable extends GraphedModel implements BatchableModel {
+    static final class Batchable extends GraphedModel implements ForwardingBatchableModel {
 
         private final BatchableModel batchable;
 
@@ -208,33 +208,8 @@ class GraphedModel implements InferenceModel, PlannedMemory {
         }
 
         @Override
-        public Member prepare(List<HostTensor> inputs, Set<String> requestedOutputs) {
-            return batchable.prepare(inputs, requestedOutputs);
-        }
-
-        @Override
-        public long batchPeakBytes(List<? extends Member> members) {
-            return batchable.batchPeakBytes(members);
-        }
-
-        @Override
-        public boolean fitsOneForward(List<? extends Member> members) {
-            return batchable.fitsOneForward(members);
-        }
-
-        @Override
-        public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
-            return batchable.inferBatch(members, context);
-        }
-
-        @Override
-        public String batchLayout() {
-            return batchable.batchLayout();
-        }
-
-        @Override
-        public ModelConfig.Batching batching() {
-            return batchable.batching();
+        public BatchableModel batchable() {
+            return batchable;
         }
     }
 }

@@ -2,9 +2,9 @@ package io.gpupool.model.text;
 
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.BytesElements;
-import io.gpupool.model.ModelConfig;
 import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.ForwardingBatchableModel;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.ModelSignature;
@@ -104,7 +104,7 @@ public class TextInputModel implements InferenceModel, PlannedMemory {
     }
 
     /** A text model over a batching model: requests are tokenised in {@link #prepare}, then batched as tokens. */
-    static final class Batchable extends TextInputModel implements BatchableModel {
+    static final class Batchable extends TextInputModel implements ForwardingBatchableModel {
 
         private final BatchableModel batchable;
 
@@ -114,33 +114,13 @@ public class TextInputModel implements InferenceModel, PlannedMemory {
         }
 
         @Override
+        public BatchableModel batchable() {
+            return batchable;
+        }
+
+        @Override
         public Member prepare(List<HostTensor> inputs, Set<String> requestedOutputs) {
             return batchable.prepare(tokenized(inputs), requestedOutputs);
-        }
-
-        @Override
-        public long batchPeakBytes(List<? extends Member> members) {
-            return batchable.batchPeakBytes(members);
-        }
-
-        @Override
-        public boolean fitsOneForward(List<? extends Member> members) {
-            return batchable.fitsOneForward(members);
-        }
-
-        @Override
-        public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
-            return batchable.inferBatch(members, context);
-        }
-
-        @Override
-        public String batchLayout() {
-            return batchable.batchLayout();
-        }
-
-        @Override
-        public ModelConfig.Batching batching() {
-            return batchable.batching();
         }
     }
 
