@@ -4,7 +4,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.function.LongSupplier;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.metric.AllocatorCounters;

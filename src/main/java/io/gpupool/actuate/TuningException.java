@@ -3,7 +3,7 @@ package io.gpupool.actuate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import org.jspecify.annotations.Nullable;
 
 /**

@@ -6,7 +6,7 @@ import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.host.HostTensorOps;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;

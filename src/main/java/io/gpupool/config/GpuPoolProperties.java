@@ -1,6 +1,6 @@
 package io.gpupool.config;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.GrowthPolicy;
 import org.springframework.boot.context.properties.ConfigurationProperties;

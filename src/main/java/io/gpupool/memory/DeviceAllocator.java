@@ -1,5 +1,6 @@
 package io.gpupool.memory;
 
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.metric.AllocatorMetrics;
 
 import java.util.Optional;

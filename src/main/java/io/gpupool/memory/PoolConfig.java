@@ -1,5 +1,6 @@
 package io.gpupool.memory;
 
+import io.gpupool.memory.metric.AllocatorMode;
 import java.time.Duration;
 import java.util.Objects;
 

@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.util.concurrent.atomic.AtomicLong;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.metric.BasicAllocatorMetrics;
 import io.gpupool.memory.metric.PoolMetrics;

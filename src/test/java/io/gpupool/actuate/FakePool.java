@@ -5,7 +5,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicLong;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.metric.AllocatorCounters;

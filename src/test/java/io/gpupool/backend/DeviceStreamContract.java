@@ -1,6 +1,6 @@
 package io.gpupool.backend;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;

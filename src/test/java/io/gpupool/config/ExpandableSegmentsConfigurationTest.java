@@ -1,7 +1,7 @@
 package io.gpupool.config;
 
 import io.gpupool.backend.ComputeBackend;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.serving.ServingDevices;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;

@@ -8,7 +8,7 @@ import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.serving.fake.CountingAllocator;

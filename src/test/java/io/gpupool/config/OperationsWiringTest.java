@@ -4,7 +4,7 @@ import io.gpupool.actuate.AllocatorAdapter;
 import io.gpupool.actuate.DevicePoolAdapter;
 import io.gpupool.actuate.ManagedPool;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.serving.DeviceRuntime;

@@ -423,10 +423,10 @@ public final class AllocatorComparison {
             String[] parts = trimmed.split("\\+");
             String mode = parts[0].trim();
             try {
-                io.gpupool.memory.AllocatorMode.valueOf(mode);
+                io.gpupool.memory.metric.AllocatorMode.valueOf(mode);
             } catch (IllegalArgumentException e) {
                 throw new IllegalArgumentException("--modes entry '" + trimmed + "': unknown allocator mode '" + mode
-                        + "'; allowed: " + java.util.Arrays.toString(io.gpupool.memory.AllocatorMode.values()));
+                        + "'; allowed: " + java.util.Arrays.toString(io.gpupool.memory.metric.AllocatorMode.values()));
             }
             List<String> settings = new ArrayList<>();
             for (int i = 1; i < parts.length; i++) {

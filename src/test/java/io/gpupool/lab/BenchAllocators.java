@@ -1,6 +1,6 @@
 package io.gpupool.lab;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;

@@ -11,7 +11,7 @@ import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.host.HostTensorOps;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;

@@ -5,7 +5,7 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;

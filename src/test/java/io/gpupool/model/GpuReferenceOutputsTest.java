@@ -4,7 +4,7 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Tag;

@@ -2,7 +2,7 @@ package io.gpupool.backend.cuda;
 
 import io.gpupool.backend.PerRequestAllocator;
 import io.gpupool.memory.AllocationStream;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.metric.AllocatorCounters;
 import io.gpupool.memory.metric.AllocatorMetrics;
 import io.gpupool.memory.metric.BasicAllocatorMetrics;

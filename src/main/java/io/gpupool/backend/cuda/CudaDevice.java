@@ -3,7 +3,7 @@ package io.gpupool.backend.cuda;
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.GraphCapture;
 import io.gpupool.backend.KernelModule;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import jcuda.driver.CUcontext;

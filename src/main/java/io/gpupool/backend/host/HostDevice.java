@@ -3,7 +3,7 @@ package io.gpupool.backend.host;
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.KernelModule;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 

@@ -3,7 +3,7 @@ package io.gpupool.backend.host;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.PerRequestAllocator;
 import io.gpupool.memory.AllocationStream;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 
 import java.lang.foreign.FunctionDescriptor;

@@ -1,6 +1,5 @@
 package io.gpupool.memory.metric;
 
-import io.gpupool.memory.AllocatorMode;
 
 /**
  * Read-only statistics every {@code DeviceAllocator} exposes. Getters never take an allocation

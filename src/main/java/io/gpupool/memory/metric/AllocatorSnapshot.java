@@ -1,6 +1,5 @@
 package io.gpupool.memory.metric;
 
-import io.gpupool.memory.AllocatorMode;
 
 /** The common statistics of an allocator at one moment; see {@link AllocatorMetrics}. */
 public record AllocatorSnapshot(String name, AllocatorMode mode, long reservedBytes, long allocatedBytes,

@@ -1,6 +1,5 @@
 package io.gpupool.memory.metric;
 
-import io.gpupool.memory.AllocatorMode;
 
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;

@@ -1,6 +1,6 @@
 package io.gpupool.memory.pool;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.metric.AllocatorCounters;
 import io.gpupool.memory.metric.BlockLayoutMetric;

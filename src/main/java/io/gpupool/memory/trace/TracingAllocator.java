@@ -1,7 +1,7 @@
 package io.gpupool.memory.trace;
 
 import io.gpupool.memory.AllocationStream;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.metric.AllocatorMetrics;

@@ -4,7 +4,7 @@ import io.gpupool.backend.ComputeBackend;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.DeviceStreamContract;
 import io.gpupool.backend.KernelFunction;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import org.junit.jupiter.api.Tag;

@@ -1,7 +1,7 @@
 package io.gpupool.backend.cuda;
 
 import io.gpupool.backend.KernelFunction;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.StreamFence;

@@ -3,7 +3,7 @@ package io.gpupool.backend.host;
 import io.gpupool.backend.ComputeBackend;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.DeviceStreamContract;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;

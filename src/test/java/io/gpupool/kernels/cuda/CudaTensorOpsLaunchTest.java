@@ -7,7 +7,7 @@ import io.gpupool.backend.KernelModule;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.StreamFence;

@@ -1,6 +1,6 @@
 package io.gpupool.memory.pool;
 
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.OutOfDeviceMemoryException;

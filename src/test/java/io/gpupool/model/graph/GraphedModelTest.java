@@ -4,7 +4,7 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.host.HostTensorOps;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;

@@ -4,7 +4,7 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
-import io.gpupool.memory.AllocatorMode;
+import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.StreamFence;

@@ -1,4 +1,4 @@
-package io.gpupool.memory;
+package io.gpupool.memory.metric;
 
 /** Allocation strategies selectable by configuration ({@code gpupool.memory.mode}). */
 public enum AllocatorMode {
