@@ -230,15 +230,18 @@ public class GpuPoolConfiguration {
     @Bean
     ProtocolExtensions protocolExtensions(ModelRegistry registry, GpuPoolSettings settings, ComputeBackend backend,
                                           RepositoryModelSource repository, ServingDevices devices, WarmUp warmUp,
-                                          JsonMapper json, ObjectProvider<ModelLoadListener> listeners) {
+                                          JsonMapper json, ObjectProvider<ModelLoadListener> listeners,
+                                          ObjectProvider<DynamicBatcher> batcher) {
         boolean gpu = backend instanceof CudaBackend;
+        DynamicBatcher batching = batcher.getIfAvailable();
         RepositoryHandler control = new RepositoryHandler(registry, repository.loader(devices.devices()),
                 warmUp::dryRun, name -> listeners.orderedStream().forEach(listener -> listener.loaded(name)),
                 settings.models().control() == ModelsSettings.Control.EXPLICIT, json,
                 settings.serving().maxBodyBytes());
         return new ProtocolExtensions(new StatisticsHandler(registry, gpu ? "GPU" : "CPU"),
                 new ModelConfigHandler(registry, settings.serving().maxBatchSize(),
-                        settings.serving().streamsPerDevice(), gpu ? "KIND_GPU" : "KIND_CPU", model -> null),
+                        settings.serving().streamsPerDevice(), gpu ? "KIND_GPU" : "KIND_CPU",
+                        model -> batching == null ? null : batching.tritonSection(model)),
                 new SharedMemoryHandler(), control);
     }
 

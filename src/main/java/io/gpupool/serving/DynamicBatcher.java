@@ -2,10 +2,13 @@ package io.gpupool.serving;
 
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.InferenceModel;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -88,6 +91,33 @@ public final class DynamicBatcher implements AutoCloseable {
             return new BatchQueue(model.name(), batchable, policy, worker, queueCapacity, room, timer, statistics,
                     model.statistics());
         });
+    }
+
+    /**
+     * {@code model}'s batching as Triton's model configuration shows it ({@code dynamic_batching}:
+     * {@code max_queue_delay_microseconds}, {@code preferred_batch_size}, and ours, {@code max_batch_requests}
+     * and {@code max_batch_tokens}), or null when it does not batch.
+     */
+    public @Nullable Map<String, Object> tritonSection(ServedModel model) {
+        InferenceModel replica = model.replicas().values().stream().findFirst().orElse(null);
+        if (!(replica instanceof BatchableModel batchable)) {
+            return null;
+        }
+        BatchPolicy policy;
+        try {
+            policy = defaults.resolve(model.name(), batchable.batching());
+        } catch (IllegalArgumentException e) {
+            return null;   // the model's first request reports it; the configuration shows no batching
+        }
+        if (policy == null) {
+            return null;
+        }
+        Map<String, Object> section = new LinkedHashMap<>();
+        section.put("preferred_batch_size", Arrays.stream(policy.preferredBatchSizes()).boxed().toList());
+        section.put("max_queue_delay_microseconds", policy.maxQueueDelay().toNanos() / 1_000);
+        section.put("max_batch_requests", policy.maxRequests());
+        section.put("max_batch_tokens", policy.maxTokens());
+        return section;
     }
 
     /** Requests waiting for a batch on {@code device}, all models together. */

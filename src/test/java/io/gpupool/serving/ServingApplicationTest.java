@@ -93,6 +93,14 @@ class ServingApplicationTest {
     }
 
     @Test
+    void aBatchingModelsConfigurationShowsItsDynamicBatching() {
+        client.get().uri("/v2/models/iris-mlp/config").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.dynamic_batching.max_queue_delay_microseconds").isEqualTo(100)
+                .jsonPath("$.dynamic_batching.max_batch_requests").isEqualTo(64)
+                .jsonPath("$.dynamic_batching.max_batch_tokens").isEqualTo(1024);
+    }
+
+    @Test
     void theShippedTinyBertOffersTheEmbeddingTheReadmeShows() {
         client.get().uri("/v2/models/tiny-bert").exchange().expectStatus().isOk().expectBody()
                 .jsonPath("$.outputs[*].name").value(names -> assertThat(names.toString()).contains("embedding"));
