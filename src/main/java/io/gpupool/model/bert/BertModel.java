@@ -153,23 +153,13 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         int hidden = embedded;
         for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
             String p = prefix + "encoder.layer." + layer + ".";
-            long wqkv = weights.address(p + "attention.self.qkv.weight");
-            long bqkv = weights.address(p + "attention.self.qkv.bias");
-            long wo = weights.address(p + "attention.output.dense.weight");
-            long bo = weights.address(p + "attention.output.dense.bias");
-            long g1 = weights.address(p + "attention.output.LayerNorm.weight");
-            long b1 = weights.address(p + "attention.output.LayerNorm.bias");
-            long wi = weights.address(p + "intermediate.dense.weight");
-            long bi = weights.address(p + "intermediate.dense.bias");
-            long wo2 = weights.address(p + "output.dense.weight");
-            long bo2 = weights.address(p + "output.dense.bias");
-            long g2 = weights.address(p + "output.LayerNorm.weight");
-            long b2 = weights.address(p + "output.LayerNorm.bias");
+            BertLayerWeights w = BertLayerWeights.of(weights, p);
             Activation act = arch.hiddenAct();
             int in = hidden;
             int qkv = b.tensor(p + "qkv", (bs, s) -> 3L * bs * s * h * elem);
             b.step(p + "qkv", ids(in), ids(qkv), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(in), wqkv, bqkv, inv.address(qkv), inv.batch() * inv.seq(), h, 3 * h, Activation.NONE));
+                    inv.address(in),
+                    w.qkv(), w.qkvBias(), inv.address(qkv), inv.batch() * inv.seq(), h, 3 * h, Activation.NONE));
             int workspace = b.tensor(p + "attention.workspace",
                     (bs, s) -> planningOps.attentionWorkspaceBytes(bs, s, heads, headDim));
             int context = b.tensor(p + "attention.context", tokensH);
@@ -178,22 +168,27 @@ public final class BertModel implements BatchableModel, PlannedMemory {
                     inv.address(context), inv.batch(), inv.seq(), heads, headDim));
             int attnOut = b.tensor(p + "attention.output.dense", tokensH);
             b.step(p + "attention.output.dense", ids(context), ids(attnOut), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(context), wo, bo, inv.address(attnOut),
+                    inv.context().stream(), inv.address(context),
+                    w.attentionOut(), w.attentionOutBias(), inv.address(attnOut),
                     inv.batch() * inv.seq(), h, h, Activation.NONE));
             int h1 = b.tensor(p + "attention.output", tokensH);
             b.step(p + "attention.output.LayerNorm", ids(attnOut, in), ids(h1), inv -> inv.context().ops().addLayerNorm(
-                    inv.context().stream(), inv.address(attnOut), inv.address(in), g1, b1, inv.address(h1),
+                    inv.context().stream(), inv.address(attnOut), inv.address(in),
+                    w.attentionNorm(), w.attentionNormBias(), inv.address(h1),
                     inv.batch() * inv.seq(), h, eps));
             int mid = b.tensor(p + "intermediate", (bs, s) -> (long) bs * s * inter * elem);
             b.step(p + "intermediate.dense", ids(h1), ids(mid), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(h1), wi, bi, inv.address(mid), inv.batch() * inv.seq(), h,
+                    inv.context().stream(), inv.address(h1),
+                    w.intermediate(), w.intermediateBias(), inv.address(mid), inv.batch() * inv.seq(), h,
                     inter, act));
             int out = b.tensor(p + "output.dense", tokensH);
             b.step(p + "output.dense", ids(mid), ids(out), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(mid), wo2, bo2, inv.address(out), inv.batch() * inv.seq(), inter, h, Activation.NONE));
+                    inv.address(mid),
+                    w.output(), w.outputBias(), inv.address(out), inv.batch() * inv.seq(), inter, h, Activation.NONE));
             int h2 = b.tensor(p + "output", tokensH);
             b.step(p + "output.LayerNorm", ids(out, h1), ids(h2), inv -> inv.context().ops().addLayerNorm(
-                    inv.context().stream(), inv.address(out), inv.address(h1), g2, b2, inv.address(h2),
+                    inv.context().stream(), inv.address(out), inv.address(h1),
+                    w.outputNorm(), w.outputNormBias(), inv.address(h2),
                     inv.batch() * inv.seq(), h, eps));
             hidden = h2;
         }
