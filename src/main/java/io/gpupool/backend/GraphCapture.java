@@ -33,6 +33,19 @@ public interface GraphCapture extends AutoCloseable {
     }
 
     /**
+     * This facility's stream, for a warm-up run of the forward about to be captured, outside a capture (so that
+     * libraries plan their calls and kernels load before recording starts). Valid until the next {@link #begin};
+     * a failed capture may replace it.
+     */
+    DeviceStream stream();
+
+    /**
+     * Whether the stream is in capture mode now (the device's own view where it has one): false after
+     * {@link #end} or {@link #abort}, whatever they returned or threw.
+     */
+    boolean capturing();
+
+    /**
      * Starts a capture on this facility's stream and returns that stream.
      *
      * @throws IllegalStateException if a capture is already in progress
@@ -43,11 +56,15 @@ public interface GraphCapture extends AutoCloseable {
      * Stops the capture begun last and instantiates what it recorded.
      *
      * @throws GraphCaptureException if the device refused the capture (an unsupported call was made
-     *                               during it) or the instantiation
+     *                               during it) or the instantiation; the stream is out of capture mode
+     *                               and usable afterwards either way
      */
     DeviceGraph end();
 
-    /** Stops a capture begun last and discards it; a no-op when none is in progress. */
+    /**
+     * Stops a capture begun last and discards it; a no-op when none is in progress. Like a failed {@link #end},
+     * it leaves the stream out of capture mode and usable (a facility replaces a stream it cannot recover).
+     */
     void abort();
 
     /** Aborts any capture and destroys the stream. Graphs already made stay valid until closed. */

@@ -36,6 +36,15 @@ public interface MatmulLibrary {
     long workspaceBytes();
 
     /**
+     * Workspace bytes {@code plan} (one of this library's) uses, at most {@link #workspaceBytes()}: what its chosen
+     * algorithm needs, so that scratch of exactly this size can be given to a captured graph. The default claims
+     * the whole bound.
+     */
+    default long workspaceBytes(Matmul plan) {
+        return workspaceBytes();
+    }
+
+    /**
      * Plans {@code y[rows, out] = epilogue(x · wᵀ + bias)}. Fails (naming the library call and its status) where
      * the library offers no algorithm for the combination.
      */
@@ -46,8 +55,8 @@ public interface MatmulLibrary {
 
         /**
          * Enqueues the product on {@code stream}; {@code bias} is ignored by {@link Epilogue#NONE}, required by
-         * the others. {@code workspace} is device memory of {@link MatmulLibrary#workspaceBytes()} bytes that no
-         * other stream uses concurrently.
+         * the others. {@code workspace} is device memory of at least {@link MatmulLibrary#workspaceBytes(Matmul)}
+         * bytes that no other stream (and no other captured graph) uses concurrently.
          */
         void run(DeviceStream stream, long x, long w, long bias, long y, long workspace);
 

@@ -34,6 +34,31 @@ public interface TensorOps {
         return Float.BYTES;
     }
 
+    /**
+     * Device scratch one stream's products may need before they are planned (the vendor library's per-stream
+     * workspace bound); 0 where the products need none (gpupool's kernels, the host).
+     */
+    default long workspaceBound() {
+        return 0;
+    }
+
+    /**
+     * Device scratch the products planned so far on {@code stream} use at most; at most {@link #workspaceBound()}.
+     * A graph capture asks it after a warm-up run, to give the graph a workspace of exactly that size.
+     */
+    default long workspaceNeeded(DeviceStream stream) {
+        return 0;
+    }
+
+    /**
+     * From now on the products on {@code stream} use the {@code bytes} of scratch at {@code address} (memory the
+     * caller holds) instead of a workspace of the stream's own, and none is allocated for it; 0 stops using it.
+     * For graph capture: every captured graph needs scratch of its own, since graphs replay concurrently on
+     * different serving streams, and a capturing stream must not allocate. Ignored where no scratch is needed.
+     */
+    default void useWorkspace(DeviceStream stream, long address, long bytes) {
+    }
+
     /** Who multiplies the linear layers, for operators (e.g. "cuBLASLt 13.1.0", "gpupool kernels", "host"). */
     default String gemmEngine() {
         return "host";

@@ -33,8 +33,9 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * A plan asks the heuristic once for its shape and keeps the best algorithm (64 opaque bytes), the descriptors and
  * the host scalars (alpha = 1, beta = 0, the bias pointer slot) in native memory of its own, so a run allocates
  * nothing. The heuristic is told the workspace bound {@link #workspaceBytes()} and the operands' alignment; the
- * caller passes a workspace of that size that stays at one address per stream, which keeps a captured CUDA graph
- * valid.
+ * caller passes a workspace of that size that stays at one address per stream. Each call is told the workspace its
+ * algorithm needs (the heuristic result's {@code workspaceSize}, {@link #workspaceBytes(Matmul)}), so a captured CUDA
+ * graph can be given scratch of just that size inside its own memory.
  */
 final class CublasLtLibrary implements MatmulLibrary {
 
@@ -62,6 +63,15 @@ final class CublasLtLibrary implements MatmulLibrary {
     @Override
     public long workspaceBytes() {
         return workspaceBytes;
+    }
+
+    /** What the heuristic's algorithm of {@code plan} needs (its result's workspaceSize). */
+    @Override
+    public long workspaceBytes(Matmul plan) {
+        if (!(plan instanceof Plan own) || own.library() != this) {
+            throw new IllegalArgumentException("not a plan of " + description + ": " + plan);
+        }
+        return own.algorithmWorkspace;
     }
 
     @Override
@@ -98,6 +108,8 @@ final class CublasLtLibrary implements MatmulLibrary {
         private final long bLayout;
         private final long dLayout;
         private final boolean bias;
+        /** Workspace the chosen algorithm needs; passed as the call's workspace size. */
+        private final long algorithmWorkspace;
         private boolean planClosed;
 
         Plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue) {
@@ -150,10 +162,15 @@ final class CublasLtLibrary implements MatmulLibrary {
                 throw e;
             }
             lib.destroyPreference(preference);
+            algorithmWorkspace = Math.min(workspaceBytes, algo.get(JAVA_LONG, LibCublasLt.HEURISTIC_WORKSPACE_OFFSET));
             desc = d0;
             aLayout = a0;
             bLayout = b0;
             dLayout = y0;
+        }
+
+        CublasLtLibrary library() {
+            return CublasLtLibrary.this;
         }
 
         private void setDesc(long d, int attribute, int value) {
@@ -179,7 +196,7 @@ final class CublasLtLibrary implements MatmulLibrary {
             device.makeCurrent();
             long scalarBase = scalars.address();
             int status = lib.matmul(handle, desc, scalarBase, w, aLayout, x, bLayout, scalarBase + 4, y, dLayout,
-                    y, dLayout, algo.address(), workspace, workspace == 0 ? 0 : workspaceBytes, cuda.nativeHandle());
+                    y, dLayout, algo.address(), workspace, workspace == 0 ? 0 : algorithmWorkspace, cuda.nativeHandle());
             if (status != LibCublasLt.STATUS_SUCCESS) {
                 lib.check("cublasLtMatmul", status, detail + " on " + device.label() + " stream " + cuda.ordinal());
             }

@@ -78,8 +78,10 @@ public final class CudaStream implements DeviceStream {
     /**
      * Set while {@link CudaGraphCapture} records this stream (its own stream, used by the capturing
      * thread alone): copies are reported to it instead of enqueued, synchronize returns at once.
+     * Volatile: a fence asked by another thread (which must never happen: the capture stream is no pool
+     * stream) has to see it and fail rather than record an event into the capture.
      */
-    private CaptureRedirect capture;
+    private volatile CaptureRedirect capture;
 
     /** Where a capturing stream's copies go (see {@link io.gpupool.backend.GraphCapture}'s rules). */
     interface CaptureRedirect {

@@ -88,9 +88,12 @@ import java.util.concurrent.atomic.LongAdder;
  * loaded ({@link #gemmEngine()} says which runs). Per stream this instance keeps
  * <pre>
  *   stream ──► StreamState { workspace: one pool block of MatmulLibrary.workspaceBytes(), allocated on first use
- *                            and kept (fixed address: a captured CUDA graph stays valid);
+ *                            and kept; or, pinned by useWorkspace (a graph capture), memory of the caller's;
  *                            plans: (rows, in, out, epilogue) ──► Matmul, planned once by the heuristic }
  * </pre>
+ * A stream that only ever runs with a pinned workspace (the graph capture stream) never allocates from the pool:
+ * a pool call while a stream captures would query fences and is illegal under capture. {@link #workspaceNeeded}
+ * tells the capture how much scratch its plans use, so each graph carries a workspace of its own.
  * (a stream runs one request at a time, so its state needs no lock). Epilogues: bias always fused; GELU fused
  * (the library's tanh form, within 5e-4 of erf) under TF32 and BF16, where rounding is larger anyway; under FP32 the
  * exact erf GELU, and TANH everywhere, run as one extra in-place pass, so FP32 stays within 1e-4 of transformers.
@@ -477,7 +480,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (plan == DECLINED) {
             return false;
         }
-        plan.run(stream, x, weight, bias, y, state.workspace.address());
+        plan.run(stream, x, weight, bias, y, state.workspaceFor(plan, library, stream));
         launches.increment();
         if (!fused(epilogue, activation)) {
             long count = (long) rows * out;
@@ -552,13 +555,75 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         }
     };
 
-    /** A stream's cuBLASLt workspace and plans; touched only by the request that holds the stream. */
+    @Override
+    public long workspaceBound() {
+        return library == null ? 0 : library.workspaceBytes();
+    }
+
+    @Override
+    public long workspaceNeeded(DeviceStream stream) {
+        StreamState state = library == null ? null : streams.get(stream);
+        if (state == null) {
+            return 0;
+        }
+        long[] most = {0};
+        state.plans.forEach(plan -> {
+            if (plan != DECLINED) {
+                most[0] = Math.max(most[0], library.workspaceBytes(plan));
+            }
+        });
+        return most[0];
+    }
+
+    /**
+     * Pins (or with 0 withdraws) the workspace of {@code stream}; a stream first seen here gets no block of its
+     * own, so a capture stream never allocates from the pool (see {@code model/graph/ForwardCapture}).
+     */
+    @Override
+    public void useWorkspace(DeviceStream stream, long address, long bytes) {
+        if (library == null) {
+            return;
+        }
+        if (address != 0 && ((address & 255) != 0 || bytes < 0)) {
+            throw new IllegalArgumentException("a workspace must be 256-byte aligned with a size >= 0, got 0x"
+                    + Long.toHexString(address) + ", " + bytes + " bytes");
+        }
+        if (closed) {
+            throw new IllegalStateException("CUDA tensor ops of " + device.name() + " are closed");
+        }
+        StreamState state = streams.computeIfAbsent(stream, s -> new StreamState(null));
+        state.pinned = address != 0;
+        state.pinnedAddress = address;
+        state.pinnedBytes = bytes;
+    }
+
+    /**
+     * A stream's cuBLASLt workspace and plans; touched only by the request that holds the stream. The workspace is
+     * the stream's own pool block, or while pinned ({@link #useWorkspace}) the caller's memory.
+     */
     private static final class StreamState {
+        /** The stream's own block, or null for a stream that only ever ran with a pinned workspace. */
         final DeviceBlock workspace;
         final PlanCache plans = new PlanCache();
+        boolean pinned;
+        long pinnedAddress;
+        long pinnedBytes;
 
         StreamState(DeviceBlock workspace) {
             this.workspace = workspace;
+        }
+
+        /** The workspace address for a run of {@code plan}; fails where a pinned workspace is too small. */
+        long workspaceFor(Matmul plan, MatmulLibrary library, DeviceStream stream) {
+            if (!pinned && workspace != null) {
+                return workspace.address();
+            }
+            long need = library.workspaceBytes(plan);
+            if (pinned && need <= pinnedBytes) {
+                return pinnedAddress;
+            }
+            throw new IllegalStateException(stream + " has " + (pinned ? "a pinned workspace of " + pinnedBytes
+                    + " bytes; this product needs " + need : "no workspace (its pinned one was withdrawn)"));
         }
     }
 
@@ -580,7 +645,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     public long workspaceBytesHeld() {
         long total = 0;
         for (StreamState state : streams.values()) {
-            total += state.workspace.size();
+            total += state.workspace == null ? 0 : state.workspace.size();
         }
         return total;
     }
@@ -605,7 +670,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
                 }
             });
             try {
-                state.workspace.release();
+                if (state.workspace != null) {
+                    state.workspace.release();
+                }
             } catch (RuntimeException e) {
                 failures.add(e);
             }

@@ -23,18 +23,29 @@ import java.util.Set;
  *       and an {@link AllocationRecorder}; nothing reaches the device, and the recorder has every
  *       allocation's size and lifetime;</li>
  *   <li><b>layout</b>: {@link GraphMemoryLayout#pack} places them in one block;</li>
- *   <li><b>room</b>: {@link GraphCache#reserve} evicts idle graphs until the block fits the cache's
- *       bounds (no room: the shape stays eager);</li>
+ *   <li><b>warm-up</b>: the forward runs eagerly, with the real kernels, on the capture stream, out of
+ *       capture, in a scratch block of the layout plus the kernels' whole workspace bound (allocated on
+ *       the graph stream, given back after the capture stream is synchronised). This plans every
+ *       library call of the shape on the capture stream (no heuristic query while capturing), loads
+ *       every kernel, and says how much workspace those plans use ({@code TensorOps.workspaceNeeded});</li>
+ *   <li><b>room</b>: {@link GraphCache#reserve} evicts idle graphs until layout + workspace fits the
+ *       cache's bounds (no room: the shape stays eager);</li>
  *   <li><b>block</b>: one allocation from the pool on the graph stream, which is then synchronised so
  *       that any fence the pool made it wait on has passed (the graph is launched on other streams);
- *       the pool's cap and its out-of-memory recovery apply as to any request;</li>
+ *       the pool's cap and its out-of-memory recovery apply as to any request. The block ends with the
+ *       graph's own workspace, pinned for the capture stream ({@code TensorOps.useWorkspace}): graphs
+ *       replay concurrently on different streams, so they cannot share one;</li>
  *   <li><b>capture</b>: the forward runs again with the real kernels on the capture stream, its
- *       allocations served from the block by a {@link GraphArena} (no driver allocation while
- *       capturing); its uploads are noted, its downloads and synchronize do nothing;</li>
+ *       allocations served from the block by a {@link GraphArena}: nothing allocates while capturing,
+ *       and the capture stream never becomes a pool stream (no fence of it exists to be queried; the
+ *       full rule list is in {@code backend/cuda/CudaGraphCapture});</li>
  *   <li><b>cache</b>: the instantiated graph, the block and the upload list become a
- *       {@link CapturedForward}. Any failure on the way aborts the capture, gives the block back,
- *       logs one line and counts a failure; the requests of that shape keep running eagerly.</li>
+ *       {@link CapturedForward}.</li>
  * </ol>
+ * Any failure on the way (dry run, warm-up, begin, body, end, instantiate) aborts the capture (which
+ * leaves the capture stream out of capture mode and usable), gives the blocks back, logs one line and
+ * counts a failure; the key is remembered so it is not captured again. The request that asked for the
+ * capture was already answered eagerly, and the requests of that shape keep running eagerly.
  */
 final class ForwardCapture {
 
@@ -64,26 +75,34 @@ final class ForwardCapture {
             model.infer(inputs, outputs, new ExecutionContext(new DryRunStream(graphStream), recorder,
                     HostOnlyOps.over(ops)));
             GraphMemoryLayout layout = recorder.layout();
-            if (!cache.reserve(key, layout.blockBytes())) {
-                log.debug("No room for the graph of model '{}' at {} ({} bytes)", model.name(), key, layout.blockBytes());
+            long activations = GraphMemoryLayout.aligned(layout.blockBytes());
+            long workspace = GraphMemoryLayout.aligned(warmUp(model, inputs, outputs, ops, layout, recorder,
+                    activations));
+            if (!cache.reserve(key, activations + workspace)) {
+                log.debug("No room for the graph of model '{}' at {} ({} bytes)", model.name(), key,
+                        activations + workspace);
                 return;
             }
-            synchronized (graphStreamLock) {
-                block = pool.allocate(layout.blockBytes(), graphStream);
-            }
+            block = allocate(activations + workspace);
             graphStream.synchronize();
+            DeviceStream captureStream = capture.stream();
+            ops.useWorkspace(captureStream, workspace == 0 ? 0 : block.address() + activations, workspace);
             GraphArena arena = new GraphArena(layout, recorder.requestedSizes(), block.address());
             Uploads uploads = new Uploads();
-            DeviceStream stream = capture.begin(uploads);
             DeviceGraph graph;
             try {
-                model.infer(inputs, outputs, new ExecutionContext(stream, arena, ops));
-                arena.checkComplete();
-            } catch (RuntimeException | Error e) {
-                capture.abort();
-                throw e;
+                DeviceStream stream = capture.begin(uploads);
+                try {
+                    model.infer(inputs, outputs, new ExecutionContext(stream, arena, ops));
+                    arena.checkComplete();
+                } catch (RuntimeException | Error e) {
+                    capture.abort();
+                    throw e;
+                }
+                graph = capture.end();
+            } finally {
+                ops.useWorkspace(captureStream, 0, 0);
             }
-            graph = capture.end();
             DeviceBlock owned = block;
             block = null; // the entry owns it now
             cache.install(new CapturedForward(key, graph, owned, arena, uploads.addresses(), uploads.bytes(),
@@ -91,9 +110,7 @@ final class ForwardCapture {
         } catch (RuntimeException | Error e) {
             if (block != null) {
                 try {
-                    synchronized (graphStreamLock) {
-                        block.release();
-                    }
+                    release(block);
                 } catch (RuntimeException releaseFailure) {
                     e.addSuppressed(releaseFailure);
                 }
@@ -101,6 +118,56 @@ final class ForwardCapture {
             cache.captureFailed(key);
             log.warn("Capturing the graph of model '{}' at {} failed, that shape runs eagerly: {}", model.name(), key,
                     e.toString());
+        }
+    }
+
+    /**
+     * Runs the forward eagerly on the capture stream (out of capture), in a scratch block of
+     * {@code activations} plus the kernels' workspace bound, and gives the block back once the stream
+     * has finished with it.
+     *
+     * @return the workspace the forward's products use
+     */
+    private long warmUp(InferenceModel model, List<HostTensor> inputs, Set<String> outputs, TensorOps ops,
+                        GraphMemoryLayout layout, AllocationRecorder recorder, long activations) {
+        long bound = GraphMemoryLayout.aligned(ops.workspaceBound());
+        DeviceBlock scratch = allocate(activations + bound);
+        DeviceStream captureStream = capture.stream();
+        RuntimeException failure = null;
+        try {
+            graphStream.synchronize();
+            ops.useWorkspace(captureStream, bound == 0 ? 0 : scratch.address() + activations, bound);
+            GraphArena arena = new GraphArena(layout, recorder.requestedSizes(), scratch.address());
+            model.infer(inputs, outputs, new ExecutionContext(captureStream, arena, ops));
+            arena.checkComplete();
+            captureStream.synchronize();
+            return ops.workspaceNeeded(captureStream);
+        } catch (RuntimeException e) {
+            failure = e;
+            throw e;
+        } finally {
+            ops.useWorkspace(captureStream, 0, 0);
+            try {
+                captureStream.synchronize(); // the scratch may still be in use by a forward that failed midway
+                release(scratch);
+            } catch (RuntimeException e) {
+                if (failure == null) {
+                    throw e;
+                }
+                failure.addSuppressed(e);
+            }
+        }
+    }
+
+    private DeviceBlock allocate(long bytes) {
+        synchronized (graphStreamLock) {
+            return pool.allocate(bytes, graphStream);
+        }
+    }
+
+    private void release(DeviceBlock block) {
+        synchronized (graphStreamLock) {
+            block.release();
         }
     }
 

@@ -34,6 +34,20 @@ final class RecordingGraphCapture implements GraphCapture {
 
     RecordingGraphCapture(ComputeDevice device) {
         this.device = device;
+        this.stream = device.createStream(98);
+    }
+
+    /** The facility's own stream (warm-up runs go here), a plain host stream. */
+    private final DeviceStream stream;
+
+    @Override
+    public DeviceStream stream() {
+        return stream;
+    }
+
+    @Override
+    public synchronized boolean capturing() {
+        return recording != null;
     }
 
     @Override
@@ -97,6 +111,7 @@ final class RecordingGraphCapture implements GraphCapture {
     public synchronized void close() {
         closed = true;
         recording = null;
+        stream.close();
     }
 
     private static final class Recording implements DeviceStream {
