@@ -12,9 +12,12 @@ import io.gpupool.serving.fake.CountingAllocator;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * How {@link CudaTensorOps} uses a {@link MatmulLibrary}, checked without a GPU against a library that records
@@ -31,11 +34,20 @@ class CudaTensorOpsLibraryTest {
     record Run(Plan plan, DeviceStream stream, long x, long w, long bias, long y, long workspace) {
     }
 
-    /** Records plans and runs; declines shapes with {@code out == 3} as a library without an algorithm would. */
+    /**
+     * Records plans and runs; declines shapes with {@code out == 3} as a library without an algorithm would. A plan's
+     * algorithm needs 64 bytes of workspace per output feature.
+     */
     static final class RecordingLibrary implements MatmulLibrary {
         final List<Plan> plans = new ArrayList<>();
         final List<Run> runs = new ArrayList<>();
+        final Map<Matmul, Plan> planned = new IdentityHashMap<>();
         int closed;
+
+        @Override
+        public long workspaceBytes(Matmul plan) {
+            return 64L * planned.get(plan).out();
+        }
 
         @Override
         public String description() {
@@ -54,7 +66,7 @@ class CudaTensorOpsLibraryTest {
             }
             Plan plan = new Plan(rows, in, out, type, compute, epilogue);
             plans.add(plan);
-            return new Matmul() {
+            Matmul matmul = new Matmul() {
                 @Override
                 public void run(DeviceStream stream, long x, long w, long bias, long y, long workspace) {
                     runs.add(new Run(plan, stream, x, w, bias, y, workspace));
@@ -65,6 +77,8 @@ class CudaTensorOpsLibraryTest {
                     closed++;
                 }
             };
+            planned.put(matmul, plan);
+            return matmul;
         }
     }
 
@@ -117,6 +131,45 @@ class CudaTensorOpsLibraryTest {
         ops.close();
         assertThat(pool.allocatedBytes.get()).isZero();
         assertThat(library.closed).isEqualTo(2);
+    }
+
+    @Test
+    void aPinnedWorkspaceServesItsStreamWithoutAPoolBlockAndMustCoverWhatItsPlansNeed() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool);
+        RecordingStream capturing = new RecordingStream(device);
+        assertThat(ops.workspaceBound()).isEqualTo(library.workspaceBytes());
+
+        // warm-up: the whole bound, pinned; the stream never gets a pool block of its own
+        ops.useWorkspace(capturing, 0x100000, ops.workspaceBound());
+        ops.linear(capturing, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 2304, Activation.NONE);
+        ops.linear(capturing, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 3072, Activation.GELU);
+        assertThat(library.runs).extracting(Run::workspace).containsOnly(0x100000L);
+        assertThat(pool.allocatedBytes.get()).isZero();
+        assertThat(ops.workspaceBytesHeld()).isZero();
+        assertThat(ops.workspaceNeeded(capturing)).as("the larger plan's need").isEqualTo(64L * 3072);
+
+        // a graph's own workspace of exactly that size serves the same products, planned no second time
+        ops.useWorkspace(capturing, 0x200000, ops.workspaceNeeded(capturing));
+        ops.linear(capturing, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 3072, Activation.GELU);
+        assertThat(library.runs.getLast().workspace()).isEqualTo(0x200000L);
+        assertThat(library.plans).hasSize(2);
+
+        ops.useWorkspace(capturing, 0x300000, 1024);
+        assertThatThrownBy(() -> ops.linear(capturing, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 3072,
+                Activation.GELU)).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("1024 bytes").hasMessageContaining("needs " + 64L * 3072);
+        ops.useWorkspace(capturing, 0, 0);
+        assertThatThrownBy(() -> ops.linear(capturing, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 3072,
+                Activation.GELU)).isInstanceOf(IllegalStateException.class).hasMessageContaining("withdrawn");
+        assertThatThrownBy(() -> ops.useWorkspace(capturing, 0x100010, 4096))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("256-byte aligned");
+        assertThat(pool.allocatedBytes.get()).as("still no pool block for the capture stream").isZero();
+
+        ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 2304, Activation.NONE);
+        assertThat(pool.allocatedBytes.get()).as("a serving stream gets its own").isEqualTo(library.workspaceBytes());
+        ops.close();
+        assertThat(pool.allocatedBytes.get()).isZero();
+        assertThat(library.closed).isEqualTo(3);
     }
 
     @Test
