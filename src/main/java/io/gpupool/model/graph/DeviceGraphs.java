@@ -13,6 +13,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.lang.foreign.Arena;
+import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
@@ -130,6 +131,29 @@ public final class DeviceGraphs implements GraphCacheControl, AutoCloseable {
 
     ShapeBuckets buckets() {
         return buckets;
+    }
+
+    /**
+     * Waits, at most {@code timeout}, until no capture is queued or running (tests and benchmarks: the
+     * counters are final then). True when idle; always true with a caller-run executor.
+     */
+    boolean awaitIdle(Duration timeout) throws InterruptedException {
+        if (!(ownedExecutor instanceof ThreadPoolExecutor pool)) {
+            return true;
+        }
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (pool.getCompletedTaskCount() != pool.getTaskCount()) {
+            if (System.nanoTime() > deadline) {
+                return false;
+            }
+            Thread.sleep(5);
+        }
+        return true;
+    }
+
+    /** Whether the capture stream is in capture mode now; false whenever no capture is in progress. */
+    boolean capturing() {
+        return capture.capturing();
     }
 
     /**

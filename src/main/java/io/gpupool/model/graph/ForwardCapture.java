@@ -76,6 +76,11 @@ final class ForwardCapture {
                     HostOnlyOps.over(ops)));
             GraphMemoryLayout layout = recorder.layout();
             long activations = GraphMemoryLayout.aligned(layout.blockBytes());
+            if (activations > cache.maxBytes()) {
+                cache.reserve(key, activations); // refuses, and remembers the key: no warm-up for a graph that cannot fit
+                log.debug("No room for the graph of model '{}' at {} ({} bytes)", model.name(), key, activations);
+                return;
+            }
             long workspace = GraphMemoryLayout.aligned(warmUp(model, inputs, outputs, ops, layout, recorder,
                     activations));
             if (!cache.reserve(key, activations + workspace)) {

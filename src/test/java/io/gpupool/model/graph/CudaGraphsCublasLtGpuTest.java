@@ -1,0 +1,178 @@
+package io.gpupool.model.graph;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.MatmulLibrary;
+import io.gpupool.backend.cuda.CudaBackend;
+import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.metric.AllocatorMode;
+import io.gpupool.memory.pool.DevicePool;
+import io.gpupool.model.DataType;
+import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.HostTensor;
+import io.gpupool.model.InferenceModel;
+import io.gpupool.model.LoadTarget;
+import io.gpupool.model.repository.ModelRepository;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import static io.gpupool.model.testing.Fixtures.fixture;
+import static io.gpupool.model.testing.Fixtures.floats;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * CUDA graphs with the cuBLASLt engine under concurrent load, the combination that used to fail: four
+ * streams send requests of many shapes at once while their graphs are captured beside them. Every
+ * answer must match an eager run of the same request on the same stream, no capture may fail (the
+ * capture stream is warmed first and takes no pool memory, each graph has a workspace of its own),
+ * no stream may be left capturing, and the pool drains to 0 once ops, graphs and model are closed.
+ */
+@Tag("gpu")
+class CudaGraphsCublasLtGpuTest {
+
+    private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
+    private static final int STREAMS = 4;
+    private static final int REQUESTS = 60;
+
+    private CudaBackend cuda;
+    private DevicePool pool;
+    private DeviceAllocator weights;
+    private CudaTensorOps ops;
+    private final List<DeviceStream> streams = new ArrayList<>();
+    private InferenceModel bert;
+    private DeviceGraphs graphs;
+    private InferenceModel graphed;
+
+    private ComputeDevice open(Precision precision) {
+        Optional<CudaBackend> created = CudaBackend.tryCreate();
+        assumeTrue(created.isPresent(), "no CUDA driver or device");
+        cuda = created.get();
+        ComputeDevice device = cuda.devices().getFirst();
+        device.bindToCurrentThread();
+        MatmulLibrary library = device.matmulLibrary(null).orElseThrow(() ->
+                new AssertionError("cuBLASLt could not be loaded on this GPU machine"));
+        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
+        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        ops = new CudaTensorOps(device, precision, library, pool);
+        for (int i = 0; i < STREAMS; i++) {
+            streams.add(device.createStream(i));
+        }
+        bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"),
+                new LoadTarget(streams.getFirst(), weights, ops));
+        graphs = DeviceGraphs.open(device, pool, new GraphLimits(true, 64, 1L << 30), BUCKETS, STREAMS).orElseThrow();
+        graphed = graphs.wrap(bert);
+        return device;
+    }
+
+    @AfterEach
+    void tearDown() {
+        if (cuda == null) {
+            return;
+        }
+        try {
+            graphed.close();
+            graphs.close();
+            streams.forEach(DeviceStream::synchronize);
+            ops.close();                                   // the serving streams' workspaces go back
+            streams.forEach(DeviceStream::close);
+            assertThat(pool.metrics().allocatedBytes()).as("pool bytes after unload and shutdown").isZero();
+        } finally {
+            pool.close();
+            weights.close();
+            cuda.close();
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = Precision.class, names = {"FP32", "BF16"})
+    void concurrentRequestsOfManyShapesWithGraphsOnEqualEagerAndNoCaptureFails(Precision precision) throws Exception {
+        ComputeDevice device = open(precision);
+        double tolerance = precision == Precision.BF16 ? 5e-2 : 1e-4;
+        ExecutorService threads = Executors.newFixedThreadPool(STREAMS);
+        try {
+            List<Future<Double>> done = new ArrayList<>();
+            for (int t = 0; t < STREAMS; t++) {
+                DeviceStream stream = streams.get(t);
+                int seed = t;
+                done.add(threads.submit(() -> {
+                    device.bindToCurrentThread();
+                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                    Random random = new Random(seed);
+                    double worst = 0;
+                    for (int i = 0; i < REQUESTS; i++) {
+                        List<HostTensor> inputs = request(random, 1 + random.nextInt(8), 1 + random.nextInt(64));
+                        worst = Math.max(worst, maxDifference(graphed.infer(inputs, Set.of(), context),
+                                bert.infer(inputs, Set.of(), context)));
+                    }
+                    return worst;
+                }));
+            }
+            for (Future<Double> f : done) {
+                assertThat(f.get(120, TimeUnit.SECONDS)).as("graph against eager, %s", precision)
+                        .isLessThanOrEqualTo(tolerance);
+            }
+        } finally {
+            threads.shutdown();
+        }
+        assertThat(graphs.awaitIdle(Duration.ofSeconds(60))).as("the queued captures finished").isTrue();
+        GraphCacheMetrics m = graphs.metrics();
+        System.out.printf("graphs under load, %s: %d captures, %d hits, %d misses, %d failures, %d bytes%n",
+                precision, m.captures(), m.hits(), m.misses(), m.failures(), m.bytes());
+        assertThat(m.failures()).as("captures or replays that failed").isZero();
+        assertThat(m.captures()).isPositive();
+        assertThat(m.hits()).isPositive();
+        assertThat(graphs.capturing()).as("no stream left capturing").isFalse();
+    }
+
+    private static double maxDifference(List<HostTensor> actual, List<HostTensor> expected) {
+        assertThat(actual).hasSameSizeAs(expected);
+        double worst = 0;
+        for (int i = 0; i < expected.size(); i++) {
+            assertThat(actual.get(i).shape()).containsExactly(expected.get(i).shape());
+            float[] a = floats(actual.get(i));
+            float[] e = floats(expected.get(i));
+            for (int k = 0; k < e.length; k++) {
+                worst = Math.max(worst, Math.abs(a[k] - e[k]));
+            }
+        }
+        return worst;
+    }
+
+    private static List<HostTensor> request(Random random, int batch, int seq) {
+        long[] ids = new long[batch * seq];
+        long[] mask = new long[batch * seq];
+        long[] types = new long[batch * seq];
+        for (int b = 0; b < batch; b++) {
+            int real = 1 + random.nextInt(seq);
+            for (int s = 0; s < seq; s++) {
+                ids[b * seq + s] = random.nextInt(100);
+                mask[b * seq + s] = s < real ? 1 : 0;
+                types[b * seq + s] = random.nextInt(2);
+            }
+        }
+        return new ArrayList<>(List.of(tensor("input_ids", batch, seq, ids), tensor("attention_mask", batch, seq, mask),
+                tensor("token_type_ids", batch, seq, types)));
+    }
+
+    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
+        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+    }
+}
