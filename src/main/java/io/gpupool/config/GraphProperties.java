@@ -22,8 +22,8 @@ public class GraphProperties {
 
     /**
      * Replay captured graphs on CUDA devices (off: every request runs its kernels one launch at a time). Off by
-     * default: with the cuBLASLt engine, captures under concurrent serving load can fail and leave the device
-     * in an error state (docs/benchmarks.md, "CUDA graphs on pool memory").
+     * default until the GPU checks of docs/benchmarks.md ("CUDA graphs on pool memory") pass with the cuBLASLt
+     * engine under concurrent serving load; a capture that fails is counted, its shape stays eager.
      */
     private boolean enabled = false;
 
