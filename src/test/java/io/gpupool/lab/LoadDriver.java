@@ -714,17 +714,22 @@ public final class LoadDriver {
                 out.put(field, global.path(field).asLong());
             }
             out.put("fragmentation", global.path("fragmentation").asDouble());
+            out.put("graphBytes", device.path("graphs").path("bytes").asLong()); // 0 without graphs
             out.set("counters", device.path("counters"));
             out.set("latency", device.path("latency"));
         }
         return summary;
     }
 
-    /** Sum of allocatedBytes over the devices; 0 when the endpoint could not be read or lists no pool. */
+    /**
+     * Sum over the devices of allocatedBytes less the bytes cached CUDA graphs hold (a graph keeps its pool block
+     * for as long as it is cached, by design, so that memory is no leak); 0 when the endpoint could not be read or
+     * lists no pool.
+     */
     static long allocatedBytes(JsonNode summary) {
         long sum = 0;
         for (JsonNode device : summary.path("devices")) {
-            sum += device.path("allocatedBytes").asLong();
+            sum += device.path("allocatedBytes").asLong() - device.path("graphBytes").asLong();
         }
         return sum;
     }
