@@ -44,8 +44,9 @@ import java.util.Set;
  * </ol>
  * Any failure on the way (dry run, warm-up, begin, body, end, instantiate) aborts the capture (which
  * leaves the capture stream out of capture mode and usable), gives the blocks back, logs one line and
- * counts a failure; the key is remembered so it is not captured again. The request that asked for the
- * capture was already answered eagerly, and the requests of that shape keep running eagerly.
+ * counts a failure; the cache remembers the key (tried again only after many more misses, given up
+ * after a few failures: {@link GraphCache}). The request that asked for the capture was already
+ * answered eagerly, and the requests of that shape keep running eagerly.
  */
 final class ForwardCapture {
 

@@ -1,6 +1,7 @@
 package io.gpupool.model.graph;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -15,7 +16,7 @@ import java.util.concurrent.atomic.LongAdder;
  *   request ── acquire(key) ── cached and idle? ──yes──► replay (entry in use) ──► release(entry)
  *                                   │ no                                                │
  *                                   ▼                                    evict-when-released? ─► destroy
- *                      claimCapture(key): not cached, not pending, not failed?
+ *                      claimCapture(key): not cached, not pending, not given up?
  *                                   │ yes: pending; the capture thread runs
  *                                   ▼
  *      reserve(key, bytes): evict idle LRU entries until count and bytes fit ── no room ─► dropped
@@ -29,8 +30,11 @@ import java.util.concurrent.atomic.LongAdder;
  *   <li>Eviction takes idle entries out under the lock and destroys them outside it (graph destroy and
  *       pool release are device calls); an entry in use when it is evicted (tuning, model unload) is
  *       marked and destroyed by the replay that releases it.</li>
- *   <li>A key whose capture or replay failed is not captured again until the cache is retuned, so a
- *       forward that cannot be captured costs one attempt, not one per request.</li>
+ *   <li>A key whose capture or replay failed is tried again only after {@link #RETRY_AFTER_MISSES}
+ *       more misses (a passing cause, such as memory pressure under load, gets time to clear), and
+ *       given up after {@link #CAPTURE_ATTEMPTS} failures, or at once when its block can never fit;
+ *       until the cache is retuned. So a forward that cannot be captured costs a few attempts, never
+ *       one per request.</li>
  *   <li>An unloaded model gets no new claims, and a capture of it still in flight is destroyed when it
  *       ends instead of being cached.</li>
  * </ol>
@@ -39,15 +43,19 @@ import java.util.concurrent.atomic.LongAdder;
  */
 final class GraphCache implements GraphCacheMetrics {
 
-    /** Keys remembered as not capturable; past this many the memory is cleared (they are retried). */
+    /** Keys remembered as failed; past this many the memory is cleared (they are retried). */
     static final int FAILED_KEYS = 1024;
+    /** Failed captures (or replays) of one key after which it is not captured again until a retune. */
+    static final int CAPTURE_ATTEMPTS = 3;
+    /** Misses of a failed key before its next capture attempt. */
+    static final int RETRY_AFTER_MISSES = 64;
 
     /** Access-ordered: iteration starts at the least recently used. Guarded by {@code this}. */
     private final LinkedHashMap<GraphKey, CapturedForward> entries = new LinkedHashMap<>(16, 0.75f, true);
     /** Guarded by {@code this}. */
     private final Set<GraphKey> pending = new HashSet<>();
     /** Guarded by {@code this}. */
-    private final Set<GraphKey> failed = new HashSet<>();
+    private final HashMap<GraphKey, Failures> failed = new HashMap<>();
     /** Models unloaded: a capture of theirs still in flight is dropped when it ends. Guarded by {@code this}. */
     private final Set<Object> unloaded = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     /** Bytes reserved for the capture in progress, by key. Guarded by {@code this}. */
@@ -111,14 +119,29 @@ final class GraphCache implements GraphCacheMetrics {
         entry.destroy(); // in use until now, so no eviction destroyed it
     }
 
-    /** True when the caller should capture {@code key} (nothing cached, pending or failed for it); marks it pending. */
+    /**
+     * True when the caller should capture {@code key} (nothing cached or pending for it, and not given up or
+     * waiting out its retry spacing after a failure); marks it pending. Called once per eager miss.
+     */
     synchronized boolean claimCapture(GraphKey key) {
-        if (!enabled || entries.containsKey(key) || pending.contains(key) || failed.contains(key)
-                || unloaded.contains(key.model())) {
+        if (!enabled || entries.containsKey(key) || pending.contains(key) || unloaded.contains(key.model())) {
             return false;
+        }
+        Failures failures = failed.get(key);
+        if (failures != null) {
+            if (failures.attempts >= CAPTURE_ATTEMPTS || ++failures.missesSince < RETRY_AFTER_MISSES) {
+                return false;
+            }
+            failures.missesSince = 0;
         }
         pending.add(key);
         return true;
+    }
+
+    /** One failed key's record; guarded by the cache's monitor. */
+    private static final class Failures {
+        int attempts;
+        int missesSince;
     }
 
     /** Forgets a claim whose capture will not run (its queue was full). */
@@ -145,7 +168,7 @@ final class GraphCache implements GraphCacheMetrics {
             } else {
                 pending.remove(key);
                 if (blockBytes > maxBytes) {
-                    rememberFailed(key); // can never fit: no dry run per request until the cache is retuned
+                    rememberFailed(key, true); // can never fit: no dry run per request until the cache is retuned
                 }
             }
         }
@@ -162,6 +185,7 @@ final class GraphCache implements GraphCacheMetrics {
             Long held = reserved.remove(key);
             keep = held != null && enabled && !unloaded.contains(key.model());
             if (keep) {
+                failed.remove(key);
                 bytes += entry.blockBytes() - held;
                 entries.put(key, entry);
                 graphs = entries.size();
@@ -188,10 +212,16 @@ final class GraphCache implements GraphCacheMetrics {
     }
 
     private void rememberFailed(GraphKey key) {
-        if (failed.size() >= FAILED_KEYS) {
+        rememberFailed(key, false);
+    }
+
+    private void rememberFailed(GraphKey key, boolean forGood) {
+        if (failed.size() >= FAILED_KEYS && !failed.containsKey(key)) {
             failed.clear();
         }
-        failed.add(key);
+        Failures failures = failed.computeIfAbsent(key, k -> new Failures());
+        failures.attempts = forGood ? CAPTURE_ATTEMPTS : failures.attempts + 1;
+        failures.missesSince = 0;
     }
 
     /** Applies new limits; evicts (or marks, when in use) what no longer fits. Failed keys are retried. */
@@ -222,7 +252,7 @@ final class GraphCache implements GraphCacheMetrics {
         List<CapturedForward> evicted = new ArrayList<>();
         synchronized (this) {
             evictMatching(key -> key.model() == model, evicted);
-            failed.removeIf(key -> key.model() == model);
+            failed.keySet().removeIf(key -> key.model() == model);
             unloaded.add(model);
         }
         destroyAll(evicted);

@@ -46,8 +46,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * What a client and an operator see when a graph capture fails or runs beside serving load: the
- * request is answered with the eager result, the failure is counted once and its shape is not
- * captured again, no stream is left capturing, the pool gets every byte back, and requests never
+ * request is answered with the eager result, the failure is counted once, its shape is tried again
+ * only after many more requests and given up after a few failures, no stream is left capturing, the pool gets every byte back, and requests never
  * wait for a capture. The tiny BERT on the host backend, {@link RecordingGraphCapture} failing where
  * CUDA can fail, and the two-level pool behind a guard that refuses what is illegal under capture:
  * a pool call from the capturing thread while it captures, and any block on the capture stream (the
@@ -145,6 +145,42 @@ class GraphCaptureRobustnessTest {
 
         assertThat(graphs.metrics().failures()).isEqualTo(1);
         assertThat(capture.begun).as("no capture after a failed warm-up").hasValue(0);
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+        assertThat(guarded.violations).isEmpty();
+    }
+
+    @Test
+    void aFailedShapeIsTriedAgainOnlyAfterManyMoreMissesAndThenReplays() {
+        openGraphs(null);
+        capture.failNext = FailAt.END;
+        for (int i = 0; i < GraphCache.RETRY_AFTER_MISSES; i++) {
+            List<HostTensor> inputs = request(2, 12);
+            assertSameOutputs(graphed.infer(inputs, Set.of(), context(serving)), eager(inputs, serving));
+        }
+        assertThat(capture.begun).as("no second attempt within the retry spacing").hasValue(1);
+
+        List<HostTensor> inputs = request(2, 12);
+        assertSameOutputs(graphed.infer(inputs, Set.of(), context(serving)), eager(inputs, serving));
+        assertThat(capture.begun).as("the second attempt").hasValue(2);
+        assertThat(graphs.metrics().captures()).isEqualTo(1);
+        List<HostTensor> again = request(2, 12);
+        assertSameOutputs(graphed.infer(again, Set.of(), context(serving)), eager(again, serving));
+        assertThat(graphs.metrics().hits()).isEqualTo(1);
+        assertThat(graphs.metrics().failures()).isEqualTo(1);
+    }
+
+    @Test
+    void aShapeThatKeepsFailingIsGivenUpAfterAFewAttempts() {
+        openGraphs(null);
+        capture.failAlways = FailAt.BODY;
+        int requests = (GraphCache.CAPTURE_ATTEMPTS + 1) * GraphCache.RETRY_AFTER_MISSES + 10;
+        for (int i = 0; i < requests; i++) {
+            List<HostTensor> inputs = request(1, 5);
+            assertSameOutputs(graphed.infer(inputs, Set.of(), context(serving)), eager(inputs, serving));
+        }
+        assertThat(capture.begun).as("attempts in %d requests", requests).hasValue(GraphCache.CAPTURE_ATTEMPTS);
+        assertThat(graphs.metrics().failures()).isEqualTo(GraphCache.CAPTURE_ATTEMPTS);
+        assertThat(capture.capturing()).isFalse();
         assertThat(pool.metrics().allocatedBytes()).isZero();
         assertThat(guarded.violations).isEmpty();
     }

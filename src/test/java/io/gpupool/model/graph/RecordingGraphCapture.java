@@ -47,6 +47,8 @@ final class RecordingGraphCapture implements GraphCapture {
     volatile boolean failNextLaunch;
     /** The next capture fails there (then the flag clears). */
     volatile FailAt failNext;
+    /** Every capture fails there (until cleared). */
+    volatile FailAt failAlways;
     /** The next warm-up run on {@link #stream()} fails at its first device work. */
     volatile boolean failNextWarmUp;
     /** While set, a capture's first recorded operation waits for it (at most 30 s). */
@@ -93,6 +95,9 @@ final class RecordingGraphCapture implements GraphCapture {
     }
 
     private boolean take(FailAt point) {
+        if (failAlways == point) {
+            return true;
+        }
         if (failNext == point) {
             failNext = null;
             return true;
