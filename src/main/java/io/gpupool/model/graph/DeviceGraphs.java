@@ -34,8 +34,9 @@ import java.util.concurrent.TimeUnit;
  *   graph stream             allocates and frees the graphs' pool blocks (the pool's stream for them; the
  *                            capture thread and evicting threads take turns under one lock, as the pool
  *                            lets one user at a time work on a stream's local cache)
- *   capture stream           records forwards (GraphCapture's own; never allocates from the pool, so the
- *                            pool never records a fence on it while it captures)
+ *   capture stream           warm-up runs and captures of forwards (GraphCapture's own; never allocates
+ *                            from the pool, so the pool never holds, records or queries a fence of it:
+ *                            its memory is always a block the graph stream allocated)
  *   capture thread           one per device; captures queue behind each other (at most QUEUE waiting,
  *                            more are dropped and retried by a later request of that shape)
  * </pre>
@@ -138,11 +139,11 @@ public final class DeviceGraphs implements GraphCacheControl, AutoCloseable {
      * counters are final then). True when idle; always true with a caller-run executor.
      */
     boolean awaitIdle(Duration timeout) throws InterruptedException {
-        if (!(ownedExecutor instanceof ThreadPoolExecutor pool)) {
+        if (!(ownedExecutor instanceof ThreadPoolExecutor thread)) {
             return true;
         }
         long deadline = System.nanoTime() + timeout.toNanos();
-        while (pool.getCompletedTaskCount() != pool.getTaskCount()) {
+        while (thread.getCompletedTaskCount() != thread.getTaskCount()) {
             if (System.nanoTime() > deadline) {
                 return false;
             }
