@@ -56,7 +56,8 @@ import static jcuda.driver.JCudaDriver.cuStreamQuery;
  *   <li><b>No heuristic query and no lazy kernel load</b> inside the capture: a warm-up run of the same
  *       forward on this stream, out of capture, planned every product of that shape on this stream's
  *       plans and made every kernel resident first ({@code model/graph/ForwardCapture}).</li>
- *   <li>Other threads only touch this stream to read {@link #capturing()}.</li>
+ *   <li>Other threads only touch this stream to ask {@link #capturing()} ({@code cuStreamIsCapturing},
+ *       legal during a capture).</li>
  * </ol>
  *
  * <h2>Failure</h2>
@@ -64,7 +65,8 @@ import static jcuda.driver.JCudaDriver.cuStreamQuery;
  * out of capture mode: they end the capture, destroy any partial graph, then check with
  * {@code cuStreamIsCapturing} and {@code cuStreamQuery} that the stream is idle and usable; a stream
  * that is not is destroyed and replaced by a fresh one with the same ordinal, so the next capture
- * starts clean. None of these calls waits on the device except the synchronize before begin.
+ * starts clean. None of these calls waits for device work except the synchronize before begin and
+ * the close of a replaced stream (one in an error state, whose synchronize returns at once).
  */
 final class CudaGraphCapture implements GraphCapture {
 
