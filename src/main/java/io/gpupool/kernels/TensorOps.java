@@ -43,8 +43,9 @@ public interface TensorOps {
     }
 
     /**
-     * Device scratch the products planned so far on {@code stream} use at most; at most {@link #workspaceBound()}.
-     * A graph capture asks it after a warm-up run, to give the graph a workspace of exactly that size.
+     * Device scratch the products run on {@code stream} since its workspace was last set by {@link #useWorkspace}
+     * needed at most; at most {@link #workspaceBound()}. A graph capture asks it after a warm-up run of the forward,
+     * to give that graph a workspace of exactly the size its own products use.
      */
     default long workspaceNeeded(DeviceStream stream) {
         return 0;

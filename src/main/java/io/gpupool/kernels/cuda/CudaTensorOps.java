@@ -563,16 +563,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     @Override
     public long workspaceNeeded(DeviceStream stream) {
         StreamState state = library == null ? null : streams.get(stream);
-        if (state == null) {
-            return 0;
-        }
-        long[] most = {0};
-        state.plans.forEach(plan -> {
-            if (plan != DECLINED) {
-                most[0] = Math.max(most[0], library.workspaceBytes(plan));
-            }
-        });
-        return most[0];
+        return state == null ? 0 : state.neededSincePinned;
     }
 
     /**
@@ -595,6 +586,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         state.pinned = address != 0;
         state.pinnedAddress = address;
         state.pinnedBytes = bytes;
+        state.neededSincePinned = 0;
     }
 
     /**
@@ -608,19 +600,28 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         boolean pinned;
         long pinnedAddress;
         long pinnedBytes;
+        /** Most workspace a product run on the stream needed since the last {@link #useWorkspace}. */
+        long neededSincePinned;
 
         StreamState(DeviceBlock workspace) {
             this.workspace = workspace;
         }
 
-        /** The workspace address for a run of {@code plan}; fails where a pinned workspace is too small. */
+        /**
+         * The workspace address for a run of {@code plan}, noting what it needs while pinned; fails where a pinned
+         * workspace is too small or was withdrawn and the plan needs one.
+         */
         long workspaceFor(Matmul plan, MatmulLibrary library, DeviceStream stream) {
             if (!pinned && workspace != null) {
                 return workspace.address();
             }
             long need = library.workspaceBytes(plan);
+            neededSincePinned = Math.max(neededSincePinned, need);
             if (pinned && need <= pinnedBytes) {
                 return pinnedAddress;
+            }
+            if (need == 0) {
+                return 0; // an algorithm without scratch runs without a workspace
             }
             throw new IllegalStateException(stream + " has " + (pinned ? "a pinned workspace of " + pinnedBytes
                     + " bytes; this product needs " + need : "no workspace (its pinned one was withdrawn)"));

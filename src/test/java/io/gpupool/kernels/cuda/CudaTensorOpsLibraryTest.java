@@ -154,6 +154,11 @@ class CudaTensorOpsLibraryTest {
         assertThat(library.runs.getLast().workspace()).isEqualTo(0x200000L);
         assertThat(library.plans).hasSize(2);
 
+        // the need is that of the products run since the last pin, not of every plan the stream holds
+        ops.useWorkspace(capturing, 0x100000, ops.workspaceBound());
+        ops.linear(capturing, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 2304, Activation.NONE);
+        assertThat(ops.workspaceNeeded(capturing)).isEqualTo(64L * 2304);
+
         ops.useWorkspace(capturing, 0x300000, 1024);
         assertThatThrownBy(() -> ops.linear(capturing, 0x1000, 0x2000, 0x3000, 0x4000, 128, 768, 3072,
                 Activation.GELU)).isInstanceOf(IllegalStateException.class)
