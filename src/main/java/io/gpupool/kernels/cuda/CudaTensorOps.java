@@ -91,12 +91,13 @@ import java.util.concurrent.atomic.LongAdder;
  *                            and kept; or, pinned by useWorkspace (a graph capture), memory of the caller's;
  *                            plans: (rows, in, out, epilogue) ──► Matmul, planned once by the heuristic }
  * </pre>
- * A stream that only ever runs with a pinned workspace (the graph capture stream) never allocates from the pool:
- * a pool call while a stream captures would query fences and is illegal under capture. {@link #workspaceNeeded}
- * tells the capture how much scratch its plans use, so each graph carries a workspace of its own.
  * (a stream runs one request at a time, so its state needs no lock). Epilogues: bias always fused; GELU fused
  * (the library's tanh form, within 5e-4 of erf) under TF32 and BF16, where rounding is larger anyway; under FP32 the
  * exact erf GELU, and TANH everywhere, run as one extra in-place pass, so FP32 stays within 1e-4 of transformers.
+ *
+ * <p>A stream that only ever runs with a pinned workspace (the graph capture stream) never allocates from the pool:
+ * a pool call while a stream captures would query fences and is illegal under capture. {@link #workspaceNeeded}
+ * tells the capture how much scratch the forward's products used, so each graph carries a workspace of its own.
  *
  * <h2>BF16-resident activations</h2>
  * With the library and {@link Precision#BF16}, activations live in device memory as bf16 ({@link
