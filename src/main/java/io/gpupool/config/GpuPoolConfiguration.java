@@ -69,7 +69,9 @@ import java.util.TreeMap;
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
  *     kernels      CudaTensorOps(gpupool.kernels.precision, .gemm-engine: cuBLASLt or own kernels, workspaces
  *                  from the activation pool; KernelSelection) on CUDA, HostTensorOps on the host
- *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
+ *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests; the kernels'
+ *                  stream workspaces go back to the pool after gpupool.kernels.workspace-release-after-idle
+ *                  (IdleWorkspaceRelease) and on a trim
  *   graphs         DeviceGraphs per CUDA device (gpupool.kernels.graphs.*), none on the host; the
  *                  repository's models are served behind them
  *   models         every ModelSource bean (the repository at gpupool.models.path, plus any others)
@@ -146,6 +148,17 @@ public class GpuPoolConfiguration {
     @Bean(destroyMethod = "close")
     PoolMaintenance poolMaintenance(ServingDevices devices) {
         return new PoolMaintenance(PoolMaintenance.poolsOf(devices.devices()), Duration.ofSeconds(1));
+    }
+
+    /**
+     * Gives idle devices' stream workspaces back to their pools after
+     * {@code gpupool.kernels.workspace-release-after-idle} (nothing runs while it is 0); stopped before the
+     * devices close.
+     */
+    @Bean(destroyMethod = "close")
+    IdleWorkspaceRelease idleWorkspaceRelease(ServingDevices devices, KernelProperties kernels) {
+        return new IdleWorkspaceRelease(devices.devices().stream().map(DeviceRuntime::worker).toList(),
+                kernels.getWorkspaceReleaseAfterIdle());
     }
 
     /** The activation allocator of {@code device} for the configured mode. */
