@@ -53,7 +53,7 @@ import static org.assertj.core.api.Assertions.assertThat;
                 "gpupool.memory.fault-injection.probability=0.2", "gpupool.memory.fault-injection.seed=8",
                 "gpupool.security.operator-password=" + SoakTest.OPERATOR_PASSWORD,
                 "gpupool.serving.streams-per-device=2", "gpupool.serving.queue-capacity=16",
-                "gpupool.serving.default-timeout=10s"})
+                "gpupool.serving.default-timeout=10s", "gpupool.kernels.workspace-release-after-idle=1s"})
 class SoakTest {
 
     static final String OPERATOR_PASSWORD = "soak-test-operator";
@@ -128,7 +128,11 @@ class SoakTest {
         assertThat(report.get("unanswered").isEmpty())
                 .as("every request answered within the server's 10 s timeout; unanswered by request: %s",
                         report.get("unanswered")).isTrue();
-        assertThat(result.allocatedAfterDrain()).as("pool allocated bytes after the drain").isZero();
+        assertThat(result.allocatedAfterDrain()).as("pool allocated bytes after the drain: %s",
+                LoadDriver.heldAfterDrain(report.path("pool_after_drain"))).isZero();
+        assertThat(report.path("pool_after_drain").path("devices").properties()).isNotEmpty().allSatisfy(device ->
+                assertThat(device.getValue().path("workspaceBytes").isNumber())
+                        .as("the drain reads the kernels' workspaces (none on the host)").isTrue());
         for (DeviceRuntime device : devices.devices()) {
             assertThat(device.allocator().metrics().allocatedBytes()).as("device %d allocated bytes", device.index())
                     .isZero();
