@@ -242,8 +242,8 @@ public final class DeviceWorker implements AutoCloseable {
      */
     public long releaseIdleWorkspaces() {
         StreamWorkspaces workspaces = ops.workspaces().orElse(null);
-        if (workspaces == null || workspaces.heldBytes() == 0) {
-            return 0;
+        if (workspaces == null || workspaces.heldBytes() == workspaces.capturedBytes()) {
+            return 0;                                    // nothing that could go back: no lease taken
         }
         long bytes = 0;
         boolean bound = false;
