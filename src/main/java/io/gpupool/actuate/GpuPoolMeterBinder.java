@@ -125,6 +125,13 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 p -> p.metrics().localCacheCapBytes());
         Gauge.builder("gpupool.chunks", pool, p -> p.metrics().chunks().size())
                 .description("Chunks the pool holds from the device").tags(global).register(registry);
+        if (pool.kernels() != null) {
+            bytes(registry, "gpupool.memory.workspace", "Of the allocated bytes, the kernels' per-stream library "
+                    + "workspaces (given back when the device is idle or trimmed)", global, pool,
+                    p -> p.kernels().workspaces().bytes());
+            bytes(registry, "gpupool.memory.workspace.captured", "Of the workspace bytes, those pinned because a CUDA "
+                    + "graph captured their address", global, pool, p -> p.kernels().workspaces().capturedBytes());
+        }
         if (pool.configuration() != null) {
             // The tunables exist only for a pool; an allocator without one (BEST_FIT, DIRECT, CUDA_ASYNC)
             // has none to show, and its configuration never appears later (the mode is fixed at start).

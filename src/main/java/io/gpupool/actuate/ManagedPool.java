@@ -3,6 +3,8 @@ package io.gpupool.actuate;
 import java.io.InputStream;
 import java.util.List;
 import java.util.Optional;
+import java.util.function.LongSupplier;
+import java.util.function.Supplier;
 
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
@@ -54,7 +56,10 @@ public interface ManagedPool {
      */
     PoolConfig tune(PoolTuning tuning);
 
-    /** Empties every local cache, coalesces, returns idle chunks. @return bytes given back to the device */
+    /**
+     * Empties every local cache, coalesces, returns idle chunks; first, where the pool reports {@link #kernels()},
+     * the kernels give the idle streams' workspaces back. @return bytes given back to the device
+     */
     long trim();
 
     /** The kernels that compute on this pool's device; null where the caller did not say. */
@@ -64,13 +69,29 @@ public interface ManagedPool {
 
     /**
      * What computes on a device: {@code gemmEngine} multiplies the linear layers (e.g. "cuBLASLt 13.1.0" or
-     * "gpupool kernels"), {@code activations} is the type activations are held in ("fp32" or "bf16").
+     * "gpupool kernels"), {@code activations} is the type activations are held in ("fp32" or "bf16"), and
+     * {@code workspaces} is the pool memory the kernels hold per stream between requests.
      */
-    record Kernels(String gemmEngine, String activations) {
+    record Kernels(String gemmEngine, String activations, Workspaces workspaces) {
     }
 
-    /** {@code pool} reporting {@code kernels}; everything else is {@code pool}'s. */
-    static ManagedPool withKernels(ManagedPool pool, Kernels kernels) {
+    /**
+     * The kernels' per-stream workspaces (cuBLASLt's; all 0 for kernels that need none): {@code bytes} of the pool's
+     * allocated bytes held by {@code streams} streams now, {@code capturedBytes} of them pinned because a CUDA graph
+     * captured their address, {@code bytesPerStream} one workspace, {@code releases} workspaces given back to the
+     * pool since start (idle release and trims). The rest can go back: after a trim, {@code bytes} =
+     * {@code capturedBytes} plus what streams running a request hold.
+     */
+    record Workspaces(long bytes, long capturedBytes, int streams, long bytesPerStream, long releases) {
+
+        public static final Workspaces NONE = new Workspaces(0, 0, 0, 0, 0);
+    }
+
+    /**
+     * {@code pool} reporting {@code kernels} (read anew on each call) and trimmed after
+     * {@code releaseWorkspaces} gave the idle streams' workspaces back to it; everything else is {@code pool}'s.
+     */
+    static ManagedPool withKernels(ManagedPool pool, Supplier<Kernels> kernels, LongSupplier releaseWorkspaces) {
         return new ManagedPool() {
             @Override public String device() { return pool.device(); }
             @Override public long capacityBytes() { return pool.capacityBytes(); }
@@ -78,10 +99,13 @@ public interface ManagedPool {
             @Override public @Nullable PoolConfig configuration() { return pool.configuration(); }
             @Override public long capBytes() { return pool.capBytes(); }
             @Override public PoolConfig tune(PoolTuning tuning) { return pool.tune(tuning); }
-            @Override public long trim() { return pool.trim(); }
+            @Override public long trim() {
+                releaseWorkspaces.getAsLong();
+                return pool.trim();
+            }
             @Override public List<ChunkLayout> layout() { return pool.layout(); }
             @Override public Optional<TraceControl> trace() { return pool.trace(); }
-            @Override public Kernels kernels() { return kernels; }
+            @Override public Kernels kernels() { return kernels.get(); }
         };
     }
 

@@ -52,6 +52,14 @@ public interface DeviceStream extends AllocationStream, AutoCloseable {
     /** Runs {@code task} on a host thread after all work enqueued before it has finished. */
     void enqueueHostTask(Runnable task);
 
+    /**
+     * Whether this stream is recording a graph now ({@link GraphCapture}): device work enqueued on it is recorded,
+     * and any address it uses must outlive the graph. Asked by the stream's current user only.
+     */
+    default boolean capturing() {
+        return false;
+    }
+
     /** Blocks until all enqueued work has finished; rethrows the first failure of that work. */
     void synchronize();
 

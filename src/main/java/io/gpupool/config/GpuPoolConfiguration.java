@@ -68,8 +68,11 @@ import java.util.TreeMap;
  *                  each behind a TracingAllocator (trace recording switched on and off at runtime)
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
  *     kernels      CudaTensorOps(gpupool.kernels.precision, .gemm-engine: cuBLASLt or own kernels, workspaces
- *                  from the activation pool; KernelSelection) on CUDA, HostTensorOps on the host
- *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
+ *                  from the activation pool; KernelSelection) on CUDA, HostTensorOps on the host; then any
+ *                  TensorOpsCustomizer beans (none shipped)
+ *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests; the kernels'
+ *                  stream workspaces go back to the pool after gpupool.kernels.workspace-release-after-idle
+ *                  (IdleWorkspaceRelease) and on a trim
  *   graphs         DeviceGraphs per CUDA device (gpupool.kernels.graphs.*), none on the host; the
  *                  repository's models are served behind them
  *   models         every ModelSource bean (the repository at gpupool.models.path, plus any others)
@@ -120,13 +123,16 @@ public class GpuPoolConfiguration {
 
     @Bean(destroyMethod = "close")
     ServingDevices servingDevices(ComputeBackend backend, GpuPoolSettings settings, FaultInjection faults,
-                                  KernelProperties kernels) {
+                                  KernelProperties kernels, ObjectProvider<TensorOpsCustomizer> customizers) {
         List<DeviceRuntime> runtimes = new ArrayList<>();
         for (ComputeDevice device : backend.devices()) {
             DeviceAllocator activations = new TracingAllocator(
                     activationAllocator(device, settings.memory(), faults.chunksOf(device)), TRACE_CAPACITY);
             TensorOps ops = backend instanceof CudaBackend ? KernelSelection.cudaOps(device, kernels, activations)
                     : new HostTensorOps();
+            for (TensorOpsCustomizer customizer : customizers.orderedStream().toList()) {
+                ops = customizer.customize(device, ops, activations);
+            }
             DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT)
                     .orElseGet(() -> new DevicePool(device.chunkSource(),
                             settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));
@@ -146,6 +152,17 @@ public class GpuPoolConfiguration {
     @Bean(destroyMethod = "close")
     PoolMaintenance poolMaintenance(ServingDevices devices) {
         return new PoolMaintenance(PoolMaintenance.poolsOf(devices.devices()), Duration.ofSeconds(1));
+    }
+
+    /**
+     * Gives idle devices' stream workspaces back to their pools after
+     * {@code gpupool.kernels.workspace-release-after-idle} (nothing runs while it is 0); stopped before the
+     * devices close.
+     */
+    @Bean(destroyMethod = "close")
+    IdleWorkspaceRelease idleWorkspaceRelease(ServingDevices devices, KernelProperties kernels) {
+        return new IdleWorkspaceRelease(devices.devices().stream().map(DeviceRuntime::worker).toList(),
+                kernels.getWorkspaceReleaseAfterIdle());
     }
 
     /** The activation allocator of {@code device} for the configured mode. */

@@ -3,6 +3,7 @@ package io.gpupool.config;
 
 import io.gpupool.serving.DecodingBudget;
 import io.netty.channel.ChannelPipeline;
+import io.netty.handler.codec.http.HttpObjectDecoder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
@@ -21,6 +22,7 @@ import reactor.netty.http.server.HttpServer;
  *   socket -&gt; ConnectionLimit -&gt; RequestHeaderDeadline.bytes -&gt; HTTP codec
  *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; reactor-netty, WebFlux
  * </pre>
+ * The codec is reactor-netty's, with Netty's RFC 9112 framing rules (see {@link RequestFraming}).
  * Idle, body-read and whole-body timeouts are reactor-netty's own ({@code idleTimeout},
  * {@code readTimeout}, {@code requestTimeout}).
  */
@@ -37,6 +39,7 @@ public class HttpServerLimits {
     }
 
     static HttpServer customize(HttpServer server, ServerLimitsProperties limits, boolean management) {
+        RequestFraming.requireRfc9112Decoder(HttpObjectDecoder.RFC9112_TRANSFER_ENCODING);
         int maxConnections = management ? limits.managementMaxConnections() : limits.maxConnections();
         ConnectionLimit connections = new ConnectionLimit(maxConnections);
         log.debug("HTTP server limits ({}): {} connections, idle {}, headers {}, body reads {}, body {}",

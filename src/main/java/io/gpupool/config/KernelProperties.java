@@ -5,6 +5,7 @@ import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
 import java.nio.file.Path;
+import java.time.Duration;
 
 /**
  * {@code gpupool.kernels.*}: how the CUDA kernels compute. Kept apart from {@link GpuPoolProperties} so that
@@ -36,6 +37,13 @@ public class KernelProperties {
      */
     private Path cublasLtDir;
 
+    /**
+     * How long a device must have had no request before its streams' library workspaces (cuBLASLt's, one pool block
+     * per stream) go back to the pool, to be taken again by the next product; 0 keeps them until a trim
+     * ({@code DELETE /actuator/gpupool}) or shutdown. A graph that captured a workspace pins it either way.
+     */
+    private Duration workspaceReleaseAfterIdle = Duration.ZERO;
+
     public Precision getPrecision() {
         return precision;
     }
@@ -57,6 +65,18 @@ public class KernelProperties {
 
     public void setCublasLtDir(Path cublasLtDir) {
         this.cublasLtDir = cublasLtDir;
+    }
+
+    public Duration getWorkspaceReleaseAfterIdle() {
+        return workspaceReleaseAfterIdle;
+    }
+
+    public void setWorkspaceReleaseAfterIdle(Duration workspaceReleaseAfterIdle) {
+        if (workspaceReleaseAfterIdle == null || workspaceReleaseAfterIdle.isNegative()) {
+            throw new IllegalArgumentException("gpupool.kernels.workspace-release-after-idle = "
+                    + workspaceReleaseAfterIdle + " is invalid; allowed: a duration >= 0 (0: only on a trim)");
+        }
+        this.workspaceReleaseAfterIdle = workspaceReleaseAfterIdle;
     }
 
     public void setPrecision(Precision precision) {

@@ -12,6 +12,7 @@ import io.gpupool.actuate.ModelStatisticsMeterBinder;
 import io.gpupool.actuate.ModelsHealthIndicator;
 import io.gpupool.actuate.TracingAllocatorControl;
 import io.gpupool.backend.ComputeBackend;
+import io.gpupool.kernels.TensorOps;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
@@ -53,11 +54,19 @@ public class OperationsWiring {
     ManagedPools servingManagedPools(ServingDevices devices, ComputeBackend backend) {
         List<ManagedPool> pools = new ArrayList<>();
         for (DeviceRuntime device : devices.devices()) {
-            ManagedPool.Kernels kernels = new ManagedPool.Kernels(device.ops().gemmEngine(),
-                    device.ops().activationBytes() == 2 ? "bf16" : "fp32");
-            pools.add(ManagedPool.withKernels(managedPool(selector(backend, device.index()), device), kernels));
+            String engine = device.ops().gemmEngine();
+            String activations = device.ops().activationBytes() == 2 ? "bf16" : "fp32";
+            pools.add(ManagedPool.withKernels(managedPool(selector(backend, device.index()), device),
+                    () -> new ManagedPool.Kernels(engine, activations, workspaces(device.ops())),
+                    device.worker()::releaseIdleWorkspaces));
         }
         return ManagedPools.of(pools);
+    }
+
+    /** The kernels' stream workspaces now, for the endpoint and the meters. */
+    static ManagedPool.Workspaces workspaces(TensorOps ops) {
+        return ops.workspaces().map(w -> new ManagedPool.Workspaces(w.heldBytes(), w.capturedBytes(), w.streams(),
+                w.bytesPerStream(), w.releases())).orElse(ManagedPool.Workspaces.NONE);
     }
 
     /** Every CUDA device's graph cache, by device selector (none on the host). */

@@ -8,6 +8,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.handler.codec.http.ContentLengthNotAllowedException;
 import io.netty.handler.codec.http.DefaultFullHttpResponse;
 import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpHeaderNames;
@@ -15,6 +16,7 @@ import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.TransferEncodingNotAllowedException;
 import io.netty.util.ReferenceCountUtil;
 
 /**
@@ -23,13 +25,36 @@ import io.netty.util.ReferenceCountUtil;
  * <ul>
  *   <li>a {@code Transfer-Encoding} whose final coding is not {@code chunked} (§6.3: the length cannot be
  *       determined, whatever {@code Content-Length} says);</li>
+ *   <li>{@code Transfer-Encoding} together with {@code Content-Length} (§6.3: a proxy framing by the length
+ *       would read the rest of a chunked body as a second request), and {@code Transfer-Encoding} in an
+ *       HTTP/1.0 request (§6.1);</li>
  *   <li>an HTTP/1.1 request without exactly one {@code Host} header (§3.2).</li>
  * </ul>
+ * The second rule is the codec's: Netty's decoder in its RFC 9112 mode (on unless the system property
+ * {@value #NETTY_RFC9112_PROPERTY} is false; {@link #requireRfc9112Decoder} refuses to start then) fails such a
+ * request instead of dropping its {@code Content-Length}, and this handler answers that failure, naming the
+ * rule, before reactor-netty would (with an empty 400 and a warning that echoes the client's headers).
  * After a refusal the rest of that request is dropped until the connection closes.
  */
 final class RequestFraming extends ChannelInboundHandlerAdapter {
 
     private boolean refused;
+
+    /** Netty's switch for its decoder's RFC 9112 framing rules (read once, when the decoder class loads). */
+    static final String NETTY_RFC9112_PROPERTY = "io.netty.handler.codec.http.rfc9112TransferEncoding";
+
+    /**
+     * Fails when Netty's decoder would serve a request with both {@code Transfer-Encoding} and
+     * {@code Content-Length} (it then drops the length and reads the body chunked), since nothing after the
+     * decoder can see that the length was there.
+     */
+    static void requireRfc9112Decoder(boolean decoderFollowsRfc9112) {
+        if (!decoderFollowsRfc9112) {
+            throw new IllegalStateException("-D" + NETTY_RFC9112_PROPERTY + "=false is not supported: it makes the "
+                    + "HTTP decoder accept Transfer-Encoding together with Content-Length (request smuggling, RFC 9112 "
+                    + "section 6.3); remove the property");
+        }
+    }
 
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
@@ -38,7 +63,8 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
             return;
         }
         if (msg instanceof HttpRequest request) {
-            String problem = problem(request);
+            String problem = request.decoderResult().isFailure() ? decoderProblem(request.decoderResult().cause())
+                    : problem(request);
             if (problem != null) {
                 refused = true;
                 ReferenceCountUtil.release(msg);
@@ -48,6 +74,18 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
             }
         }
         ctx.fireChannelRead(msg);
+    }
+
+    /** The message for a framing failure of the decoder; null for other failures (reactor-netty answers those). */
+    static String decoderProblem(Throwable cause) {
+        if (cause instanceof ContentLengthNotAllowedException) {
+            return "Transfer-Encoding and Content-Length must not both be sent (RFC 9112 section 6.3); send one";
+        }
+        if (cause instanceof TransferEncodingNotAllowedException) {
+            return "Transfer-Encoding is not allowed in an HTTP/1.0 request (RFC 9112 section 6.1); send "
+                    + "Content-Length or use HTTP/1.1";
+        }
+        return null;
     }
 
     static String problem(HttpRequest request) {

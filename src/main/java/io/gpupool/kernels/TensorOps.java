@@ -2,6 +2,8 @@ package io.gpupool.kernels;
 
 import io.gpupool.backend.DeviceStream;
 
+import java.util.Optional;
+
 /**
  * The operations the models are built from, implemented once per backend (host Java, CUDA PTX).
  * Every pointer is a device address of row-major activations (FP32 unless {@link #activationBytes()} says 2:
@@ -63,6 +65,14 @@ public interface TensorOps {
     /** Who multiplies the linear layers, for operators (e.g. "cuBLASLt 13.1.0", "gpupool kernels", "host"). */
     default String gemmEngine() {
         return "host";
+    }
+
+    /**
+     * The per-stream scratch memory these kernels take from the pool (a library's workspace), for the owner of the
+     * streams to release between requests; empty where the kernels keep none.
+     */
+    default Optional<StreamWorkspaces> workspaces() {
+        return Optional.empty();
     }
 
     /**

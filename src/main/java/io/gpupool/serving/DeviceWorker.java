@@ -2,6 +2,7 @@ package io.gpupool.serving;
 
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
+import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.model.ExecutionContext;
@@ -47,6 +48,13 @@ import java.util.function.Function;
  *       always.</li>
  * </ol>
  *
+ * <p>Between requests the kernels may hold per-stream memory from the pool (a library's workspace,
+ * {@link StreamWorkspaces}). {@link #releaseIdleWorkspaces()} gives it back for the streams that are idle:
+ * it leases each idle stream in turn, as a job would (so no request starts on it meanwhile; one that
+ * arrives queues behind that lease, microseconds), releases its workspace on the calling thread and hands
+ * the stream on (oldest queued job first, as {@code release} does). {@link #idleNanos()} tells the owner
+ * how long the device has had nothing to do.
+ *
  * <p>All state changes happen under this object's monitor; the sections are a few field updates,
  * never device work. {@link #inFlight()} and {@link #queueDepth()} read atomics and take no lock.
  */
@@ -71,6 +79,8 @@ public final class DeviceWorker implements AutoCloseable {
     private final AtomicInteger queued = new AtomicInteger();
     private final LongAdder rejected = new LongAdder();
     private final LongAdder cancelledWhileQueued = new LongAdder();
+    /** System.nanoTime() of the last job accepted or finished; written under the monitor, read without it. */
+    private volatile long lastActivityNanos = System.nanoTime();
 
     /**
      * @param streamCount   streams (and worker threads) on this device, at least 1
@@ -166,9 +176,11 @@ public final class DeviceWorker implements AutoCloseable {
                     }
                     queue.add(job);
                     queued.incrementAndGet();
+                    lastActivityNanos = System.nanoTime();
                     return;
                 }
                 inFlight.incrementAndGet();
+                lastActivityNanos = System.nanoTime();
             }
             dispatch(job, stream);
         });
@@ -205,6 +217,7 @@ public final class DeviceWorker implements AutoCloseable {
 
     /** Hands {@code stream} to the oldest queued job (returned), or back to the idle set (null). */
     private synchronized Job<?> release(DeviceStream stream) {
+        lastActivityNanos = System.nanoTime();
         Job<?> next = queue.poll();
         if (next != null) {
             queued.decrementAndGet();
@@ -213,6 +226,61 @@ public final class DeviceWorker implements AutoCloseable {
         inFlight.decrementAndGet();
         idle.push(stream);
         return null;
+    }
+
+    /** Nanoseconds since the last request was accepted or finished; 0 while one runs or waits. */
+    public long idleNanos() {
+        return load() > 0 ? 0 : Math.max(0, System.nanoTime() - lastActivityNanos);
+    }
+
+    /**
+     * Gives back the kernels' workspaces ({@link TensorOps#workspaces()}) of every stream that is idle now;
+     * streams running a request keep theirs, captured ones stay (see {@link StreamWorkspaces}). Runs on the
+     * calling thread, with the device bound to it.
+     *
+     * @return the bytes given back to the pool
+     */
+    public long releaseIdleWorkspaces() {
+        StreamWorkspaces workspaces = ops.workspaces().orElse(null);
+        if (workspaces == null || workspaces.heldBytes() == workspaces.capturedBytes()) {
+            return 0;                                    // nothing that could go back: no lease taken
+        }
+        long bytes = 0;
+        boolean bound = false;
+        for (DeviceStream candidate : streams) {
+            DeviceStream stream;
+            synchronized (this) {
+                if (closed || !idle.remove(candidate)) {
+                    continue;                            // running a request, or shutting down: keeps its own
+                }
+                stream = candidate;
+            }
+            try {
+                if (!bound) {
+                    device.bindToCurrentThread();
+                    bound = true;
+                }
+                bytes += workspaces.release(stream);
+            } finally {
+                handOn(stream);
+            }
+        }
+        return bytes;
+    }
+
+    /** Gives a stream leased outside a job to the oldest queued job, or back to the idle set. */
+    private void handOn(DeviceStream stream) {
+        Job<?> next;
+        synchronized (this) {
+            next = queue.poll();
+            if (next == null) {
+                idle.push(stream);
+                return;
+            }
+            queued.decrementAndGet();
+            inFlight.incrementAndGet();
+        }
+        dispatch(next, stream);
     }
 
     private void cancel(Job<?> job) {

@@ -10,6 +10,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 
 import io.gpupool.GpuPoolApplication;
 import io.gpupool.serving.ModelRegistry;
@@ -30,6 +31,7 @@ import org.springframework.context.annotation.ComponentScan;
 import org.springframework.context.annotation.FilterType;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The whole server on the host backend, probed over raw sockets as a hostile client would: idle,
@@ -111,6 +113,16 @@ class HttpServerLimitsTest {
             got.write(b);
         }
         return got.toString(StandardCharsets.ISO_8859_1);
+    }
+
+    /** One response with a Content-Length body (as the inference API answers), leaving the connection open. */
+    private static String readResponse(Socket socket) throws IOException {
+        String head = readHead(socket);
+        int at = head.toLowerCase(Locale.ROOT).indexOf("content-length:");
+        assertThat(at).as("a Content-Length in %s", head).isNotNegative();
+        int length = Integer.parseInt(head.substring(at + 15, head.indexOf("\r\n", at)).trim());
+        byte[] body = socket.getInputStream().readNBytes(length);
+        return head + new String(body, StandardCharsets.ISO_8859_1);
     }
 
     private static void send(Socket socket, String text) throws IOException {
@@ -226,6 +238,58 @@ class HttpServerLimitsTest {
         try (Socket socket = connect(port)) {
             send(socket, infer("Host: x\r\nTransfer-Encoding: gzip\r\n", IRIS));
             assertThat(readUntilClosed(socket)).startsWith("HTTP/1.1 400").contains("Transfer-Encoding must end in chunked");
+        }
+    }
+
+    /** A chunked body whose single chunk is {@code body}. */
+    private static String chunked(String body) {
+        return Integer.toHexString(body.length()) + "\r\n" + body + "\r\n0\r\n\r\n";
+    }
+
+    private static final String INFER_HEAD = "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\n"
+            + "Content-Type: application/json\r\n";
+
+    @Test
+    void chunkedTogetherWithContentLengthIs400AndClosesInEitherOrder() throws IOException {
+        // The Content-Length covers only the chunk-size line: a proxy that frames by it would read the rest of
+        // the body as a second request (smuggled), so that request must never be answered.
+        String smuggled = "GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n";
+        String body = chunked(IRIS) + smuggled;
+        for (String headers : List.of(
+                "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n",
+                "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n")) {
+            try (Socket socket = connect(port)) {
+                send(socket, INFER_HEAD + headers + "\r\n" + body);
+                String answer = readUntilClosed(socket);
+                assertThat(answer).as(headers).startsWith("HTTP/1.1 400")
+                        .contains("Transfer-Encoding and Content-Length must not both be sent")
+                        .doesNotContain("outputs").doesNotContain("HTTP/1.1 200");
+            }
+        }
+        try (Socket socket = connect(port)) {
+            send(socket, INFER_HEAD.replace("HTTP/1.1", "HTTP/1.0") + "Transfer-Encoding: chunked\r\n\r\n" + body);
+            assertThat(readUntilClosed(socket)).startsWith("HTTP/1.1 400")
+                    .contains("Transfer-Encoding is not allowed in an HTTP/1.0 request").doesNotContain("outputs");
+        }
+    }
+
+    @Test
+    void theServerRefusesToStartWithNettysRfc9112FramingTurnedOff() {
+        assertThatThrownBy(() -> RequestFraming.requireRfc9112Decoder(false))
+                .hasMessageContaining("-Dio.netty.handler.codec.http.rfc9112TransferEncoding=false")
+                .hasMessageContaining("RFC 9112 section 6.3");
+    }
+
+    @Test
+    void plainChunkedAndPlainContentLengthAreServedAndKeepTheConnection() throws IOException {
+        try (Socket socket = connect(port)) {
+            send(socket, INFER_HEAD + "Transfer-Encoding: chunked\r\n\r\n" + chunked(IRIS));
+            assertThat(readResponse(socket)).startsWith("HTTP/1.1 200").contains("outputs");
+            send(socket, infer("Host: x\r\n", IRIS));
+            assertThat(readResponse(socket)).startsWith("HTTP/1.1 200").contains("outputs");
+            send(socket, INFER_HEAD + "Transfer-Encoding: chunked\r\n\r\n" + chunked(IRIS));
+            assertThat(readResponse(socket)).as("the connection is still open after two answers")
+                    .startsWith("HTTP/1.1 200").contains("outputs");
         }
     }
 

@@ -2,6 +2,8 @@ package io.gpupool.lab;
 
 import io.gpupool.GpuPoolApplication;
 import io.gpupool.config.FaultInjection;
+import io.gpupool.config.TensorOpsCustomizer;
+import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.serving.DeviceRuntime;
 import io.gpupool.serving.ModelRegistry;
 import io.gpupool.serving.ServingDevices;
@@ -15,6 +17,7 @@ import org.springframework.boot.context.properties.ConfigurationPropertiesScan;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalManagementPort;
 import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.ComponentScan;
 import org.springframework.context.annotation.FilterType;
 import tools.jackson.databind.JsonNode;
@@ -38,11 +41,13 @@ import static org.assertj.core.api.Assertions.assertThat;
  * random port, the shipped models, and for 25 s a mix of BERT and MLP requests (some with binary
  * tensor data) interleaved with the malformed corpus (15 %), clients that hang up mid-request (5 %),
  * injected device out-of-memory on chunk requests, and an operator trimming the pool every 250 ms
- * (so that the pool keeps going back to the device for chunks, where the faults are injected).
+ * (so that the pool keeps going back to the device for chunks, where the faults are injected). The
+ * host kernels take a pool block per stream for their products as cuBLASLt does on CUDA
+ * ({@link WorkspaceTakingOps}), given back by the trims and once the server was idle for 1 s.
  *
  * <p>Expected, and asserted: no 5xx other than the deliberate 503/504/507; every request answered
  * (the server's own timeout is 10 s, the client waits 20 s); the pool's allocated bytes back to zero
- * afterwards; the server still ready and answering. Timings are not asserted.
+ * afterwards, stream workspaces included; the server still ready and answering. Timings are not asserted.
  *
  * <p>The injection rate here is 20 % of chunk requests, not the 1 % of a long soak
  * ({@code tools/soak.sh}), so that a 25 s run surely injects some.
@@ -53,7 +58,7 @@ import static org.assertj.core.api.Assertions.assertThat;
                 "gpupool.memory.fault-injection.probability=0.2", "gpupool.memory.fault-injection.seed=8",
                 "gpupool.security.operator-password=" + SoakTest.OPERATOR_PASSWORD,
                 "gpupool.serving.streams-per-device=2", "gpupool.serving.queue-capacity=16",
-                "gpupool.serving.default-timeout=10s"})
+                "gpupool.serving.default-timeout=10s", "gpupool.kernels.workspace-release-after-idle=1s"})
 class SoakTest {
 
     static final String OPERATOR_PASSWORD = "soak-test-operator";
@@ -66,7 +71,15 @@ class SoakTest {
             @ComponentScan.Filter(type = FilterType.CUSTOM, classes = TypeExcludeFilter.class),
             @ComponentScan.Filter(type = FilterType.ANNOTATION, classes = SpringBootConfiguration.class)})
     static class Application {
+
+        /** Host kernels that take a 1 MiB pool block per stream for their products, as cuBLASLt does on CUDA. */
+        @Bean
+        TensorOpsCustomizer workspaceTakingKernels() {
+            return (device, ops, activations) -> WorkspaceTakingOps.over(ops, activations, WORKSPACE_BYTES);
+        }
     }
+
+    static final long WORKSPACE_BYTES = 1L << 20;
 
     @LocalServerPort
     int port;
@@ -128,7 +141,17 @@ class SoakTest {
         assertThat(report.get("unanswered").isEmpty())
                 .as("every request answered within the server's 10 s timeout; unanswered by request: %s",
                         report.get("unanswered")).isTrue();
-        assertThat(result.allocatedAfterDrain()).as("pool allocated bytes after the drain").isZero();
+        assertThat(result.allocatedAfterDrain()).as("pool allocated bytes after the drain: %s",
+                LoadDriver.heldAfterDrain(report.path("pool_after_drain"))).isZero();
+        for (DeviceRuntime device : devices.devices()) {
+            StreamWorkspaces workspaces = device.ops().workspaces().orElseThrow();
+            assertThat(workspaces.heldBytes()).as("device %d stream workspaces after the drain", device.index())
+                    .isZero();
+            assertThat(workspaces.releases()).as("workspaces given back (trims and the idle release)").isPositive();
+        }
+        assertThat(report.path("pool_after_drain").path("devices").properties()).isNotEmpty().allSatisfy(device ->
+                assertThat(device.getValue().path("workspaceReleases").asLong())
+                        .as("the drain read the kernels' workspaces from /actuator/gpupool").isPositive());
         for (DeviceRuntime device : devices.devices()) {
             assertThat(device.allocator().metrics().allocatedBytes()).as("device %d allocated bytes", device.index())
                     .isZero();

@@ -138,6 +138,11 @@ public final class CudaStream implements DeviceStream {
         return device;
     }
 
+    @Override
+    public boolean capturing() {
+        return capture != null;
+    }
+
     /** Starts ({@code redirect} non-null) or ends redirecting copies for a capture. */
     void redirectForCapture(CaptureRedirect redirect) {
         this.capture = redirect;

@@ -9,9 +9,9 @@ import io.gpupool.backend.MatmulLibrary.Compute;
 import io.gpupool.backend.MatmulLibrary.ElementType;
 import io.gpupool.backend.MatmulLibrary.Epilogue;
 import io.gpupool.backend.MatmulLibrary.Matmul;
+import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DeviceBlock;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -20,6 +20,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -87,11 +88,14 @@ import java.util.concurrent.atomic.LongAdder;
  * layer is one library call instead of the kernels above, which stay as the fallback where the library cannot be
  * loaded ({@link #gemmEngine()} says which runs). Per stream this instance keeps
  * <pre>
- *   stream ──► StreamState { workspace: one pool block of MatmulLibrary.workspaceBytes(), allocated on first use
- *                            and kept; or, pinned by useWorkspace (a graph capture), memory of the caller's;
- *                            plans: (rows, in, out, epilogue) ──► Matmul, planned once by the heuristic }
+ *   stream ──► StreamState { plans: (rows, in, out, epilogue) ──► Matmul, planned once by the heuristic;
+ *                            pinned by useWorkspace (a graph capture): memory of the caller's, no block of its own }
+ *   stream ──► StreamWorkspaces: one pool block of MatmulLibrary.workspaceBytes() for a stream not pinned,
+ *              allocated on its first product, kept while it is busy, given back when its owner releases the
+ *              idle stream; pinned for good once a CUDA graph captured its address
  * </pre>
- * (a stream runs one request at a time, so its state needs no lock). Epilogues: bias always fused; GELU fused
+ * (a stream runs one request at a time, so its state needs no lock; plans take the workspace address per run,
+ * so a workspace given back and taken again elsewhere leaves them valid). Epilogues: bias always fused; GELU fused
  * (the library's tanh form, within 5e-4 of erf) under TF32 and BF16, where rounding is larger anyway; under FP32 the
  * exact erf GELU, and TANH everywhere, run as one extra in-place pass, so FP32 stays within 1e-4 of transformers.
  *
@@ -204,8 +208,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final KernelFunction attentionBf16io;
     /** The library that multiplies, or null for gpupool's kernels. */
     private final MatmulLibrary library;
-    /** Where per-stream workspaces come from (the activation pool); null without a library. */
-    private final DeviceAllocator workspaces;
+    /** The library's per-stream workspaces, from the activation pool; null without a library. */
+    private final StreamWorkspaces workspaces;
     private final boolean bf16Activations;
     private final Compute compute;
     private final ElementType elementType;
@@ -254,7 +258,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             Objects.requireNonNull(workspaces, "workspaces");
         }
         this.library = library;
-        this.workspaces = workspaces;
+        this.workspaces = library == null ? null : new StreamWorkspaces(workspaces, library.workspaceBytes());
         this.device = Objects.requireNonNull(device, "device");
         this.precision = Objects.requireNonNull(precision, "precision");
         this.splitK = splitK;
@@ -481,7 +485,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (plan == DECLINED) {
             return false;
         }
-        plan.run(stream, x, weight, bias, y, state.workspaceFor(plan, library, stream));
+        plan.run(stream, x, weight, bias, y, state.workspaceFor(plan, library, stream, workspaces));
         launches.increment();
         if (!fused(epilogue, activation)) {
             long count = (long) rows * out;
@@ -537,9 +541,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (closed) {
             throw new IllegalStateException("CUDA tensor ops of " + device.name() + " are closed");
         }
-        // first product on this stream: its workspace, from the pool, kept for the life of these ops
-        DeviceBlock workspace = workspaces.allocate(library.workspaceBytes(), stream);
-        StreamState fresh = new StreamState(workspace);
+        StreamState fresh = new StreamState(true);         // first product on this stream
         streams.put(stream, fresh);
         return fresh;
     }
@@ -583,7 +585,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (closed) {
             throw new IllegalStateException("CUDA tensor ops of " + device.name() + " are closed");
         }
-        StreamState state = streams.computeIfAbsent(stream, s -> new StreamState(null));
+        StreamState state = streams.computeIfAbsent(stream, s -> new StreamState(false));
         state.pinned = address != 0;
         state.pinnedAddress = address;
         state.pinnedBytes = bytes;
@@ -591,12 +593,13 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     }
 
     /**
-     * A stream's cuBLASLt workspace and plans; touched only by the request that holds the stream. The workspace is
-     * the stream's own pool block, or while pinned ({@link #useWorkspace}) the caller's memory.
+     * A stream's cuBLASLt plans and where its workspace comes from; touched only by the request that holds the
+     * stream. The workspace is the stream's own ({@link StreamWorkspaces}), or while pinned ({@link #useWorkspace})
+     * the caller's memory.
      */
     private static final class StreamState {
-        /** The stream's own block, or null for a stream that only ever ran with a pinned workspace. */
-        final DeviceBlock workspace;
+        /** False for a stream first seen pinned (a capture stream): it never takes a workspace from the pool. */
+        final boolean ownWorkspace;
         final PlanCache plans = new PlanCache();
         boolean pinned;
         long pinnedAddress;
@@ -604,17 +607,17 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         /** Most workspace a product run on the stream needed since the last {@link #useWorkspace}. */
         long neededSincePinned;
 
-        StreamState(DeviceBlock workspace) {
-            this.workspace = workspace;
+        StreamState(boolean ownWorkspace) {
+            this.ownWorkspace = ownWorkspace;
         }
 
         /**
          * The workspace address for a run of {@code plan}, noting what it needs while pinned; fails where a pinned
          * workspace is too small or was withdrawn and the plan needs one.
          */
-        long workspaceFor(Matmul plan, MatmulLibrary library, DeviceStream stream) {
-            if (!pinned && workspace != null) {
-                return workspace.address();
+        long workspaceFor(Matmul plan, MatmulLibrary library, DeviceStream stream, StreamWorkspaces workspaces) {
+            if (!pinned && ownWorkspace) {
+                return workspaces.address(stream);
             }
             long need = library.workspaceBytes(plan);
             neededSincePinned = Math.max(neededSincePinned, need);
@@ -643,13 +646,14 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         launches.increment();
     }
 
-    /** Bytes of pool memory held as cuBLASLt workspaces (one per stream that ran a product). */
+    /** Bytes of pool memory held as cuBLASLt workspaces (one per stream that ran a product and still holds it). */
     public long workspaceBytesHeld() {
-        long total = 0;
-        for (StreamState state : streams.values()) {
-            total += state.workspace == null ? 0 : state.workspace.size();
-        }
-        return total;
+        return workspaces == null ? 0 : workspaces.heldBytes();
+    }
+
+    @Override
+    public Optional<StreamWorkspaces> workspaces() {
+        return Optional.ofNullable(workspaces);
     }
 
     /**
@@ -671,15 +675,15 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
                     failures.add(e);
                 }
             });
+        }
+        streams.clear();
+        if (workspaces != null) {
             try {
-                if (state.workspace != null) {
-                    state.workspace.release();
-                }
+                workspaces.close();
             } catch (RuntimeException e) {
                 failures.add(e);
             }
         }
-        streams.clear();
         if (!failures.isEmpty()) {
             RuntimeException first = failures.getFirst();
             failures.subList(1, failures.size()).forEach(first::addSuppressed);

@@ -285,16 +285,24 @@ class CudaTensorOpsLaunchTest {
         @Override public long freeMemory() { return 0; }
         @Override public ChunkSource chunkSource() { throw new UnsupportedOperationException(); }
         @Override public Optional<DeviceAllocator> nativeAllocator(AllocatorMode mode) { return Optional.empty(); }
-        @Override public DeviceStream createStream(int ordinal) { throw new UnsupportedOperationException(); }
+        @Override public DeviceStream createStream(int ordinal) { return new RecordingStream(this, ordinal); }
         @Override public void bindToCurrentThread() { }
     }
 
     static final class RecordingStream implements DeviceStream {
         final List<Launch> launches = new ArrayList<>();
         private final ComputeDevice device;
+        private final int ordinal;
+        /** What {@link #capturing()} answers: a test sets it to play a graph capture. */
+        volatile boolean capturing;
 
         RecordingStream(ComputeDevice device) {
+            this(device, 0);
+        }
+
+        RecordingStream(ComputeDevice device, int ordinal) {
             this.device = device;
+            this.ordinal = ordinal;
         }
 
         Launch only() {
@@ -310,8 +318,9 @@ class CudaTensorOpsLaunchTest {
         }
 
         @Override public ComputeDevice device() { return device; }
-        @Override public int ordinal() { return 0; }
-        @Override public StreamFence recordFence() { throw new UnsupportedOperationException(); }
+        @Override public int ordinal() { return ordinal; }
+        @Override public boolean capturing() { return capturing; }
+        @Override public StreamFence recordFence() { return StreamFence.completed(); }
         @Override public void copyHostToDevice(MemorySegment source, long deviceAddress, long bytes) { }
         @Override public void copyDeviceToHost(long deviceAddress, MemorySegment destination, long bytes) { }
         @Override public void copyDeviceToDevice(long sourceAddress, long destinationAddress, long bytes) { }
