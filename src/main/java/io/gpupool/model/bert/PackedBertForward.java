@@ -48,9 +48,10 @@ final class PackedBertForward {
     /** Device tensor id of each output name. */
     private final Map<String, Integer> outputTensors;
 
-    PackedBertForward(BertModel model, String prefix, boolean pooler) {
-        BertEncoderPlan.Built built = BertEncoderPlan.build(new PackedTokens(model.arch()), model, prefix, pooler,
-                Float.BYTES);
+    /** @param elem bytes per activation element of the kernels it runs on (2: bf16) */
+    PackedBertForward(BertModel model, String prefix, boolean pooler, int elem) {
+        BertEncoderPlan.Built built = BertEncoderPlan.build(new PackedTokens(model.arch(), elem), model, prefix,
+                pooler, elem);
         this.plan = built.plan();
         this.maskTensor = built.inputs().mask();
         this.typesTensor = built.inputs().types();
@@ -59,20 +60,24 @@ final class PackedBertForward {
 
     /**
      * The packed layout of {@link BertEncoderPlan}: invoked as (N, T), T token rows; the offsets say where each
-     * sequence starts, the positions restart at each offset. Activations are FP32: the packed kernels have no other.
+     * sequence starts, the positions restart at each offset. On FP32 activations the embeddings are summed and then
+     * normalised (two steps, as the host and FP32 CUDA kernels were verified); on bf16 activations in one fused step,
+     * because a bf16 LayerNorm cannot read the FP32 sum.
      */
     private static final class PackedTokens implements BertEncoderPlan.TokenLayout {
 
         private final int hidden;
         private final int heads;
         private final int headDim;
+        private final int elem;
         private int idsTensor;
         private int maskTensor;
         private int typesTensor;
         private int positionsTensor;
         private int offsetsTensor;
 
-        PackedTokens(ModelConfig.Bert arch) {
+        PackedTokens(ModelConfig.Bert arch, int elem) {
+            this.elem = elem;
             this.hidden = arch.hiddenSize();
             this.heads = arch.numAttentionHeads();
             this.headDim = arch.headDim();
@@ -110,7 +115,15 @@ final class PackedBertForward {
 
         @Override
         public int embed(ExecutionPlan.Builder b, BertEncoderPlan.Embeddings e) {
-            ExecutionPlan.Size tokensH = perToken((long) hidden * Float.BYTES);
+            ExecutionPlan.Size tokensH = perToken((long) hidden * elem);
+            if (elem != Float.BYTES) {
+                int embedded = b.tensor("embeddings.out", tokensH);
+                b.step("embeddings", ids(idsTensor, typesTensor, positionsTensor), ids(embedded), inv -> inv.context()
+                        .ops().packedEmbeddingLayerNorm(inv.context().stream(), inv.address(idsTensor),
+                                inv.address(typesTensor), inv.address(positionsTensor), e.word(), e.position(),
+                                e.tokenType(), e.gamma(), e.beta(), inv.address(embedded), inv.seq(), hidden, e.eps()));
+                return embedded;
+            }
             int embSum = b.tensor("embeddings.sum", tokensH);
             b.step("embeddings", ids(idsTensor, typesTensor, positionsTensor), ids(embSum), inv -> inv.context().ops()
                     .packedEmbeddingSum(inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor),
@@ -125,7 +138,7 @@ final class PackedBertForward {
 
         @Override
         public int attend(ExecutionPlan.Builder b, String layerPrefix, int qkv) {
-            int context = b.tensor(layerPrefix + "attention.context", perToken((long) hidden * Float.BYTES));
+            int context = b.tensor(layerPrefix + "attention.context", perToken((long) hidden * elem));
             b.step(layerPrefix + "attention", ids(qkv, maskTensor, offsetsTensor), ids(context), inv -> {
                 Batch batch = inv.state();
                 inv.context().ops().varlenAttention(inv.context().stream(), inv.address(qkv), inv.address(maskTensor),
