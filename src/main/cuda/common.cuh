@@ -6,6 +6,14 @@
 #ifndef GPUPOOL_COMMON_CUH
 #define GPUPOOL_COMMON_CUH
 
+#include <cuda_bf16.h>
+
+// Element access for kernels that run on FP32 or bf16 activations; arithmetic is always FP32.
+static __device__ __forceinline__ float gp_load(const float* p, size_t i) { return p[i]; }
+static __device__ __forceinline__ float gp_load(const __nv_bfloat16* p, size_t i) { return __bfloat162float(p[i]); }
+static __device__ __forceinline__ void gp_store(float* p, size_t i, float v) { p[i] = v; }
+static __device__ __forceinline__ void gp_store(__nv_bfloat16* p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
 // Activation codes: the ordinal of io.gpupool.kernels.TensorOps.Activation.
 #define ACT_NONE 0
 #define ACT_GELU 1
@@ -64,6 +72,39 @@ static __device__ __forceinline__ float gp_block_max(float v, float* scratch) {
     best = gp_warp_max(best);
     __syncthreads();
     return best;
+}
+
+// One block per token t = blockIdx.x: out[t, :] = LayerNorm(word[ids[t]] + position[positionRow(t)] +
+// tokenType[types[t]]) · gamma + beta (types may be null: type 0), FP32 sum, mean and variance, stored once in Out's
+// type. The sum is recomputed in each of the three passes instead of stored. positionRow: t mod S for padded rows
+// (ops.cu), positions[t] for packed ones (packed.cu).
+template <typename Out, typename PositionRow>
+__device__ __forceinline__ void gp_embedding_layer_norm(const int* __restrict__ ids, const int* __restrict__ types,
+                                                        const float* __restrict__ word,
+                                                        const float* __restrict__ position,
+                                                        const float* __restrict__ tokenType,
+                                                        const float* __restrict__ gamma,
+                                                        const float* __restrict__ beta, Out* __restrict__ out,
+                                                        int hidden, float eps, PositionRow positionRow) {
+    __shared__ float scratch[32];
+    const int token = blockIdx.x;
+    const float* w = word + (size_t) ids[token] * hidden;
+    const float* p = position + (size_t) positionRow(token) * hidden;
+    const float* t = tokenType + (size_t) (types == nullptr ? 0 : types[token]) * hidden;
+    float sum = 0.0f;
+    for (int c = threadIdx.x; c < hidden; c += blockDim.x) sum += (w[c] + p[c] + t[c]) + 0.0f;
+    const float mean = gp_block_sum(sum, scratch) / hidden;
+    float sq = 0.0f;
+    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
+        const float v = ((w[c] + p[c] + t[c]) + 0.0f) - mean;
+        sq += v * v;
+    }
+    const float inv = rsqrtf(gp_block_sum(sq, scratch) / hidden + eps);
+    const size_t offset = (size_t) token * hidden;
+    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
+        const float v = ((w[c] + p[c] + t[c]) + 0.0f) - mean;
+        gp_store(out, offset + c, v * inv * gamma[c] + beta[c]);
+    }
 }
 
 #endif

@@ -5,13 +5,7 @@
 // with gp_block_sum / gp_block_max. A thread only ever writes the columns it read itself, which is why the
 // in-place variants (y == x) are safe. Block size: 256 threads (any multiple of 32 up to 1024 works).
 
-#include <cuda_bf16.h>
 #include "common.cuh"
-
-// Element access for kernels that run on FP32 or bf16 activations; arithmetic is always FP32.
-static __device__ __forceinline__ float gp_load(const __nv_bfloat16* p, size_t i) { return __bfloat162float(p[i]); }
-static __device__ __forceinline__ void gp_store(float* p, size_t i, float v) { p[i] = v; }
-static __device__ __forceinline__ void gp_store(__nv_bfloat16* p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
 // out[b, s, :] = word[ids[b, s]] + position[s] + tokenType[types[b, s]]. Grid (B·S), types may be null.
 // Ids must be valid table rows; the caller checks them on the host before the copy.
@@ -107,41 +101,17 @@ extern "C" __global__ void softmax_rows(const float* x, float* y, int cols) {
 // out[t, :] = LayerNorm(word[ids[t]] + position[t mod S] + tokenType[types[t]]) · gamma + beta. Grid (B·S).
 // The sum is formed the same way as embedding_sum + add_layer_norm (same FP32 additions in the same order), so the
 // FP32 output is bit-identical to the two-kernel path; it is recomputed per pass instead of stored.
-template <typename Out>
-__device__ __forceinline__ void embedding_layer_norm_body(const int* __restrict__ ids, const int* __restrict__ types,
-                                                          const float* __restrict__ word,
-                                                          const float* __restrict__ position,
-                                                          const float* __restrict__ tokenType,
-                                                          const float* __restrict__ gamma,
-                                                          const float* __restrict__ beta, Out* __restrict__ out,
-                                                          int S, int hidden, float eps) {
-    __shared__ float scratch[32];
-    const int token = blockIdx.x;
-    const float* w = word + (size_t) ids[token] * hidden;
-    const float* p = position + (size_t) (token % S) * hidden;
-    const float* t = tokenType + (size_t) (types == nullptr ? 0 : types[token]) * hidden;
-    float sum = 0.0f;
-    for (int c = threadIdx.x; c < hidden; c += blockDim.x) sum += (w[c] + p[c] + t[c]) + 0.0f;
-    const float mean = gp_block_sum(sum, scratch) / hidden;
-    float sq = 0.0f;
-    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
-        const float v = ((w[c] + p[c] + t[c]) + 0.0f) - mean;
-        sq += v * v;
-    }
-    const float inv = rsqrtf(gp_block_sum(sq, scratch) / hidden + eps);
-    const size_t offset = (size_t) token * hidden;
-    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
-        const float v = ((w[c] + p[c] + t[c]) + 0.0f) - mean;
-        gp_store(out, offset + c, v * inv * gamma[c] + beta[c]);
-    }
-}
+struct GpColumnPosition {
+    int S;
+    __device__ __forceinline__ int operator()(int token) const { return token % S; }
+};
 
 extern "C" __global__ void embedding_layer_norm(const int* __restrict__ ids, const int* __restrict__ types,
                                                 const float* __restrict__ word, const float* __restrict__ position,
                                                 const float* __restrict__ tokenType, const float* __restrict__ gamma,
                                                 const float* __restrict__ beta, float* __restrict__ out, int S,
                                                 int hidden, float eps) {
-    embedding_layer_norm_body(ids, types, word, position, tokenType, gamma, beta, out, S, hidden, eps);
+    gp_embedding_layer_norm(ids, types, word, position, tokenType, gamma, beta, out, hidden, eps, GpColumnPosition{S});
 }
 
 extern "C" __global__ void embedding_layer_norm_bf16(const int* __restrict__ ids, const int* __restrict__ types,
@@ -150,7 +120,7 @@ extern "C" __global__ void embedding_layer_norm_bf16(const int* __restrict__ ids
                                                      const float* __restrict__ tokenType,
                                                      const float* __restrict__ gamma, const float* __restrict__ beta,
                                                      __nv_bfloat16* __restrict__ out, int S, int hidden, float eps) {
-    embedding_layer_norm_body(ids, types, word, position, tokenType, gamma, beta, out, S, hidden, eps);
+    gp_embedding_layer_norm(ids, types, word, position, tokenType, gamma, beta, out, hidden, eps, GpColumnPosition{S});
 }
 
 // add_layer_norm on bf16 x, residual (may be null) and y (may alias either); gamma, beta FP32. Grid (rows).

@@ -1,6 +1,8 @@
 // Kernels over packed sequences (dynamic batching without padding): the tokens of several sequences of
 // different lengths are rows of one [T, H] matrix; sequence i occupies rows offsets[i] .. offsets[i+1]-1
-// (offsets: N+1 cumulative row counts, offsets[0] = 0). All FP32.
+// (offsets: N+1 cumulative row counts, offsets[0] = 0). Each kernel has an FP32 form and a bf16 one (suffix _bf16:
+// bf16 activations in and out, as BF16 mode with cuBLASLt holds them); arithmetic is FP32 in both, and the bf16
+// forms round only where they store. Embedding tables and LayerNorm parameters are FP32 in both.
 #include "common.cuh"
 #include <cfloat>
 
@@ -22,17 +24,30 @@ extern "C" __global__ void packed_embedding_sum(const int* __restrict__ ids, con
 }
 
 // out[i, :] = hidden[offsets[i], :]. Grid (N), block <= 256.
-extern "C" __global__ void packed_pool_cls(const float* __restrict__ hidden, const int* __restrict__ offsets,
-                                           float* __restrict__ out, int cols) {
+template <typename T>
+__device__ __forceinline__ void packed_pool_cls_body(const T* __restrict__ hidden, const int* __restrict__ offsets,
+                                                     T* __restrict__ out, int cols) {
     const int i = blockIdx.x;
-    const float* h = hidden + (size_t) offsets[i] * cols;
+    const T* h = hidden + (size_t) offsets[i] * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) out[(size_t) i * cols + c] = h[c];
 }
 
-// out[i, :] = mean of hidden[r, :] over sequence i's rows r whose mask is non-zero (mask may be null: all).
-// Grid (N), block <= 256.
-extern "C" __global__ void packed_pool_mean(const float* __restrict__ hidden, const int* __restrict__ mask,
-                                            const int* __restrict__ offsets, float* __restrict__ out, int cols) {
+extern "C" __global__ void packed_pool_cls(const float* __restrict__ hidden, const int* __restrict__ offsets,
+                                           float* __restrict__ out, int cols) {
+    packed_pool_cls_body(hidden, offsets, out, cols);
+}
+
+extern "C" __global__ void packed_pool_cls_bf16(const __nv_bfloat16* __restrict__ hidden,
+                                                const int* __restrict__ offsets, __nv_bfloat16* __restrict__ out,
+                                                int cols) {
+    packed_pool_cls_body(hidden, offsets, out, cols);
+}
+
+// out[i, :] = mean of hidden[r, :] over sequence i's rows r whose mask is non-zero (mask may be null: all); FP32
+// sums. Grid (N), block <= 256.
+template <typename T>
+__device__ __forceinline__ void packed_pool_mean_body(const T* __restrict__ hidden, const int* __restrict__ mask,
+                                                      const int* __restrict__ offsets, T* __restrict__ out, int cols) {
     const int i = blockIdx.x;
     const int first = offsets[i];
     const int last = offsets[i + 1];
@@ -42,10 +57,43 @@ extern "C" __global__ void packed_pool_mean(const float* __restrict__ hidden, co
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float acc = 0.0f;
         for (int r = first; r < last; ++r) {
-            if (mask == nullptr || mask[r] != 0) acc += hidden[(size_t) r * cols + c];
+            if (mask == nullptr || mask[r] != 0) acc += gp_load(hidden, (size_t) r * cols + c);
         }
-        out[(size_t) i * cols + c] = acc * inv;
+        gp_store(out, (size_t) i * cols + c, acc * inv);
     }
+}
+
+extern "C" __global__ void packed_pool_mean(const float* __restrict__ hidden, const int* __restrict__ mask,
+                                            const int* __restrict__ offsets, float* __restrict__ out, int cols) {
+    packed_pool_mean_body(hidden, mask, offsets, out, cols);
+}
+
+extern "C" __global__ void packed_pool_mean_bf16(const __nv_bfloat16* __restrict__ hidden,
+                                                 const int* __restrict__ mask, const int* __restrict__ offsets,
+                                                 __nv_bfloat16* __restrict__ out, int cols) {
+    packed_pool_mean_body(hidden, mask, offsets, out, cols);
+}
+
+struct GpPackedPosition {
+    const int* positions;
+    __device__ __forceinline__ int operator()(int token) const { return positions[token]; }
+};
+
+// bf16 activations only: out[t, :] = LayerNorm(word[ids[t]] + position[positions[t]] + tokenType[types[t]]) · gamma
+// + beta, rounded to bf16 once. The packed form of embedding_layer_norm_bf16 (ops.cu): the same FP32 sum, mean and
+// variance, with the position read from positions[] instead of t mod S. (The FP32 packed path keeps
+// packed_embedding_sum + add_layer_norm.) Grid (T), block a multiple of 32, <= 1024.
+extern "C" __global__ void packed_embedding_layer_norm_bf16(const int* __restrict__ ids,
+                                                            const int* __restrict__ types,
+                                                            const int* __restrict__ positions,
+                                                            const float* __restrict__ word,
+                                                            const float* __restrict__ position,
+                                                            const float* __restrict__ tokenType,
+                                                            const float* __restrict__ gamma,
+                                                            const float* __restrict__ beta,
+                                                            __nv_bfloat16* __restrict__ out, int hidden, float eps) {
+    gp_embedding_layer_norm(ids, types, word, position, tokenType, gamma, beta, out, hidden, eps,
+                            GpPackedPosition{positions});
 }
 
 #define VA_WARPS 4
@@ -63,9 +111,10 @@ extern "C" __global__ void packed_pool_mean(const float* __restrict__ hidden, co
 //      running sum and output by exp(m_old − m_new) (online softmax), adds exp(s_j − m_new) and p_j·V_j;
 //   3. context = output / sum.
 // Every warp walks the same tiles, so the block synchronises around each tile load.
-extern "C" __global__ void varlen_attention(const float* __restrict__ qkv, const int* __restrict__ mask,
-                                            const int* __restrict__ offsets, float* __restrict__ context,
-                                            int heads, int headDim, float scale) {
+template <typename T>
+__device__ __forceinline__ void varlen_attention_body(const T* __restrict__ qkv, const int* __restrict__ mask,
+                                                      const int* __restrict__ offsets, T* __restrict__ context,
+                                                      int heads, int headDim, float scale) {
     __shared__ float ks[VA_TILE][VA_MAX_HEAD_DIM + 1];
     __shared__ float vs[VA_TILE][VA_MAX_HEAD_DIM + 1];
     __shared__ float qs[VA_WARPS][VA_MAX_HEAD_DIM];
@@ -84,7 +133,7 @@ extern "C" __global__ void varlen_attention(const float* __restrict__ qkv, const
         const int query = base + warp;
         const bool active = query < len;
         if (active) {
-            for (int d = lane; d < headDim; d += 32) qs[warp][d] = qkv[(size_t) (start + query) * stride + column + d];
+            for (int d = lane; d < headDim; d += 32) qs[warp][d] = gp_load(qkv, (size_t) (start + query) * stride + column + d);
         }
         float m = -INFINITY;
         float l = 0.0f;
@@ -96,8 +145,8 @@ extern "C" __global__ void varlen_attention(const float* __restrict__ qkv, const
                 const int j = idx / headDim;
                 const int d = idx - j * headDim;
                 const size_t row = (size_t) (start + k0 + j) * stride + column + d;
-                ks[j][d] = qkv[row + hidden];
-                vs[j][d] = qkv[row + 2 * (size_t) hidden];
+                ks[j][d] = gp_load(qkv, row + hidden);
+                vs[j][d] = gp_load(qkv, row + 2 * (size_t) hidden);
             }
             for (int j = threadIdx.x; j < n; j += blockDim.x) {
                 bias[j] = (mask == nullptr || mask[start + k0 + j] != 0) ? 0.0f : -FLT_MAX;
@@ -132,8 +181,22 @@ extern "C" __global__ void varlen_attention(const float* __restrict__ qkv, const
 #pragma unroll
             for (int c = 0; c < VA_MAX_HEAD_DIM / 32; ++c) {
                 const int d = lane + 32 * c;
-                if (d < headDim) context[(size_t) (start + query) * hidden + column + d] = acc[c] * inv;
+                if (d < headDim) gp_store(context, (size_t) (start + query) * hidden + column + d, acc[c] * inv);
             }
         }
     }
+}
+
+extern "C" __global__ void varlen_attention(const float* __restrict__ qkv, const int* __restrict__ mask,
+                                            const int* __restrict__ offsets, float* __restrict__ context,
+                                            int heads, int headDim, float scale) {
+    varlen_attention_body(qkv, mask, offsets, context, heads, headDim, scale);
+}
+
+// varlen_attention on bf16 qkv and context: Q, K and V widen to FP32 as they are staged, scores, softmax and the
+// weighted sum stay FP32, the context rounds to bf16 once.
+extern "C" __global__ void varlen_attention_bf16(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
+                                                 const int* __restrict__ offsets, __nv_bfloat16* __restrict__ context,
+                                                 int heads, int headDim, float scale) {
+    varlen_attention_body(qkv, mask, offsets, context, heads, headDim, scale);
 }

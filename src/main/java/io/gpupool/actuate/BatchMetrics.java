@@ -17,7 +17,9 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code gpupool.batch.size} (requests) and {@code gpupool.batch.tokens} (tokens): distribution summaries per
  *       execution, with percentile histograms; a request run alone is an execution of size 1;</li>
  *   <li>{@code gpupool.batch.queue.delay} (timer, percentile histogram): time a request waited in its model's
- *       batch queue until its batch started.</li>
+ *       batch queue until its batch started;</li>
+ *   <li>{@code gpupool.batch.bypassed} (counter): requests that filled a batch alone and ran at once, outside the
+ *       queue; they count as executions of size 1 and never in the queue delay.</li>
  * </ul>
  * Pass as {@code model} only names of served models: every distinct name creates meters.
  */
@@ -44,6 +46,11 @@ public class BatchMetrics {
         model(model).queueDelay.record(nanos, TimeUnit.NANOSECONDS);
     }
 
+    /** A request of {@code model} ran at once, outside its batch queue. */
+    public void bypassed(String model) {
+        model(model).bypassed.increment();
+    }
+
     private ModelMeters model(String model) {
         return models.computeIfAbsent(model, m -> new ModelMeters(registry, m));
     }
@@ -54,6 +61,7 @@ public class BatchMetrics {
         final DistributionSummary size;
         final DistributionSummary tokens;
         final Timer queueDelay;
+        final Counter bypassed;
 
         ModelMeters(MeterRegistry registry, String model) {
             executions = Counter.builder("gpupool.batch.executions")
@@ -71,6 +79,9 @@ public class BatchMetrics {
             queueDelay = Timer.builder("gpupool.batch.queue.delay")
                     .description("Time a request waited in its model's batch queue until its batch started")
                     .tags("model", model).publishPercentileHistogram().register(registry);
+            bypassed = Counter.builder("gpupool.batch.bypassed")
+                    .description("Requests that filled a batch alone and ran at once, outside the batch queue")
+                    .baseUnit("requests").tags("model", model).register(registry);
         }
     }
 }

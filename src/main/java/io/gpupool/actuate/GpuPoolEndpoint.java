@@ -41,7 +41,11 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  *  POST   /actuator/gpupool/{device}/trace     {"recording": true|false} starts or stops recording
  * </pre>
  *
- * Every device is listed whatever {@code gpupool.memory.mode} says: a mode without a pool shows its
+ * The listing of all devices also holds {@code batching}: per model that batches, its policy and layout, the
+ * requests waiting for a batch now, and since start the executions against the requests and rows they served
+ * (mean batch size), tokens per execution, the queue delay and the requests that bypassed the queue.
+ *
+ * <p>Every device is listed whatever {@code gpupool.memory.mode} says: a mode without a pool shows its
  * allocator's byte totals, peaks, counters and latency (see {@link AllocatorAdapter}), so the memory of
  * the pool and of the baselines can be compared.
  *
@@ -60,14 +64,20 @@ public class GpuPoolEndpoint {
 
     private final ManagedPools pools;
     private final ManagedGraphs graphs;
+    private final ManagedBatching batching;
 
     public GpuPoolEndpoint(ManagedPools pools) {
         this(pools, ManagedGraphs.NONE);
     }
 
     public GpuPoolEndpoint(ManagedPools pools, ManagedGraphs graphs) {
+        this(pools, graphs, ManagedBatching.NONE);
+    }
+
+    public GpuPoolEndpoint(ManagedPools pools, ManagedGraphs graphs, ManagedBatching batching) {
         this.pools = pools;
         this.graphs = graphs;
+        this.batching = batching;
     }
 
     @ReadOperation
@@ -76,7 +86,11 @@ public class GpuPoolEndpoint {
         for (ManagedPool pool : pools.all()) {
             devices.put(pool.device(), describe(pool, graphs));
         }
-        return new PoolsDescriptor(devices);
+        Map<String, BatchingDescriptor> models = new LinkedHashMap<>();
+        for (BatchingDescriptor model : batching.models()) {
+            models.put(model.model(), model);
+        }
+        return new PoolsDescriptor(devices, models);
     }
 
     @ReadOperation
@@ -231,8 +245,36 @@ public class GpuPoolEndpoint {
         return config == null ? 0 : config.minBlockBytes();
     }
 
-    /** All devices, keyed by device selector. */
-    public record PoolsDescriptor(Map<String, DeviceDescriptor> devices) {
+    /** All devices, keyed by device selector, and the batching of each model that batches, keyed by model name. */
+    public record PoolsDescriptor(Map<String, DeviceDescriptor> devices, Map<String, BatchingDescriptor> batching) {
+    }
+
+    /**
+     * One model's dynamic batching. The policy in force ({@code maxQueueDelayMicros}, {@code maxRequests},
+     * {@code maxTokens}, {@code preferredBatchSizes}, as the model's {@code dynamic_batching} and
+     * {@code gpupool.batching.*} resolve them) and the {@code layout} of a batched forward ({@code packed} or
+     * {@code padded}); {@code waiting}: requests waiting for a batch now, in all and per device selector.
+     * Since start: {@code executions} (forwards, batched or not: Triton's execution_count), the {@code requests},
+     * batch rows ({@code inferences}: Triton's inference_count) and {@code tokens} they carried, and the means per
+     * execution; {@code bypassed}: requests that filled a batch alone and ran at once outside the queue (counted
+     * in the executions, not in the queue delay); {@code splitsForMemory}: batches closed early because one more
+     * request would have passed the pool's cap; {@code cancelledWhileWaiting}: requests that left the queue
+     * (cancelled, timed out) before their batch ran. The counters are read one by one, not at one instant.
+     */
+    public record BatchingDescriptor(String model, String version, String layout, long maxQueueDelayMicros,
+                                     int maxRequests, int maxTokens, List<Integer> preferredBatchSizes, int waiting,
+                                     Map<String, Integer> waitingByDevice, long executions, long requests,
+                                     long inferences, long tokens, double meanRequestsPerExecution,
+                                     double meanRowsPerExecution, double meanTokensPerExecution, long bypassed,
+                                     long splitsForMemory, long cancelledWhileWaiting, QueueDelayDescriptor queueDelay) {
+    }
+
+    /**
+     * How long the queued requests waited for their batch to start: {@code samples} requests, their mean, and
+     * percentiles as upper bounds of power-of-two buckets (exact to a factor of two), in nanoseconds.
+     */
+    public record QueueDelayDescriptor(long samples, long meanNanos, long p50Nanos, long p90Nanos, long p99Nanos,
+                                       long maxNanos) {
     }
 
     /**

@@ -26,8 +26,10 @@ public class OperationsConfiguration {
     }
 
     @Bean
-    public GpuPoolEndpoint gpuPoolEndpoint(ManagedPools pools, ObjectProvider<ManagedGraphs> graphs) {
-        return new GpuPoolEndpoint(pools, graphs.getIfAvailable(() -> ManagedGraphs.NONE));
+    public GpuPoolEndpoint gpuPoolEndpoint(ManagedPools pools, ObjectProvider<ManagedGraphs> graphs,
+                                           ObjectProvider<ManagedBatching> batching) {
+        return new GpuPoolEndpoint(pools, graphs.getIfAvailable(() -> ManagedGraphs.NONE),
+                batching.getIfAvailable(() -> ManagedBatching.NONE));
     }
 
     @Bean

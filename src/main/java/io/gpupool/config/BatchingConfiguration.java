@@ -44,6 +44,11 @@ public class BatchingConfiguration {
             public void queueDelay(String model, long nanos) {
                 metrics.queueDelay(model, nanos);
             }
+
+            @Override
+            public void bypassed(String model) {
+                metrics.bypassed(model);
+            }
         });
     }
 

@@ -44,6 +44,21 @@ public class KernelProperties {
      */
     private Duration workspaceReleaseAfterIdle = Duration.ZERO;
 
+    /**
+     * With precision BF16 on cuBLASLt (bf16 activations): pack a batch of BERT requests without padding, on the bf16
+     * forms of the packed-sequence kernels (FP32 attention over bf16 loads and stores), instead of padding it to its
+     * longest sequence. Off by default: these kernels are not yet verified on a GPU. No effect on FP32 activations.
+     */
+    private boolean packedBf16 = false;
+
+    public boolean isPackedBf16() {
+        return packedBf16;
+    }
+
+    public void setPackedBf16(boolean packedBf16) {
+        this.packedBf16 = packedBf16;
+    }
+
     public Precision getPrecision() {
         return precision;
     }

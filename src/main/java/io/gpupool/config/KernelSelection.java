@@ -32,9 +32,11 @@ final class KernelSelection {
                     + "device " + device.index() + " (see the log line above; set gpupool.kernels.cublas-lt-dir, or "
                     + "use AUTO or OWN)");
         }
-        CudaTensorOps ops = new CudaTensorOps(device, kernels.getPrecision(), library.orElse(null), activations);
-        log.info("Device {}: linear layers on {}, precision {}, activations {}", device.index(), ops.gemmEngine(),
-                ops.precision(), ops.activationBytes() == 2 ? "bf16" : "fp32");
+        CudaTensorOps ops = new CudaTensorOps(device, kernels.getPrecision(), library.orElse(null), activations,
+                kernels.isPackedBf16());
+        log.info("Device {}: linear layers on {}, precision {}, activations {}{}", device.index(), ops.gemmEngine(),
+                ops.precision(), ops.activationBytes() == 2 ? "bf16" : "fp32",
+                kernels.isPackedBf16() && ops.activationBytes() == 2 ? ", packed bf16 batches (unverified kernels)" : "");
         return ops;
     }
 }

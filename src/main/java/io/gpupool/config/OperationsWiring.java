@@ -4,6 +4,7 @@ import io.gpupool.actuate.AllocatorAdapter;
 import io.gpupool.actuate.DevicePoolAdapter;
 import io.gpupool.actuate.InferenceMetrics;
 import io.gpupool.actuate.InferenceOutcome;
+import io.gpupool.actuate.ManagedBatching;
 import io.gpupool.actuate.ManagedPool;
 import io.gpupool.actuate.ManagedGraphs;
 import io.gpupool.actuate.ManagedPools;
@@ -19,12 +20,14 @@ import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.model.graph.GraphCacheControl;
 import io.gpupool.serving.DeviceRuntime;
+import io.gpupool.serving.DynamicBatcher;
 import io.gpupool.serving.InferenceObserver;
 import io.gpupool.serving.ModelFailure;
 import io.gpupool.serving.ModelRegistry;
 import io.gpupool.serving.ModelStatistics;
 import io.gpupool.serving.ServedModel;
 import io.gpupool.serving.ServingDevices;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Primary;
@@ -37,7 +40,8 @@ import java.util.Map;
 /**
  * Hands what the serving wiring opened to the operations side: each device's pool (for the
  * {@code gpupool} endpoint, the meters and the pool health), the request life cycle (for the
- * inference meters) and the warm-up state (the {@code models} readiness contributor).
+ * inference meters), the batcher's queues and counters (the endpoint's batching section) and the warm-up state
+ * (the {@code models} readiness contributor).
  *
  * <p>Device selectors are {@code <backend>:<index>}, e.g. {@code host:0} or {@code cuda:1}.
  */
@@ -75,6 +79,14 @@ public class OperationsWiring {
         Map<String, GraphCacheControl> byDevice = new LinkedHashMap<>();
         graphs.byDevice().forEach((index, cache) -> byDevice.put(selector(backend, index), cache));
         return new ManagedGraphs(byDevice);
+    }
+
+    /** The batching section of the {@code gpupool} endpoint; none without a batcher. */
+    @Bean
+    ManagedBatching servingManagedBatching(ModelRegistry registry, ObjectProvider<DynamicBatcher> batcher,
+                                           ComputeBackend backend) {
+        DynamicBatcher batching = batcher.getIfAvailable();
+        return batching == null ? ManagedBatching.NONE : new BatchingDescriptors(registry, batching, backend);
     }
 
     static ManagedPool managedPool(String selector, DeviceRuntime device) {

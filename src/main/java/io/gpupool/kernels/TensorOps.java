@@ -137,8 +137,9 @@ public interface TensorOps {
 
     /**
      * Whether this backend and precision implement {@link #packedEmbeddingSum}, {@link #varlenAttention}
-     * and {@link #packedPool} for attention heads of {@code headDim}; without them a batch of sequences is
-     * padded to its longest one instead.
+     * and {@link #packedPool} for attention heads of {@code headDim} (on bf16 activations,
+     * {@link #activationBytes()} = 2, {@link #packedEmbeddingLayerNorm} in place of {@link #packedEmbeddingSum}, and
+     * the other two on bf16 data); without them a batch of sequences is padded to its longest one instead.
      */
     default boolean supportsPackedSequences(int headDim) {
         return false;
@@ -153,6 +154,20 @@ public interface TensorOps {
                                     long wordTable, long positionTable, long tokenTypeTable, long out, int tokens,
                                     int hidden) {
         throw new UnsupportedOperationException(getClass().getSimpleName() + " has no packed-sequence ops");
+    }
+
+    /**
+     * {@link #packedEmbeddingSum} followed by LayerNorm (· gamma + beta) of every packed row, written in the activation
+     * type: the packed form of {@link #embeddingLayerNorm}. Ops holding bf16 activations must override it (their
+     * {@link #addLayerNorm} reads bf16, the sum is FP32); the default, for FP32 activations, runs the two ops, the
+     * LayerNorm in place on {@code out}.
+     */
+    default void packedEmbeddingLayerNorm(DeviceStream stream, long inputIds, long tokenTypeIds, long positionIds,
+                                          long wordTable, long positionTable, long tokenTypeTable, long gamma,
+                                          long beta, long out, int tokens, int hidden, float eps) {
+        packedEmbeddingSum(stream, inputIds, tokenTypeIds, positionIds, wordTable, positionTable, tokenTypeTable, out,
+                tokens, hidden);
+        addLayerNorm(stream, out, 0, gamma, beta, out, tokens, hidden, eps);
     }
 
     /**

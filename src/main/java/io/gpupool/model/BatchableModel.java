@@ -43,7 +43,9 @@ public interface BatchableModel extends InferenceModel {
 
     /**
      * Whether {@code members} may run as one forward at all (e.g. a padded layout bounded by the model's largest
-     * batch); a batcher stops adding members at the first that would break it.
+     * batch); a batcher stops adding members at the first that would break it. Reads only the members'
+     * {@link Member#rows}, {@link Member#tokens} and {@link Member#sequenceLength}: a batcher also asks it about
+     * requests not prepared yet, to let a request that no other could join run alone at once.
      */
     default boolean fitsOneForward(List<? extends Member> members) {
         return true;

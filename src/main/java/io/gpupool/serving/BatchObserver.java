@@ -19,4 +19,8 @@ public interface BatchObserver {
     /** A request of {@code model} waited {@code nanos} in its batch queue before its forward started. */
     default void queueDelay(String model, long nanos) {
     }
+
+    /** A request of {@code model} ran at once, outside its batch queue, because it filled a batch alone. */
+    default void bypassed(String model) {
+    }
 }

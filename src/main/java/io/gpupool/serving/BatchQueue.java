@@ -23,6 +23,8 @@ import java.util.function.LongSupplier;
  * {@link DeviceWorker}.
  *
  * <pre>
+ *   request fills a batch alone? ─yes─► bypass: runs at once as without batching (InferenceService), never queued
+ *               │ no
  *   submit ─► all slots busy and queue full? ─yes─► 503 (overloaded)
  *               │ no
  *               ▼
@@ -105,6 +107,34 @@ final class BatchQueue {
 
     BatchableModel replica() {
         return replica;
+    }
+
+    /**
+     * Whether a request of this shape should skip the queue and run at once, exactly as without batching; counted
+     * as bypassed when so. It does when no other request could join its forward anyway: its tokens reach
+     * {@code maxTokens}, a batch holds one request ({@code maxRequests} = 1), or the model's layout would not take
+     * even the smallest request beside it (the padded layout at the model's largest batch). Queued, such a request
+     * could only wait out the delay when it is alone, and its forward would go through the batched path's
+     * conversions and not through the wrappers of a request alone (CUDA graphs).
+     *
+     * @param rows           the request's batch rows
+     * @param tokens         rows × sequence length, or rows for a model without a sequence axis
+     * @param sequenceLength 0 for a model without a sequence axis
+     */
+    boolean bypasses(int rows, int tokens, int sequenceLength) {
+        boolean alone = tokens >= policy.maxTokens() || policy.maxRequests() == 1
+                || !replica.fitsOneForward(List.of(new Shape(rows, tokens, sequenceLength), Shape.SMALLEST));
+        if (alone) {
+            statistics.bypassed(model);
+        }
+        return alone;
+    }
+
+    /** A request's shape only, for asking the model about a forward before the request is prepared. */
+    private record Shape(int rows, int tokens, int sequenceLength) implements Member {
+
+        /** One row of one token: if not even this fits beside a request, nothing does. */
+        static final Shape SMALLEST = new Shape(1, 1, 1);
     }
 
     /** Requests waiting for a batch now. */

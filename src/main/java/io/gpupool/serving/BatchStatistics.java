@@ -1,5 +1,8 @@
 package io.gpupool.serving;
 
+import io.gpupool.memory.metric.LatencyDistribution;
+import io.gpupool.memory.metric.Log2Histogram;
+
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
@@ -9,13 +12,36 @@ import java.util.concurrent.atomic.LongAdder;
  * Executions and inferences per model, batched or not, as Triton's statistics extension counts them: an
  * execution is one forward on the device, an inference one batch row of a request ({@code inference_count});
  * with batching, several requests share an execution. Counters are {@link LongAdder}s written by the device
- * worker threads; readers take no lock and see each counter's own sum.
+ * worker threads (and, for the bypass count, the submitting threads); readers take no lock and see each counter's
+ * own sum, so a snapshot's fields may come from slightly different instants.
+ *
+ * <p>The queue delay is kept for the requests that went through a batch queue only: a request that bypassed it
+ * (it filled a batch alone, see {@code BatchQueue#bypasses}) is counted in {@code bypassed} and in the executions,
+ * never as a zero delay, so that the delay figures say what waiting for company costs.
  */
 public final class BatchStatistics {
 
     /** Counts of one model since start. */
     public record Snapshot(String model, long executions, long requests, long inferences, long tokens,
-                           long splitsForMemory, long cancelledWhileWaiting) {
+                           long splitsForMemory, long cancelledWhileWaiting, long bypassed, QueueDelay queueDelay) {
+    }
+
+    /**
+     * How long the queued requests of one model waited for their batch: count, total, and percentiles as
+     * {@link LatencyDistribution} answers them (upper bounds of power-of-two buckets: exact to a factor of two).
+     */
+    public record QueueDelay(long count, long totalNanos, long p50Nanos, long p90Nanos, long p99Nanos, long maxNanos) {
+
+        static QueueDelay of(long totalNanos, LatencyDistribution distribution) {
+            return new QueueDelay(distribution.count(), totalNanos, distribution.percentileNanos(0.5),
+                    distribution.percentileNanos(0.9), distribution.percentileNanos(0.99),
+                    distribution.percentileNanos(1.0));
+        }
+
+        /** Mean nanoseconds per queued request; 0 when none was queued. */
+        public long meanNanos() {
+            return count == 0 ? 0 : totalNanos / count;
+        }
     }
 
     private static final class Counters {
@@ -25,6 +51,9 @@ public final class BatchStatistics {
         final LongAdder tokens = new LongAdder();
         final LongAdder splits = new LongAdder();
         final LongAdder cancelled = new LongAdder();
+        final LongAdder bypassed = new LongAdder();
+        final LongAdder queueDelayNanos = new LongAdder();
+        final Log2Histogram queueDelay = new Log2Histogram();
     }
 
     private final ConcurrentMap<String, Counters> models = new ConcurrentHashMap<>();
@@ -51,7 +80,16 @@ public final class BatchStatistics {
 
     /** A request of {@code model} waited {@code nanos} in its batch queue before its forward started. */
     void queueDelay(String model, long nanos) {
+        Counters c = of(model);
+        c.queueDelayNanos.add(Math.max(0, nanos));
+        c.queueDelay.record(nanos);
         observer.queueDelay(model, nanos);
+    }
+
+    /** A request of {@code model} ran at once, outside its batch queue, because it filled a batch alone. */
+    void bypassed(String model) {
+        of(model).bypassed.increment();
+        observer.bypassed(model);
     }
 
     /** A batch of {@code model} was closed early because one more request would not fit in the pool's cap. */
@@ -89,11 +127,11 @@ public final class BatchStatistics {
     /** One model's counts (all zero if it never ran). */
     public Snapshot snapshot(String model) {
         Counters c = models.get(model);
-        return c == null ? new Snapshot(model, 0, 0, 0, 0, 0, 0) : snapshot(model, c);
+        return snapshot(model, c == null ? new Counters() : c);
     }
 
     private static Snapshot snapshot(String model, Counters c) {
         return new Snapshot(model, c.executions.sum(), c.requests.sum(), c.inferences.sum(), c.tokens.sum(),
-                c.splits.sum(), c.cancelled.sum());
+                c.splits.sum(), c.cancelled.sum(), c.bypassed.sum(), QueueDelay.of(c.queueDelayNanos.sum(), c.queueDelay));
     }
 }

@@ -99,16 +99,7 @@ public final class DynamicBatcher implements AutoCloseable {
      * and {@code max_batch_tokens}), or null when it does not batch.
      */
     public @Nullable Map<String, Object> tritonSection(ServedModel model) {
-        InferenceModel replica = model.replicas().values().stream().findFirst().orElse(null);
-        if (!(replica instanceof BatchableModel batchable)) {
-            return null;
-        }
-        BatchPolicy policy;
-        try {
-            policy = defaults.resolve(model.name(), batchable.batching());
-        } catch (IllegalArgumentException e) {
-            return null;   // the model's first request reports it; the configuration shows no batching
-        }
+        BatchPolicy policy = policy(model);
         if (policy == null) {
             return null;
         }
@@ -118,6 +109,33 @@ public final class DynamicBatcher implements AutoCloseable {
         section.put("max_batch_requests", policy.maxRequests());
         section.put("max_batch_tokens", policy.maxTokens());
         return section;
+    }
+
+    /**
+     * How {@code model} batches, or null when it does not: not a {@link BatchableModel}, batching off, or settings
+     * that do not validate (its first request reports them; until then it shows as not batching).
+     */
+    public @Nullable BatchPolicy policy(ServedModel model) {
+        InferenceModel replica = model.replicas().values().stream().findFirst().orElse(null);
+        if (!(replica instanceof BatchableModel batchable)) {
+            return null;
+        }
+        try {
+            return defaults.resolve(model.name(), batchable.batching());
+        } catch (IllegalArgumentException e) {
+            return null;
+        }
+    }
+
+    /** Requests of {@code model} waiting for a batch now, per device index (devices it has not queued on: none). */
+    public Map<Integer, Integer> waiting(ServedModel model) {
+        Map<Integer, Integer> byDevice = new java.util.TreeMap<>();
+        queues.forEach((key, queue) -> {
+            if (key.model() == model) {
+                byDevice.put(key.device(), queue.waiting());
+            }
+        });
+        return byDevice;
     }
 
     /** Requests waiting for a batch on {@code device}, all models together. */

@@ -27,7 +27,8 @@ import java.util.Set;
  *
  * <p>A model that batches ({@link DynamicBatcher}) takes another road after the device is picked: its request
  * is validated and converted on the calling thread, waits in the model's {@link BatchQueue} and runs inside
- * a batch's job; the same timeout bounds the wait and the run, and cancelling leaves the batch queue.
+ * a batch's job; the same timeout bounds the wait and the run, and cancelling leaves the batch queue. A request
+ * that fills a batch alone ({@link BatchQueue#bypasses}) takes the road of a model that does not batch.
  */
 public final class InferenceService {
 
@@ -69,7 +70,10 @@ public final class InferenceService {
         int device = leastLoaded(model);
         InferenceModel replica = model.replicas().get(device);
         DeviceWorker worker = workers.get(device);
-        BatchQueue queue = batcher == null ? null : batcher.queue(model, device);
+        BatchQueue batchQueue = batcher == null ? null : batcher.queue(model, device);
+        // A request that fills a batch alone runs at once, as without batching: waiting could only delay it.
+        BatchQueue queue = batchQueue != null && batchQueue.bypasses(rows(request), tokens(request), sequence(request))
+                ? null : batchQueue;
         InferenceObserver.Tracker tracker = observer.enqueued(model.name(), device);
         ModelStatistics statistics = model.statistics();
         long queued = System.nanoTime();
@@ -180,6 +184,12 @@ public final class InferenceService {
     private static int rows(ValidatedRequest request) {
         long[] shape = request.inputs().isEmpty() ? new long[0] : request.inputs().getFirst().shape();
         return shape.length == 0 ? 1 : (int) shape[0];
+    }
+
+    /** The sequence length of a request for a model with a sequence axis, else 0 (as a batch member counts it). */
+    private static int sequence(ValidatedRequest request) {
+        long[] shape = request.inputs().isEmpty() ? new long[0] : request.inputs().getFirst().shape();
+        return request.model().maxSequenceLength() > 0 && shape.length >= 2 ? (int) shape[1] : 0;
     }
 
     /** Tokens of a request alone: rows × sequence for a model with a sequence axis, else rows. */

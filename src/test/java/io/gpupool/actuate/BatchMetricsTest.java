@@ -19,6 +19,7 @@ class BatchMetricsTest {
         metrics.executed("tiny-bert", 1, 2, 16);
         metrics.executed("iris-mlp", 1, 4, 4);
         metrics.queueDelay("tiny-bert", 2_000_000);
+        metrics.bypassed("tiny-bert");
 
         assertThat(registry.get("gpupool.batch.executions").tag("model", "tiny-bert").counter().count()).isEqualTo(2);
         assertThat(registry.get("gpupool.batch.inferences").tag("model", "tiny-bert").counter().count()).isEqualTo(7);
@@ -28,5 +29,6 @@ class BatchMetricsTest {
         assertThat(registry.get("gpupool.batch.queue.delay").tag("model", "tiny-bert").timer()
                 .totalTime(TimeUnit.MILLISECONDS)).isEqualTo(2.0);
         assertThat(registry.get("gpupool.batch.executions").tag("model", "iris-mlp").counter().count()).isEqualTo(1);
+        assertThat(registry.get("gpupool.batch.bypassed").tag("model", "tiny-bert").counter().count()).isEqualTo(1);
     }
 }

@@ -217,6 +217,8 @@ class DynamicBatchingTest {
         assertThat(counts.requests()).isEqualTo(5);
         assertThat(counts.inferences()).as("batch rows: 1 + 3 + 1 + 2 + 1").isEqualTo(8);
         assertThat(counts.tokens()).isEqualTo(4 + 30 + 5 + 34 + 1);
+        assertThat(counts.queueDelay().count()).as("every request waited in the queue").isEqualTo(5);
+        assertThat(counts.bypassed()).isZero();
     }
 
     @Test
@@ -346,6 +348,42 @@ class DynamicBatchingTest {
 
         assertThat(new String(lone.get(20, TimeUnit.SECONDS).body())).contains("\"id\":\"lone\"");
         assertThat(bert.batchSizes).containsExactly(1);
+    }
+
+    @Test
+    void aRequestThatFillsTheTokenBudgetAloneRunsAtOnceWhileASmallerOneWaitsOutTheDelay() throws Exception {
+        // A 10 s delay: the big request's 5 s timeout would pass if it waited for company.
+        bert.batching = new ModelConfig.Batching(true, 10_000_000L, 32, 16, List.of());
+        Disposable small = batching.infer(validated("small", 1, 1, 4, Duration.ofSeconds(20))).subscribe();
+        await("the small request waits for company", () -> batcher.waiting(0) == 1);
+
+        EncodedResponse big = batching.infer(validated("big", 2, 2, 8, Duration.ofSeconds(5)))
+                .block(Duration.ofSeconds(20));
+
+        assertSameOutputs(ServingFixture.JSON.readTree(big.body()),
+                json(send(alone, body("big", 2, 2, 8, 0, List.of("pooler_output"))).get(20, TimeUnit.SECONDS)));
+        assertThat(batcher.waiting(0)).as("the small request still waits: the big one neither joined nor sent it")
+                .isEqualTo(1);
+        assertThat(bert.batchSizes).as("never through the batched forward").isEmpty();
+        BatchStatistics.Snapshot counts = batching.statistics().snapshot(MODEL);
+        assertThat(counts.bypassed()).isEqualTo(1);
+        assertThat(counts.executions()).isEqualTo(1);
+        assertThat(counts.tokens()).isEqualTo(16);
+        assertThat(counts.queueDelay().count()).as("the bypass is no queue delay").isZero();
+        small.dispose();
+        assertThat(batcher.waiting(0)).isZero();
+    }
+
+    @Test
+    void withOneRequestPerBatchEveryRequestRunsAtOnceOutsideTheQueue() throws Exception {
+        bert.batching = new ModelConfig.Batching(true, 10_000_000L, 1, 4096, List.of());
+        for (int i = 0; i < 2; i++) {
+            EncodedResponse answer = batching.infer(validated("r" + i, i, 1, 3, Duration.ofSeconds(5)))
+                    .block(Duration.ofSeconds(20));
+            assertThat(new String(answer.body())).contains("\"id\":\"r" + i + "\"");
+        }
+        assertThat(bert.batchSizes).isEmpty();
+        assertThat(batching.statistics().snapshot(MODEL).bypassed()).isEqualTo(2);
     }
 
     @Test

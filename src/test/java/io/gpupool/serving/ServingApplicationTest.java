@@ -9,6 +9,7 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.context.TypeExcludeFilter;
 import org.springframework.boot.context.properties.ConfigurationPropertiesScan;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalManagementPort;
 import org.springframework.context.annotation.ComponentScan;
 import org.springframework.context.annotation.FilterType;
 import org.springframework.boot.webtestclient.autoconfigure.AutoConfigureWebTestClient;
@@ -21,7 +22,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /** The whole application on the host backend with the shipped example models (models/). */
 @SpringBootTest(classes = ServingApplicationTest.Application.class,
-        webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = {"gpupool.backend=host", "gpupool.serving.max-batch-size=16"})
+        webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT, properties = {"gpupool.backend=host", "gpupool.serving.max-batch-size=16",
+        "management.server.port=0"})
 @AutoConfigureWebTestClient
 class ServingApplicationTest {
 
@@ -43,6 +45,9 @@ class ServingApplicationTest {
 
     @Autowired
     ModelRegistry registry;
+
+    @LocalManagementPort
+    int managementPort;
 
     @BeforeEach
     void waitForWarmUp() {
@@ -179,6 +184,32 @@ class ServingApplicationTest {
         assertThat(batcher.statistics().inferenceCount("iris-mlp")).isGreaterThanOrEqualTo(2);
         assertThat(meters.get("gpupool.batch.executions").tag("model", "iris-mlp").counter().count()).isPositive();
         assertThat(meters.get("gpupool.batch.tokens").tag("model", "iris-mlp").summary().count()).isPositive();
+    }
+
+    @Test
+    void theGpupoolEndpointShowsEachBatchingModelsPolicyQueueAndCounters() {
+        client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [{"name": "input", "shape": [3, 4], "datatype": "FP32",
+                          "data": [5.1, 3.5, 1.4, 0.2, 6.7, 3.0, 5.2, 2.3, 5.9, 3.0, 4.2, 1.5]}]}""")
+                .exchange().expectStatus().isOk();
+
+        WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort + "/actuator").build()
+                .get().uri("/gpupool").exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.batching['iris-mlp'].layout").isEqualTo("packed")
+                .jsonPath("$.batching['iris-mlp'].maxRequests").isEqualTo(64)              // models/iris-mlp/config.json
+                .jsonPath("$.batching['iris-mlp'].maxQueueDelayMicros").isEqualTo(100)
+                .jsonPath("$.batching['iris-mlp'].waiting").isEqualTo(0)                   // nothing waits once answered
+                .jsonPath("$.batching['iris-mlp'].executions").value(Number.class,
+                        n -> assertThat(n.longValue()).isPositive())
+                .jsonPath("$.batching['iris-mlp'].inferences").value(Number.class,
+                        n -> assertThat(n.longValue()).isGreaterThanOrEqualTo(3))
+                .jsonPath("$.batching['iris-mlp'].meanRowsPerExecution").value(Number.class,
+                        n -> assertThat(n.doubleValue()).isGreaterThanOrEqualTo(1.0))
+                .jsonPath("$.batching['iris-mlp'].queueDelay.samples").value(Number.class,
+                        n -> assertThat(n.longValue()).as("3 rows < max_batch_tokens: queued").isPositive())
+                .jsonPath("$.batching['tiny-bert'].maxTokens").isEqualTo(4096)             // listed before any request
+                .jsonPath("$.batching['tiny-bert'].bypassed").isEqualTo(0);
     }
 
     static void sleepBriefly() {

@@ -118,6 +118,8 @@ import java.util.concurrent.atomic.LongAdder;
  *                          ops/add_layer_norm_bf16         (rows)                 ≤256   longer rows
  *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128
  *   pool                   ops/pool_cls_bf16 | pool_mean_bf16 (batch)             ≤256
+ *   packed ops (only with gpupool.kernels.packed-bf16): packed_embedding_layer_norm_bf16, varlen_attention_bf16,
+ *                          packed_pool_{cls,mean}_bf16 (see CudaPackedOps)
  *   linear activation pass ops/activate_bf16               (≤1024 grid-stride)    256
  *   toFloat32              ops/bf16_to_f32                 (≤1024 grid-stride)    256
  *   linear the library declines, or on unaligned operands
@@ -211,6 +213,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     /** The library's per-stream workspaces, from the activation pool; null without a library. */
     private final StreamWorkspaces workspaces;
     private final boolean bf16Activations;
+    /** Packed-sequence ops on bf16 activations ({@code gpupool.kernels.packed-bf16}); false on FP32 activations. */
+    private final boolean packedBf16;
     private final Compute compute;
     private final ElementType elementType;
     private final Map<DeviceStream, StreamState> streams = new ConcurrentHashMap<>();
@@ -249,11 +253,26 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      * system properties say.
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces) {
-        this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces);
+        this(device, precision, library, workspaces, false);
+    }
+
+    /**
+     * As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator)}; {@code packedBf16}: on bf16
+     * activations, offer the packed-sequence ops in their bf16 forms (not yet verified on a GPU), so that batches are
+     * packed rather than padded. No effect where activations are FP32.
+     */
+    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
+                         boolean packedBf16) {
+        this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, packedBf16);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
                           MatmulLibrary library, DeviceAllocator workspaces) {
+        this(device, precision, splitK, tf32Attention, library, workspaces, false);
+    }
+
+    private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
+                          MatmulLibrary library, DeviceAllocator workspaces, boolean packedBf16) {
         if (library != null) {
             Objects.requireNonNull(workspaces, "workspaces");
         }
@@ -288,7 +307,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         poolCls = ops.function("pool_cls");
         poolMean = ops.function("pool_mean");
         softmaxRows = ops.function("softmax_rows");
-        packed = new CudaPackedOps(device);
+        this.bf16Activations = library != null && precision == Precision.BF16;
+        this.packedBf16 = packedBf16 && bf16Activations;
+        packed = new CudaPackedOps(device, bf16Activations);
         embeddingLayerNorm = ops.function("embedding_layer_norm");
         embeddingLayerNormBf16 = ops.function("embedding_layer_norm_bf16");
         addLayerNormBf16 = ops.function("add_layer_norm_bf16");
@@ -300,7 +321,6 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         f32ToBf16 = ops.function("f32_to_bf16");
         linearBf16Warp = gemm.function("linear_bf16_warp");
         attentionBf16io = attention.function("attention_bf16io_d64");
-        this.bf16Activations = library != null && precision == Precision.BF16;
         this.elementType = bf16Activations ? ElementType.BF16 : ElementType.FP32;
         this.compute = switch (precision) {
             case BF16 -> bf16Activations ? Compute.BF16 : null;
@@ -862,19 +882,37 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         }
     }
 
-    // ---- packed sequences (CudaPackedOps): FP32 attention, so only where attention computes in FP32 ----
+    // ---- packed sequences (CudaPackedOps): FP32 attention, so where attention computes in FP32, or on bf16 ----
+    // ---- activations when gpupool.kernels.packed-bf16 asks (FP32 attention over bf16 loads and stores)   ----
 
     @Override
     public boolean supportsPackedSequences(int headDim) {
         boolean fp32Attention = precision == Precision.FP32 || precision == Precision.TF32X3
                 || precision == Precision.TF32 && !tf32Attention;
-        return fp32Attention && headDim <= CudaPackedOps.MAX_HEAD_DIM;
+        return (bf16Activations ? packedBf16 : fp32Attention) && headDim <= CudaPackedOps.MAX_HEAD_DIM;
+    }
+
+    @Override
+    public void packedEmbeddingLayerNorm(DeviceStream stream, long inputIds, long tokenTypeIds, long positionIds,
+                                         long wordTable, long positionTable, long tokenTypeTable, long gamma,
+                                         long beta, long out, int tokens, int hidden, float eps) {
+        if (!bf16Activations) {
+            TensorOps.super.packedEmbeddingLayerNorm(stream, inputIds, tokenTypeIds, positionIds, wordTable,
+                    positionTable, tokenTypeTable, gamma, beta, out, tokens, hidden, eps);
+            return;
+        }
+        packed.embeddingLayerNormBf16(stream, inputIds, tokenTypeIds, positionIds, wordTable, positionTable,
+                tokenTypeTable, gamma, beta, out, tokens, hidden, eps);
     }
 
     @Override
     public void packedEmbeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long positionIds,
                                    long wordTable, long positionTable, long tokenTypeTable, long out, int tokens,
                                    int hidden) {
+        if (bf16Activations) {
+            throw new UnsupportedOperationException("packedEmbeddingSum writes FP32; on bf16 activations use "
+                    + "packedEmbeddingLayerNorm");
+        }
         packed.embeddingSum(stream, inputIds, tokenTypeIds, positionIds, wordTable, positionTable, tokenTypeTable, out,
                 tokens, hidden);
     }

@@ -35,8 +35,9 @@ import java.util.Set;
  * (alone its softmax spreads over Sᵣ keys, padded over S*), and it costs attention over S* for every
  * sequence. The layout is fixed per replica at load: packed when the device's kernels implement
  * {@link TensorOps#supportsPackedSequences} (the host backend; CUDA where attention computes in FP32: FP32,
- * TF32X3, TF32 without TF32 attention; head size up to 128), padded otherwise (CUDA BF16 and TF32, whose
- * attention runs on tensor cores and has no varlen form).
+ * TF32X3, TF32 without TF32 attention; head size up to 128; and BF16 on cuBLASLt with
+ * {@code gpupool.kernels.packed-bf16}, off by default), padded otherwise (CUDA BF16 and TF32, whose attention
+ * runs on tensor cores and has no varlen form).
  */
 final class BertBatching {
 
@@ -72,7 +73,7 @@ final class BertBatching {
     BertBatching(BertModel model, String prefix, boolean pooler, TensorOps ops) {
         this.model = model;
         this.packed = ops.supportsPackedSequences(model.arch().headDim())
-                ? new PackedBertForward(model, prefix, pooler) : null;
+                ? new PackedBertForward(model, prefix, pooler, ops.activationBytes()) : null;
     }
 
     String layout() {

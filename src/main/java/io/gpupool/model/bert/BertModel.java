@@ -1,7 +1,5 @@
 package io.gpupool.model.bert;
 
-import io.gpupool.backend.DeviceStream;
-import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.model.BatchableModel;
@@ -38,21 +36,17 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  * {@code save_pretrained} (optionally {@code BertForSequenceClassification}: names prefixed
  * {@code bert.} plus {@code classifier.weight/bias}).
  *
- * <p>Notation: B batch, S sequence, T = B·S token rows, H hidden, I intermediate, L layers.
+ * <p>Notation: B batch, S sequence, B·S token rows, H hidden, L layers.
  * <pre>
  *   ids, types, mask (INT32 [B,S], converted from INT64 on the host)
- *     -> embeddingLayerNorm (one fused kernel on CUDA)               h [T,H]
- *     -> L x {  qkv  = h · Wqkv + bqkv          [T,3H]   (Wq;Wk;Wv concatenated at load: [3H,H])
- *               ctx  = attention(qkv, mask)     [T,H]
- *               h1   = LayerNorm(ctx · Wo + bo + h)
- *               h    = LayerNorm(GELU(h1 · Wi + bi) · Wo2 + bo2 + h1) }
- *     -> last_hidden_state = h                    [B,S,H]
- *        pooler_output     = tanh(h[:,0] · Wp + bp)                [B,H]   (if the pooler is present)
- *        embedding         = CLS or masked mean of h (serving "pooling")  [B,H]
- *        logits            = pooler_output · Wc + bc               [B,C]   (if a classifier is present)
+ *     -> embeddingLayerNorm (one fused kernel on CUDA)                        h [B·S,H]
+ *     -> L encoder layers, attention(qkv, mask) over each row's S tokens      h [B·S,H]
+ *     -> last_hidden_state [B,S,H], pooler_output, embedding [B,H], logits [B,C]
  * </pre>
- * The steps and their tensors form an {@link ExecutionPlan} built once at load; each intermediate
- * is released right after its last reader. Batches of requests run through {@link BertBatching}.
+ * The op sequence is {@link BertEncoderPlan}'s, shared with the packed forward of a batch of requests
+ * ({@link PackedBertForward}); this class supplies its padded layout ({@code PaddedTokens}). The steps and their
+ * tensors form an {@link ExecutionPlan} built once at load; each intermediate is released right after its last
+ * reader. Batches of requests run through {@link BertBatching}.
  *
  * <p>Activations take {@link TensorOps#activationBytes()} bytes per element (2 where the kernels hold them in
  * bf16); the linear weights and biases are then uploaded as bf16 too, and each output a request asks for is widened
@@ -78,7 +72,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     private final List<TensorSpec> inputs;
     private final List<TensorSpec> outputs;
     private final ExecutionPlan plan;
-    private final int idsTensor;
     private final int maskTensor;
     private final int typesTensor;
     /** Device tensor id of each output name. */
@@ -117,141 +110,12 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         this.padding = new BertPadding(inputs.stream().anyMatch(s -> s.name().equals(ATTENTION_MASK)),
                 inputs.stream().anyMatch(s -> s.name().equals(TOKEN_TYPE_IDS)));
 
-        // ---- the plan -------------------------------------------------------------------------
-        ExecutionPlan.Builder b = ExecutionPlan.builder();
-        int heads = arch.numAttentionHeads();
-        int headDim = arch.headDim();
-        int inter = arch.intermediateSize();
-        float eps = arch.layerNormEps();
-        int elem = planningOps.activationBytes();
-        ExecutionPlan.Size tokensInt = (bs, s) -> (long) bs * s * Integer.BYTES;
-        ExecutionPlan.Size tokensH = (bs, s) -> (long) bs * s * h * elem;
-        ExecutionPlan.Size batchH = (bs, s) -> (long) bs * h * elem;
-        idsTensor = b.tensor(INPUT_IDS, tokensInt);
-        maskTensor = b.optionalTensor(ATTENTION_MASK, tokensInt);
-        typesTensor = b.optionalTensor(TOKEN_TYPE_IDS, tokensInt);
-        b.step("upload inputs", ids(), ids(idsTensor, maskTensor, typesTensor), inv -> {
-            Request r = inv.state();
-            DeviceStream stream = inv.context().stream();
-            stream.copyHostToDevice(r.ids, inv.address(idsTensor), r.ids.byteSize());
-            if (r.mask != null) {
-                stream.copyHostToDevice(r.mask, inv.address(maskTensor), r.mask.byteSize());
-            }
-            if (r.types != null) {
-                stream.copyHostToDevice(r.types, inv.address(typesTensor), r.types.byteSize());
-            }
-        });
-        long word = weights.address(prefix + "embeddings.word_embeddings.weight");
-        long position = weights.address(prefix + "embeddings.position_embeddings.weight");
-        long tokenType = weights.address(prefix + "embeddings.token_type_embeddings.weight");
-        long embGamma = weights.address(prefix + "embeddings.LayerNorm.weight");
-        long embBeta = weights.address(prefix + "embeddings.LayerNorm.bias");
-        int embedded = b.tensor("embeddings.out", tokensH);
-        b.step("embeddings", ids(idsTensor, typesTensor), ids(embedded), inv -> inv.context().ops().embeddingLayerNorm(
-                inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor), word, position, tokenType,
-                embGamma, embBeta, inv.address(embedded), inv.batch(), inv.seq(), h, eps));
-        int hidden = embedded;
-        for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
-            String p = prefix + "encoder.layer." + layer + ".";
-            BertLayerWeights w = BertLayerWeights.of(weights, p);
-            Activation act = arch.hiddenAct();
-            int in = hidden;
-            int qkv = b.tensor(p + "qkv", (bs, s) -> 3L * bs * s * h * elem);
-            b.step(p + "qkv", ids(in), ids(qkv), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(in),
-                    w.qkv(), w.qkvBias(), inv.address(qkv), inv.batch() * inv.seq(), h, 3 * h, Activation.NONE));
-            int workspace = b.tensor(p + "attention.workspace",
-                    (bs, s) -> planningOps.attentionWorkspaceBytes(bs, s, heads, headDim));
-            int context = b.tensor(p + "attention.context", tokensH);
-            b.step(p + "attention", ids(qkv, maskTensor), ids(workspace, context), inv -> inv.context().ops().attention(
-                    inv.context().stream(), inv.address(qkv), inv.address(maskTensor), inv.address(workspace),
-                    inv.address(context), inv.batch(), inv.seq(), heads, headDim));
-            int attnOut = b.tensor(p + "attention.output.dense", tokensH);
-            b.step(p + "attention.output.dense", ids(context), ids(attnOut), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(context),
-                    w.attentionOut(), w.attentionOutBias(), inv.address(attnOut),
-                    inv.batch() * inv.seq(), h, h, Activation.NONE));
-            int h1 = b.tensor(p + "attention.output", tokensH);
-            b.step(p + "attention.output.LayerNorm", ids(attnOut, in), ids(h1), inv -> inv.context().ops().addLayerNorm(
-                    inv.context().stream(), inv.address(attnOut), inv.address(in),
-                    w.attentionNorm(), w.attentionNormBias(), inv.address(h1),
-                    inv.batch() * inv.seq(), h, eps));
-            int mid = b.tensor(p + "intermediate", (bs, s) -> (long) bs * s * inter * elem);
-            b.step(p + "intermediate.dense", ids(h1), ids(mid), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(h1),
-                    w.intermediate(), w.intermediateBias(), inv.address(mid), inv.batch() * inv.seq(), h,
-                    inter, act));
-            int out = b.tensor(p + "output.dense", tokensH);
-            b.step(p + "output.dense", ids(mid), ids(out), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(mid),
-                    w.output(), w.outputBias(), inv.address(out), inv.batch() * inv.seq(), inter, h, Activation.NONE));
-            int h2 = b.tensor(p + "output", tokensH);
-            b.step(p + "output.LayerNorm", ids(out, h1), ids(h2), inv -> inv.context().ops().addLayerNorm(
-                    inv.context().stream(), inv.address(out), inv.address(h1),
-                    w.outputNorm(), w.outputNormBias(), inv.address(h2),
-                    inv.batch() * inv.seq(), h, eps));
-            hidden = h2;
-        }
-        int last = hidden;
-        Map<String, Integer> outs = new LinkedHashMap<>();
-        outs.put(LAST_HIDDEN_STATE, last);
-        int pooled = -1;
-        if (pooler) {
-            long wp = weights.address(prefix + "pooler.dense.weight");
-            long bp = weights.address(prefix + "pooler.dense.bias");
-            int cls = b.tensor("pooler.cls", batchH);
-            b.step("pooler.cls", ids(last), ids(cls), inv -> inv.context().ops().pool(inv.context().stream(),
-                    inv.address(last), 0, inv.address(cls), inv.batch(), inv.seq(), h, Pooling.CLS));
-            int pooledTensor = b.tensor(POOLER_OUTPUT, batchH);
-            b.step("pooler.dense", ids(cls), ids(pooledTensor), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(cls), wp, bp, inv.address(pooledTensor), inv.batch(), h, h,
-                    Activation.TANH));
-            outs.put(POOLER_OUTPUT, pooledTensor);
-            pooled = pooledTensor;
-        }
-        Pooling pooling = config.serving().pooling();
-        int embedding = b.tensor(EMBEDDING, batchH);
-        b.step("embedding", ids(last, maskTensor), ids(embedding), inv -> inv.context().ops().pool(
-                inv.context().stream(), inv.address(last), inv.address(maskTensor), inv.address(embedding),
-                inv.batch(), inv.seq(), h, pooling));
-        outs.put(EMBEDDING, embedding);
-        if (numLabels > 0) {
-            long wc = weights.address("classifier.weight");
-            long bc = weights.address("classifier.bias");
-            int logits = b.tensor(LOGITS, (bs, s) -> (long) bs * numLabels * elem);
-            int from = pooled;
-            b.step("classifier", ids(from), ids(logits), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(from), wc, bc, inv.address(logits), inv.batch(), h, numLabels, Activation.NONE));
-            outs.put(LOGITS, logits);
-        }
-        if (elem != Float.BYTES) {
-            // bf16 activations: each requested output is widened into an FP32 tensor, which is what is downloaded
-            Map<String, Integer> wide = new LinkedHashMap<>();
-            for (Map.Entry<String, Integer> e : outs.entrySet()) {
-                int narrow = e.getValue();
-                ExecutionPlan.Size narrowSize = e.getKey().equals(LAST_HIDDEN_STATE) ? tokensH
-                        : e.getKey().equals(LOGITS) ? (bs, s) -> (long) bs * numLabels * elem : batchH;
-                int fp32 = b.tensor(e.getKey() + ".fp32", (bs, s) -> narrowSize.bytes(bs, s) / elem * Float.BYTES);
-                b.step(e.getKey() + ".toFloat32", ids(narrow), ids(fp32), inv -> {
-                    Request r = inv.state();
-                    if (r.outputs.containsKey(fp32)) {
-                        inv.context().ops().toFloat32(inv.context().stream(), inv.address(narrow), inv.address(fp32),
-                                narrowSize.bytes(inv.batch(), inv.seq()) / elem);
-                    }
-                });
-                wide.put(e.getKey(), fp32);
-            }
-            outs = wide;
-        }
-        this.outputTensors = Map.copyOf(outs);
-        int[] outputIds = outs.values().stream().mapToInt(Integer::intValue).toArray();
-        b.step("download outputs", outputIds, ids(), inv -> {
-            Request r = inv.state();
-            for (Map.Entry<Integer, MemorySegment> e : r.outputs.entrySet()) {
-                inv.context().stream().copyDeviceToHost(inv.address(e.getKey()), e.getValue(), e.getValue().byteSize());
-            }
-        });
-        this.plan = b.build();
+        BertEncoderPlan.Built built = BertEncoderPlan.build(new PaddedTokens(arch, planningOps), this, prefix, pooler,
+                planningOps.activationBytes());
+        this.plan = built.plan();
+        this.maskTensor = built.inputs().mask();
+        this.typesTensor = built.inputs().types();
+        this.outputTensors = built.outputTensors();
         this.batching = new BertBatching(this, prefix, pooler, planningOps);
     }
 
@@ -404,7 +268,80 @@ public final class BertModel implements BatchableModel, PlannedMemory {
 
     /** Host-side state of one request, read by the upload and download steps. */
     private record Request(MemorySegment ids, MemorySegment mask, MemorySegment types,
-                           Map<Integer, MemorySegment> outputs) {
+                           Map<Integer, MemorySegment> outputs) implements BertEncoderPlan.State {
+    }
+
+    /**
+     * The padded layout of {@link BertEncoderPlan}: B sequences of S tokens, invoked as (B, S), B·S token rows; the
+     * mask says which tokens are real, position ids are implied by the column.
+     */
+    private static final class PaddedTokens implements BertEncoderPlan.TokenLayout {
+
+        private final int hidden;
+        private final int heads;
+        private final int headDim;
+        private final int elem;
+        private final TensorOps planningOps;
+        private int idsTensor;
+        private int maskTensor;
+        private int typesTensor;
+
+        PaddedTokens(ModelConfig.Bert arch, TensorOps planningOps) {
+            this.hidden = arch.hiddenSize();
+            this.elem = planningOps.activationBytes();
+            this.heads = arch.numAttentionHeads();
+            this.headDim = arch.headDim();
+            this.planningOps = planningOps;
+        }
+
+        @Override
+        public ExecutionPlan.Size perToken(long bytesPerRow) {
+            return (batch, seq) -> (long) batch * seq * bytesPerRow;
+        }
+
+        @Override
+        public int rows(ExecutionPlan.Invocation inv) {
+            return inv.batch() * inv.seq();
+        }
+
+        @Override
+        public BertEncoderPlan.OptionalInputs inputs(ExecutionPlan.Builder b) {
+            ExecutionPlan.Size tokensInt = perToken(Integer.BYTES);
+            idsTensor = b.tensor(INPUT_IDS, tokensInt);
+            maskTensor = b.optionalTensor(ATTENTION_MASK, tokensInt);
+            typesTensor = b.optionalTensor(TOKEN_TYPE_IDS, tokensInt);
+            b.step("upload inputs", ids(), ids(idsTensor, maskTensor, typesTensor),
+                    inv -> BertEncoderPlan.uploadTokens(inv, idsTensor, maskTensor, typesTensor));
+            return new BertEncoderPlan.OptionalInputs(maskTensor, typesTensor);
+        }
+
+        @Override
+        public int embed(ExecutionPlan.Builder b, BertEncoderPlan.Embeddings e) {
+            int embedded = b.tensor("embeddings.out", perToken((long) hidden * elem));
+            b.step("embeddings", ids(idsTensor, typesTensor), ids(embedded), inv -> inv.context().ops()
+                    .embeddingLayerNorm(inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor),
+                            e.word(), e.position(), e.tokenType(), e.gamma(), e.beta(), inv.address(embedded),
+                            inv.batch(), inv.seq(), e.hidden(), e.eps()));
+            return embedded;
+        }
+
+        @Override
+        public int attend(ExecutionPlan.Builder b, String layerPrefix, int qkv) {
+            int workspace = b.tensor(layerPrefix + "attention.workspace",
+                    (bs, s) -> planningOps.attentionWorkspaceBytes(bs, s, heads, headDim));
+            int context = b.tensor(layerPrefix + "attention.context", perToken((long) hidden * elem));
+            b.step(layerPrefix + "attention", ids(qkv, maskTensor), ids(workspace, context), inv -> inv.context().ops()
+                    .attention(inv.context().stream(), inv.address(qkv), inv.address(maskTensor),
+                            inv.address(workspace), inv.address(context), inv.batch(), inv.seq(), heads, headDim));
+            return context;
+        }
+
+        @Override
+        public void pool(ExecutionPlan.Builder b, String step, int states, boolean masked, Pooling pooling, int out) {
+            int[] reads = masked ? ids(states, maskTensor) : ids(states);
+            b.step(step, reads, ids(out), inv -> inv.context().ops().pool(inv.context().stream(), inv.address(states),
+                    masked ? inv.address(maskTensor) : 0, inv.address(out), inv.batch(), inv.seq(), hidden, pooling));
+        }
     }
 
     @Override

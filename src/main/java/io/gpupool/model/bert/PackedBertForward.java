@@ -1,9 +1,7 @@
 package io.gpupool.model.bert;
 
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
-import io.gpupool.model.DeviceWeights;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.ModelConfig;
 import io.gpupool.model.plan.ExecutionPlan;
@@ -16,7 +14,8 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
 
 /**
  * {@link BertModel}'s forward over packed sequences: the tokens of several requests concatenated into one
- * [T, H] matrix with no padding between them, on the same weights.
+ * [T, H] matrix with no padding between them, on the same weights and the same op sequence
+ * ({@link BertEncoderPlan}); only the steps that must know which rows form a sequence are its own.
  *
  * <p>Notation: N sequences (the requests' batch rows together), sequence i of length Lᵢ (its request's
  * sequence length, the client's own padding included), T = Σ Lᵢ token rows, H hidden.
@@ -26,14 +25,9 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  *   offsets = [0, L₀, L₀+L₁, ..., T]          INT32 [N+1]   where each sequence starts
  *   positions[t] = t - offsets[i(t)]          INT32 [T]     position ids restart per sequence
  *
- *   packedEmbeddingSum(ids, types, positions) + LayerNorm                 h [T,H]
- *   L x { qkv = h · Wqkv + bqkv                 [T,3H]    row-wise, as padded
- *         ctx = varlenAttention(qkv, offsets)   [T,H]     sequence i attends to its own rows only
- *         ... dense, LayerNorm, GELU, dense, LayerNorm: row-wise, as padded }
- *   last_hidden_state = h                                  [T,H]
- *   pooler_output = tanh(packedPool(h, CLS) · Wp + bp)     [N,H]
- *   embedding     = packedPool(h, mask, pooling)           [N,H]
- *   logits        = pooler_output · Wc + bc                [N,C]
+ *   embeddings = LayerNorm(packedEmbeddingSum(ids, types, positions))      [T,H]
+ *   attention  = varlenAttention(qkv, mask, offsets): sequence i attends to its own rows only
+ *   pooling    = packedPool(h, mask, offsets): one row per sequence        [N,H]
  * </pre>
  * Every row-wise op sees the same row as it would alone, and attention and pooling the same rows of the same
  * sequence, so a request's slice of the outputs is what it gets alone (on the host backend bit for bit; on
@@ -44,7 +38,8 @@ final class PackedBertForward {
 
     /** Host-side state of one packed forward: INT32 inputs of T (offsets: N+1) and the output buffers. */
     record Batch(MemorySegment ids, MemorySegment mask, MemorySegment types, MemorySegment positions,
-                 MemorySegment offsets, int maxSeq, Map<Integer, MemorySegment> outputs) {
+                 MemorySegment offsets, int maxSeq, Map<Integer, MemorySegment> outputs)
+            implements BertEncoderPlan.State {
     }
 
     private final ExecutionPlan plan;
@@ -53,134 +48,113 @@ final class PackedBertForward {
     /** Device tensor id of each output name. */
     private final Map<String, Integer> outputTensors;
 
-    PackedBertForward(BertModel model, String prefix, boolean pooler) {
-        ModelConfig.Bert arch = model.arch();
-        DeviceWeights weights = model.weights();
-        int numLabels = model.numLabels();
-        int h = arch.hiddenSize();
-        int heads = arch.numAttentionHeads();
-        int headDim = arch.headDim();
-        int inter = arch.intermediateSize();
-        float eps = arch.layerNormEps();
-        // (n, t): n sequences, t packed tokens.
-        ExecutionPlan.Size tokensInt = (n, t) -> (long) t * Integer.BYTES;
-        ExecutionPlan.Size tokensH = (n, t) -> (long) t * h * Float.BYTES;
-        ExecutionPlan.Size sequencesH = (n, t) -> (long) n * h * Float.BYTES;
-        ExecutionPlan.Builder b = ExecutionPlan.builder();
-        int idsTensor = b.tensor(BertModel.INPUT_IDS, tokensInt);
-        maskTensor = b.optionalTensor(BertModel.ATTENTION_MASK, tokensInt);
-        typesTensor = b.optionalTensor(BertModel.TOKEN_TYPE_IDS, tokensInt);
-        int positionsTensor = b.tensor("position_ids", tokensInt);
-        int offsetsTensor = b.tensor("sequence_offsets", (n, t) -> (long) (n + 1) * Integer.BYTES);
-        b.step("upload inputs", ids(), ids(idsTensor, maskTensor, typesTensor, positionsTensor, offsetsTensor), inv -> {
-            Batch batch = inv.state();
-            DeviceStream stream = inv.context().stream();
-            stream.copyHostToDevice(batch.ids, inv.address(idsTensor), batch.ids.byteSize());
-            if (batch.mask != null) {
-                stream.copyHostToDevice(batch.mask, inv.address(maskTensor), batch.mask.byteSize());
+    /** @param elem bytes per activation element of the kernels it runs on (2: bf16) */
+    PackedBertForward(BertModel model, String prefix, boolean pooler, int elem) {
+        BertEncoderPlan.Built built = BertEncoderPlan.build(new PackedTokens(model.arch(), elem), model, prefix,
+                pooler, elem);
+        this.plan = built.plan();
+        this.maskTensor = built.inputs().mask();
+        this.typesTensor = built.inputs().types();
+        this.outputTensors = built.outputTensors();
+    }
+
+    /**
+     * The packed layout of {@link BertEncoderPlan}: invoked as (N, T), T token rows; the offsets say where each
+     * sequence starts, the positions restart at each offset. On FP32 activations the embeddings are summed and then
+     * normalised (two steps, as the host and FP32 CUDA kernels were verified); on bf16 activations in one fused step,
+     * because a bf16 LayerNorm cannot read the FP32 sum.
+     */
+    private static final class PackedTokens implements BertEncoderPlan.TokenLayout {
+
+        private final int hidden;
+        private final int heads;
+        private final int headDim;
+        private final int elem;
+        private int idsTensor;
+        private int maskTensor;
+        private int typesTensor;
+        private int positionsTensor;
+        private int offsetsTensor;
+
+        PackedTokens(ModelConfig.Bert arch, int elem) {
+            this.elem = elem;
+            this.hidden = arch.hiddenSize();
+            this.heads = arch.numAttentionHeads();
+            this.headDim = arch.headDim();
+        }
+
+        @Override
+        public ExecutionPlan.Size perToken(long bytesPerRow) {
+            return (sequences, tokens) -> (long) tokens * bytesPerRow;
+        }
+
+        @Override
+        public int rows(ExecutionPlan.Invocation inv) {
+            return inv.seq();
+        }
+
+        @Override
+        public BertEncoderPlan.OptionalInputs inputs(ExecutionPlan.Builder b) {
+            ExecutionPlan.Size tokensInt = perToken(Integer.BYTES);
+            idsTensor = b.tensor(BertModel.INPUT_IDS, tokensInt);
+            maskTensor = b.optionalTensor(BertModel.ATTENTION_MASK, tokensInt);
+            typesTensor = b.optionalTensor(BertModel.TOKEN_TYPE_IDS, tokensInt);
+            positionsTensor = b.tensor("position_ids", tokensInt);
+            offsetsTensor = b.tensor("sequence_offsets", (n, t) -> (long) (n + 1) * Integer.BYTES);
+            b.step("upload inputs", ids(), ids(idsTensor, maskTensor, typesTensor, positionsTensor, offsetsTensor),
+                    inv -> {
+                        BertEncoderPlan.uploadTokens(inv, idsTensor, maskTensor, typesTensor);
+                        Batch batch = inv.state();
+                        DeviceStream stream = inv.context().stream();
+                        stream.copyHostToDevice(batch.positions, inv.address(positionsTensor),
+                                batch.positions.byteSize());
+                        stream.copyHostToDevice(batch.offsets, inv.address(offsetsTensor), batch.offsets.byteSize());
+                    });
+            return new BertEncoderPlan.OptionalInputs(maskTensor, typesTensor);
+        }
+
+        @Override
+        public int embed(ExecutionPlan.Builder b, BertEncoderPlan.Embeddings e) {
+            ExecutionPlan.Size tokensH = perToken((long) hidden * elem);
+            if (elem != Float.BYTES) {
+                int embedded = b.tensor("embeddings.out", tokensH);
+                b.step("embeddings", ids(idsTensor, typesTensor, positionsTensor), ids(embedded), inv -> inv.context()
+                        .ops().packedEmbeddingLayerNorm(inv.context().stream(), inv.address(idsTensor),
+                                inv.address(typesTensor), inv.address(positionsTensor), e.word(), e.position(),
+                                e.tokenType(), e.gamma(), e.beta(), inv.address(embedded), inv.seq(), hidden, e.eps()));
+                return embedded;
             }
-            if (batch.types != null) {
-                stream.copyHostToDevice(batch.types, inv.address(typesTensor), batch.types.byteSize());
-            }
-            stream.copyHostToDevice(batch.positions, inv.address(positionsTensor), batch.positions.byteSize());
-            stream.copyHostToDevice(batch.offsets, inv.address(offsetsTensor), batch.offsets.byteSize());
-        });
-        long word = weights.address(prefix + "embeddings.word_embeddings.weight");
-        long position = weights.address(prefix + "embeddings.position_embeddings.weight");
-        long tokenType = weights.address(prefix + "embeddings.token_type_embeddings.weight");
-        long embGamma = weights.address(prefix + "embeddings.LayerNorm.weight");
-        long embBeta = weights.address(prefix + "embeddings.LayerNorm.bias");
-        int embSum = b.tensor("embeddings.sum", tokensH);
-        b.step("embeddings", ids(idsTensor, typesTensor, positionsTensor), ids(embSum), inv -> inv.context().ops()
-                .packedEmbeddingSum(inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor),
-                        inv.address(positionsTensor), word, position, tokenType, inv.address(embSum), inv.seq(), h));
-        int embedded = b.tensor("embeddings.out", tokensH);
-        b.step("embeddings.LayerNorm", ids(embSum), ids(embedded), inv -> inv.context().ops().addLayerNorm(
-                inv.context().stream(), inv.address(embSum), 0, embGamma, embBeta, inv.address(embedded), inv.seq(), h,
-                eps));
-        int hidden = embedded;
-        for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
-            String p = prefix + "encoder.layer." + layer + ".";
-            BertLayerWeights w = BertLayerWeights.of(weights, p);
-            Activation act = arch.hiddenAct();
-            int in = hidden;
-            int qkv = b.tensor(p + "qkv", (n, t) -> 3L * t * h * Float.BYTES);
-            b.step(p + "qkv", ids(in), ids(qkv), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(in), w.qkv(), w.qkvBias(), inv.address(qkv), inv.seq(), h, 3 * h, Activation.NONE));
-            int context = b.tensor(p + "attention.context", tokensH);
-            b.step(p + "attention", ids(qkv, maskTensor, offsetsTensor), ids(context), inv -> {
+            int embSum = b.tensor("embeddings.sum", tokensH);
+            b.step("embeddings", ids(idsTensor, typesTensor, positionsTensor), ids(embSum), inv -> inv.context().ops()
+                    .packedEmbeddingSum(inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor),
+                            inv.address(positionsTensor), e.word(), e.position(), e.tokenType(), inv.address(embSum),
+                            inv.seq(), hidden));
+            int embedded = b.tensor("embeddings.out", tokensH);
+            b.step("embeddings.LayerNorm", ids(embSum), ids(embedded), inv -> inv.context().ops().addLayerNorm(
+                    inv.context().stream(), inv.address(embSum), 0, e.gamma(), e.beta(), inv.address(embedded),
+                    inv.seq(), hidden, e.eps()));
+            return embedded;
+        }
+
+        @Override
+        public int attend(ExecutionPlan.Builder b, String layerPrefix, int qkv) {
+            int context = b.tensor(layerPrefix + "attention.context", perToken((long) hidden * elem));
+            b.step(layerPrefix + "attention", ids(qkv, maskTensor, offsetsTensor), ids(context), inv -> {
                 Batch batch = inv.state();
                 inv.context().ops().varlenAttention(inv.context().stream(), inv.address(qkv), inv.address(maskTensor),
                         inv.address(offsetsTensor), inv.address(context), inv.batch(), inv.seq(), batch.maxSeq, heads,
                         headDim);
             });
-            int attnOut = b.tensor(p + "attention.output.dense", tokensH);
-            b.step(p + "attention.output.dense", ids(context), ids(attnOut), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(context),
-                    w.attentionOut(), w.attentionOutBias(), inv.address(attnOut), inv.seq(), h, h,
-                    Activation.NONE));
-            int h1 = b.tensor(p + "attention.output", tokensH);
-            b.step(p + "attention.output.LayerNorm", ids(attnOut, in), ids(h1), inv -> inv.context().ops().addLayerNorm(
-                    inv.context().stream(), inv.address(attnOut), inv.address(in),
-                    w.attentionNorm(), w.attentionNormBias(), inv.address(h1), inv.seq(), h,
-                    eps));
-            int mid = b.tensor(p + "intermediate", (n, t) -> (long) t * inter * Float.BYTES);
-            b.step(p + "intermediate.dense", ids(h1), ids(mid), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(h1),
-                    w.intermediate(), w.intermediateBias(), inv.address(mid), inv.seq(), h, inter, act));
-            int out = b.tensor(p + "output.dense", tokensH);
-            b.step(p + "output.dense", ids(mid), ids(out), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(mid),
-                    w.output(), w.outputBias(), inv.address(out), inv.seq(), inter, h, Activation.NONE));
-            int h2 = b.tensor(p + "output", tokensH);
-            b.step(p + "output.LayerNorm", ids(out, h1), ids(h2), inv -> inv.context().ops().addLayerNorm(
-                    inv.context().stream(), inv.address(out), inv.address(h1),
-                    w.outputNorm(), w.outputNormBias(), inv.address(h2), inv.seq(), h,
-                    eps));
-            hidden = h2;
+            return context;
         }
-        int last = hidden;
-        Map<String, Integer> outs = new LinkedHashMap<>();
-        outs.put(BertModel.LAST_HIDDEN_STATE, last);
-        int pooled = -1;
-        if (pooler) {
-            long wp = weights.address(prefix + "pooler.dense.weight");
-            long bp = weights.address(prefix + "pooler.dense.bias");
-            int cls = b.tensor("pooler.cls", sequencesH);
-            b.step("pooler.cls", ids(last, offsetsTensor), ids(cls), inv -> inv.context().ops().packedPool(
-                    inv.context().stream(), inv.address(last), 0, inv.address(offsetsTensor), inv.address(cls),
-                    inv.batch(), inv.seq(), h, Pooling.CLS));
-            int pooledTensor = b.tensor(BertModel.POOLER_OUTPUT, sequencesH);
-            b.step("pooler.dense", ids(cls), ids(pooledTensor), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(cls), wp, bp, inv.address(pooledTensor), inv.batch(), h, h,
-                    Activation.TANH));
-            outs.put(BertModel.POOLER_OUTPUT, pooledTensor);
-            pooled = pooledTensor;
+
+        @Override
+        public void pool(ExecutionPlan.Builder b, String step, int states, boolean masked, Pooling pooling, int out) {
+            int[] reads = masked ? ids(states, maskTensor, offsetsTensor) : ids(states, offsetsTensor);
+            b.step(step, reads, ids(out), inv -> inv.context().ops().packedPool(inv.context().stream(),
+                    inv.address(states), masked ? inv.address(maskTensor) : 0, inv.address(offsetsTensor),
+                    inv.address(out), inv.batch(), inv.seq(), hidden, pooling));
         }
-        Pooling pooling = model.config().serving().pooling();
-        int embedding = b.tensor(BertModel.EMBEDDING, sequencesH);
-        b.step("embedding", ids(last, maskTensor, offsetsTensor), ids(embedding), inv -> inv.context().ops().packedPool(
-                inv.context().stream(), inv.address(last), inv.address(maskTensor), inv.address(offsetsTensor),
-                inv.address(embedding), inv.batch(), inv.seq(), h, pooling));
-        outs.put(BertModel.EMBEDDING, embedding);
-        if (numLabels > 0) {
-            long wc = weights.address("classifier.weight");
-            long bc = weights.address("classifier.bias");
-            int logits = b.tensor(BertModel.LOGITS, (n, t) -> (long) n * numLabels * Float.BYTES);
-            int from = pooled;
-            b.step("classifier", ids(from), ids(logits), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(from), wc, bc, inv.address(logits), inv.batch(), h, numLabels, Activation.NONE));
-            outs.put(BertModel.LOGITS, logits);
-        }
-        this.outputTensors = Map.copyOf(outs);
-        int[] outputIds = outs.values().stream().mapToInt(Integer::intValue).toArray();
-        b.step("download outputs", outputIds, ids(), inv -> {
-            Batch batch = inv.state();
-            for (Map.Entry<Integer, MemorySegment> e : batch.outputs.entrySet()) {
-                inv.context().stream().copyDeviceToHost(inv.address(e.getKey()), e.getValue(), e.getValue().byteSize());
-            }
-        });
-        this.plan = b.build();
     }
 
     /** Planned activation peak of one packed forward over {@code sequences} sequences of {@code tokens} in all. */

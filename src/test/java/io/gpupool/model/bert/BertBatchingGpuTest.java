@@ -2,6 +2,7 @@ package io.gpupool.model.bert;
 
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.memory.metric.AllocatorMode;
@@ -28,11 +29,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Batches on the CUDA kernels: at FP32 packed (packed.cu's varlen attention over offsets) and within 1e-5 of each
- * request alone; at BF16 padded (no varlen form of the tensor-core attention) and within BF16's reach of alone.
- * Skipped, not failed, where no driver or device is present.
+ * request alone; at BF16 padded (no varlen form of the tensor-core attention) and within BF16's reach of alone;
+ * with bf16 activations and {@code packedBf16} packed on packed.cu's bf16 kernels, within BF16's reach of the padded
+ * bf16 forward of each request alone. Skipped, not failed, where no driver or device (or no cuBLASLt) is present.
  */
 @Tag("gpu")
 class BertBatchingGpuTest {
+
+    /** As GpuBf16ResidentOutputsTest's bound against FP32: what bf16 activations may move an output by. */
+    static final double BF16_TOLERANCE = 5e-2;
 
     CudaBackend cuda;
     ComputeDevice device;
@@ -94,6 +99,36 @@ class BertBatchingGpuTest {
                     bert(1, 3, 10, 4, true, true, Set.of()),
                     bert(2, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT)),
                     bert(3, 1, 17, 3, true, false, Set.of(BertModel.LAST_HIDDEN_STATE))), 1e-3);
+        }
+    }
+
+    @Test
+    void bf16ActivationsWithPackedBf16PackBatchesAndStayCloseToThePaddedBf16PathAlone() {
+        MatmulLibrary library = device.matmulLibrary(null).orElse(null);
+        Assumptions.assumeTrue(library != null, "cuBLASLt not loadable: no bf16 activations");
+        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, requests, true);
+        CudaTensorOps padding = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, requests);
+        try {
+            assertThat(ops.activationBytes()).isEqualTo(2);
+            try (BatchableModel padded = load("tiny-bert", padding)) {
+                assertThat(padded.batchLayout()).as("packed-bf16 off").isEqualTo("padded");
+            }
+            // Alone, a request runs the padded plan of the same model: the batch is held against it.
+            try (BatchableModel model = load("tiny-bert", ops)) {
+                assertThat(model.batchLayout()).isEqualTo("packed");
+                assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, requests, ops), mixedBertRequests(),
+                        BF16_TOLERANCE);
+            }
+            try (BatchableModel model = load("tiny-bert-cls", ops)) {
+                assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, requests, ops), List.of(
+                        bert(6, 2, 9, 2, true, true, Set.of()),
+                        bert(7, 1, 16, 0, false, false, Set.of()),
+                        bert(8, 3, 4, 1, true, false, Set.of())), BF16_TOLERANCE);
+            }
+        } finally {
+            stream.synchronize();
+            ops.close();
+            padding.close();
         }
     }
 }
