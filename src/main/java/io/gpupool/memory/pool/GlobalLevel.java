@@ -215,4 +215,35 @@ final class GlobalLevel implements LocalCache.GlobalFree {
         reservation.freeChunk(chunk.address, chunk.bytes);
         return chunk.bytes;
     }
+
+    /**
+     * Free units of the buddy lists that cost memory (under MAPPED: mapped ones) and still carry an
+     * unfinished fence; a copy of each order's list, then a look at each unit's fences (drops the
+     * completed ones on the way). For metrics and the replay's breakdown, not for allocation.
+     */
+    long fencedFreeUnits() {
+        long[][] free = buddy.snapshotFree();
+        long units = 0;
+        for (int k = 0; k < free.length; k++) {
+            for (long key : free[k]) {
+                Chunk chunk = chunks.get(Handles.keyChunk(key));
+                if (chunk == null) {
+                    continue;
+                }
+                long from = Handles.keyOffset(key);
+                for (long u = from, end = Math.min(chunk.units, from + (1L << k)); u < end; u++) {
+                    boolean costs = !chunk.isAddressSpace();
+                    if (!costs) {
+                        synchronized (chunk.mapped) {
+                            costs = chunk.countMapped(u, u + 1) == 1;
+                        }
+                    }
+                    if (costs && chunk.fencesPending(u, 1)) {
+                        units++;
+                    }
+                }
+            }
+        }
+        return units;
+    }
 }

@@ -145,6 +145,24 @@ class MappedGrowthTest {
         }
     }
 
+    /** Free mapped memory whose last user's work is still queued is reported as fenced until that work is done. */
+    @Test
+    void freedMemoryIsReportedFencedUntilTheStreamsWorkCompletes() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            DeviceBlock done = pool.allocate(8 * MIB, s0);
+            DeviceBlock queued = pool.allocate(40 * MIB, s0);
+            done.release();
+            assertThat(pool.metrics().globalFreeBytes()).isEqualTo(8 * MIB);
+            assertThat(pool.metrics().fencedFreeBytes()).as("s0 had nothing queued").isZero();
+            s0.pending = true;
+            queued.release();
+            assertThat(pool.metrics().fencedFreeBytes()).isEqualTo(40 * MIB);
+            s0.fences.getLast().complete = true;
+            assertThat(pool.metrics().fencedFreeBytes()).isZero();
+            assertThat(pool.metrics().globalFreeBytes()).isEqualTo(48 * MIB);
+        }
+    }
+
     /** With waitBeyondBudget (tuned at runtime), mapping past the budget gives way to a wait on the stream that freed memory. */
     @Test
     void beyondTheBudgetAStreamCanBeMadeToWaitRatherThanMapMore() {
