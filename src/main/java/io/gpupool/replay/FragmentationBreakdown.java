@@ -26,18 +26,22 @@ import java.util.Locale;
  *            + free small-object slab space   free objects inside slabs of the global small level
  *            + buddy free in chunks with live blocks   (chunk-level fragmentation, growth overshoot)
  *            + buddy free in empty chunks               (chunks the pool keeps though unused)
+ *                of both buddy lines: fenced            free memory whose last user's work is not yet
+ *                                                       known done: another stream takes it only by
+ *                                                       waiting, a reclaim may not unmap it
  *            + idle dedicated chunks          freed &gt; maxBlock chunks waiting for reuse
  *            + rest                           anything the metrics do not explain (should be ~0)
  * </pre>
- * Steps: replay the trace like {@link TraceReplayer}; after every allocation whose reservation
- * passed the previous peak, take the breakdown from the allocator's metrics; print the last one.
- * Single-threaded, so the metrics describe one moment exactly.
+ * Under MAPPED growth "reserved" and every buddy line count mapped memory only. Steps: replay the
+ * trace like {@link TraceReplayer}, with the fences completing as a {@link FenceTiming} says; after
+ * every allocation whose reservation passed the previous peak, take the breakdown from the
+ * allocator's metrics; print the last one. Single-threaded, so the metrics describe one moment exactly.
  */
 public final class FragmentationBreakdown {
 
     /** The split of reserved bytes at one moment; every field in bytes. */
     public record Breakdown(long reserved, long live, long rounding, long localCaches, long slabFree,
-                            long buddyFreeInUsedChunks, long buddyFreeInEmptyChunks, long idleDedicated,
+                            long buddyFreeInUsedChunks, long buddyFreeInEmptyChunks, long fencedFree, long idleDedicated,
                             int buddyChunks, int dedicatedChunks, double localHitRate, long sourceAllocations) {
 
         public long rest() {
@@ -55,6 +59,7 @@ public final class FragmentationBreakdown {
             line(out, "  free space in small-object slabs", slabFree, peakLive);
             line(out, "  buddy free in chunks with live blocks", buddyFreeInUsedChunks, peakLive);
             line(out, "  buddy free in empty chunks", buddyFreeInEmptyChunks, peakLive);
+            line(out, "    of the buddy free: fenced (pending)", fencedFree, peakLive);
             line(out, "  idle dedicated chunks", idleDedicated, peakLive);
             line(out, "  rest", rest(), peakLive);
             out.append(String.format(Locale.ROOT, "  chunks at the peak: %d buddy, %d dedicated%n", buddyChunks, dedicatedChunks));
@@ -97,25 +102,36 @@ public final class FragmentationBreakdown {
             }
         }
         return new Breakdown(metrics.reservedBytes(), live, metrics.allocatedBytes() - live, metrics.cachedBytes(),
-                slabFree, usedFree, emptyFree, idleDedicated, buddyChunks, dedicatedChunks, Double.NaN, -1);
+                slabFree, usedFree, emptyFree, metrics.fencedFreeBytes(), idleDedicated, buddyChunks, dedicatedChunks, Double.NaN, -1);
     }
 
-    /** Replays {@code trace} against {@code strategy} and returns the breakdown at the reservation's peak. */
+    /** Replays {@code trace} against {@code strategy} and returns the breakdown at the reservation's peak; fences complete at once. */
     public static Breakdown atPeak(Trace trace, TraceReplayer.Strategy strategy, long capacityBytes) {
+        return atPeak(trace, strategy, capacityBytes, FenceTiming.IMMEDIATE);
+    }
+
+    /** Like {@link #atPeak(Trace, TraceReplayer.Strategy, long)}, the fences completing as {@code timing} says. */
+    public static Breakdown atPeak(Trace trace, TraceReplayer.Strategy strategy, long capacityBytes, FenceTiming timing) {
         StatisticsChunkSource source = new StatisticsChunkSource(SimulatedChunkSource.withMapping("breakdown", capacityBytes));
         DeviceAllocator allocator = strategy.factory().apply(source);
         HashMap<Integer, AllocationStream> streams = new HashMap<>();
         HashMap<Long, DeviceBlock> live = new HashMap<>();
         long liveBytes = 0;
         long peakReserved = -1;
+        long[] clock = {0};
         Breakdown atPeak = null;
         try {
             for (int i = 0; i < trace.size(); i++) {
+                clock[0] = i;
                 if (trace.action(i) == Trace.ALLOCATE) {
-                    AllocationStream stream = streams.computeIfAbsent(trace.stream(i), k -> new ReplayStream(streams.size()));
+                    AllocationStream stream = streams.computeIfAbsent(trace.stream(i),
+                            k -> TraceReplayer.newStream(timing, streams.size(), clock));
                     DeviceBlock block = allocator.allocate(trace.bytes(i), stream);
                     live.put(trace.pointer(i), block);
                     liveBytes += block.requestedBytes();
+                    if (stream instanceof RequestEndReplayStream tracked) {
+                        tracked.allocated(block.requestedBytes());
+                    }
                     long reserved = allocator.metrics().reservedBytes();
                     if (reserved > peakReserved) {
                         peakReserved = reserved;
@@ -126,6 +142,9 @@ public final class FragmentationBreakdown {
                     if (block != null) {
                         liveBytes -= block.requestedBytes();
                         block.release();
+                        if (block.stream() instanceof RequestEndReplayStream tracked) {
+                            tracked.freed(block.requestedBytes());
+                        }
                     }
                 }
             }
@@ -134,7 +153,7 @@ public final class FragmentationBreakdown {
             if (atPeak != null) {
                 atPeak = new Breakdown(atPeak.reserved(), atPeak.live(), atPeak.rounding(), atPeak.localCaches(),
                         atPeak.slabFree(), atPeak.buddyFreeInUsedChunks(), atPeak.buddyFreeInEmptyChunks(),
-                        atPeak.idleDedicated(), atPeak.buddyChunks(), atPeak.dedicatedChunks(), hitRate,
+                        atPeak.fencedFree(), atPeak.idleDedicated(), atPeak.buddyChunks(), atPeak.dedicatedChunks(), hitRate,
                         source.allocations() + source.maps());
             }
         } finally {
@@ -144,25 +163,30 @@ public final class FragmentationBreakdown {
         return atPeak;
     }
 
-    /** {@code [--requests N] [--streams N] [--seed N] [--strategies a,b]}: prints the breakdown per strategy. */
+    /**
+     * {@code [--requests N] [--streams N] [--seed N] [--strategies a,b] [--fence-lag N|request]}: prints
+     * the breakdown per strategy.
+     */
     public static void main(String[] args) {
         InferenceTraceGenerator.Config config = InferenceTraceGenerator.Config.bertBase();
         String names = "two-level,global-only,two-level-lazy-256";
+        FenceTiming timing = FenceTiming.IMMEDIATE;
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--requests" -> config = config.withRequests(Integer.parseInt(args[i + 1]));
                 case "--streams" -> config = config.withStreams(Integer.parseInt(args[i + 1]));
                 case "--seed" -> config = config.withSeed(Long.parseLong(args[i + 1]));
                 case "--strategies" -> names = args[i + 1];
+                case "--fence-lag" -> timing = FenceTiming.parse(args[i + 1]);
                 default -> throw new IllegalArgumentException("unknown option '" + args[i] + "'");
             }
         }
         Trace trace = new InferenceTraceGenerator(config).generate();
         long peakLive = TraceReplayer.peakLive(trace);
-        System.out.printf(Locale.ROOT, "trace: %s; peak live %.1f MiB%n", config, peakLive / 1048576.0);
+        System.out.printf(Locale.ROOT, "trace: %s; peak live %.1f MiB; fences %s%n", config, peakLive / 1048576.0, timing);
         for (String name : names.split(",")) {
             System.out.println(name.strip() + ":");
-            System.out.print(atPeak(trace, ReplayStrategies.byName(name.strip()), 141L << 30).describe(peakLive));
+            System.out.print(atPeak(trace, ReplayStrategies.byName(name.strip()), 141L << 30, timing).describe(peakLive));
         }
     }
 }

@@ -35,7 +35,8 @@ import java.util.Locale;
  *     --fence-lag request   fences complete when the recording stream's request ends (its live bytes
  *                           return to 0), as the server synchronises each stream at the end of a request
  * </pre>
- * Prints one line per strategy: peak live, peak reserved, their ratio, chunk allocations and time;
+ * Prints one line per strategy: peak live, peak reserved, their ratio, the rounding at the allocated
+ * peak (block bytes / requested bytes), chunk allocations, local hits and time;
  * with {@code --min-capacity} also the smallest device that suffices, and its ratio to peak live.
  */
 public final class TraceReplayMain {
@@ -114,8 +115,8 @@ public final class TraceReplayMain {
             long minimum = minCapacity ? TraceReplayer.minimumCapacity(trace, strategy, capacity, 16L << 20) : -1;
             minimums.add(minimum);
             System.out.printf(Locale.ROOT,
-                    "%-12s peak live %8.1f MiB  peak reserved %8.1f MiB  ratio %.3f  chunks %5d (%d despite free)  maps %d (%.0f MiB, %d physical allocations) unmaps %d  local hits %.1f %%  waits %d  failed %d  %7.1f ms (%.0f ns/event)%n",
-                    r.strategy(), r.peakLiveBytes() / 1048576.0, r.peakReservedBytes() / 1048576.0, r.overhead(),
+                    "%-12s peak live %8.1f MiB  peak reserved %8.1f MiB  ratio %.3f  rounding %.3f  chunks %5d (%d despite free)  maps %d (%.0f MiB, %d physical allocations) unmaps %d  local hits %.1f %%  waits %d  failed %d  %7.1f ms (%.0f ns/event)%n",
+                    r.strategy(), r.peakLiveBytes() / 1048576.0, r.peakReservedBytes() / 1048576.0, r.overhead(), r.rounding(),
                     r.chunkAllocations(), r.growsDespiteFreeBytes(), r.mapCalls(), r.mappedBytesTotal() / 1048576.0, r.mappedExtents(), r.unmapCalls(), 100 * r.localHitRatio(), r.crossStreamWaits(), r.failedAllocations(),
                     r.elapsedNanos() / 1e6, r.nanosPerEvent());
             if (minCapacity) {
@@ -136,10 +137,10 @@ public final class TraceReplayMain {
             out.append(i == 0 ? "\n" : ",\n").append(String.format(Locale.ROOT,
                     "    {\"strategy\": \"%s\", \"peakLiveBytes\": %d, \"peakReservedBytes\": %d, \"overhead\": %.4f, "
                             + "\"chunkAllocations\": %d, \"growsDespiteFreeBytes\": %d, \"allocations\": %d, \"frees\": %d, \"failedAllocations\": %d, "
-                            + "\"unmatchedFrees\": %d, \"elapsedNanos\": %d, \"minimumCapacityBytes\": %d, \"mapCalls\": %d, \"unmapCalls\": %d, \"mappedBytesTotal\": %d, \"mappedExtents\": %d, \"localHits\": %d, \"crossStreamWaits\": %d}",
+                            + "\"unmatchedFrees\": %d, \"elapsedNanos\": %d, \"minimumCapacityBytes\": %d, \"mapCalls\": %d, \"unmapCalls\": %d, \"mappedBytesTotal\": %d, \"mappedExtents\": %d, \"localHits\": %d, \"crossStreamWaits\": %d, \"peakAllocatedBytes\": %d, \"requestedAtPeakAllocated\": %d}",
                     r.strategy(), r.peakLiveBytes(), r.peakReservedBytes(), r.overhead(), r.chunkAllocations(),
                     r.growsDespiteFreeBytes(), r.allocations(), r.frees(), r.failedAllocations(), r.unmatchedFrees(), r.elapsedNanos(),
-                    minimums.get(i), r.mapCalls(), r.unmapCalls(), r.mappedBytesTotal(), r.mappedExtents(), r.localHits(), r.crossStreamWaits()));
+                    minimums.get(i), r.mapCalls(), r.unmapCalls(), r.mappedBytesTotal(), r.mappedExtents(), r.localHits(), r.crossStreamWaits(), r.peakAllocatedBytes(), r.requestedAtPeakAllocated()));
         }
         return out.append("\n  ]\n}\n").toString();
     }

@@ -29,6 +29,7 @@ import java.util.function.Function;
  *   overhead ratio = peak reserved / peak live                               (1.0 is perfect)
  *   grows despite free = chunk allocations (or maps) made while reserved - allocated &gt;= the request
  *   map / unmap calls  = source calls of a pool with MAPPED growth (memory mapped into address space)
+ *   rounding       = peak of sum(block sizes of live blocks) / requested bytes live at that moment
  * </pre>
  * The allocator is built over a {@link StatisticsChunkSource} wrapping a source with no memory
  * behind it ({@link SimulatedChunkSource} by default), so any strategy can be measured the same
@@ -61,11 +62,19 @@ public final class TraceReplayer {
     public record Result(String strategy, int events, long allocations, long frees, long failedAllocations,
                          long unmatchedFrees, long peakLiveBytes, long peakReservedBytes, long chunkAllocations,
                          long growsDespiteFreeBytes, long elapsedNanos, long mapCalls, long unmapCalls, long mappedBytesTotal, long mappedExtents,
-                         long localHits, long crossStreamWaits) {
+                         long localHits, long crossStreamWaits, long peakAllocatedBytes, long requestedAtPeakAllocated) {
 
         /** Allocations a stream's local cache served, as a fraction of all allocations; 0 without allocations. */
         public double localHitRatio() {
             return allocations == 0 ? 0.0 : (double) localHits / allocations;
+        }
+
+        /**
+         * Rounding at the allocated peak: the most bytes the allocator handed out at once (block sizes:
+         * size classes, whole units) over the bytes requested at that moment; NaN when nothing was live.
+         */
+        public double rounding() {
+            return requestedAtPeakAllocated == 0 ? Double.NaN : (double) peakAllocatedBytes / requestedAtPeakAllocated;
         }
 
         /** peak reserved / peak live; NaN when nothing was live. */
@@ -285,10 +294,20 @@ public final class TraceReplayer {
         return replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacityBytes), timing);
     }
 
+    /**
+     * A replay stream whose fences complete as {@code timing} says; {@code clock} holds the index of
+     * the event being replayed (read by lagging fences).
+     */
+    static AllocationStream newStream(FenceTiming timing, int ordinal, long[] clock) {
+        if (timing instanceof FenceTiming.RequestEnd) {
+            return new RequestEndReplayStream(ordinal);
+        }
+        long lag = ((FenceTiming.Lag) timing).events();
+        return lag > 0 ? new LaggingReplayStream(ordinal, clock, lag) : new ReplayStream(ordinal);
+    }
+
     /** Replays against a fresh allocator built over {@code source}, the fences completing as {@code timing} says. */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing) {
-        long fenceLagEvents = timing instanceof FenceTiming.Lag lag ? lag.events() : 0;
-        boolean atRequestEnd = timing instanceof FenceTiming.RequestEnd;
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
         GrowthWitness witness = new GrowthWitness(statistics);
         DeviceAllocator allocator = strategy.factory().apply(witness);
@@ -298,6 +317,9 @@ public final class TraceReplayer {
         HashMap<Long, DeviceBlock> live = new HashMap<>();
         long liveBytes = 0;
         long peakLive = 0;
+        long allocatedBytes = 0;
+        long peakAllocated = 0;
+        long requestedAtPeakAllocated = 0;
         long allocations = 0;
         long frees = 0;
         long failed = 0;
@@ -319,9 +341,7 @@ public final class TraceReplayer {
                                 + " allocated again before it was freed; the trace is inconsistent");
                     }
                     AllocationStream stream = streams.computeIfAbsent(trace.stream(i),
-                            key -> atRequestEnd ? new RequestEndReplayStream(streams.size())
-                                    : fenceLagEvents > 0 ? new LaggingReplayStream(streams.size(), clock, fenceLagEvents)
-                                    : new ReplayStream(streams.size()));
+                            key -> newStream(timing, streams.size(), clock));
                     DeviceBlock block;
                     witness.request = bytes;
                     try {
@@ -339,6 +359,11 @@ public final class TraceReplayer {
                     if (liveBytes > peakLive) {
                         peakLive = liveBytes;
                     }
+                    allocatedBytes += block.size();
+                    if (allocatedBytes > peakAllocated) {
+                        peakAllocated = allocatedBytes;
+                        requestedAtPeakAllocated = liveBytes;
+                    }
                 } else if (action == Trace.FREE) {
                     DeviceBlock block = live.remove(trace.pointer(i));
                     if (block == null) {
@@ -346,6 +371,7 @@ public final class TraceReplayer {
                         continue;
                     }
                     liveBytes -= block.requestedBytes();
+                    allocatedBytes -= block.size();
                     block.release();
                     frees++;
                     if (block.stream() instanceof RequestEndReplayStream tracked) {
@@ -367,6 +393,6 @@ public final class TraceReplayer {
         return new Result(strategy.name(), n, allocations, frees, failed, unmatched, peakLive,
                 statistics.peakReservedBytes(), statistics.allocations(), witness.growsDespiteFree, elapsed,
                 statistics.maps(), statistics.unmaps(), statistics.mappedBytesTotal(),
-                statistics.mappedExtentsTotal(), localHits, crossStreamWaits);
+                statistics.mappedExtentsTotal(), localHits, crossStreamWaits, peakAllocated, requestedAtPeakAllocated);
     }
 }

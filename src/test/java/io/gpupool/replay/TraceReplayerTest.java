@@ -36,6 +36,20 @@ class TraceReplayerTest {
         assertThat(r.chunkAllocations()).isEqualTo(2);
     }
 
+    /** A 5 MiB tensor in 2 MiB units holds 6 MiB: the rounding at the allocated peak says so. */
+    @Test
+    void reportsTheRoundingAtThePeakOfAllocatedBytes() {
+        Trace trace = new Trace();
+        trace.add(1, 0, Trace.ALLOCATE, 0x1000, 5 * MIB, 0);
+        trace.add(1, 1, Trace.ALLOCATE, 0x2000, 4 * MIB, 0);
+        trace.add(1, 2, Trace.FREE, 0x2000, 4 * MIB, 0);
+        trace.add(1, 3, Trace.FREE, 0x1000, 5 * MIB, 0);
+        TraceReplayer.Result r = TraceReplayer.replay(trace, ReplayStrategies.byName("two-level"), 1L << 30);
+        assertThat(r.peakAllocatedBytes()).isEqualTo(10 * MIB);
+        assertThat(r.requestedAtPeakAllocated()).isEqualTo(9 * MIB);
+        assertThat(r.rounding()).isEqualTo(10.0 / 9);
+    }
+
     @Test
     void refusedAllocationsAreCountedAndTheirFreesSkipped() {
         Trace trace = new Trace();

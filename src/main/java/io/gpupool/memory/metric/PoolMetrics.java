@@ -28,6 +28,16 @@ public interface PoolMetrics extends AllocatorMetrics {
     /** Free bytes in the global level's free lists. */
     long globalFreeBytes();
 
+    /**
+     * The part of {@link #globalFreeBytes()} whose memory still carries an unfinished fence of a
+     * stream that freed it: another stream takes it only by waiting for that work, and it cannot be
+     * unmapped or returned before the work is done. Walks the free lists (racy, not for hot paths);
+     * 0 for allocators without fences.
+     */
+    default long fencedFreeBytes() {
+        return 0;
+    }
+
     /** The largest free block of the global level in bytes. */
     long largestFreeBlockBytes();
 

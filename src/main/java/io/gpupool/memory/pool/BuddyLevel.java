@@ -242,14 +242,15 @@ final class BuddyLevel {
 
     /**
      * Allocates a span of {@code units} &gt; 2^top: the lowest run of adjacent free top-order blocks
-     * of one chunk that covers it, tail trimmed like a run (see "Spans" in the class comment).
+     * of one chunk that covers it, tail trimmed like a run (see "Spans" in the class comment); with
+     * {@code start} &gt;= 0 only the run beginning at that free top-order block (a caller chose it on
+     * a racy read).
      *
-     * @return the span's handle, or -1 when no chunk has enough adjacent free top-order blocks
+     * @return the span's handle, or -1 when there is no such run
      */
-    long allocateSpan(int units) {
+    long allocateSpan(int units, long start) {
         long step = 1L << top;
         int blocks = (int) ((units + step - 1) >>> top);
-        long start;
         ReentrantLock lock = locks[top];
         lock.lock();
         try {
@@ -266,7 +267,8 @@ final class BuddyLevel {
                     run = 0;
                     continue;
                 }
-                run = i > 0 && run > 0 && adjacent(list[i - 1], list[i], step) ? run + 1 : 1;
+                run = i > 0 && run > 0 && adjacent(list[i - 1], list[i], step) && (start < 0 || list[i - 1] >= start)
+                        ? run + 1 : start < 0 || list[i] == start ? 1 : 0;
                 if (run == blocks) {
                     found = i - blocks + 1;
                 }
@@ -293,7 +295,7 @@ final class BuddyLevel {
         return largeUnits == 0 || chunk.large == (units >= largeUnits);
     }
 
-    /** Returns a run handed out by {@link #allocate} or a span from {@link #allocateSpan}. */
+    /** Returns a run handed out by {@link #allocate} or a span from {@link #allocateSpan(int, long)}. */
     void free(long handle) {
         int chunkId = chunkId(handle);
         long offset = offset(handle);

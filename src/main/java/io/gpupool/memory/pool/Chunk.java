@@ -124,6 +124,23 @@ final class Chunk {
         return false;
     }
 
+    /**
+     * Whether units [first, first + count) carry no unfinished fence of another stream and at least
+     * one of {@code stream}'s own: memory the stream freed itself, reusable by it without a wait.
+     */
+    boolean heldOnlyBy(long first, long count, AllocationStream stream) {
+        boolean own = false;
+        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+            FenceSet set = fences[u];
+            if (set.heldOnlyBy(stream)) {
+                own = true;
+            } else if (set.blocks(stream)) {
+                return false;
+            }
+        }
+        return own;
+    }
+
     /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
     boolean fencesPending(long first, long count) {
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {

@@ -56,7 +56,7 @@ final class ChunkGrowth extends Growth {
     @Override
     long allocateLarge(long bytes, AllocationStream stream, RunAllocator runs) {
         if (onDemand && bytes <= global.maxSpanBytes) {
-            long span = global.buddy.allocateSpan((int) ((bytes + global.minBlock - 1) >>> global.unitShift));
+            long span = global.buddy.allocateSpan((int) ((bytes + global.minBlock - 1) >>> global.unitShift), -1);
             if (span >= 0) {                                       // adjacent free maximum blocks of one chunk
                 global.waitForRun(span, stream, null);
                 stats.globalHits.increment();

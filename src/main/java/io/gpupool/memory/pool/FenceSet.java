@@ -30,10 +30,22 @@ final class FenceSet {
         /** Latched once the fence was seen complete: the many unit sets sharing it ask the driver once. */
         private volatile boolean complete;
 
+        /** Fences of the pool not yet closed, or null when nobody counts them. */
+        private final AtomicLong open;
+
         Shared(StreamFence fence, int ordinal) {
+            this(fence, ordinal, null);
+        }
+
+        /** @param open incremented now and decremented when the fence closes (null: not counted) */
+        Shared(StreamFence fence, int ordinal, AtomicLong open) {
             this.fence = fence;
             this.ordinal = ordinal;
             this.sequence = SEQUENCE.incrementAndGet();
+            this.open = open;
+            if (open != null) {
+                open.incrementAndGet();
+            }
         }
 
         boolean isComplete() {
@@ -51,6 +63,9 @@ final class FenceSet {
         void release() {
             if (references.decrementAndGet() == 0) {
                 fence.close();
+                if (open != null) {
+                    open.decrementAndGet();
+                }
             }
         }
     }
@@ -93,6 +108,15 @@ final class FenceSet {
      */
     boolean blocks(AllocationStream stream) {
         return !empty && dropCompleted(stream.ordinal()) == FOREIGN;
+    }
+
+    /**
+     * Whether this memory's pending fences all belong to {@code stream} (at least one, none of another
+     * stream): memory the stream itself freed while its work on it may still run, which it can take
+     * back with no wait (stream order) and nobody else can take without one. Drops completed fences.
+     */
+    boolean heldOnlyBy(AllocationStream stream) {
+        return !empty && dropCompleted(stream.ordinal()) == OWN_ONLY;
     }
 
     private static final int NONE_PENDING = 0;

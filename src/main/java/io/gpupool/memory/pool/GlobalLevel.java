@@ -6,6 +6,7 @@ import io.gpupool.memory.StreamFence;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
@@ -55,6 +56,12 @@ final class GlobalLevel implements LocalCache.GlobalFree {
     final BuddyLevel buddy;
     final SmallObjects small;
     private final Reservation reservation;
+    /**
+     * Fences recorded on frees into this level and not yet closed (a fence closes once every unit and
+     * slab let go of it, which happens lazily after it completed); 0 means no free memory of the level
+     * can be under an unfinished fence.
+     */
+    final AtomicLong openFences = new AtomicLong();
     /** Device-side waits on other streams' fences inserted when runs and dedicated chunks were taken. */
     final LongAdder crossStreamWaits = new LongAdder();
 
@@ -122,7 +129,7 @@ final class GlobalLevel implements LocalCache.GlobalFree {
 
     /** A run of at most one maximum block, or (ON_DEMAND) a span of adjacent maximum blocks; -1 if none is free. */
     long tryAllocate(int units) {
-        return units > maxUnits ? buddy.allocateSpan(units) : buddy.allocate(units);
+        return units > maxUnits ? buddy.allocateSpan(units, -1) : buddy.allocate(units);
     }
 
     /**
@@ -159,7 +166,7 @@ final class GlobalLevel implements LocalCache.GlobalFree {
         if (recorded.isComplete()) {
             recorded.close();                                      // nothing queued: no one needs to wait
         } else {
-            fence = new FenceSet.Shared(recorded, stream.ordinal());
+            fence = new FenceSet.Shared(recorded, stream.ordinal(), openFences);
         }
         List<SmallObjects.Slab> released = null;
         try {
@@ -214,5 +221,36 @@ final class GlobalLevel implements LocalCache.GlobalFree {
         chunk.awaitAllFences();
         reservation.freeChunk(chunk.address, chunk.bytes);
         return chunk.bytes;
+    }
+
+    /**
+     * Free units of the buddy lists that cost memory (under MAPPED: mapped ones) and still carry an
+     * unfinished fence; a copy of each order's list, then a look at each unit's fences (drops the
+     * completed ones on the way). For metrics and the replay's breakdown, not for allocation.
+     */
+    long fencedFreeUnits() {
+        long[][] free = buddy.snapshotFree();
+        long units = 0;
+        for (int k = 0; k < free.length; k++) {
+            for (long key : free[k]) {
+                Chunk chunk = chunks.get(Handles.keyChunk(key));
+                if (chunk == null) {
+                    continue;
+                }
+                long from = Handles.keyOffset(key);
+                for (long u = from, end = Math.min(chunk.units, from + (1L << k)); u < end; u++) {
+                    boolean costs = !chunk.isAddressSpace();
+                    if (!costs) {
+                        synchronized (chunk.mapped) {
+                            costs = chunk.countMapped(u, u + 1) == 1;
+                        }
+                    }
+                    if (costs && chunk.fencesPending(u, 1)) {
+                        units++;
+                    }
+                }
+            }
+        }
+        return units;
     }
 }

@@ -14,10 +14,12 @@ import io.gpupool.memory.PoolConfig;
  *     2. take one object (GLOBAL_ONLY, or the cache was busy)                   (hit: return)
  *     3. a new slab: a run of slabBlocks(c) units (below), whose fences the slab inherits; retry
  *   run of n units (n &lt;= maxUnits), or a span (n &gt; maxUnits)
- *     1. the policy's preferred block (Growth.place)                            (hit: return)
- *     2. any free block (BuddyLevel; ON_DEMAND spans: adjacent free max blocks)  (hit: return)
- *     3. coalesce all orders, retry                                             (hit: return)
- *     4. the miss path (Growth.growAndAllocate: grow, staged recovery, fail)
+ *     1. a run: a block the stream freed itself, still under its own fence      (hit: return)
+ *        (OwnFreedFirst); a span: the free span costing the least to use (SpanChoice)
+ *     2. the policy's preferred block (Growth.place)                            (hit: return)
+ *     3. any free block (BuddyLevel; spans: the lowest adjacent free max blocks) (hit: return)
+ *     4. coalesce all orders, retry                                             (hit: return)
+ *     5. the miss path (Growth.growAndAllocate: grow, staged recovery, fail)
  *     then: wait for other streams' fences on the run's units; make it usable (Growth.afterTake:
  *     MAPPED maps it); if that fails, the run goes back and the exception passes on
  * </pre>
@@ -30,12 +32,16 @@ final class Placement implements Growth.RunAllocator {
     private final Growth growth;
     private final PoolStatistics stats;
     private final CoarseClock clock;
+    private final OwnFreedFirst ownFreed;
+    private final SpanChoice spans;
 
     Placement(GlobalLevel global, Growth growth, PoolStatistics stats, CoarseClock clock) {
         this.global = global;
         this.growth = growth;
         this.stats = stats;
         this.clock = clock;
+        this.ownFreed = new OwnFreedFirst(global);
+        this.spans = new SpanChoice(global, () -> growth.config.get().waitBeyondBudget());
     }
 
     /**
@@ -83,18 +89,22 @@ final class Placement implements Growth.RunAllocator {
      * moved there.
      */
     long allocateRun(int units, AllocationStream stream, long requested, FenceSet keep) {
-        long handle = growth.place(units, stream);                 // step 1
+        long handle = units <= global.maxUnits ? ownFreed.allocate(units, stream)    // step 1
+                : spans.allocate(units, stream);
         if (handle < 0) {
-            handle = global.tryAllocate(units);                    // step 2
+            handle = growth.place(units, stream);                  // step 2
         }
         if (handle < 0) {
-            global.buddy.coalesceAll();                            // step 3: deferred merge, then retry
+            handle = global.tryAllocate(units);                    // step 3
+        }
+        if (handle < 0) {
+            global.buddy.coalesceAll();                            // step 4: deferred merge, then retry
             handle = global.tryAllocate(units);
         }
         if (handle >= 0) {
             stats.globalHits.increment();
         } else {
-            handle = growth.growAndAllocate(units);                // step 4
+            handle = growth.growAndAllocate(units);                // step 5
         }
         global.waitForRun(handle, stream, keep);
         try {

@@ -174,6 +174,11 @@ final class PoolMetricsView implements PoolMetrics, BlockLayoutMetric {
         return growth.globalFreeBytes();
     }
 
+    @Override
+    public long fencedFreeBytes() {
+        return global.fencedFreeUnits() << global.unitShift;
+    }
+
     /**
      * The largest contiguous free range of the global level: adjacent free blocks of the top order
      * in one chunk count as one range (they are never merged into a larger block, yet serve a

@@ -145,6 +145,75 @@ class MappedGrowthTest {
         }
     }
 
+    /**
+     * A stream whose work still runs takes back the block it freed itself (no wait, stream order), so
+     * the clear block stays for another stream and nobody maps more.
+     */
+    @Test
+    void aStreamTakesBackWhatItFreedWhileItsWorkRunsAndLeavesClearMemoryToOthers() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            DeviceBlock low = pool.allocate(8 * MIB, s0);
+            DeviceBlock high = pool.allocate(8 * MIB, s0);
+            low.release();                                          // s0 had nothing queued: clear
+            s0.pending = true;
+            high.release();                                         // s0's kernels still use it
+            long maps = pool.metrics().mapCalls();
+            DeviceBlock again = pool.allocate(8 * MIB, s0);
+            assertThat(again.address()).as("its own freed block, not the lower clear one").isEqualTo(high.address());
+            DeviceBlock other = pool.allocate(8 * MIB, s1);
+            assertThat(other.address()).as("the clear block, no wait for s0").isEqualTo(low.address());
+            assertThat(pool.metrics().crossStreamWaits()).isZero();
+            assertThat(pool.metrics().mapCalls()).isEqualTo(maps);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(16 * MIB);
+            again.release();
+            other.release();
+            s0.fences.forEach(f -> f.complete = true);
+        }
+    }
+
+    /** A span (above the maximum block) goes where memory is still mapped rather than to the lowest free address space. */
+    @Test
+    void aSpanReusesTheMappedSpanItsStreamFreedRatherThanMapAnother() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            DeviceBlock first = pool.allocate(300 * MIB, s0);
+            DeviceBlock second = pool.allocate(300 * MIB, s0);
+            first.release();
+            pool.trim();                                            // first's span is unmapped, second's stays live
+            s0.pending = true;
+            second.release();                                       // mapped, under s0's fence
+            long maps = pool.metrics().mapCalls();
+            long reserved = pool.metrics().reservedBytes();
+            DeviceBlock again = pool.allocate(300 * MIB, s0);
+            assertThat(again.address()).isEqualTo(second.address());
+            assertThat(pool.metrics().mapCalls()).as("nothing mapped").isEqualTo(maps);
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(reserved);
+            again.release();
+            DeviceBlock other = pool.allocate(300 * MIB, s1);
+            assertThat(other.address()).as("another stream does not wait for s0's span").isNotEqualTo(second.address());
+            assertThat(pool.metrics().crossStreamWaits()).isZero();
+            other.release();
+            s0.fences.forEach(f -> f.complete = true);
+        }
+    }
+
+    /** Free mapped memory whose last user's work is still queued is reported as fenced until that work is done. */
+    @Test
+    void freedMemoryIsReportedFencedUntilTheStreamsWorkCompletes() {
+        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+            DeviceBlock done = pool.allocate(8 * MIB, s0);
+            DeviceBlock queued = pool.allocate(40 * MIB, s0);
+            done.release();
+            assertThat(pool.metrics().globalFreeBytes()).isEqualTo(8 * MIB);
+            assertThat(pool.metrics().fencedFreeBytes()).as("s0 had nothing queued").isZero();
+            s0.pending = true;
+            queued.release();
+            assertThat(pool.metrics().fencedFreeBytes()).isEqualTo(40 * MIB);
+            s0.fences.getLast().complete = true;
+            assertThat(pool.metrics().fencedFreeBytes()).isZero();
+            assertThat(pool.metrics().globalFreeBytes()).isEqualTo(48 * MIB);
+        }
+    }
+
     /** With waitBeyondBudget (tuned at runtime), mapping past the budget gives way to a wait on the stream that freed memory. */
     @Test
     void beyondTheBudgetAStreamCanBeMadeToWaitRatherThanMapMore() {
