@@ -65,6 +65,10 @@ final class MappedGrowth extends Growth {
     static final int LOCAL_SHARE_FACTOR = 4;
 
     private final VirtualMemory memory;
+    /** The physical allocations behind the mapped units, and those kept for reuse. */
+    final RetainedHandles handles;
+    /** The source's mapping granularity: the size of a small chunk's physical allocations. */
+    private final long granule;
     private final CoarseClock clock;
     /** Bytes of address space reserved (mapped or not). */
     private final AtomicLong addressSpace = new AtomicLong();
@@ -78,6 +82,8 @@ final class MappedGrowth extends Growth {
                  CoarseClock clock) {
         super(global, reservation, stats, streams, dedicated, config, growLock);
         this.memory = memory;
+        this.handles = new RetainedHandles(memory, reservation, config);
+        this.granule = memory.granularity();
         this.clock = clock;
     }
 
@@ -237,18 +243,53 @@ final class MappedGrowth extends Growth {
 
     @Override
     long returnFreeMemory() {
-        return reclaimMapped(0, false, true);
+        return reclaimMapped(0, false, true) + handles.release(0);
+    }
+
+    /** A lower cap: kept physical memory goes until the reserved bytes fit (or none is kept). */
+    @Override
+    void afterCapChange() {
+        long over = reservation.reserved() - reservation.capBytes();
+        if (over > 0) {
+            handles.release(Math.max(0, handles.keptBytes() - over));
+        }
+    }
+
+    @Override
+    void afterClose() {
+        handles.release(0);
     }
 
     /** When demand fell for releaseIdleAge, the budget follows it and free mapped memory above it goes. */
     @Override
     long maintain(long now, PoolConfig cfg) {
+        long idleKept = handles.releaseIdle(now, cfg.releaseIdleAge().toNanos());
         if (now - highWaterRaisedNanos < cfg.releaseIdleAge().toNanos()) {
-            return 0;
+            return idleKept;
         }
         highWater.set(stats.allocatedBytes());
         highWaterRaisedNanos = now;
-        return reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), true, false);
+        return idleKept + reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), true, false);
+    }
+
+    @Override
+    long retainedHandleBytes() {
+        return handles.keptBytes();
+    }
+
+    @Override
+    long retainedHandles() {
+        return handles.keptCount();
+    }
+
+    @Override
+    long physicalCreates() {
+        return handles.creates.sum();
+    }
+
+    @Override
+    long physicalReleases() {
+        return handles.releases.sum();
     }
 
     @Override
@@ -314,19 +355,13 @@ final class MappedGrowth extends Growth {
     private void mapUnits(Chunk chunk, long start, long end, long extentBytes, long requested) {
         long bytes = (end - start) << global.unitShift;
         long address = chunk.address + (start << global.unitShift);
-        makeRoomToMap(bytes, requested);
+        long extent = extentBytes > 0 ? extentBytes : granule;
+        makeRoomToMap(bytes);
         try {
-            mapAt(address, bytes, extentBytes);
+            mapAt(address, bytes, extent);                          // takes the cap for what is not kept
         } catch (OutOfDeviceMemoryException refused) {
-            reservation.giveBack(bytes);
             fallback().recoverAndRetry(requested, () -> {
-                reservation.takeCap(bytes);
-                try {
-                    mapAt(address, bytes, extentBytes);
-                } catch (OutOfDeviceMemoryException again) {
-                    reservation.giveBack(bytes);
-                    throw again;
-                }
+                mapAt(address, bytes, extent);
                 return null;
             });
         }
@@ -338,17 +373,19 @@ final class MappedGrowth extends Growth {
     }
 
     /**
-     * Takes {@code bytes} of the cap for a map (step 3). While mapping stays within the budget, free
-     * mapped memory is left alone (later requests reuse it at no cost); beyond it, free mapped memory
-     * of the global level is unmapped first, then the caches are flushed if needed.
+     * Checks the budget before a map of {@code bytes} (step 3). While mapping stays within the budget,
+     * free mapped memory is left alone (later requests reuse it at no cost); beyond it, free mapped
+     * memory of the global level is unmapped first, then the caches are flushed if needed. The budget
+     * counts mapped bytes: physical memory kept for reuse ({@link RetainedHandles}) is what the map
+     * takes first, and what a reclaim here unmaps is kept for it.
      */
-    private void makeRoomToMap(long bytes, long requested) {
+    private void makeRoomToMap(long bytes) {
         long allocatedAfter = stats.allocatedBytes() + bytes;
         if (Peaks.raise(highWater, allocatedAfter)) {
             highWaterRaisedNanos = clock.nanos();
         }
         long budget = budget();
-        if (reservation.reserved() + bytes > budget) {
+        if (mappedBytes() + bytes > budget) {
             growLock.lock();
             try {
                 long slack = budget - highWater.get();               // hysteresis: a quarter of the slack below
@@ -357,24 +394,17 @@ final class MappedGrowth extends Growth {
                 growLock.unlock();
             }
         }
-        try {
-            reservation.takeCap(bytes);
-        } catch (OutOfDeviceMemoryException atCap) {
-            fallback().recoverAndRetry(requested, () -> {
-                reservation.takeCap(bytes);
-                return null;
-            });
-        }
+    }
+
+    /** Reserved bytes that are mapped (or in chunks of other kinds): not the physical memory kept unmapped. */
+    private long mappedBytes() {
+        return reservation.reserved() - handles.keptBytes();
     }
 
     private void mapAt(long address, long bytes, long extentBytes) {
         long started = System.nanoTime();
         try {
-            if (extentBytes > 0) {
-                memory.map(address, bytes, extentBytes);
-            } else {
-                memory.map(address, bytes);
-            }
+            handles.map(address, bytes, extentBytes);
         } finally {
             stats.mapNanos.add(System.nanoTime() - started);
         }
@@ -400,7 +430,7 @@ final class MappedGrowth extends Growth {
         global.releaseEmptySlabs();                               // empty slabs first become free runs
         long unmapped = 0;
         for (int pass = 0; pass < 3; pass++) {
-            long excess = reservation.reserved() - Math.max(0, target);
+            long excess = mappedBytes() - Math.max(0, target);
             if (excess <= 0) {
                 break;
             }
@@ -409,7 +439,7 @@ final class MappedGrowth extends Growth {
                     continue;
                 }
                 fallback().flushAndCoalesce();                     // caches and empty slabs back, coalesce
-                excess = reservation.reserved() - Math.max(0, target);
+                excess = mappedBytes() - Math.max(0, target);
             } else if (pass == 2 && !waitForFences) {
                 break;
             }
@@ -433,21 +463,23 @@ final class MappedGrowth extends Growth {
         return unmapped;
     }
 
-    /** Unmaps the mapped stretches of [from, to) of a chunk whose units the caller holds; returns bytes unmapped. */
+    /**
+     * Unmaps the mapped stretches of [from, to) of a chunk whose units the caller holds; the physical
+     * memory is kept for reuse within its bound. @return bytes released to the source
+     */
     private long unmapUnits(Chunk chunk, long from, long to) {
-        long[] unmapped = {0};
+        long[] released = {0};
+        long extent = chunk.extentUnits > 1 ? (long) chunk.extentUnits << global.unitShift : granule;
         forEachStretch(chunk, from, to, true, (start, end) -> {
             long bytes = (end - start) << global.unitShift;
             long started = System.nanoTime();
-            memory.unmap(chunk.address + (start << global.unitShift), bytes);
+            released[0] += handles.unmap(chunk.address + (start << global.unitShift), bytes, extent);
             stats.unmapNanos.add(System.nanoTime() - started);
             synchronized (chunk.mapped) {
                 chunk.markMapped(start, end, false);
             }
-            reservation.giveBack(bytes);
             stats.unmaps.increment();
-            unmapped[0] += bytes;
         });
-        return unmapped[0];
+        return released[0];
     }
 }
