@@ -31,11 +31,14 @@ import java.util.function.Supplier;
  *       staged recovery, so the fenced mapped block comes first there.</li>
  *   <li>Map ({@link #afterTake}): walk the chunk's bitmap and map each unmapped stretch of the run
  *       with one source call; a large chunk maps whole extents of {@value #LARGE_EXTENT_BYTES} B
- *       (the driver charges per physical allocation), a small chunk units.</li>
- *   <li>Before mapping, {@link #makeRoomToMap} takes the bytes from the cap and checks the budget:
- *       the allocated high-water mark plus {@link PoolConfig#mappedSlack()} of it (at least
- *       {@value #SLACK_FLOOR_UNITS} minimum blocks). Beyond it, free mapped memory of the global
- *       level is unmapped down to a quarter of the slack below the budget.</li>
+ *       (the driver charges per physical allocation), a small chunk units. The physical memory
+ *       comes from {@link RetainedHandles}: what an unmap kept first, then new allocations, for which
+ *       it takes the cap.</li>
+ *   <li>Before mapping, {@link #makeRoomToMap} checks the budget: the allocated high-water mark plus
+ *       {@link PoolConfig#mappedSlack()} of it (at least {@value #SLACK_FLOOR_UNITS} minimum blocks),
+ *       against the mapped bytes (reserved minus what is kept unmapped). Beyond it, free mapped
+ *       memory of the global level is unmapped down to a quarter of the slack below the budget; what
+ *       it frees is kept, so the map that follows reuses it.</li>
  *   <li>Reclaim ({@link #reclaimMapped}) takes free blocks with mapped units out of the lists
  *       ({@link BuddyLevel#takeMapped}: large blocks, high addresses first; blocks without unfinished
  *       fences first), waits for the fences of the units it must (host side), unmaps their mapped
@@ -49,6 +52,22 @@ import java.util.function.Supplier;
  * holds at most {@value #LOCAL_SHARE_FACTOR} times the ON_DEMAND share (half of the allocated
  * bytes): with the full configured cap the caches kept the pool over its budget and every reclaim
  * flushed them. Costs and the measurements behind these constants: docs/benchmarks.md, "MAPPED".
+ *
+ * <h2>Locking: no source call under a lock an allocation needs</h2>
+ * <ul>
+ *   <li>An allocation served from mapped memory (a local hit, or a global run whose units are all
+ *       mapped) takes order locks and the bitmap monitor of its chunk for a read; neither is ever
+ *       held across a source call, and it never takes the grow lock.</li>
+ *   <li>A map runs on the allocating thread after it took its run, holding nothing: a small chunk's
+ *       run owns its units; a large chunk's run claims its unmapped extents under the bitmap monitor
+ *       ({@link #mapExtents}) and waits only for an extent another run is mapping, which it needs.</li>
+ *   <li>{@link RetainedHandles} holds its monitor only to push and pop kept handles.</li>
+ *   <li>The grow lock serialises growth, reclaims, recovery and trim; reclaims unmap under it, so a
+ *       map that must reclaim first, a miss that must grow and a recovery wait for each other, but
+ *       never an allocation from mapped memory. Growing address space calls the source under it.</li>
+ *   <li>The CUDA source holds a reservation's monitor only around its bookkeeping in the physical
+ *       calls, so maps of one address-space chunk proceed in parallel.</li>
+ * </ul>
  */
 final class MappedGrowth extends Growth {
 
@@ -183,9 +202,7 @@ final class MappedGrowth extends Growth {
         if (extent > 1) {
             long from = position / extent * extent;
             long end = Math.min(chunk.units, (to + extent - 1) / extent * extent);
-            synchronized (chunk.extentLock) {                      // a neighbour run may share an end extent
-                mapStretches(chunk, from, end, (long) extent << global.unitShift, requested);
-            }
+            mapExtents(chunk, from, end, extent, requested);      // a neighbour run may share an end extent
             return;
         }
         mapStretches(chunk, position, to, 0, requested);
@@ -263,13 +280,13 @@ final class MappedGrowth extends Growth {
     /** When demand fell for releaseIdleAge, the budget follows it and free mapped memory above it goes. */
     @Override
     long maintain(long now, PoolConfig cfg) {
-        long idleKept = handles.releaseIdle(now, cfg.releaseIdleAge().toNanos());
-        if (now - highWaterRaisedNanos < cfg.releaseIdleAge().toNanos()) {
-            return idleKept;
+        long released = 0;
+        if (now - highWaterRaisedNanos >= cfg.releaseIdleAge().toNanos()) {
+            highWater.set(stats.allocatedBytes());
+            highWaterRaisedNanos = now;
+            released = reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), true, false);
         }
-        highWater.set(stats.allocatedBytes());
-        highWaterRaisedNanos = now;
-        return idleKept + reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), true, false);
+        return released + handles.releaseIdle(now, cfg.releaseIdleAge().toNanos());   // kept, unused that long
     }
 
     @Override
@@ -322,6 +339,67 @@ final class MappedGrowth extends Growth {
     /** Maps each unmapped stretch of [position, to), in extents of {@code extentBytes} (0: granules). */
     private void mapStretches(Chunk chunk, long position, long to, long extentBytes, long requested) {
         forEachStretch(chunk, position, to, false, (start, end) -> mapUnits(chunk, start, end, extentBytes, requested));
+    }
+
+    /**
+     * Maps the unmapped extents of [from, end) of a large chunk with no lock held across the source
+     * calls: under the bitmap monitor, the first stretch of extents that are neither mapped nor being
+     * mapped is claimed ({@link Chunk#markBeingMapped}); it is mapped with one call, published, and the
+     * claim withdrawn with a notification. An extent another run is mapping is waited for on the
+     * monitor, and claimed in its turn if that map failed. A run whose extents are all mapped
+     * returns at once, whatever other threads are mapping.
+     */
+    private void mapExtents(Chunk chunk, long from, long end, int extent, long requested) {
+        long extentBytes = (long) extent << global.unitShift;
+        boolean interrupted = false;
+        try {
+            while (true) {
+                long start = -1;
+                long stop = -1;
+                synchronized (chunk.mapped) {
+                    boolean othersMapping = false;
+                    for (long e = from; e < end; e += extent) {
+                        if (chunk.isMapped(e) || chunk.isBeingMapped(e)) {
+                            othersMapping |= !chunk.isMapped(e);
+                            if (start >= 0) {
+                                break;                             // one stretch per source call
+                            }
+                            continue;
+                        }
+                        if (start < 0) {
+                            start = e;
+                        }
+                        stop = e + extent;
+                        chunk.markBeingMapped(e, true);
+                    }
+                    if (start < 0) {
+                        if (!othersMapping) {
+                            return;                                // everything the run needs is mapped
+                        }
+                        try {
+                            chunk.mapped.wait();                   // another run maps a shared extent
+                        } catch (InterruptedException e) {
+                            interrupted = true;                    // the run needs the memory: keep waiting
+                        }
+                        continue;
+                    }
+                }
+                try {
+                    mapUnits(chunk, start, stop, extentBytes, requested);
+                } finally {
+                    synchronized (chunk.mapped) {
+                        for (long e = start; e < stop; e += extent) {
+                            chunk.markBeingMapped(e, false);
+                        }
+                        chunk.mapped.notifyAll();
+                    }
+                }
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 
     /** What to do with one stretch [start, end) of units found by {@link #forEachStretch}. */

@@ -65,6 +65,8 @@ final class RetainedHandles {
     private final AtomicLong keptCount = new AtomicLong();
     /** When a kept handle was last taken or kept ({@link System#nanoTime}); for {@link #releaseIdle}. */
     private volatile long lastUsedNanos = System.nanoTime();
+    /** When {@link #releaseIdle} last ran (its callers are serialised by the grow lock). */
+    private volatile long previousSweepNanos = System.nanoTime();
     final LongAdder creates = new LongAdder();
     final LongAdder releases = new LongAdder();
     /** Handles mapped again from the kept ones instead of created. */
@@ -156,9 +158,15 @@ final class RetainedHandles {
         return released;
     }
 
-    /** Releases every kept handle once none was taken or kept for {@code ageNanos}. @return bytes released */
+    /**
+     * Releases every kept handle once none was taken or kept since the previous call and for at least
+     * {@code ageNanos} (so a handle kept just now survives one maintenance round). @return bytes released
+     */
     long releaseIdle(long nowNanos, long ageNanos) {
-        return nowNanos - lastUsedNanos >= ageNanos ? release(0) : 0;
+        long used = lastUsedNanos;
+        boolean idle = used <= previousSweepNanos && nowNanos - used >= ageNanos;
+        previousSweepNanos = System.nanoTime();
+        return idle ? release(0) : 0;
     }
 
     long keptBytes() {

@@ -45,7 +45,7 @@ final class FakeChunkSource implements ChunkSource, VirtualMemory {
     final AtomicInteger releases = new AtomicInteger();
     final AtomicInteger physicalMaps = new AtomicInteger();
     final AtomicInteger physicalUnmaps = new AtomicInteger();
-    /** While set, mapPhysical counts down {@link #mapEntered} and waits for this latch. */
+    /** While set, map and mapPhysical count down {@link #mapEntered} and wait for this latch. */
     volatile java.util.concurrent.CountDownLatch blockMaps;
     volatile java.util.concurrent.CountDownLatch mapEntered = new java.util.concurrent.CountDownLatch(1);
     /** The next this-many mapPhysical calls fail with an out-of-memory exception. */
@@ -98,6 +98,7 @@ final class FakeChunkSource implements ChunkSource, VirtualMemory {
 
     @Override
     public void map(long address, long bytes) {
+        pauseWhileBlocked();
         long now = liveBytes.addAndGet(bytes);
         if (now > limit) {
             liveBytes.addAndGet(-bytes);
@@ -168,19 +169,10 @@ final class FakeChunkSource implements ChunkSource, VirtualMemory {
         releases.incrementAndGet();
     }
 
-    /** Blocks while {@link #blockMaps} is set (after counting down {@link #mapEntered}); fails while {@link #failMaps} &gt; 0. */
+    /** Blocks while {@link #blockMaps} is set (as {@link #map} does); fails while {@link #failMaps} &gt; 0. */
     @Override
     public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
-        java.util.concurrent.CountDownLatch block = blockMaps;
-        if (block != null) {
-            mapEntered.countDown();
-            try {
-                block.await();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new AssertionError(e);
-            }
-        }
+        pauseWhileBlocked();
         if (failMaps.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
             throw new OutOfDeviceMemoryException(count * extentBytes, "fake device refused to map " + count
                     + " extents of " + extentBytes + " bytes");
@@ -212,6 +204,19 @@ final class FakeChunkSource implements ChunkSource, VirtualMemory {
             }
         }
         physicalUnmaps.incrementAndGet();
+    }
+
+    private void pauseWhileBlocked() {
+        java.util.concurrent.CountDownLatch block = blockMaps;
+        if (block != null) {
+            mapEntered.countDown();
+            try {
+                block.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new AssertionError(e);
+            }
+        }
     }
 
     /** Physical allocations created and not released. */
