@@ -222,7 +222,8 @@ public class GpuPoolEndpoint {
         GlobalDescriptor global = new GlobalDescriptor(m.reservedBytes(), m.allocatedBytes(), m.requestedBytes(),
                 m.cachedBytes(), m.globalFreeBytes(), m.peakReservedBytes(), m.peakAllocatedBytes(), m.peakRequestedBytes(),
                 m.largestFreeBlockBytes(), m.fragmentation(), m.freeBlocks(), chunks.size(), chunks,
-                m.addressSpaceBytes(), m.mapCalls(), m.unmapCalls(), m.crossStreamWaits(), m.mapNanos(), m.unmapNanos());
+                m.addressSpaceBytes(), m.mapCalls(), m.unmapCalls(), m.crossStreamWaits(), m.mapNanos(), m.unmapNanos(),
+                m.physicalCreates(), m.physicalReleases(), m.retainedHandles(), m.retainedHandleBytes());
         List<LocalCacheDescriptor> caches = m.streams().stream()
                 .map(c -> new LocalCacheDescriptor(c.ordinal(), c.cachedBytes(), c.cachedBlocks(), c.hits(), c.misses(),
                         c.hitRatio()))
@@ -313,6 +314,9 @@ public class GpuPoolEndpoint {
      * the chunks span, and the map / unmap counters the driver calls that moved memory.
      * {@code crossStreamWaits} counts device-side waits on other streams' fences (memory reused across streams).
      * {@code mapNanos} / {@code unmapNanos}: host time spent in those map / unmap calls.
+     * {@code physicalCreates} / {@code physicalReleases}: the driver's physical allocations made and let go
+     * (cuMemCreate / cuMemRelease); {@code retainedHandles} / {@code retainedHandleBytes}: those unmapped but
+     * kept to map again ({@code gpupool.memory.retained-handle-bytes}; counted in reserved bytes).
      * {@code peakRequestedBytes}: the most bytes the callers had asked for at once; peak allocated over it
      * is the rounding of the pool.
      */
@@ -320,7 +324,9 @@ public class GpuPoolEndpoint {
                                    long freeBytes, long peakReservedBytes, long peakAllocatedBytes, long peakRequestedBytes,
                                    long largestFreeBlockBytes, double fragmentation, List<FreeOrderMetric> freeBlocks,
                                    int chunkCount, List<ChunkMetric> chunks, long addressSpaceBytes, long mapCalls,
-                                   long unmapCalls, long crossStreamWaits, long mapNanos, long unmapNanos) {
+                                   long unmapCalls, long crossStreamWaits, long mapNanos, long unmapNanos,
+                                   long physicalCreates, long physicalReleases, long retainedHandles,
+                                   long retainedHandleBytes) {
     }
 
     /** A stream's local cache; hitRatio = hits / (hits + misses). */

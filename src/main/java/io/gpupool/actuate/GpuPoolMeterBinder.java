@@ -111,6 +111,11 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 global, pool, p -> p.metrics().peakRequestedBytes());
         bytes(registry, "gpupool.memory.address.space", "Address space the pool's chunks span (MAPPED growth; 0 otherwise)",
                 global, pool, p -> p.metrics().addressSpaceBytes());
+        bytes(registry, "gpupool.memory.retained", "Physical memory unmapped but kept to map again, counted in "
+                + "reserved (MAPPED growth with retained handles)", global, pool, p -> p.metrics().retainedHandleBytes());
+        Gauge.builder("gpupool.retained.handles", pool, p -> p.metrics().retainedHandles())
+                .description("Physical allocations unmapped but kept to map again (MAPPED growth)")
+                .tags(global).register(registry);
         bytes(registry, "gpupool.memory.capacity", "Memory of the device behind the pool", device, pool,
                 ManagedPool::capacityBytes);
         bytes(registry, "gpupool.memory.cap", "Most the pool may reserve from the device (tunable)", global, pool,
@@ -174,6 +179,10 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 global, pool, p -> p.metrics().mapCalls());
         counter(registry, "gpupool.unmaps", "Calls that unmapped free device memory (MAPPED growth)", global, pool,
                 p -> p.metrics().unmapCalls());
+        counter(registry, "gpupool.physical.creates", "Physical allocations created for mapping (cuMemCreate; MAPPED growth)",
+                global, pool, p -> p.metrics().physicalCreates());
+        counter(registry, "gpupool.physical.releases", "Physical allocations released (cuMemRelease; MAPPED growth)",
+                global, pool, p -> p.metrics().physicalReleases());
         timer(registry, "gpupool.map.time", "Host time in the calls that mapped device memory (MAPPED growth)", global,
                 pool, p -> p.metrics().mapCalls(), p -> p.metrics().mapNanos());
         timer(registry, "gpupool.unmap.time", "Host time in the calls that unmapped free device memory (MAPPED growth)",

@@ -108,6 +108,12 @@ public class GpuPoolProperties {
         private double mappedSlack = PoolConfig.DEFAULT_MAPPED_SLACK;
 
         /**
+         * MAPPED growth: physical memory unmapped but kept to map again elsewhere (no driver create and
+         * release when the pool shrinks and grows again); counts as reserved, obeys the cap; 0 = off.
+         */
+        private DataSize retainedHandleBytes = DataSize.ofBytes(0);
+
+        /**
          * MAPPED growth: rather than map beyond the budget (high-water mark + mapped slack), take memory
          * another stream freed and wait for that stream's work (as cudaMallocAsync does). Less memory,
          * more cross-stream waits; off by default.
@@ -160,6 +166,8 @@ public class GpuPoolProperties {
         public boolean isWaitBeyondBudget() { return waitBeyondBudget; }
         public void setWaitBeyondBudget(boolean waitBeyondBudget) { this.waitBeyondBudget = waitBeyondBudget; }
         public double getMappedSlack() { return mappedSlack; }
+        public DataSize getRetainedHandleBytes() { return retainedHandleBytes; }
+        public void setRetainedHandleBytes(DataSize retainedHandleBytes) { this.retainedHandleBytes = retainedHandleBytes; }
         public void setMappedSlack(double mappedSlack) { this.mappedSlack = mappedSlack; }
         public boolean isTrackAllocationSites() { return trackAllocationSites; }
         public void setTrackAllocationSites(boolean track) { this.trackAllocationSites = track; }

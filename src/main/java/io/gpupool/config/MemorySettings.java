@@ -45,7 +45,8 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
                     bytes(memory.getGrowthStepBytes()), bytes(memory.getMaxGrowthStepBytes()), bytes(memory.getCapBytes()),
                     memory.getCapFraction(), bytes(memory.getLocalCacheBytesPerStream()), memory.getLocalCacheCountPerClass(),
                     memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThresholdBytes()),
-                    memory.getReleaseIdleAge(), memory.getMappedSlack(), memory.isWaitBeyondBudget(),
+                    memory.getReleaseIdleAge(), memory.getMappedSlack(), bytes(memory.getRetainedHandleBytes()),
+                    memory.isWaitBeyondBudget(),
                     memory.isTrackAllocationSites());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
                     memory.getFaultInjection().getSeed(), memory.isExpandableSegments());

@@ -51,6 +51,11 @@ import java.util.Objects;
  *                                 mark of allocated bytes, as a fraction of that mark (at least 8 minimum
  *                                 blocks); more is unmapped. [0, 1]; default 0.0625 (1/16). More slack holds
  *                                 more memory and maps less (docs/benchmarks.md, "MAPPED")
+ * @param retainedHandleBytes      MAPPED growth: physical memory the pool unmaps but keeps to map again elsewhere,
+ *                                 so that shrinking and growing again make no driver create and release; kept
+ *                                 memory counts as reserved and obeys the cap, and goes on trim, recovery, a
+ *                                 lower cap, close, and after releaseIdleAge unused. >= 0; default 0 (nothing
+ *                                 kept: plain map and unmap calls). Not tunable at runtime
  * @param waitBeyondBudget         MAPPED growth: when no free block the stream can take without waiting is
  *                                 mapped and mapping one would pass the mapped budget (the high-water mark +
  *                                 mappedSlack), take a mapped block another stream freed and make the stream
@@ -77,6 +82,7 @@ public record PoolConfig(
         long releaseThresholdBytes,
         Duration releaseIdleAge,
         double mappedSlack,
+        long retainedHandleBytes,
         boolean waitBeyondBudget,
         boolean trackAllocationSites) {
 
@@ -136,13 +142,14 @@ public record PoolConfig(
         if (!(mappedSlack >= 0.0 && mappedSlack <= 1.0)) {
             throw invalid("mappedSlack", mappedSlack, "[0, 1]");
         }
+        requireRange("retainedHandleBytes", retainedHandleBytes, 0, 1L << 44);
     }
 
     /** The defaults documented on each field. */
     public static PoolConfig defaults() {
         return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.MAPPED, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
-                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, false, false);
+                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, false, false);
     }
 
     /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */
@@ -164,7 +171,7 @@ public record PoolConfig(
                 tuning.coalesceThreshold() != null ? tuning.coalesceThreshold() : coalesceThreshold,
                 tuning.releaseThresholdBytes() != null ? tuning.releaseThresholdBytes() : releaseThresholdBytes,
                 tuning.releaseIdleAge() != null ? tuning.releaseIdleAge() : releaseIdleAge,
-                tuning.mappedSlack() != null ? tuning.mappedSlack() : mappedSlack,
+                tuning.mappedSlack() != null ? tuning.mappedSlack() : mappedSlack, retainedHandleBytes,
                 tuning.waitBeyondBudget() != null ? tuning.waitBeyondBudget() : waitBeyondBudget,
                 trackAllocationSites);
     }
@@ -173,7 +180,7 @@ public record PoolConfig(
         return new PoolConfig(newMode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, waitBeyondBudget, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, trackAllocationSites);
     }
 
     /** Sets the growth policy and its initial size (pass 0 with LAZY). */
@@ -181,7 +188,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, policy, newInitialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, waitBeyondBudget, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, trackAllocationSites);
     }
 
     /** Sets the block range; growth steps are raised to at least the new maximum block. */
@@ -190,14 +197,14 @@ public record PoolConfig(
         return new PoolConfig(mode, newMinBlockBytes, newMaxBlockBytes, growthPolicy, initialBytes, step,
                 Math.max(maxGrowthStepBytes, step), capBytes, capFraction, localCacheBytesPerStream,
                 localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, waitBeyondBudget, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, trackAllocationSites);
     }
 
     public PoolConfig withTrackAllocationSites(boolean track) {
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, waitBeyondBudget, track);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, track);
     }
 
     /** Sets {@link #waitBeyondBudget()}. */
@@ -205,7 +212,15 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, wait, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, wait, trackAllocationSites);
+    }
+
+    /** Sets {@link #retainedHandleBytes()}. */
+    public PoolConfig withRetainedHandleBytes(long bytes) {
+        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
+                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
+                mappedSlack, bytes, waitBeyondBudget, trackAllocationSites);
     }
 
     /** The rejection every setting uses: names the property, the value given and what is allowed. */

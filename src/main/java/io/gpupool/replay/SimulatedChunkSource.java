@@ -1,5 +1,6 @@
 package io.gpupool.replay;
 
+import io.gpupool.memory.source.PhysicalAllocations;
 import io.gpupool.memory.source.ReservedRanges;
 
 import io.gpupool.memory.ChunkSource;
@@ -47,6 +48,9 @@ public final class SimulatedChunkSource implements ChunkSource, VirtualMemory {
     private final ReservedRanges reservations;
     private final AtomicLong mapCalls = new AtomicLong();
     private final AtomicLong unmapCalls = new AtomicLong();
+    private final AtomicLong createCalls = new AtomicLong();
+    private final AtomicLong releaseCalls = new AtomicLong();
+    private final PhysicalAllocations physical;
     private final AtomicLong addressSpace = new AtomicLong();
 
     /** Extents larger than a granule, by first address: their size; guarded by itself. */
@@ -69,6 +73,7 @@ public final class SimulatedChunkSource implements ChunkSource, VirtualMemory {
         this.name = name;
         this.capacityBytes = capacityBytes;
         this.reservations = new ReservedRanges(name, ALIGNMENT);
+        this.physical = new PhysicalAllocations(name);
     }
 
     @Override
@@ -209,12 +214,66 @@ public final class SimulatedChunkSource implements ChunkSource, VirtualMemory {
         unmapCalls.incrementAndGet();
     }
 
-    /** Successful {@link #map} calls so far. */
+    /** Counts against the capacity: a physical allocation is memory even while mapped nowhere. */
+    @Override
+    public long createPhysical(long bytes) {
+        requireMapping();
+        reservations.requireGranules("createPhysical", 0, bytes);
+        long after = reserved.addAndGet(bytes);
+        if (after > capacityBytes || after < 0) {
+            reserved.addAndGet(-bytes);
+            throw new OutOfDeviceMemoryException(bytes, name + " cannot create " + bytes + " bytes: "
+                    + (after - bytes) + " of " + capacityBytes + " in use");
+        }
+        createCalls.incrementAndGet();
+        return physical.create(bytes);
+    }
+
+    @Override
+    public void releasePhysical(long handle) {
+        requireMapping();
+        reserved.addAndGet(-physical.release(handle));
+        releaseCalls.incrementAndGet();
+    }
+
+    @Override
+    public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
+        requireMapping();
+        reservations.requireGranules("mapPhysical", address, extentBytes);
+        physical.map(address, extentBytes, handles, count);
+        try {
+            reservations.markMapped(address, count * extentBytes);
+        } catch (RuntimeException e) {
+            physical.unmap(address, extentBytes, new long[count], count);
+            throw e;
+        }
+        mapCalls.incrementAndGet();
+    }
+
+    @Override
+    public void unmapPhysical(long address, long extentBytes, long[] handles, int count) {
+        requireMapping();
+        physical.unmap(address, extentBytes, handles, count);
+        reservations.markUnmapped(address, count * extentBytes);
+        unmapCalls.incrementAndGet();
+    }
+
+    /** {@link #createPhysical} calls that succeeded so far. */
+    public long createCalls() {
+        return createCalls.get();
+    }
+
+    /** {@link #releasePhysical} calls so far. */
+    public long releaseCalls() {
+        return releaseCalls.get();
+    }
+
+    /** Successful {@link #map} and {@link #mapPhysical} calls so far. */
     public long mapCalls() {
         return mapCalls.get();
     }
 
-    /** {@link #unmap} calls so far. */
+    /** {@link #unmap} and {@link #unmapPhysical} calls so far. */
     public long unmapCalls() {
         return unmapCalls.get();
     }

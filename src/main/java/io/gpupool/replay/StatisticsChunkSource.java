@@ -33,6 +33,9 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
     private final LongAdder mappedBytes = new LongAdder();
     private final LongAdder mappedExtents = new LongAdder();
     private final LongAdder unmaps = new LongAdder();
+    private final LongAdder releases = new LongAdder();
+    /** Sizes of the physical allocations alive now, to take them off the reserved bytes at release. */
+    private final java.util.concurrent.ConcurrentHashMap<Long, Long> physicalSizes = new java.util.concurrent.ConcurrentHashMap<>();
     private final LongAdder failures = new LongAdder();
     private final LongAdder allocateNanos = new LongAdder();
     private final LongAdder freeNanos = new LongAdder();
@@ -100,6 +103,57 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
                 unmaps.increment();
                 reservedBytes.addAndGet(-bytes);
             }
+
+            @Override
+            public long createPhysical(long bytes) {
+                long start = System.nanoTime();
+                long handle;
+                try {
+                    handle = upstream.createPhysical(bytes);
+                } catch (Throwable e) {
+                    failures.increment();
+                    recordAllocateTime(System.nanoTime() - start);
+                    throw e;
+                }
+                recordAllocateTime(System.nanoTime() - start);
+                mappedExtents.increment();
+                physicalSizes.put(handle, bytes);
+                Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
+                return handle;
+            }
+
+            @Override
+            public void releasePhysical(long handle) {
+                long start = System.nanoTime();
+                upstream.releasePhysical(handle);
+                freeNanos.add(System.nanoTime() - start);
+                releases.increment();
+                Long bytes = physicalSizes.remove(handle);
+                reservedBytes.addAndGet(bytes == null ? 0 : -bytes);
+            }
+
+            @Override
+            public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
+                long start = System.nanoTime();
+                try {
+                    upstream.mapPhysical(address, extentBytes, handles, count);
+                } catch (Throwable e) {
+                    failures.increment();
+                    recordAllocateTime(System.nanoTime() - start);
+                    throw e;
+                }
+                recordAllocateTime(System.nanoTime() - start);
+                maps.increment();
+                mappedBytes.add(count * extentBytes);
+            }
+
+            @Override
+            public void unmapPhysical(long address, long extentBytes, long[] handles, int count) {
+                long start = System.nanoTime();
+                upstream.unmapPhysical(address, extentBytes, handles, count);
+                freeNanos.add(System.nanoTime() - start);
+                unmaps.increment();
+            }
         };
     }
 
@@ -113,9 +167,14 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
         return mappedBytes.sum();
     }
 
-    /** Physical allocations made by all {@link #map} calls (extents, or granules without an extent). */
+    /** Physical allocations made by all {@link #map} calls (extents, or granules without an extent) and by createPhysical. */
     public long mappedExtentsTotal() {
         return mappedExtents.sum();
+    }
+
+    /** Physical allocations released (cuMemRelease), each one the pool did not keep for reuse. */
+    public long physicalReleases() {
+        return releases.sum();
     }
 
     /** Calls of {@link #unmap}. */

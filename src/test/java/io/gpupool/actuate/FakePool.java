@@ -188,5 +188,25 @@ final class FakePool implements ManagedPool {
         @Override
         public void resetPeaks() {
         }
+
+        @Override
+        public long retainedHandles() {
+            return 3;
+        }
+
+        @Override
+        public long retainedHandleBytes() {
+            return 6 * MIB;
+        }
+
+        @Override
+        public long physicalCreates() {
+            return 40;
+        }
+
+        @Override
+        public long physicalReleases() {
+            return 25;
+        }
     }
 }

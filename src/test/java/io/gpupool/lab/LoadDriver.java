@@ -712,7 +712,8 @@ public final class LoadDriver {
             JsonNode global = device.path("global");
             for (String field : List.of("reservedBytes", "allocatedBytes", "requestedBytes", "cachedBytes", "freeBytes",
                     "peakReservedBytes", "peakAllocatedBytes", "peakRequestedBytes", "largestFreeBlockBytes", "chunkCount",
-                    "addressSpaceBytes", "mapCalls", "unmapCalls", "crossStreamWaits", "mapNanos", "unmapNanos")) {
+                    "addressSpaceBytes", "mapCalls", "unmapCalls", "crossStreamWaits", "mapNanos", "unmapNanos",
+                    "physicalCreates", "physicalReleases", "retainedHandles", "retainedHandleBytes")) {
                 out.put(field, global.path(field).asLong());
             }
             out.put("fragmentation", global.path("fragmentation").asDouble());

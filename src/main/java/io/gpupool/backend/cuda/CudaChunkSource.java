@@ -38,8 +38,8 @@ import static jcuda.driver.JCudaDriver.cuMemFree;
  * </pre>
  * The reservations sit in a skip-list map by base address; an address is resolved with
  * {@code floorEntry} (no lock). Each reservation's {@code handles} array is guarded by the reservation
- * itself, held across the driver calls: map and unmap are on the pool's slow path, and calls on
- * different reservations proceed in parallel.
+ * itself; {@link #map} and {@link #unmap} hold it across their driver calls (calls on different
+ * reservations proceed in parallel), the physical calls below only around their bookkeeping.
  *
  * <p>Cost on the H200 (driver 580, VmmCostBench, docs/benchmarks.md): map ≈ 45 µs and unmap ≈ 35 µs per
  * granule, of which cuMemSetAccess ≈ 28 µs, cuMemCreate ≈ 13 µs, cuMemUnmap ≈ 18 µs, cuMemRelease ≈ 14 µs;
@@ -62,6 +62,15 @@ import static jcuda.driver.JCudaDriver.cuMemFree;
  * each extent's handle, which frees the physical memory; clear the slots. Release of a reservation requires that nothing in it is mapped,
  * then cuMemAddressFree.
  *
+ * <h2>Physical allocations</h2>
+ * The pool keeps memory it unmapped and maps it elsewhere later ({@link VirtualMemory}'s physical
+ * calls): {@link #createPhysical} and {@link #releasePhysical} are cuMemCreate and cuMemRelease and
+ * touch no reservation; {@link #mapPhysical} and {@link #unmapPhysical} do steps 1-4 and the unmap
+ * above with the caller's handles, and call the driver outside the reservation's monitor. They claim
+ * the granules under it first ({@code extents[i] = -e}: in flight, every other call on those granules
+ * is refused), call the driver, and publish or withdraw under it again, so that a slow map does not
+ * hold up maps and unmaps of other ranges of the same reservation.
+ *
  * <h2>Stream rules</h2>
  * cuMemCreate, cuMemMap, cuMemSetAccess and cuMemUnmap are host calls, not stream-ordered. Memory
  * mapped by {@link #map} may be used by any work enqueued after it returns. The caller of {@link #unmap}
@@ -82,7 +91,7 @@ public final class CudaChunkSource implements ChunkSource, VirtualMemory {
         final long base;
         final long bytes;
         final long[] handles;
-        /** At the first granule of each mapped extent: its length in granules; 0 elsewhere. */
+        /** At the first granule of each mapped extent: its length in granules (negated while a physical call is in flight); 0 elsewhere. */
         final int[] extents;
         boolean released;
 
@@ -329,7 +338,7 @@ public final class CudaChunkSource implements ChunkSource, VirtualMemory {
                             + " bytes): the granule at 0x" + Long.toHexString(granuleAddress(r, i)) + " is not mapped");
                 }
                 int extent = r.extents[i];
-                if (extent == 0 || i + extent > first + count) {
+                if (extent <= 0 || i + extent > first + count) {
                     throw new IllegalArgumentException(name() + ": unmap of 0x" + Long.toHexString(address) + " (" + bytes
                             + " bytes) would split the extent mapped around 0x" + Long.toHexString(granuleAddress(r, i))
                             + "; extents are unmapped whole");
@@ -354,6 +363,150 @@ public final class CudaChunkSource implements ChunkSource, VirtualMemory {
                 i += extent;
             }
         }
+    }
+
+    @Override
+    public long createPhysical(long bytes) {
+        requireMapping();
+        if (bytes <= 0 || (bytes & (granularity - 1)) != 0) {
+            throw new IllegalArgumentException(name() + ": physical allocations are positive multiples of "
+                    + granularity + " bytes, got " + bytes);
+        }
+        device.makeCurrent();
+        return lib.create(bytes, device.index());
+    }
+
+    @Override
+    public void releasePhysical(long handle) {
+        requireMapping();
+        device.makeCurrent();
+        lib.release(handle);
+    }
+
+    /**
+     * Maps the caller's physical allocations (see "Physical allocations" above): the granules are
+     * claimed under the reservation's monitor, the driver is called outside it, and the extents are
+     * published under it again; on failure the claim is withdrawn and the handles stay the caller's.
+     */
+    @Override
+    public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
+        long bytes = checkExtents(address, extentBytes, count, "mapPhysical");
+        Reservation r = reservationOf(address, bytes, "mapPhysical");
+        int extent = (int) (extentBytes >>> granuleShift);
+        int first = (int) ((address - r.base) >>> granuleShift);
+        synchronized (r) {
+            requireOpen(r, address, "mapPhysical");
+            for (int i = first; i < first + count * extent; i++) {
+                if (r.handles[i] != 0) {
+                    throw new IllegalArgumentException(name() + ": mapPhysical of 0x" + Long.toHexString(address) + " ("
+                            + bytes + " bytes): the granule at 0x" + Long.toHexString(granuleAddress(r, i))
+                            + " is mapped or being mapped");
+                }
+            }
+            for (int k = 0; k < count; k++) {                    // claimed: in flight until published
+                java.util.Arrays.fill(r.handles, first + k * extent, first + (k + 1) * extent, handles[k]);
+                r.extents[first + k * extent] = -extent;
+            }
+        }
+        device.makeCurrent();
+        int index = device.index();
+        int done = 0;
+        try {
+            for (; done < count; done++) {
+                long at = granuleAddress(r, first + done * extent);
+                lib.map(at, extentBytes, handles[done]);
+                if (accessPerGranule) {
+                    lib.setAccessReadWrite(at, extentBytes, index);
+                }
+            }
+            if (!accessPerGranule) {
+                lib.setAccessReadWrite(address, bytes, index);
+            }
+        } catch (RuntimeException e) {
+            for (int k = done - 1; k >= 0; k--) {
+                long at = granuleAddress(r, first + k * extent);
+                int result = lib.tryUnmap(at, extentBytes);
+                if (result != 0) {
+                    e.addSuppressed(new CudaDriverException("cuMemUnmap", result, "rolling back extent 0x"
+                            + Long.toHexString(at)));
+                }
+            }
+            synchronized (r) {
+                java.util.Arrays.fill(r.handles, first, first + count * extent, 0L);
+                for (int k = 0; k < count; k++) {
+                    r.extents[first + k * extent] = 0;
+                }
+            }
+            throw e;
+        }
+        synchronized (r) {
+            for (int k = 0; k < count; k++) {
+                r.extents[first + k * extent] = extent;
+            }
+        }
+        mappedBytes.addAndGet(bytes);
+    }
+
+    /**
+     * Unmaps extents without releasing them: claimed under the reservation's monitor, cuMemUnmap
+     * outside it, the slots cleared under it again.
+     */
+    @Override
+    public void unmapPhysical(long address, long extentBytes, long[] handles, int count) {
+        long bytes = checkExtents(address, extentBytes, count, "unmapPhysical");
+        Reservation r = reservationOf(address, bytes, "unmapPhysical");
+        int extent = (int) (extentBytes >>> granuleShift);
+        int first = (int) ((address - r.base) >>> granuleShift);
+        synchronized (r) {
+            requireOpen(r, address, "unmapPhysical");
+            for (int k = 0; k < count; k++) {
+                int i = first + k * extent;
+                if (r.handles[i] == 0 || r.extents[i] != extent) {
+                    throw new IllegalArgumentException(name() + ": unmapPhysical of 0x" + Long.toHexString(address) + " ("
+                            + bytes + " bytes): the granule at 0x" + Long.toHexString(granuleAddress(r, i))
+                            + " does not start a mapped extent of " + extentBytes + " bytes");
+                }
+            }
+            for (int k = 0; k < count; k++) {
+                int i = first + k * extent;
+                handles[k] = r.handles[i];
+                r.extents[i] = -extent;                          // in flight: no other call touches it
+            }
+        }
+        device.makeCurrent();
+        int done = 0;
+        try {
+            if (unmapWholeRange) {
+                lib.unmap(address, bytes);
+                done = count;
+            }
+            for (; done < count; done++) {
+                lib.unmap(granuleAddress(r, first + done * extent), extentBytes);
+            }
+        } finally {
+            synchronized (r) {                                   // unmapped extents cleared, the rest mapped again
+                for (int k = 0; k < count; k++) {
+                    int i = first + k * extent;
+                    if (k < done) {
+                        java.util.Arrays.fill(r.handles, i, i + extent, 0L);
+                        r.extents[i] = 0;
+                    } else {
+                        r.extents[i] = extent;
+                    }
+                }
+            }
+            mappedBytes.addAndGet(-((long) done * extentBytes));
+        }
+    }
+
+    private long checkExtents(long address, long extentBytes, int count, String operation) {
+        requireMapping();
+        if (extentBytes <= 0 || (extentBytes & (granularity - 1)) != 0 || count <= 0) {
+            throw new IllegalArgumentException(name() + ": " + operation + " of " + count + " extents of " + extentBytes
+                    + " bytes at 0x" + Long.toHexString(address) + ": extents are positive multiples of " + granularity
+                    + " bytes, at least one");
+        }
+        return count * extentBytes;
     }
 
     /** Unmaps and releases everything still mapped and gives every reserved range back (device close). */

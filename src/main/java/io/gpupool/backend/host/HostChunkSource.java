@@ -3,6 +3,7 @@ package io.gpupool.backend.host;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.VirtualMemory;
+import io.gpupool.memory.source.PhysicalAllocations;
 import io.gpupool.memory.source.ReservedRanges;
 
 import java.lang.foreign.Arena;
@@ -25,6 +26,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code munmap} (see {@link HostVirtualMemory}). The granularity is 2 MiB, the pool's smallest
  * block. A bitmap per reserved range refuses mapping a granule twice, unmapping one that is not
  * mapped and releasing a range that still has mapped granules, each before any system call.
+ * A physical allocation ({@link #createPhysical}) is a charge on the budget with a number; mapping
+ * it is the {@code mprotect}, unmapping it the {@code madvise} + {@code mprotect} with the budget
+ * still charged, so a handle the pool keeps costs budget, not pages.
  * Elsewhere than Linux the source does not map and the pool grows ON_DEMAND.
  */
 public final class HostChunkSource implements ChunkSource, VirtualMemory {
@@ -43,6 +47,7 @@ public final class HostChunkSource implements ChunkSource, VirtualMemory {
     /** Reserved ranges and their mapped granules, with the misuse checks; set up in the constructor. */
     private final ReservedRanges reservations;
     private final java.util.concurrent.atomic.AtomicLong mappedBytes = new java.util.concurrent.atomic.AtomicLong();
+    private final PhysicalAllocations physical;
 
     /** A chunk source with its own budget of {@code capacityBytes}. */
     public HostChunkSource(long capacityBytes) {
@@ -53,6 +58,7 @@ public final class HostChunkSource implements ChunkSource, VirtualMemory {
         this.name = name;
         this.budget = budget;
         this.reservations = new ReservedRanges(name, GRANULE);
+        this.physical = new PhysicalAllocations(name);
     }
 
     @Override
@@ -157,6 +163,64 @@ public final class HostChunkSource implements ChunkSource, VirtualMemory {
         }
         mappedBytes.addAndGet(-bytes);
         budget.release(bytes);
+    }
+
+    /** Charges the budget: a physical allocation is memory even while mapped nowhere. */
+    @Override
+    public long createPhysical(long bytes) {
+        requireMapping();
+        reservations.requireGranules("createPhysical", 0, bytes);
+        budget.reserve(bytes, name);
+        return physical.create(bytes);
+    }
+
+    @Override
+    public void releasePhysical(long handle) {
+        requireMapping();
+        budget.release(physical.release(handle));
+    }
+
+    /** An {@code mprotect} to read/write over the range; its pages are committed on first touch. */
+    @Override
+    public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
+        requireMapping();
+        long bytes = count * extentBytes;
+        reservations.requireGranules("mapPhysical", address, extentBytes);
+        physical.map(address, extentBytes, handles, count);
+        try {
+            reservations.markMapped(address, bytes);
+            try {
+                vm.commit(address, bytes, name);
+            } catch (RuntimeException e) {
+                reservations.markUnmapped(address, bytes);
+                throw e;
+            }
+        } catch (RuntimeException e) {
+            physical.unmap(address, extentBytes, new long[count], count);
+            throw e;
+        }
+        mappedBytes.addAndGet(bytes);
+    }
+
+    /** Drops the pages (the budget stays charged to the handles) and makes the range inaccessible. */
+    @Override
+    public void unmapPhysical(long address, long extentBytes, long[] handles, int count) {
+        requireMapping();
+        long bytes = count * extentBytes;
+        reservations.markUnmapped(address, bytes);
+        try {
+            vm.decommit(address, bytes, name);
+        } catch (RuntimeException e) {
+            reservations.markMapped(address, bytes);           // still mapped: the caller may retry
+            throw e;
+        }
+        physical.unmap(address, extentBytes, handles, count);
+        mappedBytes.addAndGet(-bytes);
+    }
+
+    /** Physical allocations created and not released (for tests and leak checks). */
+    public int physicalAllocations() {
+        return physical.live();
     }
 
     /** Bytes mapped into reserved address space now (for tests and leak checks). */

@@ -59,6 +59,26 @@ public interface PoolMetrics extends AllocatorMetrics {
         return 0;
     }
 
+    /** Physical allocations unmapped but kept to map again (MAPPED growth with retained handles; 0 otherwise). */
+    default long retainedHandles() {
+        return 0;
+    }
+
+    /** Bytes of {@link #retainedHandles()}: device memory, counted in the reserved bytes. */
+    default long retainedHandleBytes() {
+        return 0;
+    }
+
+    /** Physical allocations the pool had the source create (MAPPED growth: one per extent or granule mapped anew). */
+    default long physicalCreates() {
+        return 0;
+    }
+
+    /** Physical allocations the pool had the source release (MAPPED growth). */
+    default long physicalReleases() {
+        return 0;
+    }
+
     /** Host nanoseconds spent in the source's map calls, failed ones included (MAPPED growth; 0 otherwise). */
     default long mapNanos() {
         return 0;

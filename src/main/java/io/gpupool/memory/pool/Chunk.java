@@ -48,8 +48,12 @@ final class Chunk {
      * driver charges per physical allocation. Set before the chunk is published.
      */
     volatile int extentUnits = 1;
-    /** Serialises check-and-map of extents in a large chunk (two runs may touch one extent); never held with the grow lock taken after. */
-    final Object extentLock = new Object();
+    /**
+     * MAPPED growth, large chunks: the extents (bit at an extent's first unit) that a thread is mapping
+     * now, outside every lock; two runs may share an end extent, and the second waits on
+     * {@link #mapped} until it is mapped. Null for a chunk that is memory throughout; guarded by {@code mapped}.
+     */
+    final long[] mapping;
     /** Units with their bit set in {@link #mapped}; guarded by {@code mapped}. */
     volatile long mappedUnits;
 
@@ -65,6 +69,7 @@ final class Chunk {
         this.dedicated = dedicated;
         this.emptySinceNanos = System.nanoTime();
         this.mapped = addressSpaceOnly ? new long[(int) ((units + 63) >>> 6)] : null;
+        this.mapping = addressSpaceOnly ? new long[(int) ((units + 63) >>> 6)] : null;
         this.fences = new FenceSet[dedicated ? 1 : (int) Math.max(1, units)];
         for (int i = 0; i < fences.length; i++) {
             fences[i] = new FenceSet();
@@ -184,6 +189,26 @@ final class Chunk {
             return Math.min(found, to);
         }
         return to;
+    }
+
+    /** Whether unit {@code u} is mapped. Caller holds {@code mapped}. */
+    boolean isMapped(long u) {
+        return (mapped[(int) (u >>> 6)] & (1L << (u & 63))) != 0;
+    }
+
+    /** Whether a thread is mapping the extent that starts at unit {@code u}. Caller holds {@code mapped}. */
+    boolean isBeingMapped(long u) {
+        return (mapping[(int) (u >>> 6)] & (1L << (u & 63))) != 0;
+    }
+
+    /** Claims or gives up the extent that starts at unit {@code u} for mapping. Caller holds {@code mapped}. */
+    void markBeingMapped(long u, boolean state) {
+        long bit = 1L << (u & 63);
+        if (state) {
+            mapping[(int) (u >>> 6)] |= bit;
+        } else {
+            mapping[(int) (u >>> 6)] &= ~bit;
+        }
     }
 
     /** Mapped units in [from, to). Caller holds {@code mapped}. */

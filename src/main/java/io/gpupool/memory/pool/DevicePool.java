@@ -305,6 +305,9 @@ public final class DevicePool implements DeviceAllocator {
             } else {
                 config = next;
             }
+            if (tuning.capBytes() != null || tuning.capFraction() != null) {
+                growth.afterCapChange();                           // kept physical memory above a lower cap goes
+            }
             return next;
         }
     }
@@ -338,6 +341,7 @@ public final class DevicePool implements DeviceAllocator {
             for (Chunk chunk : global.chunks.all()) {
                 growth.releaseChunk(chunk);
             }
+            growth.afterClose();
         } finally {
             growLock.unlock();
         }

@@ -162,6 +162,32 @@ abstract class Growth {
         return total;
     }
 
+    /** A tuning may have lowered the cap: memory the policy keeps beyond it goes. */
+    void afterCapChange() {
+    }
+
+    /** The pool closed and every chunk went back: what the policy still keeps goes too; grow lock held. */
+    void afterClose() {
+    }
+
+    /** Physical memory the policy unmapped but keeps to map again (MAPPED), for the metrics. */
+    long retainedHandleBytes() {
+        return 0;
+    }
+
+    long retainedHandles() {
+        return 0;
+    }
+
+    /** Physical allocations created and released (MAPPED: one per extent or granule mapped, or kept one let go). */
+    long physicalCreates() {
+        return 0;
+    }
+
+    long physicalReleases() {
+        return 0;
+    }
+
     /** A tuning changed the growth step; grow lock held. */
     void restartSteps(long growthStepBytes) {
     }

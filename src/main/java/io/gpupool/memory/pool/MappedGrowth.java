@@ -31,11 +31,14 @@ import java.util.function.Supplier;
  *       staged recovery, so the fenced mapped block comes first there.</li>
  *   <li>Map ({@link #afterTake}): walk the chunk's bitmap and map each unmapped stretch of the run
  *       with one source call; a large chunk maps whole extents of {@value #LARGE_EXTENT_BYTES} B
- *       (the driver charges per physical allocation), a small chunk units.</li>
- *   <li>Before mapping, {@link #makeRoomToMap} takes the bytes from the cap and checks the budget:
- *       the allocated high-water mark plus {@link PoolConfig#mappedSlack()} of it (at least
- *       {@value #SLACK_FLOOR_UNITS} minimum blocks). Beyond it, free mapped memory of the global
- *       level is unmapped down to a quarter of the slack below the budget.</li>
+ *       (the driver charges per physical allocation), a small chunk units. The physical memory
+ *       comes from {@link RetainedHandles}: what an unmap kept first, then new allocations, for which
+ *       it takes the cap.</li>
+ *   <li>Before mapping, {@link #makeRoomToMap} checks the budget: the allocated high-water mark plus
+ *       {@link PoolConfig#mappedSlack()} of it (at least {@value #SLACK_FLOOR_UNITS} minimum blocks),
+ *       against the mapped bytes (reserved minus what is kept unmapped). Beyond it, free mapped
+ *       memory of the global level is unmapped down to a quarter of the slack below the budget; what
+ *       it frees is kept, so the map that follows reuses it.</li>
  *   <li>Reclaim ({@link #reclaimMapped}) takes free blocks with mapped units out of the lists
  *       ({@link BuddyLevel#takeMapped}: large blocks, high addresses first; blocks without unfinished
  *       fences first), waits for the fences of the units it must (host side), unmaps their mapped
@@ -49,6 +52,22 @@ import java.util.function.Supplier;
  * holds at most {@value #LOCAL_SHARE_FACTOR} times the ON_DEMAND share (half of the allocated
  * bytes): with the full configured cap the caches kept the pool over its budget and every reclaim
  * flushed them. Costs and the measurements behind these constants: docs/benchmarks.md, "MAPPED".
+ *
+ * <h2>Locking: no source call under a lock an allocation needs</h2>
+ * <ul>
+ *   <li>An allocation served from mapped memory (a local hit, or a global run whose units are all
+ *       mapped) takes order locks and the bitmap monitor of its chunk for a read; neither is ever
+ *       held across a source call, and it never takes the grow lock.</li>
+ *   <li>A map runs on the allocating thread after it took its run, holding nothing: a small chunk's
+ *       run owns its units; a large chunk's run claims its unmapped extents under the bitmap monitor
+ *       ({@link #mapExtents}) and waits only for an extent another run is mapping, which it needs.</li>
+ *   <li>{@link RetainedHandles} holds its monitor only to push and pop kept handles.</li>
+ *   <li>The grow lock serialises growth, reclaims, recovery and trim; reclaims unmap under it, so a
+ *       map that must reclaim first, a miss that must grow and a recovery wait for each other, but
+ *       never an allocation from mapped memory. Growing address space calls the source under it.</li>
+ *   <li>The CUDA source holds a reservation's monitor only around its bookkeeping in the physical
+ *       calls, so maps of one address-space chunk proceed in parallel.</li>
+ * </ul>
  */
 final class MappedGrowth extends Growth {
 
@@ -65,6 +84,10 @@ final class MappedGrowth extends Growth {
     static final int LOCAL_SHARE_FACTOR = 4;
 
     private final VirtualMemory memory;
+    /** The physical allocations behind the mapped units, and those kept for reuse. */
+    final RetainedHandles handles;
+    /** The source's mapping granularity: the size of a small chunk's physical allocations. */
+    private final long granule;
     private final CoarseClock clock;
     /** Bytes of address space reserved (mapped or not). */
     private final AtomicLong addressSpace = new AtomicLong();
@@ -78,6 +101,8 @@ final class MappedGrowth extends Growth {
                  CoarseClock clock) {
         super(global, reservation, stats, streams, dedicated, config, growLock);
         this.memory = memory;
+        this.handles = new RetainedHandles(memory, reservation, config);
+        this.granule = memory.granularity();
         this.clock = clock;
     }
 
@@ -177,9 +202,7 @@ final class MappedGrowth extends Growth {
         if (extent > 1) {
             long from = position / extent * extent;
             long end = Math.min(chunk.units, (to + extent - 1) / extent * extent);
-            synchronized (chunk.extentLock) {                      // a neighbour run may share an end extent
-                mapStretches(chunk, from, end, (long) extent << global.unitShift, requested);
-            }
+            mapExtents(chunk, from, end, extent, requested);      // a neighbour run may share an end extent
             return;
         }
         mapStretches(chunk, position, to, 0, requested);
@@ -237,18 +260,53 @@ final class MappedGrowth extends Growth {
 
     @Override
     long returnFreeMemory() {
-        return reclaimMapped(0, false, true);
+        return reclaimMapped(0, false, true) + handles.release(0);
+    }
+
+    /** A lower cap: kept physical memory goes until the reserved bytes fit (or none is kept). */
+    @Override
+    void afterCapChange() {
+        long over = reservation.reserved() - reservation.capBytes();
+        if (over > 0) {
+            handles.release(Math.max(0, handles.keptBytes() - over));
+        }
+    }
+
+    @Override
+    void afterClose() {
+        handles.release(0);
     }
 
     /** When demand fell for releaseIdleAge, the budget follows it and free mapped memory above it goes. */
     @Override
     long maintain(long now, PoolConfig cfg) {
-        if (now - highWaterRaisedNanos < cfg.releaseIdleAge().toNanos()) {
-            return 0;
+        long released = 0;
+        if (now - highWaterRaisedNanos >= cfg.releaseIdleAge().toNanos()) {
+            highWater.set(stats.allocatedBytes());
+            highWaterRaisedNanos = now;
+            released = reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), true, false);
         }
-        highWater.set(stats.allocatedBytes());
-        highWaterRaisedNanos = now;
-        return reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), true, false);
+        return released + handles.releaseIdle(now, cfg.releaseIdleAge().toNanos());   // kept, unused that long
+    }
+
+    @Override
+    long retainedHandleBytes() {
+        return handles.keptBytes();
+    }
+
+    @Override
+    long retainedHandles() {
+        return handles.keptCount();
+    }
+
+    @Override
+    long physicalCreates() {
+        return handles.creates.sum();
+    }
+
+    @Override
+    long physicalReleases() {
+        return handles.releases.sum();
     }
 
     @Override
@@ -283,6 +341,67 @@ final class MappedGrowth extends Growth {
         forEachStretch(chunk, position, to, false, (start, end) -> mapUnits(chunk, start, end, extentBytes, requested));
     }
 
+    /**
+     * Maps the unmapped extents of [from, end) of a large chunk with no lock held across the source
+     * calls: under the bitmap monitor, the first stretch of extents that are neither mapped nor being
+     * mapped is claimed ({@link Chunk#markBeingMapped}); it is mapped with one call, published, and the
+     * claim withdrawn with a notification. An extent another run is mapping is waited for on the
+     * monitor, and claimed in its turn if that map failed. A run whose extents are all mapped
+     * returns at once, whatever other threads are mapping.
+     */
+    private void mapExtents(Chunk chunk, long from, long end, int extent, long requested) {
+        long extentBytes = (long) extent << global.unitShift;
+        boolean interrupted = false;
+        try {
+            while (true) {
+                long start = -1;
+                long stop = -1;
+                synchronized (chunk.mapped) {
+                    boolean othersMapping = false;
+                    for (long e = from; e < end; e += extent) {
+                        if (chunk.isMapped(e) || chunk.isBeingMapped(e)) {
+                            othersMapping |= !chunk.isMapped(e);
+                            if (start >= 0) {
+                                break;                             // one stretch per source call
+                            }
+                            continue;
+                        }
+                        if (start < 0) {
+                            start = e;
+                        }
+                        stop = e + extent;
+                        chunk.markBeingMapped(e, true);
+                    }
+                    if (start < 0) {
+                        if (!othersMapping) {
+                            return;                                // everything the run needs is mapped
+                        }
+                        try {
+                            chunk.mapped.wait();                   // another run maps a shared extent
+                        } catch (InterruptedException e) {
+                            interrupted = true;                    // the run needs the memory: keep waiting
+                        }
+                        continue;
+                    }
+                }
+                try {
+                    mapUnits(chunk, start, stop, extentBytes, requested);
+                } finally {
+                    synchronized (chunk.mapped) {
+                        for (long e = start; e < stop; e += extent) {
+                            chunk.markBeingMapped(e, false);
+                        }
+                        chunk.mapped.notifyAll();
+                    }
+                }
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
     /** What to do with one stretch [start, end) of units found by {@link #forEachStretch}. */
     @FunctionalInterface
     private interface StretchAction {
@@ -314,19 +433,13 @@ final class MappedGrowth extends Growth {
     private void mapUnits(Chunk chunk, long start, long end, long extentBytes, long requested) {
         long bytes = (end - start) << global.unitShift;
         long address = chunk.address + (start << global.unitShift);
-        makeRoomToMap(bytes, requested);
+        long extent = extentBytes > 0 ? extentBytes : granule;
+        makeRoomToMap(bytes);
         try {
-            mapAt(address, bytes, extentBytes);
+            mapAt(address, bytes, extent);                          // takes the cap for what is not kept
         } catch (OutOfDeviceMemoryException refused) {
-            reservation.giveBack(bytes);
             fallback().recoverAndRetry(requested, () -> {
-                reservation.takeCap(bytes);
-                try {
-                    mapAt(address, bytes, extentBytes);
-                } catch (OutOfDeviceMemoryException again) {
-                    reservation.giveBack(bytes);
-                    throw again;
-                }
+                mapAt(address, bytes, extent);
                 return null;
             });
         }
@@ -338,17 +451,19 @@ final class MappedGrowth extends Growth {
     }
 
     /**
-     * Takes {@code bytes} of the cap for a map (step 3). While mapping stays within the budget, free
-     * mapped memory is left alone (later requests reuse it at no cost); beyond it, free mapped memory
-     * of the global level is unmapped first, then the caches are flushed if needed.
+     * Checks the budget before a map of {@code bytes} (step 3). While mapping stays within the budget,
+     * free mapped memory is left alone (later requests reuse it at no cost); beyond it, free mapped
+     * memory of the global level is unmapped first, then the caches are flushed if needed. The budget
+     * counts mapped bytes: physical memory kept for reuse ({@link RetainedHandles}) is what the map
+     * takes first, and what a reclaim here unmaps is kept for it.
      */
-    private void makeRoomToMap(long bytes, long requested) {
+    private void makeRoomToMap(long bytes) {
         long allocatedAfter = stats.allocatedBytes() + bytes;
         if (Peaks.raise(highWater, allocatedAfter)) {
             highWaterRaisedNanos = clock.nanos();
         }
         long budget = budget();
-        if (reservation.reserved() + bytes > budget) {
+        if (mappedBytes() + bytes > budget) {
             growLock.lock();
             try {
                 long slack = budget - highWater.get();               // hysteresis: a quarter of the slack below
@@ -357,24 +472,17 @@ final class MappedGrowth extends Growth {
                 growLock.unlock();
             }
         }
-        try {
-            reservation.takeCap(bytes);
-        } catch (OutOfDeviceMemoryException atCap) {
-            fallback().recoverAndRetry(requested, () -> {
-                reservation.takeCap(bytes);
-                return null;
-            });
-        }
+    }
+
+    /** Reserved bytes that are mapped (or in chunks of other kinds): not the physical memory kept unmapped. */
+    private long mappedBytes() {
+        return reservation.reserved() - handles.keptBytes();
     }
 
     private void mapAt(long address, long bytes, long extentBytes) {
         long started = System.nanoTime();
         try {
-            if (extentBytes > 0) {
-                memory.map(address, bytes, extentBytes);
-            } else {
-                memory.map(address, bytes);
-            }
+            handles.map(address, bytes, extentBytes);
         } finally {
             stats.mapNanos.add(System.nanoTime() - started);
         }
@@ -400,7 +508,7 @@ final class MappedGrowth extends Growth {
         global.releaseEmptySlabs();                               // empty slabs first become free runs
         long unmapped = 0;
         for (int pass = 0; pass < 3; pass++) {
-            long excess = reservation.reserved() - Math.max(0, target);
+            long excess = mappedBytes() - Math.max(0, target);
             if (excess <= 0) {
                 break;
             }
@@ -409,7 +517,7 @@ final class MappedGrowth extends Growth {
                     continue;
                 }
                 fallback().flushAndCoalesce();                     // caches and empty slabs back, coalesce
-                excess = reservation.reserved() - Math.max(0, target);
+                excess = mappedBytes() - Math.max(0, target);
             } else if (pass == 2 && !waitForFences) {
                 break;
             }
@@ -433,21 +541,23 @@ final class MappedGrowth extends Growth {
         return unmapped;
     }
 
-    /** Unmaps the mapped stretches of [from, to) of a chunk whose units the caller holds; returns bytes unmapped. */
+    /**
+     * Unmaps the mapped stretches of [from, to) of a chunk whose units the caller holds; the physical
+     * memory is kept for reuse within its bound. @return bytes released to the source
+     */
     private long unmapUnits(Chunk chunk, long from, long to) {
-        long[] unmapped = {0};
+        long[] released = {0};
+        long extent = chunk.extentUnits > 1 ? (long) chunk.extentUnits << global.unitShift : granule;
         forEachStretch(chunk, from, to, true, (start, end) -> {
             long bytes = (end - start) << global.unitShift;
             long started = System.nanoTime();
-            memory.unmap(chunk.address + (start << global.unitShift), bytes);
+            released[0] += handles.unmap(chunk.address + (start << global.unitShift), bytes, extent);
             stats.unmapNanos.add(System.nanoTime() - started);
             synchronized (chunk.mapped) {
                 chunk.markMapped(start, end, false);
             }
-            reservation.giveBack(bytes);
             stats.unmaps.increment();
-            unmapped[0] += bytes;
         });
-        return unmapped[0];
+        return released[0];
     }
 }

@@ -126,6 +126,26 @@ final class PoolMetricsView implements PoolMetrics, BlockLayoutMetric {
     }
 
     @Override
+    public long retainedHandles() {
+        return growth.retainedHandles();
+    }
+
+    @Override
+    public long retainedHandleBytes() {
+        return growth.retainedHandleBytes();
+    }
+
+    @Override
+    public long physicalCreates() {
+        return growth.physicalCreates();
+    }
+
+    @Override
+    public long physicalReleases() {
+        return growth.physicalReleases();
+    }
+
+    @Override
     public long mapNanos() {
         return stats.mapNanos.sum();
     }

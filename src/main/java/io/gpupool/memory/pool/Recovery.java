@@ -21,7 +21,8 @@ import static io.gpupool.memory.pool.Reservation.format;
  *   3. coalesce all orders                  buddies merged into larger blocks
  *   4. return empty chunks and cached       chunks back to the source (their        recovery, trim
  *      dedicated chunks                     fences awaited on the host first)
- *   5. return free memory of the policy     MAPPED: unmap all free mapped memory    recovery, trim
+ *   5. return free memory of the policy     MAPPED: unmap all free mapped memory,   recovery, trim
+ *                                           release kept physical memory
  * </pre>
  * After a refusal (the source, the cap or a map) {@link #recoverAndRetry} runs stages 1-5 under the
  * grow lock and retries once; a second refusal counts as a failure and becomes the out-of-memory

@@ -98,7 +98,7 @@ public final class FaultInjectingChunkSource extends ForwardingChunkSource {
         return draw < p;
     }
 
-    /** Map calls count and fail like allocations: a map is how a MAPPED pool obtains memory. */
+    /** Map calls (either kind) count and fail like allocations: a map is how a MAPPED pool obtains memory. */
     @Override
     protected VirtualMemory decorate(VirtualMemory upstreamMemory) {
         return new ForwardingVirtualMemory(upstreamMemory) {
@@ -111,6 +111,18 @@ public final class FaultInjectingChunkSource extends ForwardingChunkSource {
                             + call + " (" + bytes + " bytes at 0x" + Long.toHexString(address) + ")");
                 }
                 upstream.map(address, bytes, extentBytes);
+            }
+
+            @Override
+            public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
+                long call = calls.incrementAndGet();
+                if (shouldFail(call)) {
+                    injected.increment();
+                    throw new OutOfDeviceMemoryException(count * extentBytes, "injected failure of " + name()
+                            + " on map call " + call + " (" + count * extentBytes + " bytes at 0x"
+                            + Long.toHexString(address) + ")");
+                }
+                upstream.mapPhysical(address, extentBytes, handles, count);
             }
         };
     }

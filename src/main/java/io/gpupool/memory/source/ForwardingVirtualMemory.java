@@ -10,7 +10,9 @@ import java.util.Objects;
  *
  * <p>{@link #map(long, long)} is passed on as {@link #map(long, long, long)} with the granularity as
  * the extent (what a map without extents means), so a decorator overrides the three-argument form
- * alone and sees every map.
+ * alone and sees every map. The physical calls are passed on one to one; a decorator that cares
+ * about memory overrides {@link #createPhysical} and {@link #releasePhysical}, one that cares about
+ * mapping {@link #mapPhysical} and {@link #unmapPhysical}.
  */
 public class ForwardingVirtualMemory implements VirtualMemory {
 
@@ -48,5 +50,25 @@ public class ForwardingVirtualMemory implements VirtualMemory {
     @Override
     public void unmap(long address, long bytes) {
         upstream.unmap(address, bytes);
+    }
+
+    @Override
+    public long createPhysical(long bytes) {
+        return upstream.createPhysical(bytes);
+    }
+
+    @Override
+    public void releasePhysical(long handle) {
+        upstream.releasePhysical(handle);
+    }
+
+    @Override
+    public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
+        upstream.mapPhysical(address, extentBytes, handles, count);
+    }
+
+    @Override
+    public void unmapPhysical(long address, long extentBytes, long[] handles, int count) {
+        upstream.unmapPhysical(address, extentBytes, handles, count);
     }
 }

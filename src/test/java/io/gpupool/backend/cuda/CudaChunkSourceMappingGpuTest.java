@@ -107,6 +107,34 @@ class CudaChunkSourceMappingGpuTest {
         source.releaseAddressSpace(base, 128 * MIB);
     }
 
+    @Test
+    void aPhysicalAllocationUnmappedAndMappedElsewhereHoldsTheDevicesWritesWithoutANewCreate() {
+        long base = source.reserveAddressSpace(256 * MIB);
+        long[] handles = {source.createPhysical(32 * MIB), source.createPhysical(32 * MIB)};
+        source.mapPhysical(base, 32 * MIB, handles, 2);
+        assertThat(source.mappedBytes()).isEqualTo(64 * MIB);
+        stream.fill(base, (byte) 0x66, 64 * MIB);
+        assertBytes(readBack(base, 64 * MIB), 0, 64 * MIB, (byte) 0x66);
+
+        long[] out = new long[2];
+        source.unmapPhysical(base, 32 * MIB, out, 2);
+        assertThat(out).as("the same allocations, still alive").containsExactly(handles);
+        assertThat(source.mappedBytes()).isZero();
+        source.mapPhysical(base + 128 * MIB, 32 * MIB, new long[] {out[1], out[0]}, 2);   // elsewhere, swapped
+        stream.fill(base + 128 * MIB, (byte) 0x77, 64 * MIB);
+        assertBytes(readBack(base + 128 * MIB, 64 * MIB), 0, 64 * MIB, (byte) 0x77);
+        assertThatThrownBy(() -> source.unmapPhysical(base + 128 * MIB, 2 * MIB, new long[1], 1))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not start a mapped extent");
+        assertThatThrownBy(() -> source.mapPhysical(base + 128 * MIB, 32 * MIB, new long[] {out[0]}, 1))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("is mapped or being mapped");
+
+        source.unmapPhysical(base + 128 * MIB, 32 * MIB, out, 2);
+        source.releasePhysical(out[0]);
+        source.releasePhysical(out[1]);
+        source.releaseAddressSpace(base, 256 * MIB);
+        assertThat(source.mappedBytes()).isZero();
+    }
+
     @ParameterizedTest(name = "one cuMemUnmap over the range and cuMemSetAccess per granule: {0}")
     @ValueSource(booleans = {true, false})
     void middleOfAnEarlierMapCanBeUnmappedAndMappedAgain(boolean otherDriverCallPattern) {

@@ -20,8 +20,9 @@ import java.util.Locale;
  *       granules in one call, in two variants run twice each, alternating: one cuMemSetAccess per map call
  *       and one cuMemUnmap per granule (the default), or one cuMemSetAccess per granule and one cuMemUnmap
  *       over the whole range; next to
- *       cuMemAlloc / cuMemFree of the same sizes; best and median over the repetitions, per call and per
- *       granule.</li>
+ *       cuMemAlloc / cuMemFree of the same sizes, and mapPhysical / unmapPhysical of 64 granules of kept
+ *       allocations (1- and 16-granule extents: the pool's retained handles, no cuMemCreate or cuMemRelease);
+ *       best and median over the repetitions, per call and per granule.</li>
  *   <li>{@code components}: each driver call of a 1-granule map/unmap alone (cuMemCreate, cuMemMap,
  *       cuMemSetAccess, cuMemUnmap, cuMemRelease).</li>
  *   <li>{@code duringKernel}: while a ~100 ms spin kernel runs on another stream, the host time of one
@@ -136,6 +137,34 @@ public final class VmmCostBench {
             }
             rows.add(row("map in extents of " + extentGranules + " granules", 64, mapNanos));
             rows.add(row("unmap in extents of " + extentGranules + " granules", 64, unmapNanos));
+        }
+        // kept physical allocations (the pool's retained handles): map and unmap without create and release
+        for (int extentGranules : new int[] {1, 16}) {
+            long extentBytes = extentGranules * granule;
+            int count = 64 / extentGranules;
+            long[] handles = new long[count];
+            for (int k = 0; k < count; k++) {
+                handles[k] = source.createPhysical(extentBytes);
+            }
+            long[] out = new long[count];
+            long[] mapNanos = new long[repetitions];
+            long[] unmapNanos = new long[repetitions];
+            for (int i = -10; i < repetitions; i++) {
+                long t0 = System.nanoTime();
+                source.mapPhysical(base, extentBytes, handles, count);
+                long t1 = System.nanoTime();
+                source.unmapPhysical(base, extentBytes, out, count);
+                long t2 = System.nanoTime();
+                if (i >= 0) {
+                    mapNanos[i] = t1 - t0;
+                    unmapNanos[i] = t2 - t1;
+                }
+            }
+            for (long handle : handles) {
+                source.releasePhysical(handle);
+            }
+            rows.add(row("mapPhysical of kept handles, extents of " + extentGranules + " granules", 64, mapNanos));
+            rows.add(row("unmapPhysical keeping the handles, extents of " + extentGranules + " granules", 64, unmapNanos));
         }
         source.releaseAddressSpace(base, 64 * granule);
         for (long bytes : new long[] {granule, 64 * granule}) {

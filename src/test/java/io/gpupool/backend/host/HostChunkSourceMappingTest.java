@@ -55,6 +55,42 @@ class HostChunkSourceMappingTest {
     }
 
     @Test
+    void aPhysicalAllocationKeepsItsBudgetWhileUnmappedAndMapsElsewhere() {
+        long base = source.reserveAddressSpace(256 * MIB);
+        long[] handles = {source.createPhysical(32 * MIB), source.createPhysical(32 * MIB)};
+        assertThatThrownBy(() -> source.createPhysical(2 * MIB)).as("the two hold the whole budget")
+                .isInstanceOf(OutOfDeviceMemoryException.class).hasMessageContaining("host budget");
+        source.mapPhysical(base, 32 * MIB, handles, 2);
+        MemorySegment.ofAddress(base).reinterpret(64 * MIB).fill((byte) 0x3c);
+        assertThat(source.mappedBytes()).isEqualTo(64 * MIB);
+
+        long[] out = new long[2];
+        source.unmapPhysical(base, 32 * MIB, out, 2);
+        assertThat(out).containsExactly(handles);
+        assertThat(source.mappedBytes()).isZero();
+        assertThatThrownBy(() -> source.createPhysical(2 * MIB)).as("unmapped, still charged")
+                .isInstanceOf(OutOfDeviceMemoryException.class);
+        assertThatThrownBy(() -> source.releasePhysical(123_456))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("unknown physical handle");
+
+        source.mapPhysical(base + 128 * MIB, 32 * MIB, new long[] {out[1], out[0]}, 2);
+        MemorySegment moved = MemorySegment.ofAddress(base + 128 * MIB).reinterpret(64 * MIB);
+        moved.fill((byte) 0x4d);
+        assertThat(moved.get(ValueLayout.JAVA_BYTE, 64 * MIB - 1)).isEqualTo((byte) 0x4d);
+        assertThatThrownBy(() -> source.releasePhysical(out[0]))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("still mapped");
+        assertThatThrownBy(() -> source.mapPhysical(base, 32 * MIB, new long[] {out[0]}, 1))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("already mapped");
+
+        source.unmapPhysical(base + 128 * MIB, 32 * MIB, out, 2);
+        source.releasePhysical(out[0]);
+        source.releasePhysical(out[1]);
+        assertThat(source.physicalAllocations()).isZero();
+        source.releasePhysical(source.createPhysical(64 * MIB));    // the whole budget is back
+        source.releaseAddressSpace(base, 256 * MIB);
+    }
+
+    @Test
     void misuseIsRefusedWithAMessageBeforeAnySystemCall() {
         long base = source.reserveAddressSpace(16 * MIB);
         source.map(base, 4 * MIB);

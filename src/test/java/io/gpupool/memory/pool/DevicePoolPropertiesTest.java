@@ -46,7 +46,8 @@ class DevicePoolPropertiesTest {
     void randomSequencesKeepThePoolSound(@ForAll @Size(max = 250) List<@From("actions") Action> actions,
                                          @ForAll boolean twoLevel,
                                          @ForAll @IntRange(min = 0, max = 150) int initialMiB,
-                                         @ForAll boolean mapped) {
+                                         @ForAll boolean mapped,
+                                         @ForAll boolean retain) {
         FakeChunkSource source = new FakeChunkSource(GIB, mapped);
         PoolConfig config = PoolConfig.defaults().withBlocks(2 * MIB, 32 * MIB)
                 .apply(PoolTuning.builder().growthStepBytes(64 * MIB).maxGrowthStepBytes(256 * MIB)
@@ -54,7 +55,8 @@ class DevicePoolPropertiesTest {
                         .coalesceThreshold(3).build())
                 .withMode(twoLevel ? AllocatorMode.TWO_LEVEL : AllocatorMode.GLOBAL_ONLY);
         if (mapped) {              // MAPPED: address-space chunks, memory mapped under runs, reclaim
-            config = config.withGrowth(GrowthPolicy.MAPPED, initialMiB * MIB);
+            config = config.withGrowth(GrowthPolicy.MAPPED, initialMiB * MIB)
+                    .withRetainedHandleBytes(retain ? 64 * MIB : 0);   // unmapped memory kept to map again
         } else if (initialMiB > 0) {      // HYBRID: an odd first chunk (e.g. 150 MiB = 128 + 16 + 4 + 2) exercises the roots
             config = config.withGrowth(GrowthPolicy.HYBRID, initialMiB * MIB);
         } else {
@@ -75,6 +77,7 @@ class DevicePoolPropertiesTest {
         pool.trim();
         assertThat(source.liveChunks()).isZero();
         assertThat(source.mappedGranules()).as("mapped granules after trim").isZero();
+        assertThat(source.physicalHandles()).as("physical handles after trim").isZero();
         assertThat(pool.metrics().reservedBytes()).isZero();
         pool.close();
         for (TestStream stream : streams) {

@@ -4,6 +4,7 @@ import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.VirtualMemory;
+import io.gpupool.memory.source.PhysicalAllocations;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -37,6 +38,18 @@ final class FakeChunkSource implements ChunkSource, VirtualMemory {
     private final java.util.Set<Long> mappedGranules = new java.util.HashSet<>();
     /** First granule of each extent larger than a granule -> its size; guarded by {@code ranges}. */
     private final java.util.TreeMap<Long, Long> extents = new java.util.TreeMap<>();
+
+    /** Physical allocations (mapping only): the handles alive, and the calls made so far. */
+    private final PhysicalAllocations physical = new PhysicalAllocations("fake");
+    final AtomicInteger creates = new AtomicInteger();
+    final AtomicInteger releases = new AtomicInteger();
+    final AtomicInteger physicalMaps = new AtomicInteger();
+    final AtomicInteger physicalUnmaps = new AtomicInteger();
+    /** While set, map and mapPhysical count down {@link #mapEntered} and wait for this latch. */
+    volatile java.util.concurrent.CountDownLatch blockMaps;
+    volatile java.util.concurrent.CountDownLatch mapEntered = new java.util.concurrent.CountDownLatch(1);
+    /** The next this-many mapPhysical calls fail with an out-of-memory exception. */
+    final AtomicInteger failMaps = new AtomicInteger();
 
     FakeChunkSource(long capacity) {
         this(capacity, false);
@@ -85,6 +98,7 @@ final class FakeChunkSource implements ChunkSource, VirtualMemory {
 
     @Override
     public void map(long address, long bytes) {
+        pauseWhileBlocked();
         long now = liveBytes.addAndGet(bytes);
         if (now > limit) {
             liveBytes.addAndGet(-bytes);
@@ -133,6 +147,81 @@ final class FakeChunkSource implements ChunkSource, VirtualMemory {
             }
         }
         liveBytes.addAndGet(-bytes);
+    }
+
+    @Override
+    public long createPhysical(long bytes) {
+        if (bytes <= 0 || bytes % (2 * PoolConfig.MIB) != 0) {
+            throw new AssertionError("createPhysical of " + bytes + " bytes, not a positive multiple of 2 MiB");
+        }
+        long now = liveBytes.addAndGet(bytes);
+        if (now > limit) {
+            liveBytes.addAndGet(-bytes);
+            throw new OutOfDeviceMemoryException(bytes, "fake device refused to create " + bytes + " bytes");
+        }
+        creates.incrementAndGet();
+        return physical.create(bytes);
+    }
+
+    @Override
+    public void releasePhysical(long handle) {
+        liveBytes.addAndGet(-physical.release(handle));
+        releases.incrementAndGet();
+    }
+
+    /** Blocks while {@link #blockMaps} is set (as {@link #map} does); fails while {@link #failMaps} &gt; 0. */
+    @Override
+    public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
+        pauseWhileBlocked();
+        if (failMaps.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+            throw new OutOfDeviceMemoryException(count * extentBytes, "fake device refused to map " + count
+                    + " extents of " + extentBytes + " bytes");
+        }
+        long bytes = count * extentBytes;
+        synchronized (ranges) {
+            var range = ranges.floorEntry(address);
+            if (range == null || address + bytes > range.getKey() + range.getValue()) {
+                throw new AssertionError("mapPhysical(0x" + Long.toHexString(address) + ", " + bytes + ") outside reserved space");
+            }
+            physical.map(address, extentBytes, handles, count);
+            for (long g = address; g < address + bytes; g += 2 * PoolConfig.MIB) {
+                if (!mappedGranules.add(g)) {
+                    throw new AssertionError("granule 0x" + Long.toHexString(g) + " mapped twice");
+                }
+            }
+        }
+        physicalMaps.incrementAndGet();
+    }
+
+    @Override
+    public void unmapPhysical(long address, long extentBytes, long[] handles, int count) {
+        synchronized (ranges) {
+            physical.unmap(address, extentBytes, handles, count);
+            for (long g = address; g < address + count * extentBytes; g += 2 * PoolConfig.MIB) {
+                if (!mappedGranules.remove(g)) {
+                    throw new AssertionError("unmap of granule 0x" + Long.toHexString(g) + " that is not mapped");
+                }
+            }
+        }
+        physicalUnmaps.incrementAndGet();
+    }
+
+    private void pauseWhileBlocked() {
+        java.util.concurrent.CountDownLatch block = blockMaps;
+        if (block != null) {
+            mapEntered.countDown();
+            try {
+                block.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new AssertionError(e);
+            }
+        }
+    }
+
+    /** Physical allocations created and not released. */
+    int physicalHandles() {
+        return physical.live();
     }
 
     @Override
