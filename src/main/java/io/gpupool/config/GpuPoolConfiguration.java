@@ -9,6 +9,7 @@ import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.MemoryAdmission;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
@@ -131,7 +132,7 @@ public class GpuPoolConfiguration {
                     .orElseGet(() -> new DevicePool(device.chunkSource(),
                             settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));
             DeviceWorker worker = new DeviceWorker(device, activations, ops, settings.serving().streamsPerDevice(),
-                    settings.serving().queueCapacity());
+                    settings.serving().queueCapacity(), admission(device, activations, settings.memory()));
             runtimes.add(new DeviceRuntime(device, activations, weights, ops, worker));
             log.info("Device {} ({}): {} allocator, {} streams, queue of {}", device.index(), device.name(),
                     activations.mode(), settings.serving().streamsPerDevice(), settings.serving().queueCapacity());
@@ -146,6 +147,22 @@ public class GpuPoolConfiguration {
     @Bean(destroyMethod = "close")
     PoolMaintenance poolMaintenance(ServingDevices devices) {
         return new PoolMaintenance(PoolMaintenance.poolsOf(devices.devices()), Duration.ofSeconds(1));
+    }
+
+    /**
+     * The memory admission in front of {@code device}'s pool: the cap in force, the pool's bytes in use
+     * (allocated less what its local caches hold) and its block rounding. Allocators without a pool cap
+     * (BEST_FIT, DIRECT, CUDA_ASYNC) get one that admits everything at once.
+     */
+    static MemoryAdmission admission(ComputeDevice device, DeviceAllocator activations, MemorySettings memory) {
+        String name = device.chunkSource().name();
+        DevicePool pool = activations.capability(DevicePool.class).orElse(null);
+        if (pool == null) {
+            return MemoryAdmission.unbounded(name);
+        }
+        long capacity = device.chunkSource().capacityBytes();
+        return new MemoryAdmission(name, memory.admission(), () -> pool.config().effectiveCapBytes(capacity),
+                () -> pool.metrics().allocatedBytes() - pool.metrics().cachedBytes(), pool::blockBytes);
     }
 
     /** The activation allocator of {@code device} for the configured mode. */

@@ -11,6 +11,7 @@ import java.util.Objects;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
+import java.util.function.LongUnaryOperator;
 
 /**
  * Admission of requests to a capped pool: before a forward runs, it reserves the activation peak its
@@ -74,6 +75,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
     private final boolean enabled;
     private final LongSupplier capBytes;
     private final LongSupplier inUseBytes;
+    private final LongUnaryOperator blockBytes;
 
     /** Guarded by {@code this}. */
     private final ArrayDeque<Ticket> waiters = new ArrayDeque<>();
@@ -96,12 +98,29 @@ public final class MemoryAdmission implements AdmissionMetrics {
      * @param enabled    false: every request is admitted at once (counted, never refused or queued)
      * @param capBytes   the pool's cap in force
      * @param inUseBytes bytes in use in the pool now (allocated less what the local caches hold)
+     * @param blockBytes the pool's rounding: bytes asked -&gt; bytes of the block it hands out
      */
-    public MemoryAdmission(String name, boolean enabled, LongSupplier capBytes, LongSupplier inUseBytes) {
+    public MemoryAdmission(String name, boolean enabled, LongSupplier capBytes, LongSupplier inUseBytes,
+                           LongUnaryOperator blockBytes) {
         this.name = Objects.requireNonNull(name, "name");
         this.enabled = enabled;
         this.capBytes = Objects.requireNonNull(capBytes, "capBytes");
         this.inUseBytes = Objects.requireNonNull(inUseBytes, "inUseBytes");
+        this.blockBytes = Objects.requireNonNull(blockBytes, "blockBytes");
+    }
+
+    /** An admission that admits everything at once (a device without a capped pool); still counts. */
+    public static MemoryAdmission unbounded(String name) {
+        return new MemoryAdmission(name, false, () -> Long.MAX_VALUE, () -> 0,
+                bytes -> (bytes + PoolConfig.ALIGNMENT - 1) / PoolConfig.ALIGNMENT * PoolConfig.ALIGNMENT);
+    }
+
+    /**
+     * The pool's rounding of one allocation, for charging a plan: pass it to
+     * {@code PlannedMemory.peakActivationBytes(batch, seq, blockBytes)}.
+     */
+    public long blockBytes(long bytes) {
+        return blockBytes.applyAsLong(bytes);
     }
 
     /** A request's place in the admission: waiting, then admitted, then released; or cancelled while waiting. */
@@ -297,13 +316,10 @@ public final class MemoryAdmission implements AdmissionMetrics {
     }
 
     /**
-     * Planned bytes a request joining now could take without waiting: 0 while others wait (it would queue
-     * behind them), else the ceiling less what is admitted. Read without the monitor, so approximate.
+     * Planned bytes that fit beside the admitted requests now: the ceiling less what is admitted (a newcomer
+     * still queues behind any waiter). Read without the monitor, so approximate.
      */
     public long availableBytes() {
-        if (waitingCount > 0) {
-            return 0;
-        }
         return Math.max(0, ceilingBytes() - admitted);
     }
 

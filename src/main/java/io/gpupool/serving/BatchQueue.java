@@ -194,7 +194,8 @@ final class BatchQueue {
             members.add(next.member);
             if (!batch.isEmpty()) {
                 boolean fits = tokens + next.member.tokens() <= policy.maxTokens() && replica.fitsOneForward(members);
-                if (fits && room != Long.MAX_VALUE && replica.batchPeakBytes(members) > room) {
+                if (fits && room != Long.MAX_VALUE
+                        && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room) {
                     fits = false;
                     split = true;
                 }
@@ -257,7 +258,10 @@ final class BatchQueue {
     }
 
     private void launch(List<Entry> batch) {
-        worker.submit(context -> run(batch, context)).subscribe(
+        List<Member> members = new ArrayList<>(batch.size());
+        batch.forEach(entry -> members.add(entry.member));
+        long charge = replica.batchPeakBytes(members, worker.admission()::blockBytes);
+        worker.submit(charge, context -> run(batch, context)).subscribe(
                 answers -> {
                     finished();
                     answers.run();

@@ -75,7 +75,7 @@ public final class InferenceService {
         long queued = System.nanoTime();
         long[] started = {0};
         Mono<EncodedResponse> answer = queue == null
-                ? worker.submit(context -> {
+                ? worker.submit(charge(replica, request, worker), context -> {
                     started[0] = System.nanoTime();
                     tracker.started();
                     return run(replica, request, context);
@@ -107,6 +107,13 @@ public final class InferenceService {
     /** Executions and inferences per model, batched or not (Triton's execution_count and inference_count). */
     public BatchStatistics statistics() {
         return statistics;
+    }
+
+    /** The request's planned activation peak in the pool's blocks, which it reserves before it runs (0: no plan). */
+    private static long charge(InferenceModel replica, ValidatedRequest request, DeviceWorker worker) {
+        return replica instanceof PlannedMemory planned
+                ? planned.peakActivationBytes(request.batchSize(), request.sequenceLength(), worker.admission()::blockBytes)
+                : 0;
     }
 
     /** Validates and converts the request for its batch queue; a request it rejects never joins a batch. */
