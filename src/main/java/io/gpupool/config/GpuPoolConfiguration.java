@@ -132,7 +132,8 @@ public class GpuPoolConfiguration {
                     .orElseGet(() -> new DevicePool(device.chunkSource(),
                             settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));
             DeviceWorker worker = new DeviceWorker(device, activations, ops, settings.serving().streamsPerDevice(),
-                    settings.serving().queueCapacity(), admission(device, activations, settings.memory()));
+                    settings.serving().queueCapacity(), admission(device.chunkSource().name(),
+                    device.chunkSource().capacityBytes(), activations, settings.memory().admission()));
             runtimes.add(new DeviceRuntime(device, activations, weights, ops, worker));
             log.info("Device {} ({}): {} allocator, {} streams, queue of {}", device.index(), device.name(),
                     activations.mode(), settings.serving().streamsPerDevice(), settings.serving().queueCapacity());
@@ -150,18 +151,21 @@ public class GpuPoolConfiguration {
     }
 
     /**
-     * The memory admission in front of {@code device}'s pool: the cap in force, the pool's bytes in use
-     * (allocated less what its local caches hold) and its block rounding. Allocators without a pool cap
-     * (BEST_FIT, DIRECT, CUDA_ASYNC) get one that admits everything at once.
+     * The memory admission in front of a device's activation pool ({@code gpupool.memory.admission.enabled}):
+     * the cap in force, the pool's bytes in use (allocated less what its local caches hold) and its block
+     * rounding. Allocators without a pool cap (BEST_FIT, DIRECT, CUDA_ASYNC) get one that admits everything
+     * at once.
+     *
+     * @param name          the device's memory, for messages (e.g. {@code cuda:0})
+     * @param capacityBytes what a fractional cap applies to
      */
-    static MemoryAdmission admission(ComputeDevice device, DeviceAllocator activations, MemorySettings memory) {
-        String name = device.chunkSource().name();
+    public static MemoryAdmission admission(String name, long capacityBytes, DeviceAllocator activations,
+                                            boolean enabled) {
         DevicePool pool = activations.capability(DevicePool.class).orElse(null);
         if (pool == null) {
             return MemoryAdmission.unbounded(name);
         }
-        long capacity = device.chunkSource().capacityBytes();
-        return new MemoryAdmission(name, memory.admission(), () -> pool.config().effectiveCapBytes(capacity),
+        return new MemoryAdmission(name, enabled, () -> pool.config().effectiveCapBytes(capacityBytes),
                 () -> pool.metrics().allocatedBytes() - pool.metrics().cachedBytes(), pool::blockBytes);
     }
 
