@@ -6,6 +6,7 @@ import java.util.Optional;
 
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.metric.AdmissionMetrics;
 import io.gpupool.memory.metric.PoolMetrics;
 import org.jspecify.annotations.Nullable;
 
@@ -69,8 +70,18 @@ public interface ManagedPool {
     record Kernels(String gemmEngine, String activations) {
     }
 
+    /** The memory admission in front of this pool (requests waiting for their planned peak); null where none. */
+    default @Nullable AdmissionMetrics admission() {
+        return null;
+    }
+
     /** {@code pool} reporting {@code kernels}; everything else is {@code pool}'s. */
     static ManagedPool withKernels(ManagedPool pool, Kernels kernels) {
+        return withKernels(pool, kernels, pool.admission());
+    }
+
+    /** {@code pool} reporting {@code kernels} and {@code admission}; everything else is {@code pool}'s. */
+    static ManagedPool withKernels(ManagedPool pool, Kernels kernels, @Nullable AdmissionMetrics admission) {
         return new ManagedPool() {
             @Override public String device() { return pool.device(); }
             @Override public long capacityBytes() { return pool.capacityBytes(); }
@@ -82,6 +93,7 @@ public interface ManagedPool {
             @Override public List<ChunkLayout> layout() { return pool.layout(); }
             @Override public Optional<TraceControl> trace() { return pool.trace(); }
             @Override public Kernels kernels() { return kernels; }
+            @Override public @Nullable AdmissionMetrics admission() { return admission; }
         };
     }
 

@@ -55,7 +55,8 @@ public class OperationsWiring {
         for (DeviceRuntime device : devices.devices()) {
             ManagedPool.Kernels kernels = new ManagedPool.Kernels(device.ops().gemmEngine(),
                     device.ops().activationBytes() == 2 ? "bf16" : "fp32");
-            pools.add(ManagedPool.withKernels(managedPool(selector(backend, device.index()), device), kernels));
+            pools.add(ManagedPool.withKernels(managedPool(selector(backend, device.index()), device), kernels,
+                    device.worker().admission()));
         }
         return ManagedPools.of(pools);
     }
