@@ -188,6 +188,38 @@ class MemoryAdmissionServingTest {
     }
 
     @Test
+    void batchesThatWouldPassTheCapAreSplitAndWaitInsteadOfFailing() throws Exception {
+        fixture = ServingFixture.builder().realPool(8 * MIB).admission().planned(2 * MIB).streams(2).batching()
+                .noWarmUp().build();
+        fixture.registry.models().forEach(ServedModel::markReady);
+        fixture.registry.markWarmedUp();
+        CountDownLatch release = new CountDownLatch(1);
+        model().gate = rows -> await(release);
+        List<Integer> statuses = Collections.synchronizedList(new ArrayList<>());
+        List<Thread> clients = new ArrayList<>();
+        clients.add(inferAsync(3, statuses));                      // 6 MiB on one stream
+        waitFor(() -> model().running.get() == 1);
+        clients.add(inferAsync(1, statuses));                      // 2 MiB on the other: the cap is full
+        waitFor(() -> model().running.get() == 2);
+        for (int i = 0; i < 4; i++) {
+            clients.add(inferAsync(1, statuses));                  // 8 MiB together: more than any room left
+        }
+        waitFor(() -> fixture.batcher.waiting(0) == 4);
+
+        release.countDown();
+        for (Thread client : clients) {
+            client.join(20_000);
+        }
+
+        assertThat(statuses).hasSize(6).containsOnly(200);
+        assertThat(model().mostRowsRunning.get()).as("rows held at once, 2 MiB each under 8 MiB").isLessThanOrEqualTo(4);
+        assertThat(fixture.batcher.statistics().snapshot("planned").splitsForMemory()).isPositive();
+        assertThat(admission().refusedCount()).isZero();
+        assertThat(pool().metrics().counters().failures()).isZero();
+        assertDrained();
+    }
+
+    @Test
     void requestsAreAdmittedInArrivalOrderAndASmallerLaterOneDoesNotPass() throws Exception {
         capped();
         CountDownLatch releaseFirst = new CountDownLatch(1);

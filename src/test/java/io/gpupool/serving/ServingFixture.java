@@ -43,6 +43,8 @@ final class ServingFixture implements AutoCloseable {
     /** Names the repository extension reported as loaded. */
     final List<String> loadedModels = new java.util.concurrent.CopyOnWriteArrayList<>();
     final InferenceService service;
+    /** Null unless the builder asked for batching. */
+    final DynamicBatcher batcher;
     final WebTestClient client;
 
     static Builder builder() {
@@ -83,6 +85,9 @@ final class ServingFixture implements AutoCloseable {
         long plannedBlockBytes;
         /** Adds model {@code planned}: a {@link PlannedTestModel} of {@code bytes} per row (max batch 8). */
         Builder planned(long bytes) { plannedBlockBytes = bytes; return this; }
+        boolean batching;
+        /** Every model that can batch does (no delay), its batches split against the admission's room. */
+        Builder batching() { batching = true; return this; }
 
         ServingFixture build() {
             return new ServingFixture(this);
@@ -152,7 +157,15 @@ final class ServingFixture implements AutoCloseable {
             warmUp.run();
             models.values().forEach(m -> m.values().forEach(t -> t.invocations.set(0)));
         }
-        service = new InferenceService(runtimes, JSON, b.observer);
+        if (b.batching) {
+            Map<Integer, java.util.function.LongSupplier> room = new HashMap<>();
+            runtimes.forEach(r -> room.put(r.index(), r.worker().admission()::availableBytes));
+            batcher = new DynamicBatcher(runtimes, new BatchPolicy.Defaults(true, Duration.ZERO, 32, 8192, List.of()),
+                    b.queue, room, new BatchStatistics());
+        } else {
+            batcher = null;
+        }
+        service = new InferenceService(runtimes, JSON, b.observer, batcher);
         RequestDecoder decoder = new RequestDecoder(JSON, 64, 512, b.timeout);
         InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody, b.observer,
                 b.decodingBudget);
@@ -227,6 +240,9 @@ final class ServingFixture implements AutoCloseable {
 
     @Override
     public void close() {
+        if (batcher != null) {
+            batcher.close();
+        }
         runtimes.forEach(r -> r.worker().close());
         pools.forEach(io.gpupool.memory.pool.DevicePool::close);
     }
