@@ -233,7 +233,7 @@ public class GpuPoolEndpoint {
         LatencyDistribution wait = a.waitTime();
         return new AdmissionDescriptor(a.enabled(), a.waiting(), a.waitingBytes(), a.running(), a.admittedBytes(),
                 a.ceilingBytes(), a.residentBytes(), a.admittedCount(), a.waitedCount(), a.refusedCount(),
-                a.abandonedCount(), wait.percentileNanos(0.5), wait.percentileNanos(0.99), wait.percentileNanos(1.0));
+                a.abandonedCount(), a.aloneCount(), wait.percentileNanos(0.5), wait.percentileNanos(0.99), wait.percentileNanos(1.0));
     }
 
     /** The buddy tree's leaf size, for drawing the layout; 0 for an allocator without a pool. */
@@ -271,12 +271,13 @@ public class GpuPoolEndpoint {
      * request) before they run. Now: {@code waiting} requests of {@code waitingBytes} wait, {@code running} of
      * {@code admittedBytes} are admitted. Since start: {@code admitted} requests, {@code waited} of them after
      * waiting, {@code refused} at once with 507 (their peak alone exceeds the ceiling), {@code abandoned} while
-     * waiting (timeout, disconnect); the wait of admitted requests at p50, p99 and its maximum (upper bounds of
+     * waiting (timeout, disconnect), {@code ranAlone} ran again alone after running out of memory beside
+     * others (their plans underestimated); the wait of admitted requests at p50, p99 and its maximum (upper bounds of
      * power-of-two buckets). Null on a device without one.
      */
     public record AdmissionDescriptor(boolean enabled, int waiting, long waitingBytes, int running, long admittedBytes,
                                       long ceilingBytes, long residentBytes, long admitted, long waited, long refused,
-                                      long abandoned, long waitP50Nanos, long waitP99Nanos, long waitMaxNanos) {
+                                      long abandoned, long ranAlone, long waitP50Nanos, long waitP99Nanos, long waitMaxNanos) {
     }
 
     /**

@@ -105,6 +105,9 @@ public class GpuPoolMeterBinder implements MeterBinder {
         FunctionCounter.builder("gpupool.memory.admission.abandoned", a, AdmissionMetrics::abandonedCount)
                 .description("Requests that left the memory queue before admission (timeout, disconnect)")
                 .tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.memory.admission.alone", a, AdmissionMetrics::aloneCount)
+                .description("Requests that ran out of memory beside others and ran again alone (plans that underestimate)")
+                .tags(tags).register(registry);
         FunctionTimer.builder("gpupool.memory.admission.wait", a, AdmissionMetrics::admittedCount,
                         AdmissionMetrics::waitNanos, TimeUnit.NANOSECONDS)
                 .description("Time admitted requests waited for their planned memory").tags(tags).register(registry);

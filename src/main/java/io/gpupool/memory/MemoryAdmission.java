@@ -43,6 +43,10 @@ import java.util.function.LongUnaryOperator;
  *   <li>cancel (timeout, disconnect): a waiting request leaves the queue and nothing else happens to it;
  *       since it may have been the head that blocked smaller ones behind it, step 2's loop runs again.
  *       An admitted request is released by its owner when it ends.</li>
+ *   <li>acquireAlone: a request that ran out of memory beside others (its plan, or the pool's slabs and
+ *       rounding, asked more than the charges said) goes back to the <em>head</em> of the queue and is
+ *       admitted once nothing runs; while it runs nobody else is admitted. Alone, it needs no more than
+ *       it would without admission: if the pool still refuses, that refusal is final (507).</li>
  * </ol>
  *
  * <h2>Why these rules</h2>
@@ -85,11 +89,14 @@ public final class MemoryAdmission implements AdmissionMetrics {
     private volatile long waitingBytes;
     private volatile long resident;
     private volatile int waitingCount;
+    /** An {@link #acquireAlone} ticket is admitted: nobody else enters until it is released. */
+    private volatile boolean aloneRunning;
 
     private final LongAdder admittedCount = new LongAdder();
     private final LongAdder waitedCount = new LongAdder();
     private final LongAdder refusedCount = new LongAdder();
     private final LongAdder abandonedCount = new LongAdder();
+    private final LongAdder aloneCount = new LongAdder();
     private final LongAdder waitNanos = new LongAdder();
     private final Log2Histogram waitTime = new Log2Histogram();
 
@@ -128,12 +135,14 @@ public final class MemoryAdmission implements AdmissionMetrics {
         private final long charge;
         private final long enqueuedNanos;
         private final Consumer<Ticket> whenAdmitted;
+        private final boolean alone;
         /** Guarded by the admission's monitor. */
         private State state = State.WAITING;
 
-        private Ticket(long charge, Consumer<Ticket> whenAdmitted) {
+        private Ticket(long charge, Consumer<Ticket> whenAdmitted, boolean alone) {
             this.charge = charge;
             this.whenAdmitted = whenAdmitted;
+            this.alone = alone;
             this.enqueuedNanos = System.nanoTime();
         }
 
@@ -171,7 +180,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
             throw new IllegalArgumentException("charge = " + charge + " is invalid; allowed: >= 0");
         }
         Objects.requireNonNull(whenAdmitted, "whenAdmitted");
-        Ticket ticket = new Ticket(charge, whenAdmitted);
+        Ticket ticket = new Ticket(charge, whenAdmitted, false);
         boolean now;
         synchronized (this) {
             if (running == 0) {
@@ -182,7 +191,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
                 refusedCount.increment();
                 throw refusal(charge, ceiling);
             }
-            now = !enabled || waiters.isEmpty() && (running == 0 || admitted + charge <= ceiling);
+            now = !enabled || waiters.isEmpty() && (running == 0 || !aloneRunning && admitted + charge <= ceiling);
             if (now) {
                 admit(ticket);
             } else {
@@ -194,6 +203,25 @@ public final class MemoryAdmission implements AdmissionMetrics {
         if (now) {
             whenAdmitted.accept(ticket);
         }
+        return ticket;
+    }
+
+    /**
+     * Reserves {@code charge} again for a request that ran out of memory beside others: ahead of every
+     * waiter, admitted once nothing runs, and nobody else is admitted while it runs. Never refused.
+     * {@code whenAdmitted} runs as for {@link #acquire}.
+     */
+    public Ticket acquireAlone(long charge, Consumer<Ticket> whenAdmitted) {
+        Objects.requireNonNull(whenAdmitted, "whenAdmitted");
+        Ticket ticket = new Ticket(Math.max(0, charge), whenAdmitted, true);
+        List<Ticket> woken;
+        synchronized (this) {
+            aloneCount.increment();
+            waiters.addFirst(ticket);
+            waitingBytes += ticket.charge;
+            woken = admitWaiters();
+        }
+        wake(woken);
         return ticket;
     }
 
@@ -223,6 +251,9 @@ public final class MemoryAdmission implements AdmissionMetrics {
             ticket.state = State.RELEASED;
             admitted -= ticket.charge;
             running--;
+            if (ticket.alone) {
+                aloneRunning = false;
+            }
             if (running == 0) {
                 sampleResident();
             }
@@ -236,7 +267,8 @@ public final class MemoryAdmission implements AdmissionMetrics {
         List<Ticket> woken = List.of();
         long ceiling = ceilingBytes();
         Ticket head;
-        while ((head = waiters.peekFirst()) != null && (running == 0 || admitted + head.charge <= ceiling)) {
+        while ((head = waiters.peekFirst()) != null
+                && (running == 0 || !aloneRunning && !head.alone && admitted + head.charge <= ceiling)) {
             waiters.pollFirst();
             waitingBytes -= head.charge;
             admit(head);
@@ -252,6 +284,9 @@ public final class MemoryAdmission implements AdmissionMetrics {
 
     private void admit(Ticket ticket) {
         ticket.state = State.ADMITTED;
+        if (ticket.alone) {
+            aloneRunning = true;
+        }
         admitted += ticket.charge;
         running++;
         admittedCount.increment();
@@ -341,6 +376,11 @@ public final class MemoryAdmission implements AdmissionMetrics {
     @Override
     public long abandonedCount() {
         return abandonedCount.sum();
+    }
+
+    @Override
+    public long aloneCount() {
+        return aloneCount.sum();
     }
 
     @Override

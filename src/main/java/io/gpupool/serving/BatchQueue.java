@@ -313,6 +313,8 @@ final class BatchQueue {
             ServingException rejected = ServingException.badRequest("model '" + model + "' rejected the request: "
                     + e.getMessage());
             return () -> live.forEach(entry -> entry.sink.error(rejected));
+        } catch (io.gpupool.memory.OutOfDeviceMemoryException e) {
+            throw e;                       // to the worker, which runs the batch again alone before it answers 507
         } catch (RuntimeException e) {
             return () -> live.forEach(entry -> entry.sink.error(e));
         }

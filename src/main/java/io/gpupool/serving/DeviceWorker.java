@@ -52,6 +52,10 @@ import java.util.function.Function;
  *       queued job or back to the idle set, and only then is the outcome signalled. The release
  *       happens in the worker's {@code finally}, not in a reactive signal, so a cancelled or
  *       timed-out subscriber can never leak a lease.</li>
+ *   <li>A job that fails with out-of-memory while other admitted jobs run (their plans, or the pool's
+ *       rounding and slabs, held more than the charges said) is not answered: it goes back to the head of
+ *       the admission and runs once more alone ({@link MemoryAdmission#acquireAlone}). Only a job that
+ *       runs out of memory alone is answered 507.</li>
  *   <li>Cancelling a queued job removes it from the queue; cancelling a running job lets it finish
  *       (device work cannot be interrupted) and drops its result; the model frees its memory as
  *       always.</li>
@@ -181,7 +185,7 @@ public final class DeviceWorker implements AutoCloseable {
      */
     public <T> Mono<T> submit(long charge, Function<ExecutionContext, T> work) {
         return Mono.create(sink -> {
-            Job<T> job = new Job<>(work, sink);
+            Job<T> job = new Job<>(work, sink, charge);
             sink.onCancel(() -> cancel(job));
             synchronized (this) {
                 if (closed) {
@@ -259,13 +263,34 @@ public final class DeviceWorker implements AutoCloseable {
         Job<?> job = first;
         while (job != null) {
             Runnable answer = Job.NOTHING;
+            boolean again = false;
             try {
                 answer = job.run(new ExecutionContext(stream, allocator, ops), device);
             } finally {
+                // Out of memory beside other admitted work: what they held was more than their charges said.
+                // Alone the job needs no more than it would without admission, so it runs once more alone.
+                again = job.failure instanceof OutOfDeviceMemoryException && !job.ranAlone && !job.cancelled
+                        && admission.enabled() && admission.running() > 1;
                 job.releaseMemory();                               // the work freed its blocks: make room first
+                Job<?> ran = job;
                 job = release(stream);
-                answer.run();
+                if (again) {
+                    runAlone(ran);
+                } else {
+                    answer.run();
+                }
             }
+        }
+    }
+
+    /** Queues {@code job} again at the head of the admission, to run once nothing else does. */
+    private void runAlone(Job<?> job) {
+        job.ranAlone = true;
+        job.failure = null;
+        MemoryAdmission.Ticket ticket = admission.acquireAlone(job.charge, admitted -> admitted(job, admitted));
+        job.ticket = ticket;
+        if (job.cancelled) {
+            ticket.cancel();
         }
     }
 
@@ -332,10 +357,16 @@ public final class DeviceWorker implements AutoCloseable {
         private volatile boolean cancelled;
         /** Set when the job joins the admission (before or at its admission). */
         private volatile MemoryAdmission.Ticket ticket;
+        private final long charge;
+        /** What the last run threw, read by the worker thread that ran it. */
+        private Throwable failure;
+        /** Set once the job was queued to run alone after an out-of-memory beside others. */
+        private volatile boolean ranAlone;
 
-        Job(Function<ExecutionContext, T> work, MonoSink<T> sink) {
+        Job(Function<ExecutionContext, T> work, MonoSink<T> sink, long charge) {
             this.work = work;
             this.sink = sink;
+            this.charge = charge;
         }
 
         static final Runnable NOTHING = () -> { };
@@ -357,8 +388,9 @@ public final class DeviceWorker implements AutoCloseable {
                 device.bindToCurrentThread();
                 T result = work.apply(context);
                 return result == null ? sink::success : () -> sink.success(result);
-            } catch (Throwable failure) {
-                return () -> sink.error(failure);
+            } catch (Throwable thrown) {
+                failure = thrown;
+                return () -> sink.error(thrown);
             }
         }
     }

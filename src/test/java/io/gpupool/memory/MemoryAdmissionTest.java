@@ -122,6 +122,28 @@ class MemoryAdmissionTest {
     }
 
     @Test
+    void aRequestRunningAgainAloneGoesFirstWaitsForEverythingRunningAndKeepsOthersOut() {
+        MemoryAdmission.Ticket a = acquire(30);
+        MemoryAdmission.Ticket b = acquire(20);
+        MemoryAdmission.Ticket waiter = acquire(60);                  // 50 + 60 > 100: waits
+        MemoryAdmission.Ticket again = admission.acquireAlone(20, ticket -> order.add(-ticket.charge()));
+
+        assertThat(admission.aloneCount()).isEqualTo(1);
+        assertThat(admission.waiting()).isEqualTo(2);
+        a.release();
+        assertThat(order).containsExactly(30L, 20L);                  // b still runs
+        b.release();
+        assertThat(order).containsExactly(30L, 20L, -20L);            // alone, ahead of the 60
+        MemoryAdmission.Ticket small = acquire(1);                     // fits, but nobody joins a request alone
+        assertThat(order).containsExactly(30L, 20L, -20L);
+        again.release();
+        assertThat(order).containsExactly(30L, 20L, -20L, 60L, 1L);
+        waiter.release();
+        small.release();
+        assertThat(admission.admittedBytes()).isZero();
+    }
+
+    @Test
     void switchedOffEveryRequestIsAdmittedAtOnce() {
         MemoryAdmission off = new MemoryAdmission("host:0", false, cap::get, inUse::get, b -> b);
         List<MemoryAdmission.Ticket> tickets = new ArrayList<>();

@@ -188,6 +188,45 @@ class MemoryAdmissionServingTest {
     }
 
     @Test
+    void aRequestThatRunsOutOfMemoryBesideOthersBecauseItsPlanUnderestimatesRunsAgainAloneInsteadOf507()
+            throws Exception {
+        capped();
+        model().unplannedBytes = 2 * MIB;                          // every forward takes a block its plan omits
+        CountDownLatch release = new CountDownLatch(1);
+        model().gate = rows -> {
+            if (rows == 2) {
+                await(release);
+            }
+        };
+        List<Integer> statuses = Collections.synchronizedList(new ArrayList<>());
+        Thread holder = inferAsync(2, statuses);                   // planned 4 MiB, holds 6
+        waitFor(() -> model().running.get() == 1);
+        Thread second = inferAsync(1, statuses);                   // planned 2 MiB: admitted, needs 4, finds 2
+        waitFor(() -> admission().aloneCount() == 1 && admission().waiting() == 1);
+        assertThat(pool().metrics().counters().failures()).isPositive();
+
+        release.countDown();
+        holder.join(10_000);
+        second.join(10_000);
+
+        assertThat(statuses).containsExactlyInAnyOrder(200, 200);
+        assertThat(model().invocations).hasValue(3);               // the second ran twice: beside, then alone
+        assertDrained();
+    }
+
+    @Test
+    void aRequestThatRunsOutOfMemoryAloneIs507() {
+        capped();
+        model().unplannedBytes = 2 * MIB;
+        EntityExchangeResult<String> alone = infer(4, 0);          // planned 8 MiB, the whole cap, needs 10
+
+        assertThat(alone.getStatus().value()).isEqualTo(507);
+        assertThat(admission().aloneCount()).isZero();             // nothing ran beside it: waiting cannot help
+        assertThat(model().invocations).hasValue(1);
+        assertDrained();
+    }
+
+    @Test
     void batchesThatWouldPassTheCapAreSplitAndWaitInsteadOfFailing() throws Exception {
         fixture = ServingFixture.builder().realPool(8 * MIB).admission().planned(2 * MIB).streams(2).batching()
                 .noWarmUp().build();

@@ -40,6 +40,12 @@ public interface AdmissionMetrics {
     /** Requests that left the queue before they were admitted (timeout, disconnect, shutdown). */
     long abandonedCount();
 
+    /**
+     * Requests that ran out of memory beside other admitted ones and went back to the head of the queue to run
+     * alone (the plans, or the pool's rounding and slabs, asked more than the charges said).
+     */
+    long aloneCount();
+
     /** Total nanoseconds admitted requests waited. */
     long waitNanos();
 

@@ -38,6 +38,8 @@ public final class PlannedTestModel implements BatchableModel, PlannedMemory {
     /** Requests per forward, in the order the forwards started. */
     public final List<Integer> forwards = new java.util.concurrent.CopyOnWriteArrayList<>();
     public volatile ModelConfig.Batching batching = ModelConfig.Batching.UNSET;
+    /** Bytes each forward takes beyond its plan, in one block (a plan that underestimates). */
+    public volatile long unplannedBytes;
 
     private record Rows(HostTensor x) implements Member {
         @Override public int rows() { return (int) x.shape()[0]; }
@@ -87,6 +89,9 @@ public final class PlannedTestModel implements BatchableModel, PlannedMemory {
         try {
             for (int row = 0; row < rows; row++) {
                 blocks.add(context.allocator().allocate(blockBytes, context.stream()));
+            }
+            if (unplannedBytes > 0) {
+                blocks.add(context.allocator().allocate(unplannedBytes, context.stream()));
             }
             mostRunning.accumulateAndGet(running.incrementAndGet(), Math::max);
             mostRowsRunning.accumulateAndGet(rowsRunning.addAndGet(rows), Math::max);
