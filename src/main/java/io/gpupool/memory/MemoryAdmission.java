@@ -43,8 +43,8 @@ import java.util.function.LongUnaryOperator;
  *   <li>cancel (timeout, disconnect): a waiting request leaves the queue and nothing else happens to it;
  *       since it may have been the head that blocked smaller ones behind it, step 2's loop runs again.
  *       An admitted request is released by its owner when it ends.</li>
- *   <li>acquireAlone: a request that ran out of memory beside others (its plan, or the pool's slabs and
- *       rounding, asked more than the charges said) goes back to the <em>head</em> of the queue and is
+ *   <li>acquireAlone: a request that ran out of memory (what ran beside it, its plan, or the pool's slabs
+ *       and rounding took more than the charges said) goes back to the <em>head</em> of the queue and is
  *       admitted once nothing runs; while it runs nobody else is admitted. Alone, it needs no more than
  *       it would without admission: if the pool still refuses, that refusal is final (507).</li>
  * </ol>
@@ -207,7 +207,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
     }
 
     /**
-     * Reserves {@code charge} again for a request that ran out of memory beside others: ahead of every
+     * Reserves {@code charge} again for a request that ran out of memory: ahead of every
      * waiter, admitted once nothing runs, and nobody else is admitted while it runs. Never refused.
      * {@code whenAdmitted} runs as for {@link #acquire}.
      */

@@ -52,10 +52,10 @@ import java.util.function.Function;
  *       queued job or back to the idle set, and only then is the outcome signalled. The release
  *       happens in the worker's {@code finally}, not in a reactive signal, so a cancelled or
  *       timed-out subscriber can never leak a lease.</li>
- *   <li>A job that fails with out-of-memory while other admitted jobs run (their plans, or the pool's
- *       rounding and slabs, held more than the charges said) is not answered: it goes back to the head of
- *       the admission and runs once more alone ({@link MemoryAdmission#acquireAlone}). Only a job that
- *       runs out of memory alone is answered 507.</li>
+ *   <li>A job that fails with out-of-memory (other admitted jobs, or the pool's rounding and slabs, held
+ *       more than the charges said) is not answered at once: it goes back to the head of the admission and
+ *       runs once more alone ({@link MemoryAdmission#acquireAlone}). Only a job that runs out of memory
+ *       alone is answered 507.</li>
  *   <li>Cancelling a queued job removes it from the queue; cancelling a running job lets it finish
  *       (device work cannot be interrupted) and drops its result; the model frees its memory as
  *       always.</li>
@@ -267,10 +267,13 @@ public final class DeviceWorker implements AutoCloseable {
             try {
                 answer = job.run(new ExecutionContext(stream, allocator, ops), device);
             } finally {
-                // Out of memory beside other admitted work: what they held was more than their charges said.
-                // Alone the job needs no more than it would without admission, so it runs once more alone.
+                // Out of memory: what ran beside it (or the pool's rounding and slabs) held more than the charges
+                // said. Alone, with the pool's caches and slabs emptied by then, it needs no more than it would
+                // without admission, so it runs once more alone; only that run's out-of-memory is answered.
+                // Whether others ran at the moment of the failure cannot be read back reliably (they may have
+                // finished since), so every first out-of-memory is retried.
                 again = job.failure instanceof OutOfDeviceMemoryException && !job.ranAlone && !job.cancelled
-                        && admission.enabled() && admission.running() > 1;
+                        && admission.enabled();
                 job.releaseMemory();                               // the work freed its blocks: make room first
                 Job<?> ran = job;
                 job = release(stream);

@@ -215,14 +215,15 @@ class MemoryAdmissionServingTest {
     }
 
     @Test
-    void aRequestThatRunsOutOfMemoryAloneIs507() {
+    void aRequestThatRunsOutOfMemoryEvenAloneIs507() {
         capped();
         model().unplannedBytes = 2 * MIB;
         EntityExchangeResult<String> alone = infer(4, 0);          // planned 8 MiB, the whole cap, needs 10
 
         assertThat(alone.getStatus().value()).isEqualTo(507);
-        assertThat(admission().aloneCount()).isZero();             // nothing ran beside it: waiting cannot help
-        assertThat(model().invocations).hasValue(1);
+        assertThat(alone.getResponseBody()).contains("out of device memory");
+        assertThat(admission().aloneCount()).isEqualTo(1);         // retried once alone; then waiting cannot help
+        assertThat(model().invocations).hasValue(2);
         assertDrained();
     }
 
