@@ -232,7 +232,7 @@ public class GpuPoolEndpoint {
         }
         LatencyDistribution wait = a.waitTime();
         return new AdmissionDescriptor(a.enabled(), a.waiting(), a.waitingBytes(), a.running(), a.admittedBytes(),
-                a.ceilingBytes(), a.residentBytes(), a.admittedCount(), a.waitedCount(), a.refusedCount(),
+                a.ceilingBytes(), a.limitBytes(), a.residentBytes(), a.admittedCount(), a.waitedCount(), a.refusedCount(),
                 a.abandonedCount(), a.aloneCount(), wait.percentileNanos(0.5), wait.percentileNanos(0.99), wait.percentileNanos(1.0));
     }
 
@@ -268,7 +268,8 @@ public class GpuPoolEndpoint {
     /**
      * A device's memory admission ({@code gpupool.memory.admission.enabled}): requests reserve their planned
      * activation peak under {@code ceilingBytes} (the cap less {@code residentBytes}, memory that belongs to no
-     * request) before they run. Now: {@code waiting} requests of {@code waitingBytes} wait, {@code running} of
+     * request) before they run, and under {@code limitBytes} (the ceiling, lowered for a while after admitted
+     * requests ran out of memory below it). Now: {@code waiting} requests of {@code waitingBytes} wait, {@code running} of
      * {@code admittedBytes} are admitted. Since start: {@code admitted} requests, {@code waited} of them after
      * waiting, {@code refused} at once with 507 (their peak alone exceeds the ceiling), {@code abandoned} while
      * waiting (timeout, disconnect), {@code ranAlone} ran again alone after running out of memory beside
@@ -276,7 +277,7 @@ public class GpuPoolEndpoint {
      * power-of-two buckets). Null on a device without one.
      */
     public record AdmissionDescriptor(boolean enabled, int waiting, long waitingBytes, int running, long admittedBytes,
-                                      long ceilingBytes, long residentBytes, long admitted, long waited, long refused,
+                                      long ceilingBytes, long limitBytes, long residentBytes, long admitted, long waited, long refused,
                                       long abandoned, long ranAlone, long waitP50Nanos, long waitP99Nanos, long waitMaxNanos) {
     }
 

@@ -92,6 +92,9 @@ public class GpuPoolMeterBinder implements MeterBinder {
         Gauge.builder("gpupool.memory.admission.ceiling", a, AdmissionMetrics::ceilingBytes)
                 .description("Most planned bytes admitted requests may hold together: the cap less resident memory")
                 .baseUnit(BaseUnits.BYTES).tags(tags).register(registry);
+        Gauge.builder("gpupool.memory.admission.limit", a, AdmissionMetrics::limitBytes)
+                .description("Bound applied now: the ceiling, lowered after admitted requests ran out of memory below it")
+                .baseUnit(BaseUnits.BYTES).tags(tags).register(registry);
         Gauge.builder("gpupool.memory.admission.resident", a, AdmissionMetrics::residentBytes)
                 .description("Pool memory that belongs to no request (workspaces, graph pools), as last sampled")
                 .baseUnit(BaseUnits.BYTES).tags(tags).register(registry);

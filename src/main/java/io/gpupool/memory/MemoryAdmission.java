@@ -25,6 +25,7 @@ import java.util.function.LongUnaryOperator;
  *   ceiling   cap - resident: what admitted requests may plan for together
  *   charge    a request's planned peak, each tensor rounded to the pool's blocks
  *   admitted  the sum of the charges of the admitted, unfinished requests; running: their number
+ *   limit     what the pool has shown it can hold in charges: min(ceiling, learned), see "Learning" below
  *
  *   0          resident                resident + admitted                 cap
  *   |##########|========================|....................................|
@@ -68,6 +69,17 @@ import java.util.function.LongUnaryOperator;
  *       queued request has allocated nothing, so the running ones can always finish: no deadlock.</li>
  * </ul>
  *
+ * <h2>Learning what the pool can hold</h2>
+ * Charges count planned tensors in the pool's blocks, but the pool holds more than its blocks: slabs of
+ * small objects are carved in whole minimum blocks, mapped memory keeps some slack, and a plan may leave a
+ * tensor out. So admitted requests can run out of memory below the ceiling. When one does
+ * ({@link Ticket#outOfMemory}), the learned limit drops to 3/4 of what was admitted at that moment (a
+ * multiplicative decrease, as TCP's congestion window does on a loss); every request that ends without
+ * running out of memory raises it by 1/32 of the ceiling (an additive increase) until the ceiling is reached
+ * again. The admission then runs near the concurrency the pool sustains, instead of paying an out-of-memory,
+ * the pool's staged recovery and a run alone again and again. Refusals compare with the ceiling, never the
+ * limit: a request alone may fit even where several did not.
+ *
  * <h2>Concurrency</h2>
  * One monitor guards the queue and the sums; it is taken twice per request (acquire, release), never per
  * allocation, and no callback or supplier that could block runs under it ({@code capBytes} and
@@ -91,6 +103,10 @@ public final class MemoryAdmission implements AdmissionMetrics {
     private volatile int waitingCount;
     /** An {@link #acquireAlone} ticket is admitted: nobody else enters until it is released. */
     private volatile boolean aloneRunning;
+    /** Learned bound on the admitted charges; Long.MAX_VALUE until the first out-of-memory. */
+    private volatile long learned = Long.MAX_VALUE;
+    /** Additive increase of {@link #learned} per request that ended without running out of memory. */
+    static final int INCREASE_SHARE = 32;
 
     private final LongAdder admittedCount = new LongAdder();
     private final LongAdder waitedCount = new LongAdder();
@@ -138,6 +154,8 @@ public final class MemoryAdmission implements AdmissionMetrics {
         private final boolean alone;
         /** Guarded by the admission's monitor. */
         private State state = State.WAITING;
+        /** Guarded by the admission's monitor. */
+        private boolean ranOutOfMemory;
 
         private Ticket(long charge, Consumer<Ticket> whenAdmitted, boolean alone) {
             this.charge = charge;
@@ -163,6 +181,14 @@ public final class MemoryAdmission implements AdmissionMetrics {
         /** Gives the charge back once the request's memory is freed; idempotent, a no-op unless admitted. */
         public void release() {
             MemoryAdmission.this.release(this);
+        }
+
+        /**
+         * Tells the admission that this admitted request ran out of memory (call before {@link #release}):
+         * the limit falls to 3/4 of the charges admitted now, so fewer run beside each other.
+         */
+        public void outOfMemory() {
+            MemoryAdmission.this.outOfMemory(this);
         }
     }
 
@@ -191,7 +217,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
                 refusedCount.increment();
                 throw refusal(charge, ceiling);
             }
-            now = !enabled || waiters.isEmpty() && (running == 0 || !aloneRunning && admitted + charge <= ceiling);
+            now = !enabled || waiters.isEmpty() && (running == 0 || !aloneRunning && admitted + charge <= limit());
             if (now) {
                 admit(ticket);
             } else {
@@ -242,11 +268,24 @@ public final class MemoryAdmission implements AdmissionMetrics {
         return true;
     }
 
+    private synchronized void outOfMemory(Ticket ticket) {
+        if (ticket.state != State.ADMITTED || ticket.ranOutOfMemory || !enabled) {
+            return;
+        }
+        ticket.ranOutOfMemory = true;
+        learned = Math.min(learned, admitted - admitted / 4);
+    }
+
     private void release(Ticket ticket) {
         List<Ticket> woken;
         synchronized (this) {
             if (ticket.state != State.ADMITTED) {
                 return;
+            }
+            if (!ticket.ranOutOfMemory && learned != Long.MAX_VALUE) {
+                long ceiling = ceilingBytes();
+                long raised = learned + Math.max(1, ceiling / INCREASE_SHARE);
+                learned = raised >= ceiling ? Long.MAX_VALUE : raised;
             }
             ticket.state = State.RELEASED;
             admitted -= ticket.charge;
@@ -265,7 +304,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
     /** Admits waiters from the head while they fit (the head whatever it charges when nothing runs). */
     private List<Ticket> admitWaiters() {
         List<Ticket> woken = List.of();
-        long ceiling = ceilingBytes();
+        long ceiling = limit();
         Ticket head;
         while ((head = waiters.peekFirst()) != null
                 && (running == 0 || !aloneRunning && !head.alone && admitted + head.charge <= ceiling)) {
@@ -346,16 +385,25 @@ public final class MemoryAdmission implements AdmissionMetrics {
     }
 
     @Override
+    public long limitBytes() {
+        return Math.min(ceilingBytes(), learned);
+    }
+
+    private long limit() {
+        return limitBytes();
+    }
+
+    @Override
     public long residentBytes() {
         return resident;
     }
 
     /**
-     * Planned bytes that fit beside the admitted requests now: the ceiling less what is admitted (a newcomer
+     * Planned bytes that fit beside the admitted requests now: the limit less what is admitted (a newcomer
      * still queues behind any waiter). Read without the monitor, so approximate.
      */
     public long availableBytes() {
-        return Math.max(0, ceilingBytes() - admitted);
+        return Math.max(0, limitBytes() - admitted);
     }
 
     @Override

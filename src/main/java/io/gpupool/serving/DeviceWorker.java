@@ -272,8 +272,12 @@ public final class DeviceWorker implements AutoCloseable {
                 // without admission, so it runs once more alone; only that run's out-of-memory is answered.
                 // Whether others ran at the moment of the failure cannot be read back reliably (they may have
                 // finished since), so every first out-of-memory is retried.
-                again = job.failure instanceof OutOfDeviceMemoryException && !job.ranAlone && !job.cancelled
-                        && admission.enabled();
+                boolean outOfMemory = job.failure instanceof OutOfDeviceMemoryException;
+                again = outOfMemory && !job.ranAlone && !job.cancelled && admission.enabled();
+                MemoryAdmission.Ticket held = job.ticket;
+                if (outOfMemory && held != null) {
+                    held.outOfMemory();                            // fewer run together from now on
+                }
                 job.releaseMemory();                               // the work freed its blocks: make room first
                 Job<?> ran = job;
                 job = release(stream);

@@ -144,6 +144,30 @@ class MemoryAdmissionTest {
     }
 
     @Test
+    void anOutOfMemoryBelowTheCeilingLowersTheLimitWhichClimbsBackAsRequestsSucceed() {
+        MemoryAdmission.Ticket a = acquire(40);
+        MemoryAdmission.Ticket b = acquire(40);
+        a.outOfMemory();                                          // the pool could not hold 80 of charges
+        assertThat(admission.limitBytes()).isEqualTo(60);         // 3/4 of what was admitted
+        assertThat(admission.ceilingBytes()).isEqualTo(100);
+        a.release();                                              // ran out of memory: no increase
+        assertThat(admission.limitBytes()).isEqualTo(60);
+
+        MemoryAdmission.Ticket c = acquire(30);                   // 40 + 30 fits the ceiling, not the limit
+        assertThat(order).containsExactly(40L, 40L);
+        b.release();                                              // ended well: +100/32
+        assertThat(order).containsExactly(40L, 40L, 30L);
+        assertThat(admission.limitBytes()).isEqualTo(63);
+        c.release();
+        for (int i = 0; i < 12; i++) {
+            acquire(10).release();
+        }
+        assertThat(admission.limitBytes()).isEqualTo(100);        // back at the ceiling
+        assertThatThrownBy(() -> acquire(101)).isInstanceOf(OutOfDeviceMemoryException.class);
+        acquire(90).release();                                    // refusals compare with the ceiling only
+    }
+
+    @Test
     void switchedOffEveryRequestIsAdmittedAtOnce() {
         MemoryAdmission off = new MemoryAdmission("host:0", false, cap::get, inUse::get, b -> b);
         List<MemoryAdmission.Ticket> tickets = new ArrayList<>();

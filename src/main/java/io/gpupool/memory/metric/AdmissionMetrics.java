@@ -25,6 +25,13 @@ public interface AdmissionMetrics {
     /** Most planned bytes the admitted requests may hold together now: the cap minus the resident bytes. */
     long ceilingBytes();
 
+    /**
+     * The bound admission applies now: the ceiling, or less after admitted requests ran out of memory below it
+     * (it falls to 3/4 of what was admitted then and climbs back by 1/32 of the ceiling per request that ends
+     * without running out of memory).
+     */
+    long limitBytes();
+
     /** Bytes in the pool that belong to no request (kernel workspaces, graph pools), as last sampled. */
     long residentBytes();
 
