@@ -70,7 +70,8 @@ import java.util.TreeMap;
  *     weights      device.nativeAllocator(DIRECT), else a GLOBAL_ONLY DevicePool of its own
  *     kernels      CudaTensorOps(gpupool.kernels.precision, .gemm-engine: cuBLASLt or own kernels, workspaces
  *                  from the activation pool; KernelSelection) on CUDA, HostTensorOps on the host
- *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests
+ *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests, behind the
+ *                  pool's MemoryAdmission (gpupool.memory.admission.enabled; pool modes only)
  *   graphs         DeviceGraphs per CUDA device (gpupool.kernels.graphs.*), none on the host; the
  *                  repository's models are served behind them
  *   models         every ModelSource bean (the repository at gpupool.models.path, plus any others)

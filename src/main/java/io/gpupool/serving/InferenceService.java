@@ -19,7 +19,9 @@ import java.util.Set;
 
 /**
  * Runs validated requests: picks the least-loaded device that holds the model, queues the request
- * on that device's {@link DeviceWorker}, and bounds the whole wait-plus-run by the request's timeout.
+ * on that device's {@link DeviceWorker} with its planned activation peak in the pool's blocks (what the
+ * device's memory admission reserves before it runs), and bounds the whole wait-plus-run by the
+ * request's timeout.
  *
  * <p>On the worker thread, the request's inputs are copied into native memory of a confined arena,
  * the model runs on the leased stream, the response is serialised, and the arena is closed, all
@@ -62,7 +64,8 @@ public final class InferenceService {
 
     /**
      * @return the serialised response; fails with 503 when the chosen device's queue is full, 504 on
-     * timeout, or with whatever the model threw
+     * timeout (waiting for memory or a stream included), 507 at once when the request's planned peak alone
+     * exceeds what the device's pool can give, or with whatever the model threw
      */
     public Mono<EncodedResponse> infer(ValidatedRequest request) {
         ServedModel model = request.model();
