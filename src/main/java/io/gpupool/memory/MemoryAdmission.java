@@ -37,8 +37,8 @@ import java.util.function.LongUnaryOperator;
  *   <li>acquire(charge): a charge above the ceiling is refused at once with an
  *       {@link OutOfDeviceMemoryException} naming the bytes needed and the ceiling: waiting cannot help,
  *       since even an idle pool would not hold it. Otherwise, when nobody waits and either the charge fits
- *       the room or nothing runs, the request is admitted on the caller's thread; else it joins the tail
- *       of the FIFO.</li>
+ *       the room (under the limit) or nothing runs, the request is admitted on the caller's thread; else it
+ *       joins the tail of the FIFO.</li>
  *   <li>release: the charge leaves {@code admitted}; then, from the head, every waiter that fits is
  *       admitted. Their callbacks run on the releasing thread after the monitor is dropped.</li>
  *   <li>cancel (timeout, disconnect): a waiting request leaves the queue and nothing else happens to it;
@@ -47,7 +47,8 @@ import java.util.function.LongUnaryOperator;
  *   <li>acquireAlone: a request that ran out of memory (what ran beside it, its plan, or the pool's slabs
  *       and rounding took more than the charges said) goes back to the <em>head</em> of the queue and is
  *       admitted once nothing runs; while it runs nobody else is admitted. Alone, it needs no more than
- *       it would without admission: if the pool still refuses, that refusal is final (507).</li>
+ *       it would without admission: if the pool still refuses, that refusal is final (507). (Two such
+ *       requests at once queue in the opposite order; they are rare, and both run before any newcomer.)</li>
  * </ol>
  *
  * <h2>Why these rules</h2>
@@ -60,7 +61,7 @@ import java.util.function.LongUnaryOperator;
  *       charge after it was queued (a lower cap tuned at runtime, resident memory that grew). Alone, the
  *       request is what it would be without admission and the pool's staged recovery decides; without
  *       this rule it would wait for a release that never comes. The same holds for a plan that
- *       underestimates: the pool's recovery, then its 507, stays the fallback.</li>
+ *       underestimates: the pool's staged recovery, a run alone, then its 507 stay the fallback.</li>
  *   <li><b>Resident bytes are sampled when nothing is admitted.</b> Then everything in use (the pool's
  *       allocated bytes less its local caches) belongs to no request. Resident memory changes rarely after
  *       warm-up (workspaces at start, graph pools at capture), so those moments are enough; under a load

@@ -63,7 +63,8 @@ import java.util.function.Function;
  *
  * <p>All state changes happen under this object's monitor; the sections are a few field updates,
  * never device work. The admission's monitor and this one are never held together: admission
- * callbacks run after the admission dropped its monitor, and this class calls the admission outside its own. {@link #inFlight()} and {@link #queueDepth()} read atomics and take no lock.
+ * callbacks run after the admission dropped its monitor, and this class calls the admission outside
+ * its own. {@link #inFlight()} and {@link #queueDepth()} read atomics and take no lock.
  */
 public final class DeviceWorker implements AutoCloseable {
 
