@@ -270,8 +270,8 @@ public final class MemoryAdmission implements AdmissionMetrics {
     }
 
     private synchronized void outOfMemory(Ticket ticket) {
-        if (ticket.state != State.ADMITTED || ticket.ranOutOfMemory || !enabled) {
-            return;
+        if (ticket.state != State.ADMITTED || ticket.ranOutOfMemory || !enabled || ticket.charge == 0) {
+            return;                        // a request without a plan says nothing about what charges the pool holds
         }
         ticket.ranOutOfMemory = true;
         learned = Math.min(learned, admitted - admitted / 4);
