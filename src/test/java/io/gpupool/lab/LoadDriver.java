@@ -677,7 +677,8 @@ public final class LoadDriver {
 
     /**
      * What the pool endpoint says, per device: mode, the global level's byte counts and peaks,
-     * fragmentation, chunks, the counters and the allocation latency. {"error": ...} when unreadable.
+     * fragmentation, chunks, the counters, the allocation latency and the memory admission (where the device has
+     * one). {"error": ...} when unreadable.
      */
     JsonNode poolSummary() {
         ObjectNode summary = JSON.createObjectNode();
@@ -716,6 +717,9 @@ public final class LoadDriver {
             out.put("fragmentation", global.path("fragmentation").asDouble());
             out.set("counters", device.path("counters"));
             out.set("latency", device.path("latency"));
+            if (device.path("admission").isObject()) {
+                out.set("admission", device.path("admission"));   // waits, refusals, runs alone under the cap
+            }
         }
         return summary;
     }
