@@ -162,12 +162,21 @@ public class GpuPoolConfiguration {
      */
     public static MemoryAdmission admission(String name, long capacityBytes, DeviceAllocator activations,
                                             boolean enabled) {
+        return admission(name, capacityBytes, activations, enabled, () -> 0);
+    }
+
+    /**
+     * @param residentFloor pool bytes that belong to no request and may be held at any moment although an idle
+     *                      moment saw them given back (the kernels' stream workspaces, at most)
+     */
+    public static MemoryAdmission admission(String name, long capacityBytes, DeviceAllocator activations,
+                                            boolean enabled, java.util.function.LongSupplier residentFloor) {
         DevicePool pool = activations.capability(DevicePool.class).orElse(null);
         if (pool == null) {
             return MemoryAdmission.unbounded(name);
         }
         return new MemoryAdmission(name, enabled, () -> pool.config().effectiveCapBytes(capacityBytes),
-                () -> pool.metrics().allocatedBytes() - pool.metrics().cachedBytes(), pool::blockBytes);
+                () -> pool.metrics().allocatedBytes() - pool.metrics().cachedBytes(), pool::blockBytes, residentFloor);
     }
 
     /** The activation allocator of {@code device} for the configured mode. */

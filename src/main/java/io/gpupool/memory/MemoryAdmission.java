@@ -65,7 +65,8 @@ import java.util.function.LongUnaryOperator;
  *   <li><b>Resident bytes are sampled when nothing is admitted.</b> Then everything in use (the pool's
  *       allocated bytes less its local caches) belongs to no request. Resident memory changes rarely after
  *       warm-up (workspaces at start, graph pools at capture), so those moments are enough; under a load
- *       that never pauses the last sample stands.</li>
+ *       that never pauses the last sample stands. Memory that is given up while idle and taken back by the
+ *       next request (kernel workspaces) would make a sample too low, so the owner may name a floor.</li>
  *   <li><b>A waiter holds nothing.</b> The caller acquires before it takes a stream or allocates, and a
  *       queued request has allocated nothing, so the running ones can always finish: no deadlock.</li>
  * </ul>
@@ -93,6 +94,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
     private final LongSupplier capBytes;
     private final LongSupplier inUseBytes;
     private final LongUnaryOperator blockBytes;
+    private final LongSupplier residentFloor;
 
     /** Guarded by {@code this}. */
     private final ArrayDeque<Ticket> waiters = new ArrayDeque<>();
@@ -126,6 +128,17 @@ public final class MemoryAdmission implements AdmissionMetrics {
      */
     public MemoryAdmission(String name, boolean enabled, LongSupplier capBytes, LongSupplier inUseBytes,
                            LongUnaryOperator blockBytes) {
+        this(name, enabled, capBytes, inUseBytes, blockBytes, () -> 0);
+    }
+
+    /**
+     * @param residentFloor bytes that may belong to no request at any moment even when the idle sample saw less
+     *                      (kernel workspaces a stream takes back on its next request after giving them up while
+     *                      idle): the resident bytes are at least this
+     */
+    public MemoryAdmission(String name, boolean enabled, LongSupplier capBytes, LongSupplier inUseBytes,
+                           LongUnaryOperator blockBytes, LongSupplier residentFloor) {
+        this.residentFloor = Objects.requireNonNull(residentFloor, "residentFloor");
         this.name = Objects.requireNonNull(name, "name");
         this.enabled = enabled;
         this.capBytes = Objects.requireNonNull(capBytes, "capBytes");
@@ -349,7 +362,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
         long cap = capBytes.getAsLong();
         return new OutOfDeviceMemoryException(charge, "the request needs " + charge + " bytes of activations at its "
                 + "peak, more than the " + ceiling + " bytes the pool on " + name + " can ever give a request (its cap of "
-                + cap + " bytes less " + resident + " bytes resident); waiting would not help: send a smaller batch "
+                + cap + " bytes less " + residentBytes() + " bytes resident); waiting would not help: send a smaller batch "
                 + "or shorter sequences, or raise gpupool.memory.cap-bytes");
     }
 
@@ -382,7 +395,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
 
     @Override
     public long ceilingBytes() {
-        return Math.max(0, capBytes.getAsLong() - resident);
+        return Math.max(0, capBytes.getAsLong() - residentBytes());
     }
 
     @Override
@@ -396,7 +409,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
 
     @Override
     public long residentBytes() {
-        return resident;
+        return Math.max(resident, residentFloor.getAsLong());
     }
 
     /**

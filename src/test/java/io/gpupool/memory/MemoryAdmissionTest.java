@@ -168,6 +168,22 @@ class MemoryAdmissionTest {
     }
 
     @Test
+    void aResidentFloorHoldsBackWhatAnIdleSampleMissed() {
+        AtomicLong floor = new AtomicLong(30);             // workspaces given up while idle come back with work
+        MemoryAdmission floored = new MemoryAdmission("host:0", true, cap::get, inUse::get, b -> b, floor::get);
+        inUse.set(10);
+        MemoryAdmission.Ticket a = floored.acquire(70, ticket -> order.add(ticket.charge()));
+        assertThat(floored.residentBytes()).isEqualTo(30);
+        assertThat(floored.ceilingBytes()).isEqualTo(70);
+        assertThatThrownBy(() -> floored.acquire(71, ticket -> { }))
+                .hasMessageContaining("cap of 100 bytes less 30 bytes resident");
+        a.release();
+        inUse.set(50);                                     // a sample above the floor wins
+        floored.acquire(10, ticket -> { }).release();
+        assertThat(floored.residentBytes()).isEqualTo(50);
+    }
+
+    @Test
     void switchedOffEveryRequestIsAdmittedAtOnce() {
         MemoryAdmission off = new MemoryAdmission("host:0", false, cap::get, inUse::get, b -> b);
         List<MemoryAdmission.Ticket> tickets = new ArrayList<>();
