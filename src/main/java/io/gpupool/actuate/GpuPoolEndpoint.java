@@ -7,6 +7,7 @@ import java.util.Map;
 
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.metric.AdmissionMetrics;
 import io.gpupool.memory.metric.AllocatorCounters;
 import io.gpupool.memory.metric.ChunkMetric;
 import io.gpupool.memory.metric.FreeOrderMetric;
@@ -237,7 +238,17 @@ public class GpuPoolEndpoint {
         return new DeviceDescriptor(pool.device(), m.mode().name(), pool.capacityBytes(), pool.capBytes(), global,
                 m.smallClasses(), m.localCacheCapBytes(), caches, m.counters(), latency, pool.configuration(), trace,
                 graphs.find(pool.device()).map(GpuPoolEndpoint::describe).orElse(null),
-                pool.kernels());
+                pool.kernels(), describe(pool.admission()));
+    }
+
+    static @Nullable AdmissionDescriptor describe(@Nullable AdmissionMetrics a) {
+        if (a == null) {
+            return null;
+        }
+        LatencyDistribution wait = a.waitTime();
+        return new AdmissionDescriptor(a.enabled(), a.waiting(), a.waitingBytes(), a.running(), a.admittedBytes(),
+                a.ceilingBytes(), a.limitBytes(), a.residentBytes(), a.admittedCount(), a.waitedCount(), a.refusedCount(),
+                a.abandonedCount(), a.aloneCount(), wait.percentileNanos(0.5), wait.percentileNanos(0.99), wait.percentileNanos(1.0));
     }
 
     /** The buddy tree's leaf size, for drawing the layout; 0 for an allocator without a pool. */
@@ -294,7 +305,23 @@ public class GpuPoolEndpoint {
                                    AllocatorCounters counters,
                                    LatencyDescriptor latency, @Nullable PoolConfig configuration,
                                    @Nullable TraceDescriptor trace, @Nullable GraphsDescriptor graphs,
-                                   ManagedPool.@Nullable Kernels kernels) {
+                                   ManagedPool.@Nullable Kernels kernels, @Nullable AdmissionDescriptor admission) {
+    }
+
+    /**
+     * A device's memory admission ({@code gpupool.memory.admission.enabled}): requests reserve their planned
+     * activation peak under {@code ceilingBytes} (the cap less {@code residentBytes}, memory that belongs to no
+     * request) before they run, and under {@code limitBytes} (the ceiling, lowered for a while after admitted
+     * requests ran out of memory below it). Now: {@code waiting} requests of {@code waitingBytes} wait, {@code running} of
+     * {@code admittedBytes} are admitted. Since start: {@code admitted} requests, {@code waited} of them after
+     * waiting, {@code refused} at once with 507 (their peak alone exceeds the ceiling), {@code abandoned} while
+     * waiting (timeout, disconnect), {@code ranAlone} ran again alone after running out of memory beside
+     * others (their plans underestimated); the wait of admitted requests at p50, p99 and its maximum (upper bounds of
+     * power-of-two buckets). Null on a device without one.
+     */
+    public record AdmissionDescriptor(boolean enabled, int waiting, long waitingBytes, int running, long admittedBytes,
+                                      long ceilingBytes, long limitBytes, long residentBytes, long admitted, long waited, long refused,
+                                      long abandoned, long ranAlone, long waitP50Nanos, long waitP99Nanos, long waitMaxNanos) {
     }
 
     /**

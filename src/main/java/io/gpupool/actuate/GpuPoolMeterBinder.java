@@ -7,6 +7,7 @@ import java.util.function.ToDoubleFunction;
 import java.util.function.ToLongFunction;
 
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.metric.AdmissionMetrics;
 import io.gpupool.memory.metric.FreeOrderMetric;
 import io.gpupool.memory.metric.LatencyDistribution;
 import io.gpupool.memory.metric.PoolMetrics;
@@ -62,8 +63,62 @@ public class GpuPoolMeterBinder implements MeterBinder {
     public void bindTo(MeterRegistry registry) {
         for (ManagedPool pool : pools.all()) {
             bind(pool, registry);
+            AdmissionMetrics admission = pool.admission();
+            if (admission != null) {
+                bindAdmission(Tags.of("device", pool.device()), admission, registry);
+            }
         }
         graphs.all().forEach((device, cache) -> bindGraphs(device, cache.metrics(), registry));
+    }
+
+    /**
+     * A device's memory admission: {@code gpupool.memory.admission.*}, tagged with the device. The wait is a
+     * function timer over every admitted request (those admitted at once count with their few nanoseconds),
+     * plus quantile gauges of the power-of-two wait histogram.
+     */
+    private static void bindAdmission(Tags tags, AdmissionMetrics a, MeterRegistry registry) {
+        Gauge.builder("gpupool.memory.admission.waiting", a, AdmissionMetrics::waiting)
+                .description("Requests waiting for their planned memory under the pool's cap").baseUnit("requests")
+                .tags(tags).register(registry);
+        Gauge.builder("gpupool.memory.admission.waiting.bytes", a, AdmissionMetrics::waitingBytes)
+                .description("Planned activation bytes of the requests waiting for memory").baseUnit(BaseUnits.BYTES)
+                .tags(tags).register(registry);
+        Gauge.builder("gpupool.memory.admission.running", a, AdmissionMetrics::running)
+                .description("Requests admitted under the cap and not finished").baseUnit("requests")
+                .tags(tags).register(registry);
+        Gauge.builder("gpupool.memory.admission.admitted.bytes", a, AdmissionMetrics::admittedBytes)
+                .description("Planned activation bytes of the admitted, unfinished requests").baseUnit(BaseUnits.BYTES)
+                .tags(tags).register(registry);
+        Gauge.builder("gpupool.memory.admission.ceiling", a, AdmissionMetrics::ceilingBytes)
+                .description("Most planned bytes admitted requests may hold together: the cap less resident memory")
+                .baseUnit(BaseUnits.BYTES).tags(tags).register(registry);
+        Gauge.builder("gpupool.memory.admission.limit", a, AdmissionMetrics::limitBytes)
+                .description("Bound applied now: the ceiling, lowered after admitted requests ran out of memory below it")
+                .baseUnit(BaseUnits.BYTES).tags(tags).register(registry);
+        Gauge.builder("gpupool.memory.admission.resident", a, AdmissionMetrics::residentBytes)
+                .description("Pool memory that belongs to no request (workspaces, graph pools), as last sampled")
+                .baseUnit(BaseUnits.BYTES).tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.memory.admission.admitted", a, AdmissionMetrics::admittedCount)
+                .description("Requests admitted under the cap, at once or after waiting").tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.memory.admission.waited", a, AdmissionMetrics::waitedCount)
+                .description("Requests admitted after waiting for memory").tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.memory.admission.refused", a, AdmissionMetrics::refusedCount)
+                .description("Requests refused at once with 507: their planned peak alone exceeds what the cap can give")
+                .tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.memory.admission.abandoned", a, AdmissionMetrics::abandonedCount)
+                .description("Requests that left the memory queue before admission (timeout, disconnect)")
+                .tags(tags).register(registry);
+        FunctionCounter.builder("gpupool.memory.admission.alone", a, AdmissionMetrics::aloneCount)
+                .description("Requests that ran out of memory beside others and ran again alone (plans that underestimate)")
+                .tags(tags).register(registry);
+        FunctionTimer.builder("gpupool.memory.admission.wait", a, AdmissionMetrics::admittedCount,
+                        AdmissionMetrics::waitNanos, TimeUnit.NANOSECONDS)
+                .description("Time admitted requests waited for their planned memory").tags(tags).register(registry);
+        for (double q : QUANTILES) {
+            Gauge.builder("gpupool.memory.admission.wait.quantile", a, m -> m.waitTime().percentileNanos(q) / 1e9)
+                    .description("Wait for memory at a quantile (upper bound of its power-of-two bucket)")
+                    .baseUnit("seconds").tags(tags.and("quantile", Double.toString(q))).register(registry);
+        }
     }
 
     /** A device's CUDA graph cache: {@code gpupool.graphs.*}, tagged with the device. */

@@ -8,6 +8,7 @@ import java.util.function.Supplier;
 
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.metric.AdmissionMetrics;
 import io.gpupool.memory.metric.PoolMetrics;
 import org.jspecify.annotations.Nullable;
 
@@ -87,11 +88,17 @@ public interface ManagedPool {
         public static final Workspaces NONE = new Workspaces(0, 0, 0, 0, 0);
     }
 
+    /** The memory admission in front of this pool (requests waiting for their planned peak); null where none. */
+    default @Nullable AdmissionMetrics admission() {
+        return null;
+    }
+
     /**
-     * {@code pool} reporting {@code kernels} (read anew on each call) and trimmed after
+     * {@code pool} reporting {@code kernels} (read anew on each call) and {@code admission}, and trimmed after
      * {@code releaseWorkspaces} gave the idle streams' workspaces back to it; everything else is {@code pool}'s.
      */
-    static ManagedPool withKernels(ManagedPool pool, Supplier<Kernels> kernels, LongSupplier releaseWorkspaces) {
+    static ManagedPool withKernels(ManagedPool pool, Supplier<Kernels> kernels, LongSupplier releaseWorkspaces,
+                                   @Nullable AdmissionMetrics admission) {
         return new ManagedPool() {
             @Override public String device() { return pool.device(); }
             @Override public long capacityBytes() { return pool.capacityBytes(); }
@@ -106,6 +113,7 @@ public interface ManagedPool {
             @Override public List<ChunkLayout> layout() { return pool.layout(); }
             @Override public Optional<TraceControl> trace() { return pool.trace(); }
             @Override public Kernels kernels() { return kernels.get(); }
+            @Override public @Nullable AdmissionMetrics admission() { return admission; }
         };
     }
 

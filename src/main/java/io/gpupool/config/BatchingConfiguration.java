@@ -1,6 +1,7 @@
 package io.gpupool.config;
 
 import io.gpupool.actuate.BatchMetrics;
+import io.gpupool.memory.MemoryAdmission;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.serving.BatchObserver;
 import io.gpupool.serving.BatchStatistics;
@@ -19,9 +20,10 @@ import java.util.function.LongSupplier;
 
 /**
  * Dynamic batching: the server-wide defaults ({@code gpupool.batching.*}), the batcher in front of the devices
- * and the execution statistics. A batch's headroom on a device is the pool's cap in force minus the bytes the
- * pool hands out now (other requests' activations; weights live in their own allocator), so a batch whose
- * planned peak would pass the cap is split before it starts.
+ * and the execution statistics. A batch's headroom on a device is what the memory admission has left beside
+ * the admitted requests' planned peaks (without admission: the pool's cap in force minus the bytes the pool
+ * hands out now; weights live in their own allocator either way), so a batch whose planned peak would pass
+ * the cap is split before it starts rather than answered 507.
  */
 @Configuration(proxyBeanMethods = false)
 @EnableConfigurationProperties(BatchingProperties.class)
@@ -64,6 +66,11 @@ public class BatchingConfiguration {
     }
 
     static LongSupplier headroom(DeviceRuntime device, GpuPoolSettings settings) {
+        MemoryAdmission admission = device.worker().admission();
+        if (admission.enabled()) {
+            // What fits beside the admitted requests' planned peaks: a batch sized to it is admitted at once.
+            return admission::availableBytes;
+        }
         DevicePool pool = device.allocator().capability(DevicePool.class).orElse(null);
         if (pool != null) {
             long capacity = device.device().chunkSource().capacityBytes();

@@ -9,6 +9,7 @@ import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.MemoryAdmission;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 import io.gpupool.memory.trace.TracingAllocator;
@@ -70,7 +71,8 @@ import java.util.TreeMap;
  *     kernels      CudaTensorOps(gpupool.kernels.precision, .gemm-engine: cuBLASLt or own kernels, workspaces
  *                  from the activation pool; KernelSelection) on CUDA, HostTensorOps on the host; then any
  *                  TensorOpsCustomizer beans (none shipped)
- *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests; the kernels'
+ *     streams      DeviceWorker: streams-per-device streams, queue-capacity waiting requests, behind the
+ *                  pool's MemoryAdmission (gpupool.memory.admission.enabled; pool modes only); the kernels'
  *                  stream workspaces go back to the pool after gpupool.kernels.workspace-release-after-idle
  *                  (IdleWorkspaceRelease) and on a trim
  *   graphs         DeviceGraphs per CUDA device (gpupool.kernels.graphs.*), none on the host; the
@@ -136,8 +138,13 @@ public class GpuPoolConfiguration {
             DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT)
                     .orElseGet(() -> new DevicePool(device.chunkSource(),
                             settings.memory().pool().withMode(AllocatorMode.GLOBAL_ONLY)));
+            TensorOps kernelOps = ops;
+            // An idle moment may see the stream workspaces given back; the next products take them again.
+            long workspacesAtMost = (long) settings.serving().streamsPerDevice() * kernelOps.workspaceBound();
             DeviceWorker worker = new DeviceWorker(device, activations, ops, settings.serving().streamsPerDevice(),
-                    settings.serving().queueCapacity());
+                    settings.serving().queueCapacity(), admission(device.chunkSource().name(),
+                    device.chunkSource().capacityBytes(), activations, settings.memory().admission(),
+                    () -> workspacesAtMost));
             runtimes.add(new DeviceRuntime(device, activations, weights, ops, worker));
             log.info("Device {} ({}): {} allocator, {} streams, queue of {}", device.index(), device.name(),
                     activations.mode(), settings.serving().streamsPerDevice(), settings.serving().queueCapacity());
@@ -163,6 +170,34 @@ public class GpuPoolConfiguration {
     IdleWorkspaceRelease idleWorkspaceRelease(ServingDevices devices, KernelProperties kernels) {
         return new IdleWorkspaceRelease(devices.devices().stream().map(DeviceRuntime::worker).toList(),
                 kernels.getWorkspaceReleaseAfterIdle());
+    }
+
+    /**
+     * The memory admission in front of a device's activation pool ({@code gpupool.memory.admission.enabled}):
+     * the cap in force, the pool's bytes in use (allocated less what its local caches hold) and its block
+     * rounding. Allocators without a pool cap (BEST_FIT, DIRECT, CUDA_ASYNC) get one that admits everything
+     * at once.
+     *
+     * @param name          the device's memory, for messages (e.g. {@code cuda:0})
+     * @param capacityBytes what a fractional cap applies to
+     */
+    public static MemoryAdmission admission(String name, long capacityBytes, DeviceAllocator activations,
+                                            boolean enabled) {
+        return admission(name, capacityBytes, activations, enabled, () -> 0);
+    }
+
+    /**
+     * @param residentFloor pool bytes that belong to no request and may be held at any moment although an idle
+     *                      moment saw them given back (the kernels' stream workspaces, at most)
+     */
+    public static MemoryAdmission admission(String name, long capacityBytes, DeviceAllocator activations,
+                                            boolean enabled, java.util.function.LongSupplier residentFloor) {
+        DevicePool pool = activations.capability(DevicePool.class).orElse(null);
+        if (pool == null) {
+            return MemoryAdmission.unbounded(name);
+        }
+        return new MemoryAdmission(name, enabled, () -> pool.config().effectiveCapBytes(capacityBytes),
+                () -> pool.metrics().allocatedBytes() - pool.metrics().cachedBytes(), pool::blockBytes, residentFloor);
     }
 
     /** The activation allocator of {@code device} for the configured mode. */

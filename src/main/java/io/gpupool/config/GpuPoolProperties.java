@@ -129,6 +129,9 @@ public class GpuPoolProperties {
         /** Testing only: make a share of chunk requests fail (see {@link FaultInjection}). */
         private final FaultInjection faultInjection = new FaultInjection();
 
+        /** Requests reserve their planned peak under the pool's cap before they run (see {@link Admission}). */
+        private final Admission admission = new Admission();
+
         MemorySettings toSettings() {
             return MemorySettings.of(this);
         }
@@ -174,6 +177,23 @@ public class GpuPoolProperties {
         public boolean isExpandableSegments() { return expandableSegments; }
         public void setExpandableSegments(boolean expandableSegments) { this.expandableSegments = expandableSegments; }
         public FaultInjection getFaultInjection() { return faultInjection; }
+        public Admission getAdmission() { return admission; }
+    }
+
+    /**
+     * {@code gpupool.memory.admission.*}: before a forward runs, its planned activation peak (each tensor in
+     * the pool's blocks) is reserved against the pool's cap less its resident memory; a request that does not
+     * fit waits in arrival order, within its timeout, for running requests to finish, instead of running into
+     * the cap and failing with 507. A request whose peak alone exceeds what the cap can ever give is answered
+     * 507 at once. Applies to the pool modes (TWO_LEVEL, GLOBAL_ONLY).
+     */
+    public static class Admission {
+
+        /** Whether requests wait for their memory; false: every request runs at once and the pool alone decides. */
+        private boolean enabled = true;
+
+        public boolean isEnabled() { return enabled; }
+        public void setEnabled(boolean enabled) { this.enabled = enabled; }
     }
 
     /**

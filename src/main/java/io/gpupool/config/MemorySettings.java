@@ -20,9 +20,11 @@ import java.util.Objects;
  * @param faultSeed seed of those draws
  * @param expandableSegments whether CUDA devices grow the pool in one reserved virtual range
  *             ({@code gpupool.memory.expandable-segments}; the host backend ignores it)
+ * @param admission whether requests reserve their planned peak under the pool's cap before they run
+ *             ({@code gpupool.memory.admission.enabled}; pool modes only)
  */
 public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultProbability, long faultSeed,
-                             boolean expandableSegments) {
+                             boolean expandableSegments, boolean admission) {
 
     /** The pool's way of naming a field in its messages: {@code gpupool.memory.capBytes = ...}. */
     private static final Pattern FIELD_IN_MESSAGE = Pattern.compile("gpupool\\.memory\\.([a-z][A-Za-z0-9]*)\\b");
@@ -49,7 +51,8 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
                     memory.isWaitBeyondBudget(),
                     memory.isTrackAllocationSites());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
-                    memory.getFaultInjection().getSeed(), memory.isExpandableSegments());
+                    memory.getFaultInjection().getSeed(), memory.isExpandableSegments(),
+                    memory.getAdmission().isEnabled());
         }
         catch (IllegalArgumentException | NullPointerException e) {
             throw new IllegalArgumentException(withPropertyNames(String.valueOf(e.getMessage())));

@@ -62,7 +62,7 @@ public class OperationsWiring {
             String activations = device.ops().activationBytes() == 2 ? "bf16" : "fp32";
             pools.add(ManagedPool.withKernels(managedPool(selector(backend, device.index()), device),
                     () -> new ManagedPool.Kernels(engine, activations, workspaces(device.ops())),
-                    device.worker()::releaseIdleWorkspaces));
+                    device.worker()::releaseIdleWorkspaces, device.worker().admission()));
         }
         return ManagedPools.of(pools);
     }

@@ -2,6 +2,7 @@ package io.gpupool.model;
 
 import java.util.List;
 import java.util.Set;
+import java.util.function.LongUnaryOperator;
 
 /**
  * A model that can run several requests' inputs as one forward (dynamic batching) and give each request
@@ -40,6 +41,11 @@ public interface BatchableModel extends InferenceModel {
 
     /** The planned activation peak, in bytes, of one forward over {@code members} (as {@link PlannedMemory}). */
     long batchPeakBytes(List<? extends Member> members);
+
+    /** The same peak with each tensor rounded by {@code blockBytes}, as {@link PlannedMemory#peakActivationBytes(int, int, LongUnaryOperator)}. */
+    default long batchPeakBytes(List<? extends Member> members, LongUnaryOperator blockBytes) {
+        return batchPeakBytes(members);
+    }
 
     /**
      * Whether {@code members} may run as one forward at all (e.g. a padded layout bounded by the model's largest

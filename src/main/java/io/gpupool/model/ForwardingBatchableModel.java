@@ -2,6 +2,7 @@ package io.gpupool.model;
 
 import java.util.List;
 import java.util.Set;
+import java.util.function.LongUnaryOperator;
 
 /**
  * A model wrapper that batches exactly as the model it wraps: every batching call goes to {@link #batchable()}.
@@ -21,6 +22,11 @@ public interface ForwardingBatchableModel extends BatchableModel {
     @Override
     default long batchPeakBytes(List<? extends Member> members) {
         return batchable().batchPeakBytes(members);
+    }
+
+    @Override
+    default long batchPeakBytes(List<? extends Member> members, LongUnaryOperator blockBytes) {
+        return batchable().batchPeakBytes(members, blockBytes);
     }
 
     @Override

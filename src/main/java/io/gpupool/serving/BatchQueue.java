@@ -224,7 +224,8 @@ final class BatchQueue {
             members.add(next.member);
             if (!batch.isEmpty()) {
                 boolean fits = tokens + next.member.tokens() <= policy.maxTokens() && replica.fitsOneForward(members);
-                if (fits && room != Long.MAX_VALUE && replica.batchPeakBytes(members) > room) {
+                if (fits && room != Long.MAX_VALUE
+                        && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room) {
                     fits = false;
                     split = true;
                 }
@@ -287,7 +288,10 @@ final class BatchQueue {
     }
 
     private void launch(List<Entry> batch) {
-        worker.submit(context -> run(batch, context)).subscribe(
+        List<Member> members = new ArrayList<>(batch.size());
+        batch.forEach(entry -> members.add(entry.member));
+        long charge = replica.batchPeakBytes(members, worker.admission()::blockBytes);
+        worker.submit(charge, context -> run(batch, context)).subscribe(
                 answers -> {
                     finished();
                     answers.run();
@@ -339,6 +343,8 @@ final class BatchQueue {
             ServingException rejected = ServingException.badRequest("model '" + model + "' rejected the request: "
                     + e.getMessage());
             return () -> live.forEach(entry -> entry.sink.error(rejected));
+        } catch (io.gpupool.memory.OutOfDeviceMemoryException e) {
+            throw e;                       // to the worker, which runs the batch again alone before it answers 507
         } catch (RuntimeException e) {
             return () -> live.forEach(entry -> entry.sink.error(e));
         }

@@ -5,6 +5,8 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.memory.DeviceAllocator;
+import io.gpupool.memory.MemoryAdmission;
+import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.model.ExecutionContext;
 import reactor.core.publisher.Mono;
 import reactor.core.publisher.MonoSink;
@@ -22,27 +24,39 @@ import java.util.function.Function;
 
 /**
  * Runs requests on one device: a fixed set of streams, a bounded queue in front of them and one
- * worker thread per stream.
+ * worker thread per stream, behind the device's {@link MemoryAdmission}.
  *
  * <pre>
- *   submit ──► idle stream? ──yes──► lease it, run on a worker thread ──► release ──► next queued job
- *                  │ no                                                   (same thread, no hop)
- *                  ▼
- *              queue full? ──yes──► 503 (overloaded)
- *                  │ no
- *                  ▼
- *              wait in FIFO queue (cancel = leave the queue, nothing was allocated)
+ *   submit(charge) ──► queues full? ──yes──► 503 (overloaded)
+ *                          │ no
+ *                          ▼
+ *                  admission: charge &gt; ceiling? ──yes──► 507 at once (waiting cannot help)
+ *                          │ fits now?  ──no──► wait for memory in FIFO (cancel = leave, nothing held)
+ *                          ▼ admitted
+ *                  idle stream? ──yes──► lease it, run on a worker thread ──► release memory, then the stream
+ *                          │ no                                                ──► next queued job (same thread)
+ *                          ▼
+ *                  wait for a stream in FIFO (cancel = leave the queue and give the charge back)
  * </pre>
  *
  * <ol>
+ *   <li>A job first reserves its planned activation peak (its charge) in the admission, then takes a
+ *       stream: memory first, so that a job waiting for memory holds no stream and no memory, and the
+ *       streams stay with jobs that can run. Jobs of charge 0 (warm-up, unplanned models) pass through
+ *       the same FIFO.</li>
  *   <li>A job takes a <em>stream lease</em>: the stream, the allocator whose local cache belongs to
  *       that stream (the stream is the cache key, never the thread), and the device's kernels.</li>
  *   <li>The job runs on a worker thread of this device, never on a Netty event-loop thread; the
  *       device is bound to the thread first.</li>
- *   <li>When the job ends (result, failure, or its subscriber is gone) the stream goes to the oldest
+ *   <li>When the job ends (result, failure, or its subscriber is gone) its charge goes back to the
+ *       admission (the work freed its blocks before returning), the stream goes to the oldest
  *       queued job or back to the idle set, and only then is the outcome signalled. The release
  *       happens in the worker's {@code finally}, not in a reactive signal, so a cancelled or
  *       timed-out subscriber can never leak a lease.</li>
+ *   <li>A job that fails with out-of-memory (other admitted jobs, or the pool's rounding and slabs, held
+ *       more than the charges said) is not answered at once: it goes back to the head of the admission and
+ *       runs once more alone ({@link MemoryAdmission#acquireAlone}). Only a job that runs out of memory
+ *       alone is answered 507.</li>
  *   <li>Cancelling a queued job removes it from the queue; cancelling a running job lets it finish
  *       (device work cannot be interrupted) and drops its result; the model frees its memory as
  *       always.</li>
@@ -56,13 +70,16 @@ import java.util.function.Function;
  * how long the device has had nothing to do.
  *
  * <p>All state changes happen under this object's monitor; the sections are a few field updates,
- * never device work. {@link #inFlight()} and {@link #queueDepth()} read atomics and take no lock.
+ * never device work. The admission's monitor and this one are never held together: admission
+ * callbacks run after the admission dropped its monitor, and this class calls the admission outside
+ * its own. {@link #inFlight()} and {@link #queueDepth()} read atomics and take no lock.
  */
 public final class DeviceWorker implements AutoCloseable {
 
     private final ComputeDevice device;
     private final DeviceAllocator allocator;
     private final TensorOps ops;
+    private final MemoryAdmission admission;
     private final int queueCapacity;
     private final List<DeviceStream> streams;
     private final ExecutorService workers;
@@ -88,6 +105,15 @@ public final class DeviceWorker implements AutoCloseable {
      */
     public DeviceWorker(ComputeDevice device, DeviceAllocator allocator, TensorOps ops, int streamCount,
                         int queueCapacity) {
+        this(device, allocator, ops, streamCount, queueCapacity, MemoryAdmission.unbounded("device " + device.index()));
+    }
+
+    /**
+     * @param admission decides when a job's planned memory is there; one per device, in front of its pool
+     */
+    public DeviceWorker(ComputeDevice device, DeviceAllocator allocator, TensorOps ops, int streamCount,
+                        int queueCapacity, MemoryAdmission admission) {
+        this.admission = java.util.Objects.requireNonNull(admission, "admission");
         if (streamCount < 1) {
             throw new IllegalArgumentException("streamCount must be at least 1, was " + streamCount);
         }
@@ -120,6 +146,11 @@ public final class DeviceWorker implements AutoCloseable {
         return ops;
     }
 
+    /** The admission in front of this device's pool. */
+    public MemoryAdmission admission() {
+        return admission;
+    }
+
     public List<DeviceStream> streams() {
         return streams;
     }
@@ -134,9 +165,9 @@ public final class DeviceWorker implements AutoCloseable {
         return queued.get();
     }
 
-    /** In flight plus queued: what the scheduler balances on. */
+    /** In flight plus queued for a stream or for memory: what the scheduler balances on. */
     public int load() {
-        return inFlight.get() + queued.get();
+        return inFlight.get() + queued.get() + admission.waiting();
     }
 
     /** Requests refused because the queue was full, since start. */
@@ -149,32 +180,63 @@ public final class DeviceWorker implements AutoCloseable {
         return cancelledWhileQueued.sum();
     }
 
-    /**
-     * Runs {@code work} on a leased stream of this device. Nothing happens until subscription;
-     * cancelling the subscription takes a queued job out of the queue.
-     *
-     * @return the work's result; fails with a 503 {@link ServingException} when the queue is full
-     */
+    /** Runs {@code work}, which plans no device memory of its own (charge 0), as {@link #submit(long, Function)}. */
     public <T> Mono<T> submit(Function<ExecutionContext, T> work) {
+        return submit(0, work);
+    }
+
+    /**
+     * Runs {@code work} on a leased stream of this device once {@code charge} planned bytes are admitted.
+     * Nothing happens until subscription; cancelling the subscription takes a job waiting for memory or
+     * for a stream out of its queue.
+     *
+     * @param charge the work's planned activation peak in bytes (0: none planned)
+     * @return the work's result; fails with a 503 {@link ServingException} when the queues are full, with an
+     * {@link OutOfDeviceMemoryException} (507) when the charge alone exceeds what the pool can ever give
+     */
+    public <T> Mono<T> submit(long charge, Function<ExecutionContext, T> work) {
         return Mono.create(sink -> {
-            Job<T> job = new Job<>(work, sink);
+            Job<T> job = new Job<>(work, sink, charge);
             sink.onCancel(() -> cancel(job));
-            DeviceStream stream;
             synchronized (this) {
                 if (closed) {
                     sink.error(ServingException.unavailable("device " + device.index() + " is shutting down", 1));
                     return;
                 }
+                int memoryWaiters = admission.waiting();
+                if ((idle.isEmpty() || memoryWaiters > 0) && queue.size() + memoryWaiters >= queueCapacity) {
+                    rejected.increment();
+                    sink.error(ServingException.unavailable("device " + device.index() + " is overloaded: "
+                            + inFlight.get() + " requests running, " + queue.size() + " queued for a stream and "
+                            + memoryWaiters + " for memory (gpupool.serving.queue-capacity=" + queueCapacity + ")", 1));
+                    return;
+                }
+            }
+            MemoryAdmission.Ticket ticket;
+            try {
+                ticket = admission.acquire(charge, admitted -> admitted(job, admitted));
+            } catch (OutOfDeviceMemoryException refused) {
+                sink.error(refused);
+                return;
+            }
+            job.ticket = ticket;
+            if (job.cancelled) {
+                ticket.cancel();                                   // cancelled before the ticket was known
+            }
+        });
+    }
+
+    /** The job's memory is reserved: lease a stream now, or wait for one. Runs on the thread that made room. */
+    private void admitted(Job<?> job, MemoryAdmission.Ticket ticket) {
+        job.ticket = ticket;
+        DeviceStream stream;
+        synchronized (this) {
+            if (closed || job.cancelled) {
+                stream = null;
+            } else {
                 stream = idle.poll();
                 if (stream == null) {
-                    if (queue.size() >= queueCapacity) {
-                        rejected.increment();
-                        sink.error(ServingException.unavailable("device " + device.index() + " is overloaded: "
-                                + inFlight.get() + " requests running and " + queue.size()
-                                + " queued (gpupool.serving.queue-capacity=" + queueCapacity + ")", 1));
-                        return;
-                    }
-                    queue.add(job);
+                    queue.add(job);                                // counted against the capacity at submit
                     queued.incrementAndGet();
                     lastActivityNanos = System.nanoTime();
                     return;
@@ -182,14 +244,22 @@ public final class DeviceWorker implements AutoCloseable {
                 inFlight.incrementAndGet();
                 lastActivityNanos = System.nanoTime();
             }
-            dispatch(job, stream);
-        });
+        }
+        if (stream == null) {
+            ticket.release();
+            if (!job.cancelled) {
+                job.sink.error(ServingException.unavailable("device " + device.index() + " is shutting down", 1));
+            }
+            return;
+        }
+        dispatch(job, stream);
     }
 
     private void dispatch(Job<?> job, DeviceStream stream) {
         try {
             workers.execute(() -> runFrom(job, stream));
         } catch (RejectedExecutionException e) {
+            job.releaseMemory();
             job.sink.error(ServingException.unavailable("device " + device.index() + " is shutting down", 1));
             Job<?> next = release(stream);
             if (next != null) {
@@ -206,12 +276,41 @@ public final class DeviceWorker implements AutoCloseable {
         Job<?> job = first;
         while (job != null) {
             Runnable answer = Job.NOTHING;
+            boolean again = false;
             try {
                 answer = job.run(new ExecutionContext(stream, allocator, ops), device);
             } finally {
+                // Out of memory: what ran beside it (or the pool's rounding and slabs) held more than the charges
+                // said. Alone, with the pool's caches and slabs emptied by then, it needs no more than it would
+                // without admission, so it runs once more alone; only that run's out-of-memory is answered.
+                // Whether others ran at the moment of the failure cannot be read back reliably (they may have
+                // finished since), so every first out-of-memory is retried.
+                boolean outOfMemory = job.failure instanceof OutOfDeviceMemoryException;
+                again = outOfMemory && !job.ranAlone && !job.cancelled && admission.enabled();
+                MemoryAdmission.Ticket held = job.ticket;
+                if (outOfMemory && held != null) {
+                    held.outOfMemory();                            // fewer run together from now on
+                }
+                job.releaseMemory();                               // the work freed its blocks: make room first
+                Job<?> ran = job;
                 job = release(stream);
-                answer.run();
+                if (again) {
+                    runAlone(ran);
+                } else {
+                    answer.run();
+                }
             }
+        }
+    }
+
+    /** Queues {@code job} again at the head of the admission, to run once nothing else does. */
+    private void runAlone(Job<?> job) {
+        job.ranAlone = true;
+        job.failure = null;
+        MemoryAdmission.Ticket ticket = admission.acquireAlone(job.charge, admitted -> admitted(job, admitted));
+        job.ticket = ticket;
+        if (job.cancelled) {
+            ticket.cancel();
         }
     }
 
@@ -285,11 +384,21 @@ public final class DeviceWorker implements AutoCloseable {
 
     private void cancel(Job<?> job) {
         job.cancelled = true;
+        MemoryAdmission.Ticket ticket = job.ticket;
+        if (ticket != null && ticket.cancel()) {
+            cancelledWhileQueued.increment();                      // left the memory queue
+            return;
+        }
+        boolean removed;
         synchronized (this) {
-            if (queue.remove(job)) {
+            removed = queue.remove(job);
+            if (removed) {
                 queued.decrementAndGet();
                 cancelledWhileQueued.increment();
             }
+        }
+        if (removed) {
+            job.releaseMemory();
         }
     }
 
@@ -304,6 +413,7 @@ public final class DeviceWorker implements AutoCloseable {
             queued.set(0);
         }
         for (Job<?> job : dropped) {
+            job.releaseMemory();
             job.sink.error(ServingException.unavailable("device " + device.index() + " is shutting down", 1));
         }
         workers.shutdown();
@@ -321,13 +431,29 @@ public final class DeviceWorker implements AutoCloseable {
         private final Function<ExecutionContext, T> work;
         private final MonoSink<T> sink;
         private volatile boolean cancelled;
+        /** Set when the job joins the admission (before or at its admission). */
+        private volatile MemoryAdmission.Ticket ticket;
+        private final long charge;
+        /** What the last run threw, read by the worker thread that ran it. */
+        private Throwable failure;
+        /** Set once the job was queued to run alone after an out-of-memory beside others. */
+        private volatile boolean ranAlone;
 
-        Job(Function<ExecutionContext, T> work, MonoSink<T> sink) {
+        Job(Function<ExecutionContext, T> work, MonoSink<T> sink, long charge) {
             this.work = work;
             this.sink = sink;
+            this.charge = charge;
         }
 
         static final Runnable NOTHING = () -> { };
+
+        /** Gives the job's charge back (idempotent); the job holds no memory of its own any more. */
+        void releaseMemory() {
+            MemoryAdmission.Ticket held = ticket;
+            if (held != null) {
+                held.release();
+            }
+        }
 
         /** Runs the work (unless cancelled) and returns how to signal its outcome. */
         Runnable run(ExecutionContext context, ComputeDevice device) {
@@ -338,8 +464,9 @@ public final class DeviceWorker implements AutoCloseable {
                 device.bindToCurrentThread();
                 T result = work.apply(context);
                 return result == null ? sink::success : () -> sink.success(result);
-            } catch (Throwable failure) {
-                return () -> sink.error(failure);
+            } catch (Throwable thrown) {
+                failure = thrown;
+                return () -> sink.error(thrown);
             }
         }
     }

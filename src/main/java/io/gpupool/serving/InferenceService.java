@@ -19,7 +19,9 @@ import java.util.Set;
 
 /**
  * Runs validated requests: picks the least-loaded device that holds the model, queues the request
- * on that device's {@link DeviceWorker}, and bounds the whole wait-plus-run by the request's timeout.
+ * on that device's {@link DeviceWorker} with its planned activation peak in the pool's blocks (what the
+ * device's memory admission reserves before it runs), and bounds the whole wait-plus-run by the
+ * request's timeout.
  *
  * <p>On the worker thread, the request's inputs are copied into native memory of a confined arena,
  * the model runs on the leased stream, the response is serialised, and the arena is closed, all
@@ -63,7 +65,8 @@ public final class InferenceService {
 
     /**
      * @return the serialised response; fails with 503 when the chosen device's queue is full, 504 on
-     * timeout, or with whatever the model threw
+     * timeout (waiting for memory or a stream included), 507 at once when the request's planned peak alone
+     * exceeds what the device's pool can give, or with whatever the model threw
      */
     public Mono<EncodedResponse> infer(ValidatedRequest request) {
         ServedModel model = request.model();
@@ -79,7 +82,7 @@ public final class InferenceService {
         long queued = System.nanoTime();
         long[] started = {0};
         Mono<EncodedResponse> answer = queue == null
-                ? worker.submit(context -> {
+                ? worker.submit(charge(replica, request, worker), context -> {
                     started[0] = System.nanoTime();
                     tracker.started();
                     return run(replica, request, context);
@@ -111,6 +114,13 @@ public final class InferenceService {
     /** Executions and inferences per model, batched or not (Triton's execution_count and inference_count). */
     public BatchStatistics statistics() {
         return statistics;
+    }
+
+    /** The request's planned activation peak in the pool's blocks, which it reserves before it runs (0: no plan). */
+    private static long charge(InferenceModel replica, ValidatedRequest request, DeviceWorker worker) {
+        return replica instanceof PlannedMemory planned
+                ? planned.peakActivationBytes(request.batchSize(), request.sequenceLength(), worker.admission()::blockBytes)
+                : 0;
     }
 
     /** Validates and converts the request for its batch queue; a request it rejects never joins a batch. */

@@ -25,7 +25,7 @@ class KernelsDescriptorTest {
                     calls.add("release workspaces (pool trims so far: " + fake.trims.get() + ")");
                     workspaceBytes.set(0);
                     return 4 * FakePool.MIB;
-                });
+                }, null);
         GpuPoolEndpoint.DeviceDescriptor descriptor = GpuPoolEndpoint.describe(pool, ManagedGraphs.NONE);
         assertThat(descriptor.kernels()).isEqualTo(new ManagedPool.Kernels("cuBLASLt 13.1.0", "bf16",
                 new ManagedPool.Workspaces(4 * FakePool.MIB, 0, 4, FakePool.MIB, 0)));

@@ -53,6 +53,23 @@ class GpuPoolConfigurationTest {
     }
 
     @Test
+    void memoryAdmissionIsOnForAPoolByDefaultAndCanBeSwitchedOff() {
+        runner.withPropertyValues("gpupool.models.path=does-not-exist", "gpupool.memory.cap-bytes=64MB")
+                .run(context -> {
+                    io.gpupool.memory.MemoryAdmission admission =
+                            context.getBean(ServingDevices.class).devices().getFirst().worker().admission();
+                    assertThat(admission.enabled()).isTrue();
+                    assertThat(admission.ceilingBytes()).isEqualTo(64L << 20);
+                });
+        runner.withPropertyValues("gpupool.models.path=does-not-exist", "gpupool.memory.admission.enabled=false")
+                .run(context -> assertThat(context.getBean(ServingDevices.class).devices().getFirst().worker()
+                        .admission().enabled()).isFalse());
+        runner.withPropertyValues("gpupool.models.path=does-not-exist", "gpupool.memory.mode=DIRECT")
+                .run(context -> assertThat(context.getBean(ServingDevices.class).devices().getFirst().worker()
+                        .admission().enabled()).as("no pool cap to wait under").isFalse());
+    }
+
+    @Test
     void cudaAsyncIsRefusedOnTheHostNamingTheProperty() {
         runner.withPropertyValues("gpupool.memory.mode=CUDA_ASYNC", "gpupool.models.path=does-not-exist")
                 .run(context -> assertThat(context).getFailure().rootCause()

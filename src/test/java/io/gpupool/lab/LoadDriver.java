@@ -678,8 +678,8 @@ public final class LoadDriver {
 
     /**
      * What the pool endpoint says, per device: mode, the global level's byte counts and peaks,
-     * fragmentation, chunks, the counters and the allocation latency; and its batching section as it is (per
-     * model that batches). {"error": ...} when unreadable.
+     * fragmentation, chunks, the counters, the allocation latency and the memory admission (where the device has
+     * one); and its batching section as it is (per model that batches). {"error": ...} when unreadable.
      */
     JsonNode poolSummary() {
         ObjectNode summary = JSON.createObjectNode();
@@ -725,6 +725,9 @@ public final class LoadDriver {
             out.put("workspaceReleases", workspaces.path("releases").asLong());
             out.set("counters", device.path("counters"));
             out.set("latency", device.path("latency"));
+            if (device.path("admission").isObject()) {
+                out.set("admission", device.path("admission"));   // waits, refusals, runs alone under the cap
+            }
         }
         if (pools.has("batching")) {
             summary.set("batching", pools.path("batching"));   // per model: queue, executions, bypassed, delay

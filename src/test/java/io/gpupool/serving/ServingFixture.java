@@ -5,6 +5,7 @@ import io.gpupool.model.HostTensor;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.serving.fake.CountingAllocator;
 import io.gpupool.serving.fake.FakeDevice;
+import io.gpupool.serving.fake.PlannedTestModel;
 import io.gpupool.serving.fake.TestModel;
 import org.springframework.test.web.reactive.server.WebTestClient;
 import tools.jackson.databind.DeserializationFeature;
@@ -36,10 +37,14 @@ final class ServingFixture implements AutoCloseable {
     final List<io.gpupool.memory.pool.DevicePool> pools = new ArrayList<>();
     final List<DeviceRuntime> runtimes = new ArrayList<>();
     final Map<String, Map<Integer, TestModel>> models = new HashMap<>();
+    /** Replicas of model {@code planned} by device, when the builder asked for it. */
+    final Map<Integer, PlannedTestModel> planned = new HashMap<>();
     final ModelRegistry registry;
     /** Names the repository extension reported as loaded. */
     final List<String> loadedModels = new java.util.concurrent.CopyOnWriteArrayList<>();
     final InferenceService service;
+    /** Null unless the builder asked for batching. */
+    final DynamicBatcher batcher;
     final WebTestClient client;
 
     static Builder builder() {
@@ -74,6 +79,15 @@ final class ServingFixture implements AutoCloseable {
         Builder decodingBudget(DecodingBudget budget) { decodingBudget = budget; return this; }
         /** Use the real two-level pool over host memory, capped at {@code bytes}, instead of the counting fake. */
         Builder realPool(long capBytes) { poolCap = capBytes; return this; }
+        boolean admission;
+        /** With {@link #realPool}: requests reserve their planned peak under the cap before they run, as served. */
+        Builder admission() { admission = true; return this; }
+        long plannedBlockBytes;
+        /** Adds model {@code planned}: a {@link PlannedTestModel} of {@code bytes} per row (max batch 8). */
+        Builder planned(long bytes) { plannedBlockBytes = bytes; return this; }
+        boolean batching;
+        /** Every model that can batch does (no delay), its batches split against the admission's room. */
+        Builder batching() { batching = true; return this; }
 
         ServingFixture build() {
             return new ServingFixture(this);
@@ -96,8 +110,11 @@ final class ServingFixture implements AutoCloseable {
             }
             devices.add(device);
             allocators.add(counting);
-            runtimes.add(new DeviceRuntime(device, allocator, allocator, null,
-                    new DeviceWorker(device, allocator, null, b.streams, b.queue)));
+            DeviceWorker worker = b.admission && b.poolCap > 0
+                    ? new DeviceWorker(device, allocator, null, b.streams, b.queue,
+                            io.gpupool.config.GpuPoolConfiguration.admission("host", b.poolCap * 4, allocator, true))
+                    : new DeviceWorker(device, allocator, null, b.streams, b.queue);
+            runtimes.add(new DeviceRuntime(device, allocator, allocator, null, worker));
         }
         List<ServedModel> served = new ArrayList<>();
         served.add(serve("doubler", () -> new TestModel("doubler", 8, 0,
@@ -126,13 +143,29 @@ final class ServingFixture implements AutoCloseable {
                     }
                     return List.of(new HostTensor("length", DataType.INT64, new long[]{shape[0]}, out));
                 })));
+        if (b.plannedBlockBytes > 0) {
+            Map<Integer, PlannedTestModel> replicas = new HashMap<>();
+            for (FakeDevice device : devices) {
+                replicas.put(device.index(), new PlannedTestModel("planned", 8, b.plannedBlockBytes));
+            }
+            planned.putAll(replicas);
+            served.add(new ServedModel(new HashMap<Integer, io.gpupool.model.InferenceModel>(replicas)));
+        }
         registry = new ModelRegistry(served, b.failures);
         WarmUp warmUp = new WarmUp(registry, runtimes, 64, 512);
         if (b.warmUp) {
             warmUp.run();
             models.values().forEach(m -> m.values().forEach(t -> t.invocations.set(0)));
         }
-        service = new InferenceService(runtimes, JSON, b.observer);
+        if (b.batching) {
+            Map<Integer, java.util.function.LongSupplier> room = new HashMap<>();
+            runtimes.forEach(r -> room.put(r.index(), r.worker().admission()::availableBytes));
+            batcher = new DynamicBatcher(runtimes, new BatchPolicy.Defaults(true, Duration.ZERO, 32, 8192, List.of()),
+                    b.queue, room, new BatchStatistics());
+        } else {
+            batcher = null;
+        }
+        service = new InferenceService(runtimes, JSON, b.observer, batcher);
         RequestDecoder decoder = new RequestDecoder(JSON, 64, 512, b.timeout);
         InferenceHandler handler = new InferenceHandler(registry, decoder, service, JSON, "test", b.maxBody, b.observer,
                 b.decodingBudget);
@@ -207,6 +240,9 @@ final class ServingFixture implements AutoCloseable {
 
     @Override
     public void close() {
+        if (batcher != null) {
+            batcher.close();
+        }
         runtimes.forEach(r -> r.worker().close());
         pools.forEach(io.gpupool.memory.pool.DevicePool::close);
     }

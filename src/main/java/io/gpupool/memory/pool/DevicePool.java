@@ -201,6 +201,17 @@ public final class DevicePool implements DeviceAllocator {
         global.returnToGlobal(stream, new long[] {handle}, 0, 1);
     }
 
+    /**
+     * The bytes a request of {@code bytes} takes from this pool: its small-object class, its run of minimum
+     * blocks, or (above the largest block) whole minimum blocks. Planned peaks are charged in these sizes.
+     */
+    public long blockBytes(long bytes) {
+        if (bytes <= 0) {
+            return 0;
+        }
+        return bytes > maxBlock ? global.roundUp(bytes) : global.classBytes()[global.classIndex(bytes)];
+    }
+
     /** Moves everything cached for {@code stream} to the global level; call when the stream is destroyed. */
     public void detachStream(AllocationStream stream) {
         streams.detach(stream);

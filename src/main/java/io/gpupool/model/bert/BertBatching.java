@@ -107,10 +107,10 @@ final class BertBatching {
         return new Sequences((int) shape[0], (int) shape[1], idSegment, mask, types, selected);
     }
 
-    long peakBytes(List<? extends Member> members) {
+    long peakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes) {
         Totals totals = Totals.of(members);
-        return packed != null ? packed.peakBytes(totals.sequences, totals.tokens)
-                : model.peakActivationBytes(totals.sequences, totals.maxSeq);
+        return packed != null ? packed.peakBytes(totals.sequences, totals.tokens, blockBytes)
+                : model.peakActivationBytes(totals.sequences, totals.maxSeq, blockBytes);
     }
 
     /** The padded layout runs through {@link BertModel#infer}, bounded by the model's largest batch. */

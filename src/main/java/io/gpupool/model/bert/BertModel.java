@@ -490,7 +490,12 @@ public final class BertModel implements BatchableModel, PlannedMemory {
 
     @Override
     public long batchPeakBytes(List<? extends Member> members) {
-        return batching.peakBytes(members);
+        return batching.peakBytes(members, ExecutionPlan.ALIGNED);
+    }
+
+    @Override
+    public long batchPeakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes) {
+        return batching.peakBytes(members, blockBytes);
     }
 
     @Override
@@ -532,6 +537,11 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     @Override
     public long peakActivationBytes(int batch, int seq) {
         return plan.peakBytes(batch, seq);
+    }
+
+    @Override
+    public long peakActivationBytes(int batch, int seq, java.util.function.LongUnaryOperator blockBytes) {
+        return plan.peakBytes(batch, seq, blockBytes);
     }
 
     /** The largest single activation a request of this shape allocates. */

@@ -158,8 +158,8 @@ final class PackedBertForward {
     }
 
     /** Planned activation peak of one packed forward over {@code sequences} sequences of {@code tokens} in all. */
-    long peakBytes(int sequences, int tokens) {
-        return plan.peakBytes(sequences, tokens);
+    long peakBytes(int sequences, int tokens, java.util.function.LongUnaryOperator blockBytes) {
+        return plan.peakBytes(sequences, tokens, blockBytes);
     }
 
     /**

@@ -169,6 +169,11 @@ class GraphedModel implements InferenceModel, PlannedMemory {
     }
 
     @Override
+    public long peakActivationBytes(int batch, int seq, java.util.function.LongUnaryOperator blockBytes) {
+        return delegate instanceof PlannedMemory planned ? planned.peakActivationBytes(batch, seq, blockBytes) : 0;
+    }
+
+    @Override
     public long largestActivationBytes(int batch, int seq) {
         return delegate instanceof PlannedMemory planned ? planned.largestActivationBytes(batch, seq) : 0;
     }

@@ -228,6 +228,11 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
     }
 
     @Override
+    public long batchPeakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes) {
+        return plan.peakBytes(totalRows(members), 0, blockBytes);
+    }
+
+    @Override
     public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
         if (closed) {
             throw new IllegalStateException("model '" + name() + "' is closed");
@@ -312,6 +317,11 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
     @Override
     public long peakActivationBytes(int batch, int seq) {
         return plan.peakBytes(batch, 0);
+    }
+
+    @Override
+    public long peakActivationBytes(int batch, int seq, java.util.function.LongUnaryOperator blockBytes) {
+        return plan.peakBytes(batch, 0, blockBytes);
     }
 
     @Override

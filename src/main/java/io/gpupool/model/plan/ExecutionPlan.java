@@ -6,6 +6,7 @@ import io.gpupool.model.ExecutionContext;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.LongUnaryOperator;
 
 /**
  * A model's forward pass as a fixed list of steps over named intermediate tensors, with each
@@ -117,10 +118,17 @@ public final class ExecutionPlan {
         return new Builder();
     }
 
+    /** Rounding every allocator applies: up to {@link #ALIGNMENT}. */
+    public static final LongUnaryOperator ALIGNED = bytes -> (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+
     /** Bytes a tensor takes from the allocator (0 if it has no elements). */
     private long allocated(int t, int batch, int seq) {
+        return allocated(t, batch, seq, ALIGNED);
+    }
+
+    private long allocated(int t, int batch, int seq, LongUnaryOperator blockBytes) {
         long bytes = tensors.get(t).size().bytes(batch, seq);
-        return bytes <= 0 ? 0 : (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+        return bytes <= 0 ? 0 : blockBytes.applyAsLong(bytes);
     }
 
     /**
@@ -129,15 +137,23 @@ public final class ExecutionPlan {
      * power of two); callers sizing such a pool should apply its rounding per tensor.
      */
     public long peakBytes(int batch, int seq) {
+        return peakBytes(batch, seq, ALIGNED);
+    }
+
+    /**
+     * The peak as an allocator with coarser blocks holds it: each tensor rounded by {@code blockBytes}
+     * (bytes asked -&gt; bytes the allocator hands out, at least the bytes asked) before the sum.
+     */
+    public long peakBytes(int batch, int seq, LongUnaryOperator blockBytes) {
         long live = 0;
         long peak = 0;
         for (int i = 0; i < steps.size(); i++) {
             for (int t : births[i]) {
-                live += allocated(t, batch, seq);
+                live += allocated(t, batch, seq, blockBytes);
             }
             peak = Math.max(peak, live);
             for (int t : deaths[i]) {
-                live -= allocated(t, batch, seq);
+                live -= allocated(t, batch, seq, blockBytes);
             }
         }
         return peak;

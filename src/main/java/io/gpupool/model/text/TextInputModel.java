@@ -161,6 +161,11 @@ public class TextInputModel implements InferenceModel, PlannedMemory {
     }
 
     @Override
+    public long peakActivationBytes(int batch, int seq, java.util.function.LongUnaryOperator blockBytes) {
+        return model instanceof PlannedMemory planned ? planned.peakActivationBytes(batch, seq, blockBytes) : 0;
+    }
+
+    @Override
     public long largestActivationBytes(int batch, int seq) {
         return model instanceof PlannedMemory planned ? planned.largestActivationBytes(batch, seq) : 0;
     }
