@@ -168,9 +168,9 @@ class CudaGraphCaptureGpuTest {
         }
     }
 
-    /** The buffer's bytes, after the serving stream's work. */
+    /** The buffer's bytes, after the serving stream's work (a shared arena: the stream's worker thread does the copy). */
     private byte[] bytes() {
-        try (Arena arena = Arena.ofConfined()) {
+        try (Arena arena = Arena.ofShared()) {
             MemorySegment host = arena.allocate(BYTES);
             serving.copyDeviceToHost(buffer.address(), host, BYTES);
             serving.synchronize();
