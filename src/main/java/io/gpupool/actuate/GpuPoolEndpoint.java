@@ -269,7 +269,7 @@ public class GpuPoolEndpoint {
      * Since start: {@code executions} (forwards, batched or not: Triton's execution_count), the {@code requests},
      * batch rows ({@code inferences}: Triton's inference_count) and {@code tokens} they carried, and the means per
      * execution; {@code bypassed}: requests that filled a batch alone and ran at once outside the queue (counted
-     * in the executions, not in the queue delay); {@code splitsForMemory}: batches closed early because one more
+     * with their execution, not in the queue delay; one refused with 503 never ran and is not counted); {@code splitsForMemory}: batches closed early because one more
      * request would have passed the pool's cap; {@code cancelledWhileWaiting}: requests that left the queue
      * (cancelled, timed out) before their batch ran. The counters are read one by one, not at one instant.
      */

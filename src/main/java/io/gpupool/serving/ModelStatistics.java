@@ -24,6 +24,10 @@ import java.util.concurrent.atomic.LongAdder;
  *              batch_stats[B]:  the same three phases, for executions of exactly B rows
  * </pre>
  * Without a batcher each request is one execution ({@code execution_count == } successful requests).
+ * {@code execution_count} counts successful forwards only, as Triton's: a forward that ran out of device memory
+ * and was run again alone by the admission is one execution (the run that answered), and a request that ran out
+ * of memory alone too is one failure with no execution. The success and fail counts are per client request,
+ * recorded once when it is answered, however many times it ran.
  * The phases are: {@code compute_input} = copying the request's inputs into native memory (the
  * model's upload to the device is inside {@code compute_infer}, which spans the model's whole run),
  * {@code compute_output} = serialising the answer.
