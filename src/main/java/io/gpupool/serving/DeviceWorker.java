@@ -303,7 +303,10 @@ public final class DeviceWorker implements AutoCloseable {
         }
     }
 
-    /** Queues {@code job} again at the head of the admission, to run once nothing else does. */
+    /**
+     * Queues {@code job} again ahead of the admission's waiters (behind jobs sent back before it), to run once
+     * nothing else does.
+     */
     private void runAlone(Job<?> job) {
         job.ranAlone = true;
         job.failure = null;
