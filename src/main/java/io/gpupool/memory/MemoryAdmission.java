@@ -251,8 +251,9 @@ public final class MemoryAdmission implements AdmissionMetrics {
     }
 
     /**
-     * Reserves {@code charge} again for a request that ran out of memory: ahead of every
-     * waiter, admitted once nothing runs, and nobody else is admitted while it runs. Never refused.
+     * Reserves {@code charge} again for a request that ran out of memory: ahead of every waiter of
+     * {@link #acquire} and behind the requests sent back before it, admitted once nothing runs, and nobody
+     * else is admitted while it runs. Never refused.
      * {@code whenAdmitted} runs as for {@link #acquire}.
      */
     public Ticket acquireAlone(long charge, Consumer<Ticket> whenAdmitted) {
