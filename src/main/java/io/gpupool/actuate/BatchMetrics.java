@@ -12,14 +12,15 @@ import java.util.concurrent.TimeUnit;
 /**
  * Meters of model executions, batched or not (tag {@code model}):
  * <ul>
- *   <li>{@code gpupool.batch.executions}, {@code gpupool.batch.inferences} (counters): forwards run, and batch rows
- *       they served; their ratio is the mean batch size in rows (Triton's execution_count / inference_count);</li>
+ *   <li>{@code gpupool.batch.executions}, {@code gpupool.batch.inferences} (counters): forwards that ran to their
+ *       end, and batch rows they served (a forward cut short by out-of-memory and run again alone counts once); their ratio is the mean batch size in rows (Triton's execution_count / inference_count);</li>
  *   <li>{@code gpupool.batch.size} (requests) and {@code gpupool.batch.tokens} (tokens): distribution summaries per
  *       execution, with percentile histograms; a request run alone is an execution of size 1;</li>
  *   <li>{@code gpupool.batch.queue.delay} (timer, percentile histogram): time a request waited in its model's
  *       batch queue until its batch started;</li>
  *   <li>{@code gpupool.batch.bypassed} (counter): requests that filled a batch alone and ran at once, outside the
- *       queue; they count as executions of size 1 and never in the queue delay.</li>
+ *       queue; counted with their execution (of size 1), so one the device queue refused with 503 is not, and never
+ *       in the queue delay.</li>
  * </ul>
  * Pass as {@code model} only names of served models: every distinct name creates meters.
  */

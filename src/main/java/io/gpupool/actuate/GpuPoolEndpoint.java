@@ -214,7 +214,7 @@ public class GpuPoolEndpoint {
     static @Nullable GraphsDescriptor describe(GraphCacheControl graphs) {
         GraphCacheMetrics m = graphs.metrics();
         return new GraphsDescriptor(m.enabled(), m.maxCount(), m.maxBytes(), m.graphs(), m.bytes(), m.hits(),
-                m.misses(), m.captures(), m.failures(), m.evictions());
+                m.misses(), m.captures(), m.captureFailures(), m.replayFailures(), m.evictions());
     }
 
     static DeviceDescriptor describe(ManagedPool pool, ManagedGraphs graphs) {
@@ -269,7 +269,7 @@ public class GpuPoolEndpoint {
      * Since start: {@code executions} (forwards, batched or not: Triton's execution_count), the {@code requests},
      * batch rows ({@code inferences}: Triton's inference_count) and {@code tokens} they carried, and the means per
      * execution; {@code bypassed}: requests that filled a batch alone and ran at once outside the queue (counted
-     * in the executions, not in the queue delay); {@code splitsForMemory}: batches closed early because one more
+     * with their execution, not in the queue delay; one refused with 503 never ran and is not counted); {@code splitsForMemory}: batches closed early because one more
      * request would have passed the pool's cap; {@code cancelledWhileWaiting}: requests that left the queue
      * (cancelled, timed out) before their batch ran. The counters are read one by one, not at one instant.
      */
@@ -328,10 +328,14 @@ public class GpuPoolEndpoint {
      * A device's CUDA graph cache: the limits in force ({@code gpupool.kernels.graphs.*}, tuned as
      * {@code graphsEnabled}, {@code graphsMaxCount}, {@code graphsMaxBytes}), the graphs and pool bytes
      * cached now, and since start the replays (hits), bucketed requests that ran eagerly (misses),
-     * graphs captured, failed captures or replays (which ran eagerly), and evictions.
+     * graphs captured, {@code captureFailures} (a shape whose capture failed: answered eagerly, retried after
+     * many more misses, given up after a few attempts), {@code replayFailures} (a cached graph that failed its replay:
+     * dropped, answered eagerly), and evictions. Prometheus has both as {@code gpupool_graphs_failures_total} with
+     * {@code stage="capture"} or {@code stage="replay"}.
      */
     public record GraphsDescriptor(boolean enabled, int maxCount, long maxBytes, int graphs, long bytes, long hits,
-                                   long misses, long captures, long failures, long evictions) {
+                                   long misses, long captures, long captureFailures, long replayFailures,
+                                   long evictions) {
     }
 
     /**

@@ -137,8 +137,14 @@ public class GpuPoolMeterBinder implements MeterBinder {
                 .tags(tags).register(registry);
         FunctionCounter.builder("gpupool.graphs.captures", m, GraphCacheMetrics::captures)
                 .description("Graphs captured and cached").tags(tags).register(registry);
-        FunctionCounter.builder("gpupool.graphs.failures", m, GraphCacheMetrics::failures)
-                .description("Failed captures and replays (each fell back to eager)").tags(tags).register(registry);
+        // One name, the stage as a tag: sum by device for every failure, or tell a shape that never captures
+        // from a graph that stopped replaying.
+        FunctionCounter.builder("gpupool.graphs.failures", m, GraphCacheMetrics::captureFailures)
+                .description("Failed graph captures and replays (each answered eagerly), by stage")
+                .tags(tags.and("stage", "capture")).register(registry);
+        FunctionCounter.builder("gpupool.graphs.failures", m, GraphCacheMetrics::replayFailures)
+                .description("Failed graph captures and replays (each answered eagerly), by stage")
+                .tags(tags.and("stage", "replay")).register(registry);
         FunctionCounter.builder("gpupool.graphs.evictions", m, GraphCacheMetrics::evictions)
                 .description("Graphs freed to make room, on tuning or on model unload").tags(tags).register(registry);
     }

@@ -45,10 +45,11 @@ import java.util.function.LongUnaryOperator;
  *       since it may have been the head that blocked smaller ones behind it, step 2's loop runs again.
  *       An admitted request is released by its owner when it ends.</li>
  *   <li>acquireAlone: a request that ran out of memory (what ran beside it, its plan, or the pool's slabs
- *       and rounding took more than the charges said) goes back to the <em>head</em> of the queue and is
- *       admitted once nothing runs; while it runs nobody else is admitted. Alone, it needs no more than
- *       it would without admission: if the pool still refuses, that refusal is final (507). (Two such
- *       requests at once queue in the opposite order; they are rare, and both run before any newcomer.)</li>
+ *       and rounding took more than the charges said) joins a second FIFO, the alone queue, which is served
+ *       before the first: it is admitted once nothing runs, and while it runs nobody else is admitted. Alone,
+ *       it needs no more than it would without admission: if the pool still refuses, that refusal is final
+ *       (507). Several sent back at once run one after the other in the order they were sent back, all before
+ *       any waiter of the first queue.</li>
  * </ol>
  *
  * <h2>Why these rules</h2>
@@ -98,6 +99,8 @@ public final class MemoryAdmission implements AdmissionMetrics {
 
     /** Guarded by {@code this}. */
     private final ArrayDeque<Ticket> waiters = new ArrayDeque<>();
+    /** Tickets of {@link #acquireAlone}, oldest first, served before {@link #waiters}; guarded by {@code this}. */
+    private final ArrayDeque<Ticket> aloneWaiters = new ArrayDeque<>();
     /** Written under the monitor, read without it. */
     private volatile long admitted;
     private volatile int running;
@@ -231,13 +234,14 @@ public final class MemoryAdmission implements AdmissionMetrics {
                 refusedCount.increment();
                 throw refusal(charge, ceiling);
             }
-            now = !enabled || waiters.isEmpty() && (running == 0 || !aloneRunning && admitted + charge <= limit());
+            now = !enabled || waiters.isEmpty() && aloneWaiters.isEmpty()
+                    && (running == 0 || !aloneRunning && admitted + charge <= limit());
             if (now) {
                 admit(ticket);
             } else {
                 waiters.add(ticket);
                 waitingBytes += charge;
-                waitingCount = waiters.size();
+                waitingCount = waiters.size() + aloneWaiters.size();
             }
         }
         if (now) {
@@ -247,8 +251,9 @@ public final class MemoryAdmission implements AdmissionMetrics {
     }
 
     /**
-     * Reserves {@code charge} again for a request that ran out of memory: ahead of every
-     * waiter, admitted once nothing runs, and nobody else is admitted while it runs. Never refused.
+     * Reserves {@code charge} again for a request that ran out of memory: ahead of every waiter of
+     * {@link #acquire} and behind the requests sent back before it, admitted once nothing runs, and nobody
+     * else is admitted while it runs. Never refused.
      * {@code whenAdmitted} runs as for {@link #acquire}.
      */
     public Ticket acquireAlone(long charge, Consumer<Ticket> whenAdmitted) {
@@ -257,7 +262,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
         List<Ticket> woken;
         synchronized (this) {
             aloneCount.increment();
-            waiters.addFirst(ticket);
+            aloneWaiters.add(ticket);
             waitingBytes += ticket.charge;
             woken = admitWaiters();
         }
@@ -271,10 +276,10 @@ public final class MemoryAdmission implements AdmissionMetrics {
             if (ticket.state != State.WAITING) {
                 return false;
             }
-            waiters.remove(ticket);
+            (ticket.alone ? aloneWaiters : waiters).remove(ticket);
             ticket.state = State.CANCELLED;
             waitingBytes -= ticket.charge;
-            waitingCount = waiters.size();
+            waitingCount = waiters.size() + aloneWaiters.size();
             abandonedCount.increment();
             woken = admitWaiters();
         }
@@ -315,14 +320,17 @@ public final class MemoryAdmission implements AdmissionMetrics {
         wake(woken);
     }
 
-    /** Admits waiters from the head while they fit (the head whatever it charges when nothing runs). */
+    /**
+     * Admits waiters from the head while they fit (the head whatever it charges when nothing runs): the alone
+     * queue's head first, which only ever enters once nothing runs.
+     */
     private List<Ticket> admitWaiters() {
         List<Ticket> woken = List.of();
         long ceiling = limit();
         Ticket head;
-        while ((head = waiters.peekFirst()) != null
+        while ((head = nextWaiter()) != null
                 && (running == 0 || !aloneRunning && !head.alone && admitted + head.charge <= ceiling)) {
-            waiters.pollFirst();
+            (head.alone ? aloneWaiters : waiters).pollFirst();
             waitingBytes -= head.charge;
             admit(head);
             waitedCount.increment();
@@ -331,8 +339,13 @@ public final class MemoryAdmission implements AdmissionMetrics {
             }
             woken.add(head);
         }
-        waitingCount = waiters.size();
+        waitingCount = waiters.size() + aloneWaiters.size();
         return woken;
+    }
+
+    private Ticket nextWaiter() {
+        Ticket alone = aloneWaiters.peekFirst();
+        return alone != null ? alone : waiters.peekFirst();
     }
 
     private void admit(Ticket ticket) {

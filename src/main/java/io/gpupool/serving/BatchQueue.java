@@ -110,24 +110,21 @@ final class BatchQueue {
     }
 
     /**
-     * Whether a request of this shape should skip the queue and run at once, exactly as without batching; counted
-     * as bypassed when so. It does when no other request could join its forward anyway: its tokens reach
-     * {@code maxTokens}, a batch holds one request ({@code maxRequests} = 1), or the model's layout would not take
-     * even the smallest request beside it (the padded layout at the model's largest batch). Queued, such a request
-     * could only wait out the delay when it is alone, and its forward would go through the batched path's
-     * conversions and not through the wrappers of a request alone (CUDA graphs).
+     * Whether a request of this shape should skip the queue and run at once, exactly as without batching (the
+     * service counts it as bypassed once its forward ran: a request the device queue refuses never ran). It does
+     * when no other request could join its forward anyway: its tokens reach {@code maxTokens}, a batch holds one
+     * request ({@code maxRequests} = 1), or the model's layout would not take even the smallest request beside it
+     * (the padded layout at the model's largest batch). Queued, such a request could only wait out the delay when it
+     * is alone, and its forward would go through the batched path's conversions and not through the wrappers of a
+     * request alone (CUDA graphs).
      *
      * @param rows           the request's batch rows
      * @param tokens         rows × sequence length, or rows for a model without a sequence axis
      * @param sequenceLength 0 for a model without a sequence axis
      */
     boolean bypasses(int rows, int tokens, int sequenceLength) {
-        boolean alone = tokens >= policy.maxTokens() || policy.maxRequests() == 1
+        return tokens >= policy.maxTokens() || policy.maxRequests() == 1
                 || !replica.fitsOneForward(List.of(new Shape(rows, tokens, sequenceLength), Shape.SMALLEST));
-        if (alone) {
-            statistics.bypassed(model);
-        }
-        return alone;
     }
 
     /** A request's shape only, for asking the model about a forward before the request is prepared. */
@@ -328,26 +325,32 @@ final class BatchQueue {
         int tokens = 0;
         for (Entry entry : live) {
             entry.started.run();
-            statistics.queueDelay(model, start - entry.enqueuedNanos);
+            if (!entry.delayRecorded) {    // a batch run again alone after an out-of-memory waited in the admission
+                entry.delayRecorded = true;
+                statistics.queueDelay(model, start - entry.enqueuedNanos);
+            }
             members.add(entry.member);
             rows += entry.member.rows();
             tokens += entry.member.tokens();
         }
-        statistics.executed(model, live.size(), rows, tokens);
         List<List<HostTensor>> outputs;
         long inferStart = System.nanoTime();
         try {
             outputs = replica.inferBatch(members, context);
         } catch (IllegalArgumentException e) {
+            statistics.executed(model, live.size(), rows, tokens);
             // Input the model checks itself beyond what prepare() checked; as a request alone is answered.
             ServingException rejected = ServingException.badRequest("model '" + model + "' rejected the request: "
                     + e.getMessage());
             return () -> live.forEach(entry -> entry.sink.error(rejected));
         } catch (io.gpupool.memory.OutOfDeviceMemoryException e) {
-            throw e;                       // to the worker, which runs the batch again alone before it answers 507
+            // No execution: the worker runs the batch again alone (that run counts) before it answers 507.
+            throw e;
         } catch (RuntimeException e) {
+            statistics.executed(model, live.size(), rows, tokens);
             return () -> live.forEach(entry -> entry.sink.error(e));
         }
+        statistics.executed(model, live.size(), rows, tokens);
         long inferred = System.nanoTime();
         List<Runnable> answers = new ArrayList<>(live.size());
         for (int i = 0; i < live.size(); i++) {
@@ -387,6 +390,8 @@ final class BatchQueue {
         final MonoSink<Object> sink;
         final long enqueuedNanos;
         volatile boolean cancelled;
+        /** Its queue delay is counted (on its batch's first run); the worker threads hand it on through the admission. */
+        volatile boolean delayRecorded;
 
         Entry(Member member, Runnable started, Function<List<HostTensor>, Object> finish, MonoSink<Object> sink,
               long enqueuedNanos) {

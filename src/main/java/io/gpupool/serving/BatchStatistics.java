@@ -12,11 +12,17 @@ import java.util.concurrent.atomic.LongAdder;
  * Executions and inferences per model, batched or not, as Triton's statistics extension counts them: an
  * execution is one forward on the device, an inference one batch row of a request ({@code inference_count});
  * with batching, several requests share an execution. Counters are {@link LongAdder}s written by the device
- * worker threads (and, for the bypass count, the submitting threads); readers take no lock and see each counter's
- * own sum, so a snapshot's fields may come from slightly different instants.
+ * worker threads; readers take no lock and see each counter's own sum, so a snapshot's fields may come from
+ * slightly different instants.
  *
- * <p>The queue delay is kept for the requests that went through a batch queue only: a request that bypassed it
- * (it filled a batch alone, see {@code BatchQueue#bypasses}) is counted in {@code bypassed} and in the executions,
+ * <p>An execution is a forward that ran to its end, with outputs or with the model's own error. A forward cut short
+ * by out-of-device-memory is none: the device worker runs it again alone, and that run is the one execution its
+ * clients see (a request that runs out of memory alone too is answered 507 with no execution). So every counter
+ * here counts what its clients were served, once, however often the admission had to retry it.
+ *
+ * <p>The queue delay is kept for the requests that went through a batch queue only, once per request: a request
+ * that bypassed it (it filled a batch alone, see {@code BatchQueue#bypasses}) is counted in {@code bypassed} and in
+ * the executions when its forward ran (a bypass the device queue refused with 503 never ran and is in neither),
  * never as a zero delay, so that the delay figures say what waiting for company costs.
  */
 public final class BatchStatistics {
@@ -68,7 +74,7 @@ public final class BatchStatistics {
         this.observer = observer;
     }
 
-    /** One forward of {@code model} ran (successfully or not) for {@code requests} requests. */
+    /** One forward of {@code model} ran to its end (outputs or the model's own error) for {@code requests} requests. */
     void executed(String model, int requests, int rows, int tokens) {
         Counters c = of(model);
         c.executions.increment();
@@ -86,7 +92,10 @@ public final class BatchStatistics {
         observer.queueDelay(model, nanos);
     }
 
-    /** A request of {@code model} ran at once, outside its batch queue, because it filled a batch alone. */
+    /**
+     * A request of {@code model} ran at once, outside its batch queue, because it filled a batch alone: called with
+     * its execution, so a bypass refused by the device queue (503) is never counted.
+     */
     void bypassed(String model) {
         of(model).bypassed.increment();
         observer.bypassed(model);

@@ -54,8 +54,8 @@ import java.util.function.Function;
  *       happens in the worker's {@code finally}, not in a reactive signal, so a cancelled or
  *       timed-out subscriber can never leak a lease.</li>
  *   <li>A job that fails with out-of-memory (other admitted jobs, or the pool's rounding and slabs, held
- *       more than the charges said) is not answered at once: it goes back to the head of the admission and
- *       runs once more alone ({@link MemoryAdmission#acquireAlone}). Only a job that runs out of memory
+ *       more than the charges said) is not answered at once: it goes back ahead of the admission's waiters (behind
+ *       jobs sent back before it) and runs once more alone ({@link MemoryAdmission#acquireAlone}). Only a job that runs out of memory
  *       alone is answered 507.</li>
  *   <li>Cancelling a queued job removes it from the queue; cancelling a running job lets it finish
  *       (device work cannot be interrupted) and drops its result; the model frees its memory as
@@ -303,7 +303,10 @@ public final class DeviceWorker implements AutoCloseable {
         }
     }
 
-    /** Queues {@code job} again at the head of the admission, to run once nothing else does. */
+    /**
+     * Queues {@code job} again ahead of the admission's waiters (behind jobs sent back before it), to run once
+     * nothing else does.
+     */
     private void runAlone(Job<?> job) {
         job.ranAlone = true;
         job.failure = null;

@@ -1,5 +1,6 @@
 package io.gpupool.serving;
 
+import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
@@ -75,8 +76,8 @@ public final class InferenceService {
         DeviceWorker worker = workers.get(device);
         BatchQueue batchQueue = batcher == null ? null : batcher.queue(model, device);
         // A request that fills a batch alone runs at once, as without batching: waiting could only delay it.
-        BatchQueue queue = batchQueue != null && batchQueue.bypasses(rows(request), tokens(request), sequence(request))
-                ? null : batchQueue;
+        boolean bypassed = batchQueue != null && batchQueue.bypasses(rows(request), tokens(request), sequence(request));
+        BatchQueue queue = bypassed ? null : batchQueue;
         InferenceObserver.Tracker tracker = observer.enqueued(model.name(), device);
         ModelStatistics statistics = model.statistics();
         long queued = System.nanoTime();
@@ -85,7 +86,7 @@ public final class InferenceService {
                 ? worker.submit(charge(replica, request, worker), context -> {
                     started[0] = System.nanoTime();
                     tracker.started();
-                    return run(replica, request, context);
+                    return run(replica, request, context, bypassed);
                 })
                 : Mono.defer(() -> {
                     // counted as running from the queue on, so that an unload waits for it as for one alone
@@ -151,7 +152,21 @@ public final class InferenceService {
                 .orElseThrow(() -> new IllegalStateException("model '" + model.name() + "' has no replica on a running device"));
     }
 
-    private EncodedResponse run(InferenceModel replica, ValidatedRequest request, ExecutionContext context) {
+    /**
+     * One forward of a request alone ran to its end, with outputs or with the model's own error: counted once, so a
+     * forward cut short by out-of-device-memory and run again alone counts as the one execution the client sees.
+     */
+    private void executed(ValidatedRequest request, boolean bypassed) {
+        String name = request.model().name();
+        statistics.executed(name, 1, rows(request), tokens(request));
+        if (bypassed) {
+            statistics.bypassed(name);
+        }
+    }
+
+    /** @param bypassed the request skipped its model's batch queue (it fills a batch alone) */
+    private EncodedResponse run(InferenceModel replica, ValidatedRequest request, ExecutionContext context,
+                                boolean bypassed) {
         ModelStatistics statistics = request.model().statistics();
         long plannedBytes = replica instanceof PlannedMemory planned
                 ? planned.peakActivationBytes(request.batchSize(), request.sequenceLength()) : 0;
@@ -171,13 +186,20 @@ public final class InferenceService {
             Set<String> wanted = wanted(request);
             List<HostTensor> outputs;
             long inputsReady = System.nanoTime();
+            boolean outOfMemory = false;
             try {
-                this.statistics.executed(request.model().name(), 1, rows(request), tokens(request));
                 outputs = replica.infer(inputs, wanted, context);
+            } catch (OutOfDeviceMemoryException e) {
+                outOfMemory = true;        // no execution: the worker runs it again alone (that run counts) or answers 507
+                throw e;
             } catch (IllegalArgumentException e) {
                 // Input the model checks itself beyond its declared signature (e.g. a token id outside the vocabulary).
                 throw ServingException.badRequest("model '" + request.model().name() + "' rejected the request: "
                         + e.getMessage());
+            } finally {
+                if (!outOfMemory) {
+                    executed(request, bypassed);
+                }
             }
             long inferred = System.nanoTime();
             EncodedResponse response = encoder.encode(request, outputs);

@@ -24,6 +24,12 @@ import java.util.concurrent.atomic.LongAdder;
  *              batch_stats[B]:  the same three phases, for executions of exactly B rows
  * </pre>
  * Without a batcher each request is one execution ({@code execution_count == } successful requests).
+ * {@code execution_count} counts successful forwards only, as Triton's: a forward that ran out of device memory
+ * and was run again alone by the admission is one execution (the run that answered), and a request that ran out
+ * of memory alone too is one failure with no execution. The success and fail counts are per client request,
+ * recorded once when it is answered, however many times it ran; the queue time of a request run again alone
+ * lasts until the run that answered it started. How often the admission ran a request again alone is its own
+ * counter ({@code gpupool.memory.admission.alone}), not an execution here.
  * The phases are: {@code compute_input} = copying the request's inputs into native memory (the
  * model's upload to the device is inside {@code compute_infer}, which spans the model's whole run),
  * {@code compute_output} = serialising the answer.

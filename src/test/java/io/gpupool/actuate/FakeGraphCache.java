@@ -73,8 +73,13 @@ final class FakeGraphCache implements GraphCacheControl, GraphCacheMetrics {
     }
 
     @Override
-    public long failures() {
+    public long captureFailures() {
         return 1;
+    }
+
+    @Override
+    public long replayFailures() {
+        return 2;
     }
 
     @Override

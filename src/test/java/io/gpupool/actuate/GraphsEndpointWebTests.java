@@ -52,7 +52,9 @@ class GraphsEndpointWebTests {
                 .jsonPath("$.devices['cuda:0'].graphs.bytes").isEqualTo(48 << 20)
                 .jsonPath("$.devices['cuda:0'].graphs.hits").isEqualTo(1000)
                 .jsonPath("$.devices['cuda:0'].graphs.captures").isEqualTo(4)
-                .jsonPath("$.devices['cuda:0'].graphs.failures").isEqualTo(1)
+                .jsonPath("$.devices['cuda:0'].graphs.captureFailures").isEqualTo(1)
+                .jsonPath("$.devices['cuda:0'].graphs.replayFailures").isEqualTo(2)
+                .jsonPath("$.devices['cuda:0'].graphs.failures").doesNotExist()
                 .jsonPath("$.devices['cuda:0'].graphs.maxCount").isEqualTo(64)
                 .jsonPath("$.devices['cuda:1'].graphs").doesNotExist();
     }
@@ -100,6 +102,9 @@ class GraphsEndpointWebTests {
         assertThat(prometheus).containsPattern("gpupool_graphs_hits_total\\{[^}]*device=\"cuda:0\"[^}]*} 1000\\.0");
         assertThat(prometheus).containsPattern("gpupool_graphs_memory_bytes\\{[^}]*device=\"cuda:0\"[^}]*} 5\\.0331648E7");
         assertThat(prometheus).containsPattern("gpupool_graphs_cached\\{[^}]*device=\"cuda:0\"[^}]*} 3\\.0");
-        assertThat(prometheus).containsPattern("gpupool_graphs_failures_total\\{[^}]*device=\"cuda:0\"[^}]*} 1\\.0");
+        assertThat(prometheus).containsPattern(
+                "gpupool_graphs_failures_total\\{[^}]*device=\"cuda:0\"[^}]*stage=\"capture\"[^}]*} 1\\.0");
+        assertThat(prometheus).containsPattern(
+                "gpupool_graphs_failures_total\\{[^}]*device=\"cuda:0\"[^}]*stage=\"replay\"[^}]*} 2\\.0");
     }
 }

@@ -157,7 +157,10 @@ class MonitoringQueriesTest {
                 "gpupool_allocation_latency_buckets_total", "gpupool_recoveries_total", "gpupool_failures_total",
                 "gpupool_inference_requests_total", "gpupool_inference_compute_seconds_bucket",
                 "gpupool_inference_queue_wait_seconds_bucket", "gpupool_inference_queue_depth",
-                "gpupool_batch_size_requests_bucket");
+                "gpupool_batch_size_requests_bucket", "gpupool_memory_admission_waiting_requests",
+                "gpupool_memory_workspace_bytes", "gpupool_memory_workspace_captured_bytes", "gpupool_retained_handles",
+                "gpupool_memory_retained_bytes", "gpupool_physical_creates_total", "gpupool_physical_releases_total",
+                "gpupool_batch_bypassed_requests_total");
     }
 
     @Test
@@ -199,7 +202,7 @@ class MonitoringQueriesTest {
     void everyMetricTheAlertRulesQueryIsPublishedOrComesFromANamedExporter() throws IOException {
         Map<String, String> rules = alertExpressions();
         assertThat(rules.keySet()).containsExactlyInAnyOrder("GpupoolPoolNearCap", "GpupoolOutOfMemoryResponses",
-                "GpupoolFragmentedWhileFailing", "GpupoolQueueFull", "GpupoolNotReady");
+                "GpupoolFragmentedWhileFailing", "GpupoolQueueFull", "GpupoolWaitingForMemory", "GpupoolNotReady");
         List<String> missing = new ArrayList<>();
         Set<String> external = new TreeSet<>();
         rules.forEach((alert, expr) -> {

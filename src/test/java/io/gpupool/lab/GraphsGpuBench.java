@@ -151,7 +151,8 @@ public final class GraphsGpuBench {
                 }
                 GraphCacheMetrics m = graphs.metrics();
                 doc.put("graphs", Map.of("graphs", m.graphs(), "bytes", m.bytes(), "hits", m.hits(), "misses", m.misses(),
-                        "captures", m.captures(), "failures", m.failures(), "evictions", m.evictions()));
+                        "captures", m.captures(), "capture_failures", m.captureFailures(),
+                        "replay_failures", m.replayFailures(), "evictions", m.evictions()));
                 doc.put("pool_allocated_bytes_with_graphs", pool.metrics().allocatedBytes());
                 graphed.close();
                 doc.put("pool_allocated_bytes_after_unload", pool.metrics().allocatedBytes());

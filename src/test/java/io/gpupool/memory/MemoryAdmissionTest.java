@@ -144,6 +144,41 @@ class MemoryAdmissionTest {
     }
 
     @Test
+    void requestsSentBackToRunAloneRunOneAtATimeInTheOrderTheyWereSentBackAheadOfEveryWaiter() {
+        MemoryAdmission.Ticket running = acquire(30);
+        MemoryAdmission.Ticket waiter = acquire(80);                  // 30 + 80 > 100: waits
+        MemoryAdmission.Ticket first = admission.acquireAlone(10, ticket -> order.add(-ticket.charge()));
+        MemoryAdmission.Ticket second = admission.acquireAlone(20, ticket -> order.add(-ticket.charge()));
+
+        assertThat(admission.waiting()).isEqualTo(3);
+        assertThat(admission.waitingBytes()).isEqualTo(110);
+        running.release();
+        assertThat(order).containsExactly(30L, -10L);
+        first.release();
+        assertThat(order).containsExactly(30L, -10L, -20L);
+        second.release();
+        assertThat(order).containsExactly(30L, -10L, -20L, 80L);
+        waiter.release();
+        assertThat(admission.waiting()).isZero();
+        assertThat(admission.admittedBytes()).isZero();
+    }
+
+    @Test
+    void aCancelledRequestSentBackToRunAloneLeavesTheQueueAndTheNextOneRuns() {
+        MemoryAdmission.Ticket running = acquire(30);
+        MemoryAdmission.Ticket first = admission.acquireAlone(10, ticket -> order.add(-ticket.charge()));
+        MemoryAdmission.Ticket second = admission.acquireAlone(20, ticket -> order.add(-ticket.charge()));
+
+        assertThat(first.cancel()).isTrue();
+        assertThat(admission.waiting()).isEqualTo(1);
+        assertThat(admission.waitingBytes()).isEqualTo(20);
+        running.release();
+        assertThat(order).containsExactly(30L, -20L);
+        second.release();
+        assertThat(admission.admittedBytes()).isZero();
+    }
+
+    @Test
     void anOutOfMemoryBelowTheCeilingLowersTheLimitWhichClimbsBackAsRequestsSucceed() {
         MemoryAdmission.Ticket a = acquire(40);
         MemoryAdmission.Ticket b = acquire(40);

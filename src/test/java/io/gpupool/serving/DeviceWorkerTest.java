@@ -127,4 +127,64 @@ class DeviceWorkerTest {
         assertThatThrownBy(() -> queued.block(Duration.ofSeconds(5))).hasMessageContaining("shutting down");
         assertThat(device.openStreams).hasValue(0);
     }
+    /**
+     * A job that fails with out-of-memory on its first run (after {@code fail} opens), then records {@code name}
+     * in {@code ran} on its run alone.
+     */
+    private static java.util.function.Function<io.gpupool.model.ExecutionContext, String> failsOnceThenRecords(
+            String name, CountDownLatch started, CountDownLatch fail, java.util.List<String> ran) {
+        java.util.concurrent.atomic.AtomicInteger runs = new java.util.concurrent.atomic.AtomicInteger();
+        return ctx -> {
+            if (runs.getAndIncrement() == 0) {
+                started.countDown();
+                await(fail);
+                throw new io.gpupool.memory.OutOfDeviceMemoryException(10, "out of device memory: " + name);
+            }
+            ran.add(name);
+            return name;
+        };
+    }
+
+    @Test
+    void twoRequestsSentBackToRunAloneRunInTheOrderTheyRanOutOfMemory() throws Exception {
+        io.gpupool.memory.MemoryAdmission admission = new io.gpupool.memory.MemoryAdmission("device 0", true,
+                () -> 100, () -> 0, bytes -> bytes);
+        try (DeviceWorker capped = new DeviceWorker(new FakeDevice(1), allocator, null, 3, 4, admission)) {
+            java.util.List<String> ran = new java.util.concurrent.CopyOnWriteArrayList<>();
+            CountDownLatch holderStarted = new CountDownLatch(1);
+            CountDownLatch releaseHolder = new CountDownLatch(1);
+            CountDownLatch firstStarted = new CountDownLatch(1);
+            CountDownLatch failFirst = new CountDownLatch(1);
+            CountDownLatch secondStarted = new CountDownLatch(1);
+            CountDownLatch failSecond = new CountDownLatch(1);
+            Mono<String> holder = capped.submit(10, ctx -> {
+                holderStarted.countDown();
+                await(releaseHolder);
+                return "holder";
+            }).cache();
+            holder.subscribe();
+            Mono<String> first = capped.submit(10, failsOnceThenRecords("first", firstStarted, failFirst, ran)).cache();
+            first.subscribe();
+            Mono<String> second = capped.submit(10, failsOnceThenRecords("second", secondStarted, failSecond, ran))
+                    .cache();
+            second.subscribe();
+            assertThat(holderStarted.await(5, TimeUnit.SECONDS)).isTrue();
+            assertThat(firstStarted.await(5, TimeUnit.SECONDS)).isTrue();
+            assertThat(secondStarted.await(5, TimeUnit.SECONDS)).isTrue();
+
+            failFirst.countDown();                             // sent back first; waits: two still run
+            waitFor(() -> admission.waiting() == 1);
+            failSecond.countDown();                            // sent back second; waits for the holder
+            waitFor(() -> admission.waiting() == 2);
+            assertThat(ran).isEmpty();
+            releaseHolder.countDown();
+
+            assertThat(holder.block(Duration.ofSeconds(5))).isEqualTo("holder");
+            assertThat(first.block(Duration.ofSeconds(5))).isEqualTo("first");
+            assertThat(second.block(Duration.ofSeconds(5))).isEqualTo("second");
+            assertThat(ran).as("each alone, in the order they were sent back").containsExactly("first", "second");
+            assertThat(admission.aloneCount()).isEqualTo(2);
+            assertThat(admission.admittedBytes()).isZero();
+        }
+    }
 }

@@ -214,6 +214,74 @@ class MemoryAdmissionServingTest {
         assertDrained();
     }
 
+    /** What {@code /v2/models/planned/stats} says, as a client reads it. */
+    private tools.jackson.databind.JsonNode stats() {
+        byte[] body = fixture.client.get().uri("/v2/models/planned/stats").exchange().expectStatus().isOk()
+                .expectBody().returnResult().getResponseBody();
+        return ServingFixture.JSON.readTree(body).path("model_stats").get(0);
+    }
+
+    /** Sends two requests, the second running out of memory beside the first (its plan omits 2 MiB). */
+    private List<Integer> secondRunsOutOfMemoryBesideTheFirstThenAlone() throws Exception {
+        model().unplannedBytes = 2 * MIB;
+        CountDownLatch release = new CountDownLatch(1);
+        model().gate = rows -> {
+            if (rows == 2) {
+                await(release);
+            }
+        };
+        List<Integer> statuses = Collections.synchronizedList(new ArrayList<>());
+        Thread holder = inferAsync(2, statuses);
+        waitFor(() -> model().running.get() == 1);
+        Thread second = inferAsync(1, statuses);
+        waitFor(() -> admission().aloneCount() == 1 && admission().waiting() == 1);
+        release.countDown();
+        holder.join(10_000);
+        second.join(10_000);
+        return statuses;
+    }
+
+    @Test
+    void aRequestRunAgainAloneAfterRunningOutOfMemoryCountsAsOneInferenceAndOneExecution() throws Exception {
+        capped();
+        List<Integer> statuses = secondRunsOutOfMemoryBesideTheFirstThenAlone();
+
+        assertThat(statuses).containsExactlyInAnyOrder(200, 200);
+        assertThat(model().invocations).as("the second ran twice: beside, then alone").hasValue(3);
+        tools.jackson.databind.JsonNode stats = stats();
+        assertThat(stats.path("inference_count").asLong()).as("rows the clients were answered").isEqualTo(3);
+        assertThat(stats.path("execution_count").asLong()).as("forwards that answered someone").isEqualTo(2);
+        assertThat(stats.path("inference_stats").path("success").path("count").asLong()).isEqualTo(2);
+        assertThat(stats.path("inference_stats").path("fail").path("count").asLong()).isZero();
+        BatchStatistics.Snapshot counts = fixture.service.statistics().snapshot("planned");
+        assertThat(counts.executions()).as("the forward cut short by out-of-memory is no execution").isEqualTo(2);
+        assertThat(counts.requests()).isEqualTo(2);
+        assertThat(counts.inferences()).isEqualTo(3);
+        assertDrained();
+    }
+
+    @Test
+    void aBatchRunAgainAloneAfterRunningOutOfMemoryCountsItsRequestsAndQueueDelayOnce() throws Exception {
+        fixture = ServingFixture.builder().realPool(8 * MIB).admission().planned(2 * MIB).streams(4).batching()
+                .noWarmUp().build();
+        fixture.registry.models().forEach(ServedModel::markReady);
+        fixture.registry.markWarmedUp();
+        List<Integer> statuses = secondRunsOutOfMemoryBesideTheFirstThenAlone();
+
+        assertThat(statuses).containsExactlyInAnyOrder(200, 200);
+        assertThat(model().invocations).hasValue(3);
+        BatchStatistics.Snapshot counts = fixture.batcher.statistics().snapshot("planned");
+        assertThat(counts.executions()).isEqualTo(2);
+        assertThat(counts.requests()).isEqualTo(2);
+        assertThat(counts.inferences()).isEqualTo(3);
+        assertThat(counts.queueDelay().count()).as("one queue delay per request").isEqualTo(2);
+        tools.jackson.databind.JsonNode stats = stats();
+        assertThat(stats.path("inference_count").asLong()).isEqualTo(3);
+        assertThat(stats.path("execution_count").asLong()).isEqualTo(2);
+        assertThat(stats.path("inference_stats").path("success").path("count").asLong()).isEqualTo(2);
+        assertDrained();
+    }
+
     @Test
     void aRequestThatRunsOutOfMemoryEvenAloneIs507() {
         capped();
@@ -224,6 +292,11 @@ class MemoryAdmissionServingTest {
         assertThat(alone.getResponseBody()).contains("out of device memory");
         assertThat(admission().aloneCount()).isEqualTo(1);         // retried once alone; then waiting cannot help
         assertThat(model().invocations).hasValue(2);
+        tools.jackson.databind.JsonNode stats = stats();
+        assertThat(stats.path("inference_stats").path("fail").path("count").asLong()).as("one request failed")
+                .isEqualTo(1);
+        assertThat(stats.path("execution_count").asLong()).as("no forward ran to its end").isZero();
+        assertThat(fixture.service.statistics().snapshot("planned").executions()).isZero();
         assertDrained();
     }
 

@@ -71,7 +71,8 @@ final class GraphCache implements GraphCacheMetrics {
     private final LongAdder hits = new LongAdder();
     private final LongAdder misses = new LongAdder();
     private final LongAdder captures = new LongAdder();
-    private final LongAdder failures = new LongAdder();
+    private final LongAdder captureFailures = new LongAdder();
+    private final LongAdder replayFailures = new LongAdder();
     private final LongAdder evictions = new LongAdder();
 
     GraphCache(GraphLimits limits) {
@@ -106,7 +107,7 @@ final class GraphCache implements GraphCacheMetrics {
 
     /** Ends a replay that found the graph does not fit its forward: drops the graph, remembers the key. */
     void invalidate(CapturedForward entry) {
-        failures.increment();
+        replayFailures.increment();
         synchronized (this) {
             entry.inUse = false;
             if (entries.get(entry.key()) == entry) {
@@ -202,7 +203,7 @@ final class GraphCache implements GraphCacheMetrics {
 
     /** A capture that failed after (or before) {@link #reserve}: gives the room back, remembers the key. */
     synchronized void captureFailed(GraphKey key) {
-        failures.increment();
+        captureFailures.increment();
         pending.remove(key);
         Long held = reserved.remove(key);
         if (held != null) {
@@ -378,8 +379,13 @@ final class GraphCache implements GraphCacheMetrics {
     }
 
     @Override
-    public long failures() {
-        return failures.sum();
+    public long captureFailures() {
+        return captureFailures.sum();
+    }
+
+    @Override
+    public long replayFailures() {
+        return replayFailures.sum();
     }
 
     @Override

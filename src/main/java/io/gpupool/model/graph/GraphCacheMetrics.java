@@ -30,8 +30,22 @@ public interface GraphCacheMetrics {
     /** Graphs captured and cached, since start. */
     long captures();
 
-    /** Captures that failed, and replays that found their graph did not fit (both fell back to eager), since start. */
-    long failures();
+    /**
+     * Captures that failed (begin, a recorded operation, end or instantiation refused; or the warm-up run before
+     * it), since start: the request was answered eagerly and its shape waits out a retry spacing.
+     */
+    long captureFailures();
+
+    /**
+     * Replays that failed (the graph did not fit its forward, or its launch was refused), since start: the graph
+     * was dropped and the request answered eagerly. Unlike a capture failure, this is a graph that worked before.
+     */
+    long replayFailures();
+
+    /** Captures and replays that failed, both answered eagerly, since start. */
+    default long failures() {
+        return captureFailures() + replayFailures();
+    }
 
     /** Graphs dropped to make room, on tuning, or on model unload, since start. */
     long evictions();

@@ -118,7 +118,8 @@ class GraphCaptureRobustnessTest {
             List<HostTensor> inputs = request(2, 12);
             assertSameOutputs(graphed.infer(inputs, Set.of(), context(serving)), eager(inputs, serving));
         }
-        assertThat(graphs.metrics().failures()).as("one failure, at %s", point).isEqualTo(1);
+        assertThat(graphs.metrics().captureFailures()).as("one failure, at %s", point).isEqualTo(1);
+        assertThat(graphs.metrics().replayFailures()).isZero();
         assertThat(graphs.metrics().captures()).isZero();
         assertThat(graphs.metrics().graphs()).isZero();
         assertThat(capture.begun).as("the failed shape is not captured again").hasValue(1);

@@ -165,7 +165,8 @@ class GraphedModelTest {
             List<HostTensor> inputs = request(2, 12, true, true);
             assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
         }
-        assertThat(graphs.metrics().failures()).isEqualTo(1);
+        assertThat(graphs.metrics().captureFailures()).isEqualTo(1);
+        assertThat(graphs.metrics().replayFailures()).isZero();
         assertThat(graphs.metrics().graphs()).isZero();
         assertThat(capture.begun).hasValue(1);
         assertThat(pool.metrics().allocatedBytes()).isZero();
@@ -179,7 +180,8 @@ class GraphedModelTest {
         capture.failNextLaunch = true;
         List<HostTensor> inputs = request(2, 12, true, true);
         assertSameOutputs(graphed.infer(inputs, Set.of(), context()), bert.infer(inputs, Set.of(), context()));
-        assertThat(graphs.metrics().failures()).isEqualTo(1);
+        assertThat(graphs.metrics().replayFailures()).isEqualTo(1);
+        assertThat(graphs.metrics().captureFailures()).as("its capture had worked").isZero();
         assertThat(graphs.metrics().graphs()).isZero();
         assertThat(capture.liveGraphs).hasValue(0);
         assertThat(pool.metrics().allocatedBytes()).isZero();
