@@ -164,6 +164,7 @@ public final class DevicePool implements DeviceAllocator {
             }
             if (handle == 0) {
                 handle = placement.allocateClass(c, stream, cache, cfg, bytes);   // exit 2 or 3: global level
+                size = global.classBytes()[global.classOf(handle)];   // a larger class where the cap left no slab
                 stats.countAllocation(size, bytes);
                 if (cache == null || size >= maxBlock >>> 3
                         || cache.addUnsampled(size, stats.peakAllocated() >>> PoolStatistics.PEAK_LAG_SHIFT)) {

@@ -1,6 +1,7 @@
 package io.gpupool.memory.pool;
 
 import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.PoolConfig;
 
 /**
@@ -13,6 +14,8 @@ import io.gpupool.memory.PoolConfig;
  *        streams' pending fences), pop one                                      (hit: return)
  *     2. take one object (GLOBAL_ONLY, or the cache was busy)                   (hit: return)
  *     3. a new slab: a run of slabBlocks(c) units (below), whose fences the slab inherits; retry
+ *     4. no room for that run even after the staged recovery (a cap): one object of the smallest
+ *        larger class whose slabs have room; none: the out-of-memory exception passes on
  *   run of n units (n &lt;= maxUnits), or a span (n &gt; maxUnits)
  *     1. a run: a block the stream freed itself, still under its own fence      (hit: return)
  *        (OwnFreedFirst); a span: the free span costing the least to use (SpanChoice)
@@ -47,6 +50,7 @@ final class Placement implements Growth.RunAllocator {
     /**
      * A block of class {@code c} for {@code stream}, refilling its local cache ({@code cache}, null in
      * GLOBAL_ONLY mode) where the class is small; {@code requested} is for an out-of-memory message.
+     * Under a cap a small class may be served from a larger one (step 4): the handle names its class.
      */
     long allocateClass(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg, long requested) {
         clock.advance(System.nanoTime());
@@ -68,9 +72,35 @@ final class Placement implements Growth.RunAllocator {
                 return one[0];
             }
             FenceSet inherited = new FenceSet();                   // the run's fences, for every later taker
-            long run = allocateRun(global.classes.slabBlocks(c), stream, requested, inherited);
+            long run;
+            try {
+                run = allocateRun(global.classes.slabBlocks(c), stream, requested, inherited);
+            } catch (OutOfDeviceMemoryException noRoomForSlab) {
+                long larger = takeLarger(c, stream, one);          // step 4
+                if (larger == 0) {
+                    throw noRoomForSlab;
+                }
+                stats.failures.decrement();                        // the slab's run failed, not the allocation
+                stats.globalHits.increment();
+                return larger;
+            }
             global.small.addSlab(c, run, global.address(run), inherited);
         }
+    }
+
+    /**
+     * One object of the smallest class above {@code c} whose slabs have room, or 0. Only after the
+     * staged recovery failed to find room for a new slab of class {@code c} (it flushed the local
+     * caches, so their objects are back in their slabs): a larger object wastes at most what a new
+     * slab would have, and a failure would cost the request. It goes back to its own class when freed.
+     */
+    private long takeLarger(int c, AllocationStream stream, long[] one) {
+        for (int d = c + 1; d < global.smallCount; d++) {
+            if (global.small.take(d, one, 0, 1, stream) == 1) {
+                return one[0];
+            }
+        }
+        return 0;
     }
 
     /** A request above the maximum block, as the growth policy serves it. */
