@@ -34,13 +34,14 @@ public class GraphProperties {
     private DataSize maxBytes = DataSize.ofGigabytes(1);
 
     /**
-     * Sequence lengths graphs are captured for, ascending; a request rounds up to the next (padding masked).
-     * Steps of at most 1.5x above 64: a padded token costs as much as a real one.
+     * Sequence lengths graphs are captured for, ascending; a request rounds up to the next (padding masked) and a
+     * longer one runs eagerly. Only short shapes by default: a graph saves launch overhead, which matters while
+     * the forward is short, whereas a large shape gains nothing and its capture and memory cost remain.
      */
-    private List<Integer> sequenceBuckets = new ArrayList<>(List.of(16, 32, 64, 96, 128, 192, 256, 384, 512));
+    private List<Integer> sequenceBuckets = new ArrayList<>(List.of(16, 32, 64, 128));
 
-    /** Batch sizes graphs are captured for, ascending; a request rounds up to the next. */
-    private List<Integer> batchBuckets = new ArrayList<>(List.of(1, 2, 4, 8, 16, 32, 64));
+    /** Batch sizes graphs are captured for, ascending; a request rounds up to the next; a larger one runs eagerly. */
+    private List<Integer> batchBuckets = new ArrayList<>(List.of(1, 2, 4));
 
     /** The limits, validated; the message names the property. */
     GraphLimits toLimits() {
