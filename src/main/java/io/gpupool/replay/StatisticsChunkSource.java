@@ -11,6 +11,7 @@ import io.gpupool.memory.metric.Peaks;
 
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.LongSupplier;
 
 /**
  * Counts what passes through an upstream {@link ChunkSource}: chunks and bytes reserved now and at
@@ -48,16 +49,7 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
 
     @Override
     public long allocate(long bytes) {
-        long start = System.nanoTime();
-        long address;
-        try {
-            address = upstream.allocate(bytes);
-        } catch (Throwable e) {
-            failures.increment();
-            recordAllocateTime(System.nanoTime() - start);
-            throw e;
-        }
-        recordAllocateTime(System.nanoTime() - start);
+        long address = timedAllocation(() -> upstream.allocate(bytes));
         allocations.increment();
         reservedChunks.incrementAndGet();
         Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
@@ -66,9 +58,7 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
 
     @Override
     public void free(long address, long bytes) {
-        long start = System.nanoTime();
-        upstream.free(address, bytes);
-        freeNanos.add(System.nanoTime() - start);
+        timedFree(() -> upstream.free(address, bytes));
         frees.increment();
         reservedChunks.decrementAndGet();
         reservedBytes.addAndGet(-bytes);
@@ -80,15 +70,10 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
         return new ForwardingVirtualMemory(upstreamMemory) {
             @Override
             public void map(long address, long bytes, long extentBytes) {
-                long start = System.nanoTime();
-                try {
+                timedAllocation(() -> {
                     upstream.map(address, bytes, extentBytes);
-                } catch (Throwable e) {
-                    failures.increment();
-                    recordAllocateTime(System.nanoTime() - start);
-                    throw e;
-                }
-                recordAllocateTime(System.nanoTime() - start);
+                    return 0;
+                });
                 maps.increment();
                 mappedBytes.add(bytes);
                 mappedExtents.add(bytes / extentBytes);
@@ -97,25 +82,14 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
 
             @Override
             public void unmap(long address, long bytes) {
-                long start = System.nanoTime();
-                upstream.unmap(address, bytes);
-                freeNanos.add(System.nanoTime() - start);
+                timedFree(() -> upstream.unmap(address, bytes));
                 unmaps.increment();
                 reservedBytes.addAndGet(-bytes);
             }
 
             @Override
             public long createPhysical(long bytes) {
-                long start = System.nanoTime();
-                long handle;
-                try {
-                    handle = upstream.createPhysical(bytes);
-                } catch (Throwable e) {
-                    failures.increment();
-                    recordAllocateTime(System.nanoTime() - start);
-                    throw e;
-                }
-                recordAllocateTime(System.nanoTime() - start);
+                long handle = timedAllocation(() -> upstream.createPhysical(bytes));
                 mappedExtents.increment();
                 physicalSizes.put(handle, bytes);
                 Peaks.raise(peakReservedBytes, reservedBytes.addAndGet(bytes));
@@ -124,9 +98,7 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
 
             @Override
             public void releasePhysical(long handle) {
-                long start = System.nanoTime();
-                upstream.releasePhysical(handle);
-                freeNanos.add(System.nanoTime() - start);
+                timedFree(() -> upstream.releasePhysical(handle));
                 releases.increment();
                 Long bytes = physicalSizes.remove(handle);
                 reservedBytes.addAndGet(bytes == null ? 0 : -bytes);
@@ -134,24 +106,17 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
 
             @Override
             public void mapPhysical(long address, long extentBytes, long[] handles, int count) {
-                long start = System.nanoTime();
-                try {
+                timedAllocation(() -> {
                     upstream.mapPhysical(address, extentBytes, handles, count);
-                } catch (Throwable e) {
-                    failures.increment();
-                    recordAllocateTime(System.nanoTime() - start);
-                    throw e;
-                }
-                recordAllocateTime(System.nanoTime() - start);
+                    return 0;
+                });
                 maps.increment();
                 mappedBytes.add(count * extentBytes);
             }
 
             @Override
             public void unmapPhysical(long address, long extentBytes, long[] handles, int count) {
-                long start = System.nanoTime();
-                upstream.unmapPhysical(address, extentBytes, handles, count);
-                freeNanos.add(System.nanoTime() - start);
+                timedFree(() -> upstream.unmapPhysical(address, extentBytes, handles, count));
                 unmaps.increment();
             }
         };
@@ -233,6 +198,26 @@ public final class StatisticsChunkSource extends ForwardingChunkSource {
     /** Total time spent in upstream free calls, in nanoseconds. */
     public long freeNanos() {
         return freeNanos.sum();
+    }
+
+    /** Runs a call that takes memory from the upstream: its time is allocation time, its failure a failure. */
+    private long timedAllocation(LongSupplier call) {
+        long start = System.nanoTime();
+        try {
+            return call.getAsLong();
+        } catch (Throwable e) {
+            failures.increment();
+            throw e;
+        } finally {
+            recordAllocateTime(System.nanoTime() - start);
+        }
+    }
+
+    /** Runs a call that gives memory back to the upstream; its time, when it returns, is free time. */
+    private void timedFree(Runnable call) {
+        long start = System.nanoTime();
+        call.run();
+        freeNanos.add(System.nanoTime() - start);
     }
 
     private void recordAllocateTime(long nanos) {
