@@ -6,8 +6,6 @@ import org.slf4j.LoggerFactory;
 
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -27,7 +25,7 @@ public final class IdleWorkspaceRelease implements AutoCloseable {
 
     private final List<DeviceWorker> workers;
     private final long idleNanos;
-    private final ScheduledExecutorService timer;
+    private final DaemonTimer timer;
 
     /** Releases the workspaces of {@code workers} idle for {@code idle}; zero: never (no thread). */
     public IdleWorkspaceRelease(List<DeviceWorker> workers, Duration idle) {
@@ -41,13 +39,8 @@ public final class IdleWorkspaceRelease implements AutoCloseable {
             this.timer = null;
             return;
         }
-        this.timer = Executors.newSingleThreadScheduledExecutor(runnable -> {
-            Thread thread = new Thread(runnable, "gpupool-workspace-release");
-            thread.setDaemon(true);
-            return thread;
-        });
         long period = Math.min(TimeUnit.SECONDS.toNanos(1), Math.max(idleNanos / 4, TimeUnit.MILLISECONDS.toNanos(10)));
-        timer.scheduleWithFixedDelay(this::runOnce, period, period, TimeUnit.NANOSECONDS);
+        this.timer = new DaemonTimer("gpupool-workspace-release", period, this::runOnce);
     }
 
     private void runOnce() {
@@ -70,17 +63,8 @@ public final class IdleWorkspaceRelease implements AutoCloseable {
 
     @Override
     public void close() {
-        if (timer == null) {
-            return;
-        }
-        timer.shutdown();
-        try {
-            if (!timer.awaitTermination(10, TimeUnit.SECONDS)) {
-                timer.shutdownNow();
-            }
-        } catch (InterruptedException e) {
-            timer.shutdownNow();
-            Thread.currentThread().interrupt();
+        if (timer != null) {
+            timer.close();
         }
     }
 }

@@ -9,9 +9,6 @@ import org.slf4j.LoggerFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
 
 /**
  * Calls {@link DevicePool#maintain()} on every pool of the served devices at a fixed period (idle
@@ -26,7 +23,7 @@ public final class PoolMaintenance implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(PoolMaintenance.class);
 
     private final List<DevicePool> pools;
-    private final ScheduledExecutorService timer;
+    private final DaemonTimer timer;
 
     /** Starts calling {@code maintain()} on {@code pools} every {@code period}. */
     public PoolMaintenance(List<DevicePool> pools, Duration period) {
@@ -34,13 +31,7 @@ public final class PoolMaintenance implements AutoCloseable {
             throw new IllegalArgumentException("period = " + period + " is invalid; allowed: > 0");
         }
         this.pools = List.copyOf(pools);
-        this.timer = Executors.newSingleThreadScheduledExecutor(runnable -> {
-            Thread thread = new Thread(runnable, "gpupool-pool-maintenance");
-            thread.setDaemon(true);
-            return thread;
-        });
-        long nanos = period.toNanos();
-        timer.scheduleWithFixedDelay(this::runOnce, nanos, nanos, TimeUnit.NANOSECONDS);
+        this.timer = new DaemonTimer("gpupool-pool-maintenance", period.toNanos(), this::runOnce);
     }
 
     /** The pools behind the devices' activation and weight allocators (behind a trace recorder, too). */
@@ -66,14 +57,6 @@ public final class PoolMaintenance implements AutoCloseable {
 
     @Override
     public void close() {
-        timer.shutdown();
-        try {
-            if (!timer.awaitTermination(10, TimeUnit.SECONDS)) {
-                timer.shutdownNow();
-            }
-        } catch (InterruptedException e) {
-            timer.shutdownNow();
-            Thread.currentThread().interrupt();
-        }
+        timer.close();
     }
 }
