@@ -214,6 +214,10 @@ public class GpuPoolMeterBinder implements MeterBinder {
             Gauge.builder("gpupool.wait.beyond.budget", pool, p -> tunable(p).waitBeyondBudget() ? 1 : 0)
                     .description("MAPPED growth: 1 when a stream waits for memory another stream freed rather than "
                             + "map beyond the budget (tunable)").tags(global).register(registry);
+            Gauge.builder("gpupool.budget.reclaim.periodic", pool,
+                            p -> tunable(p).budgetReclaim() == io.gpupool.memory.BudgetReclaim.PERIODIC ? 1 : 0)
+                    .description("MAPPED growth: 1 when maintenance, not the allocation, unmaps free mapped memory "
+                            + "above the budget (tunable)").tags(global).register(registry);
         }
         for (FreeOrderMetric order : pool.metrics().freeBlocks()) {
             int k = order.order();

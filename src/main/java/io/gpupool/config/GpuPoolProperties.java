@@ -3,6 +3,7 @@ package io.gpupool.config;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.GrowthPolicy;
+import io.gpupool.memory.BudgetReclaim;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.util.unit.DataSize;
 
@@ -120,6 +121,13 @@ public class GpuPoolProperties {
          */
         private boolean waitBeyondBudget = false;
 
+        /**
+         * MAPPED growth: where free mapped memory above the budget goes back: ON_MAP (the allocation that
+         * would pass the budget unmaps first) or PERIODIC (the pool's maintenance unmaps; serving threads
+         * map beyond the budget within the cap and make no unmap calls).
+         */
+        private BudgetReclaim budgetReclaim = BudgetReclaim.ON_MAP;
+
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
 
@@ -167,6 +175,8 @@ public class GpuPoolProperties {
         public Duration getReleaseIdleAge() { return releaseIdleAge; }
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
         public boolean isWaitBeyondBudget() { return waitBeyondBudget; }
+        public BudgetReclaim getBudgetReclaim() { return budgetReclaim; }
+        public void setBudgetReclaim(BudgetReclaim budgetReclaim) { this.budgetReclaim = budgetReclaim; }
         public void setWaitBeyondBudget(boolean waitBeyondBudget) { this.waitBeyondBudget = waitBeyondBudget; }
         public double getMappedSlack() { return mappedSlack; }
         public DataSize getRetainedHandleBytes() { return retainedHandleBytes; }

@@ -63,6 +63,10 @@ import java.util.Objects;
  *                                 Default false (map before wait). Holds less and maps less when the device
  *                                 runs behind the host, at more cross-stream waits (docs/benchmarks.md).
  *                                 Tunable at runtime
+ * @param budgetReclaim            MAPPED growth: where free mapped memory above the budget goes back ({@link BudgetReclaim}):
+ *                                 ON_MAP (the allocation that would pass the budget unmaps first) or PERIODIC
+ *                                 (the pool's maintenance unmaps; allocations map beyond the budget within the
+ *                                 cap). Default ON_MAP. Tunable at runtime
  * @param trackAllocationSites     remember a stack trace per block to report leaks at close; default false
  */
 public record PoolConfig(
@@ -84,6 +88,7 @@ public record PoolConfig(
         double mappedSlack,
         long retainedHandleBytes,
         boolean waitBeyondBudget,
+        BudgetReclaim budgetReclaim,
         boolean trackAllocationSites) {
 
     public static final long KIB = 1024L;
@@ -103,6 +108,7 @@ public record PoolConfig(
         Objects.requireNonNull(growthPolicy, "growthPolicy must not be null (allowed: MAPPED, ON_DEMAND, EAGER, LAZY, HYBRID)");
         Objects.requireNonNull(localIdleAge, "localIdleAge must not be null");
         Objects.requireNonNull(releaseIdleAge, "releaseIdleAge must not be null");
+        Objects.requireNonNull(budgetReclaim, "budgetReclaim must not be null (allowed: ON_MAP, PERIODIC)");
         if (mode != AllocatorMode.TWO_LEVEL && mode != AllocatorMode.GLOBAL_ONLY) {
             throw invalid("mode", mode, "TWO_LEVEL or GLOBAL_ONLY (other modes are separate allocators)");
         }
@@ -149,7 +155,7 @@ public record PoolConfig(
     public static PoolConfig defaults() {
         return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.MAPPED, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
-                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, false, false);
+                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, false, BudgetReclaim.ON_MAP, false);
     }
 
     /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */
@@ -173,6 +179,7 @@ public record PoolConfig(
                 tuning.releaseIdleAge() != null ? tuning.releaseIdleAge() : releaseIdleAge,
                 tuning.mappedSlack() != null ? tuning.mappedSlack() : mappedSlack, retainedHandleBytes,
                 tuning.waitBeyondBudget() != null ? tuning.waitBeyondBudget() : waitBeyondBudget,
+                tuning.budgetReclaim() != null ? tuning.budgetReclaim() : budgetReclaim,
                 trackAllocationSites);
     }
 
@@ -180,7 +187,7 @@ public record PoolConfig(
         return new PoolConfig(newMode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, trackAllocationSites);
     }
 
     /** Sets the growth policy and its initial size (pass 0 with LAZY). */
@@ -188,7 +195,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, policy, newInitialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, trackAllocationSites);
     }
 
     /** Sets the block range; growth steps are raised to at least the new maximum block. */
@@ -197,14 +204,14 @@ public record PoolConfig(
         return new PoolConfig(mode, newMinBlockBytes, newMaxBlockBytes, growthPolicy, initialBytes, step,
                 Math.max(maxGrowthStepBytes, step), capBytes, capFraction, localCacheBytesPerStream,
                 localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, trackAllocationSites);
     }
 
     public PoolConfig withTrackAllocationSites(boolean track) {
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, track);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, track);
     }
 
     /** Sets {@link #waitBeyondBudget()}. */
@@ -212,7 +219,15 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, wait, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, wait, budgetReclaim, trackAllocationSites);
+    }
+
+    /** Sets {@link #budgetReclaim()}. */
+    public PoolConfig withBudgetReclaim(BudgetReclaim reclaim) {
+        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
+                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, reclaim, trackAllocationSites);
     }
 
     /** Sets {@link #retainedHandleBytes()}. */
@@ -220,7 +235,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, bytes, waitBeyondBudget, trackAllocationSites);
+                mappedSlack, bytes, waitBeyondBudget, budgetReclaim, trackAllocationSites);
     }
 
     /** The rejection every setting uses: names the property, the value given and what is allowed. */

@@ -26,7 +26,8 @@ public record PoolTuning(
         Long capBytes,
         Double capFraction,
         Double mappedSlack,
-        Boolean waitBeyondBudget) {
+        Boolean waitBeyondBudget,
+        BudgetReclaim budgetReclaim) {
 
     public PoolTuning {
         if (capFraction != null && capBytes == null) {
@@ -58,6 +59,7 @@ public record PoolTuning(
         private Double capFraction;
         private Double mappedSlack;
         private Boolean waitBeyondBudget;
+        private BudgetReclaim budgetReclaim;
 
         private Builder() {
         }
@@ -126,10 +128,16 @@ public record PoolTuning(
             return this;
         }
 
+        /** MAPPED growth: where free mapped memory above the budget goes back. */
+        public Builder budgetReclaim(BudgetReclaim reclaim) {
+            this.budgetReclaim = reclaim;
+            return this;
+        }
+
         public PoolTuning build() {
             return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
                     releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                    mappedSlack, waitBeyondBudget);
+                    mappedSlack, waitBeyondBudget, budgetReclaim);
         }
     }
 }

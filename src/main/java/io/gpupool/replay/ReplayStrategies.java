@@ -106,7 +106,7 @@ public final class ReplayStrategies {
             }
         }
         return new PoolTuning(localBytes, localCount, null, coalesce, null, null, growth, maxGrowth, null, null,
-                mappedSlack, null);
+                mappedSlack, null, null);
     }
 
     private static long bytes(String key, String value) {

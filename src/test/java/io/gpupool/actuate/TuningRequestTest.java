@@ -39,6 +39,15 @@ class TuningRequestTest {
     }
 
     @Test
+    void budgetReclaimIsOneOfItsConstantsInAnyCase() {
+        assertThat(PoolConfig.defaults().apply(TuningRequest.parse(fields("budgetReclaim", "periodic")))
+                .budgetReclaim()).isEqualTo(io.gpupool.memory.BudgetReclaim.PERIODIC);
+        assertThatThrownBy(() -> TuningRequest.parse(fields("budgetReclaim", "sometimes")))
+                .isInstanceOf(TuningException.class).hasMessageContaining("budgetReclaim")
+                .hasMessageContaining("ON_MAP").hasMessageContaining("PERIODIC");
+    }
+
+    @Test
     void waitBeyondBudgetIsTrueOrFalse() {
         assertThat(PoolConfig.defaults().apply(TuningRequest.parse(fields("waitBeyondBudget", "TRUE")))
                 .waitBeyondBudget()).isTrue();

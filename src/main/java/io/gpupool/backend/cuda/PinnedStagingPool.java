@@ -82,7 +82,8 @@ final class PinnedStagingPool implements AutoCloseable {
         long cap = Math.max(step, roundUp(slotBytes * maxSlots, minBlock));
         return new PoolConfig(AllocatorMode.TWO_LEVEL, minBlock, maxBlock, GrowthPolicy.LAZY, 0,
                 step, step, cap, 1.0, 4 * slotBytes, 16, Duration.ofSeconds(10), 10, 0,
-                Duration.ofSeconds(30), PoolConfig.DEFAULT_MAPPED_SLACK, 0, false, false);
+                Duration.ofSeconds(30), PoolConfig.DEFAULT_MAPPED_SLACK, 0, false,
+                io.gpupool.memory.BudgetReclaim.ON_MAP, false);
     }
 
     long slotBytes() {

@@ -1,6 +1,7 @@
 package io.gpupool.memory.pool;
 
 import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.BudgetReclaim;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.PoolConfig;
@@ -38,7 +39,8 @@ import java.util.function.Supplier;
  *       {@link PoolConfig#mappedSlack()} of it (at least {@value #SLACK_FLOOR_UNITS} minimum blocks),
  *       against the mapped bytes (reserved minus what is kept unmapped). Beyond it, free mapped
  *       memory of the global level is unmapped down to a quarter of the slack below the budget; what
- *       it frees is kept, so the map that follows reuses it.</li>
+ *       it frees is kept, so the map that follows reuses it. Under {@link BudgetReclaim#PERIODIC} the
+ *       map goes ahead unless it would pass the cap, and {@link #maintain} unmaps down to the budget.</li>
  *   <li>Reclaim ({@link #reclaimMapped}) takes free blocks with mapped units out of the lists
  *       ({@link BuddyLevel#takeMapped}: large blocks, high addresses first; blocks without unfinished
  *       fences first), waits for the fences of the units it must (host side), unmaps their mapped
@@ -277,7 +279,12 @@ final class MappedGrowth extends Growth {
         handles.release(0);
     }
 
-    /** When demand fell for releaseIdleAge, the budget follows it and free mapped memory above it goes. */
+    /**
+     * When demand fell for releaseIdleAge, the budget follows it and free mapped memory above it goes.
+     * Under {@link BudgetReclaim#PERIODIC} free mapped memory above the budget goes at every call, the
+     * local caches left alone (they have their own bound, and flushing them would send the next
+     * requests to the global level).
+     */
     @Override
     long maintain(long now, PoolConfig cfg) {
         long released = 0;
@@ -285,6 +292,8 @@ final class MappedGrowth extends Growth {
             highWater.set(stats.allocatedBytes());
             highWaterRaisedNanos = now;
             released = reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), true, false);
+        } else if (cfg.budgetReclaim() == BudgetReclaim.PERIODIC) {
+            released = reclaimMapped(Math.max(cfg.releaseThresholdBytes(), budget()), false, false);
         }
         return released + handles.releaseIdle(now, cfg.releaseIdleAge().toNanos());   // kept, unused that long
     }
@@ -462,15 +471,26 @@ final class MappedGrowth extends Growth {
         if (Peaks.raise(highWater, allocatedAfter)) {
             highWaterRaisedNanos = clock.nanos();
         }
+        if (config.get().budgetReclaim() == BudgetReclaim.PERIODIC) {
+            long cap = reservation.capBytes();
+            if (mappedBytes() + bytes > cap) {                       // the cap is a limit: make room now
+                reclaimNow(cap - bytes);
+            }
+            return;                                                  // the budget waits for maintenance
+        }
         long budget = budget();
         if (mappedBytes() + bytes > budget) {
-            growLock.lock();
-            try {
-                long slack = budget - highWater.get();               // hysteresis: a quarter of the slack below
-                reclaimMapped(budget - bytes - slack / 4, true, false);
-            } finally {
-                growLock.unlock();
-            }
+            long slack = budget - highWater.get();                   // hysteresis: a quarter of the slack below
+            reclaimNow(budget - bytes - slack / 4);
+        }
+    }
+
+    private void reclaimNow(long target) {
+        growLock.lock();
+        try {
+            reclaimMapped(target, true, false);
+        } finally {
+            growLock.unlock();
         }
     }
 

@@ -1,6 +1,7 @@
 package io.gpupool.memory.pool;
 
 import io.gpupool.memory.metric.AllocatorMode;
+import io.gpupool.memory.BudgetReclaim;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.GrowthPolicy;
@@ -307,6 +308,55 @@ class MappedGrowthTest {
             assertThat(pool.metrics().allocatedBytes()).isZero();
             pool.trim();
             assertThat(source.mappedGranules()).isZero();
+        }
+    }
+
+    /**
+     * PERIODIC budget reclaim: the allocation that maps beyond the budget makes no unmap call; the next
+     * maintenance brings the mapped bytes back to the budget; a map that would pass the cap still makes
+     * room first.
+     */
+    @Test
+    void withPeriodicReclaimAllocationsMapBeyondTheBudgetAndMaintenanceUnmaps() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+                .apply(PoolTuning.builder().budgetReclaim(BudgetReclaim.PERIODIC).capBytes(1024 * MIB).build());
+        try (DevicePool pool = new DevicePool(source, config)) {
+            List<DeviceBlock> first = new ArrayList<>();
+            for (int i = 0; i < 20; i++) {
+                first.add(pool.allocate(8 * MIB, s0));             // high-water 160 MiB: budget 176 MiB
+            }
+            s0.pending = true;                                     // s0's kernels still use what it frees
+            first.forEach(DeviceBlock::release);                   // 160 MiB free and mapped, fenced by s0
+            List<DeviceBlock> second = new ArrayList<>();
+            for (int i = 0; i < 20; i++) {
+                second.add(pool.allocate(8 * MIB, s1));            // s1 need not wait: it maps fresh memory
+            }
+            assertThat(pool.metrics().reservedBytes()).as("mapped beyond the budget").isGreaterThan(300 * MIB);
+            assertThat(pool.metrics().unmapCalls()).as("no allocation unmapped").isZero();
+            s0.fences.forEach(f -> f.complete = true);
+            s0.pending = false;
+            pool.maintain();
+            assertThat(pool.metrics().reservedBytes()).as("maintenance: down to the budget (160 + 16 MiB)")
+                    .isLessThanOrEqualTo(176 * MIB);
+            assertThat(pool.metrics().unmapCalls()).isPositive();
+            second.forEach(DeviceBlock::release);
+
+            List<DeviceBlock> large = new ArrayList<>();
+            for (int i = 0; i < 12; i++) {
+                large.add(pool.allocate(64 * MIB, s0));            // 768 MiB live
+            }
+            large.subList(0, 6).forEach(DeviceBlock::release);
+            large.subList(0, 6).clear();
+            long unmapsBefore = pool.metrics().unmapCalls();
+            List<DeviceBlock> more = new ArrayList<>();
+            for (int i = 0; i < 8; i++) {
+                more.add(pool.allocate(64 * MIB, s1));             // past the cap only by unmapping what s0 freed
+            }
+            assertThat(pool.metrics().reservedBytes()).isLessThanOrEqualTo(1024 * MIB);
+            assertThat(pool.metrics().unmapCalls()).as("the cap made room on the allocating thread")
+                    .isGreaterThan(unmapsBefore);
+            large.forEach(DeviceBlock::release);
+            more.forEach(DeviceBlock::release);
         }
     }
 
