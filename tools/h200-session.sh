@@ -20,6 +20,9 @@
 #   alloc     AllocBench and VmmCostBench (issue 15's hot-path targets; map/unmap of kept handles)
 #   handles   capped default workload with retained physical handles on, against off (maps, creates)
 #   bert      BERT-base against torch eager and torch.compile (issue 14's table)
+# Not in a numbered call:
+#   reclaim   default workload at BF16, 2 rounds: cuda-async, TWO_LEVEL, and TWO_LEVEL with the budget reclaim
+#             in maintenance (gpupool.memory.budget-reclaim=PERIODIC), alone and with EXTRA_MODES (a comma list)
 #
 # The device takes the working tree plus the carried bundle up to 64 MiB; with the bundle at 57 MiB that is
 # tight: when a call is refused as too large, move src/main/resources/ptx/gemm.ptx and attention.ptx aside for
@@ -68,6 +71,11 @@ for stage in $STAGES; do
     batching)
       PACKED_BF16=1 timeout 560 bash tools/batching-bench.sh "$W/batching" both \
         --warmup 3s --duration 12s --drain 5s >> "$LOG" 2>&1 ;;
+    reclaim)
+      timeout 420 bash tools/compare-allocators.sh full \
+        --modes "CUDA_ASYNC,TWO_LEVEL,TWO_LEVEL+gpupool.memory.budget-reclaim=PERIODIC${EXTRA_MODES:+,$EXTRA_MODES}" \
+        --rounds 2 --warmup 3s --duration 10s --drain 5s --server-args "$BF16" \
+        --out-dir "$W/reclaim-bf16" >> "$LOG" 2>&1 ;;
     alloc)
       timeout 150 bash tools/gpu-suite.sh "$W/alloc" alloc vmm >> "$LOG" 2>&1 ;;
     handles)
