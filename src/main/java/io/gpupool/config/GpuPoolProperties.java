@@ -2,6 +2,7 @@ package io.gpupool.config;
 
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.ReclaimOrder;
 import io.gpupool.memory.GrowthPolicy;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.util.unit.DataSize;
@@ -120,6 +121,19 @@ public class GpuPoolProperties {
          */
         private boolean waitBeyondBudget = false;
 
+        /**
+         * MAPPED growth: which free blocks of one size a reclaim for the budget unmaps first: HIGHEST_ADDRESS
+         * (the default) or COLDEST_IN_ORDER (freed longest ago first, so the blocks the next layers ask for
+         * stay mapped).
+         */
+        private ReclaimOrder reclaimOrder = ReclaimOrder.HIGHEST_ADDRESS;
+
+        /**
+         * MAPPED growth: a reclaim for the budget unmaps down to this fraction of the slack below the budget,
+         * in [0, 1]; 0 stops at the budget.
+         */
+        private double reclaimHysteresis = PoolConfig.DEFAULT_RECLAIM_HYSTERESIS;
+
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
 
@@ -168,6 +182,10 @@ public class GpuPoolProperties {
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
         public boolean isWaitBeyondBudget() { return waitBeyondBudget; }
         public void setWaitBeyondBudget(boolean waitBeyondBudget) { this.waitBeyondBudget = waitBeyondBudget; }
+        public ReclaimOrder getReclaimOrder() { return reclaimOrder; }
+        public void setReclaimOrder(ReclaimOrder reclaimOrder) { this.reclaimOrder = reclaimOrder; }
+        public double getReclaimHysteresis() { return reclaimHysteresis; }
+        public void setReclaimHysteresis(double reclaimHysteresis) { this.reclaimHysteresis = reclaimHysteresis; }
         public double getMappedSlack() { return mappedSlack; }
         public DataSize getRetainedHandleBytes() { return retainedHandleBytes; }
         public void setRetainedHandleBytes(DataSize retainedHandleBytes) { this.retainedHandleBytes = retainedHandleBytes; }

@@ -26,7 +26,9 @@ public record PoolTuning(
         Long capBytes,
         Double capFraction,
         Double mappedSlack,
-        Boolean waitBeyondBudget) {
+        Boolean waitBeyondBudget,
+        ReclaimOrder reclaimOrder,
+        Double reclaimHysteresis) {
 
     public PoolTuning {
         if (capFraction != null && capBytes == null) {
@@ -58,6 +60,8 @@ public record PoolTuning(
         private Double capFraction;
         private Double mappedSlack;
         private Boolean waitBeyondBudget;
+        private ReclaimOrder reclaimOrder;
+        private Double reclaimHysteresis;
 
         private Builder() {
         }
@@ -126,10 +130,22 @@ public record PoolTuning(
             return this;
         }
 
+        /** MAPPED growth: which free blocks of one size a reclaim for the budget unmaps first. */
+        public Builder reclaimOrder(ReclaimOrder order) {
+            this.reclaimOrder = order;
+            return this;
+        }
+
+        /** MAPPED growth: how far below the budget a reclaim unmaps, as a fraction of the slack. */
+        public Builder reclaimHysteresis(double hysteresis) {
+            this.reclaimHysteresis = hysteresis;
+            return this;
+        }
+
         public PoolTuning build() {
             return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
                     releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                    mappedSlack, waitBeyondBudget);
+                    mappedSlack, waitBeyondBudget, reclaimOrder, reclaimHysteresis);
         }
     }
 }
