@@ -73,8 +73,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <h2>Free a run</h2>
  * Decompose [o, o + n) into aligned blocks (largest first) and push each onto its order; nothing
  * merges now (deferred). A push that lifts an order's list above its trigger starts a merge of that order.
- * In address space each free block carries a free stamp for the reclaim order ({@link ReclaimChoice}):
- * a free takes the next count, split and trimmed pieces keep their block's, a merge the newer of two.
+ * In address space each free block carries a free stamp for the reclaim order ({@link FreeStamps}):
+ * a free takes the next count, split and trimmed pieces keep what their units held, a merge the newer.
  * <h2>Merge order k (coalesce)</h2>
  * <ol>
  *   <li>Lock k, then k + 1 (locks are always taken in ascending order).</li>
@@ -104,7 +104,7 @@ final class BuddyLevel {
     private final AtomicIntegerArray counts;
     private volatile int threshold;
     final LongAdder coalesces = new LongAdder();
-    /** Frees of address-space runs so far: the next free stamp ({@link Chunk#freeStamp}). */
+    /** Frees of address-space runs so far: the next free stamp ({@link FreeStamps}). */
     private final AtomicLong freeClock = new AtomicLong();
 
     /**
@@ -150,7 +150,7 @@ final class BuddyLevel {
     /** Adds the roots of a chunk already published in the table to the free lists. */
     void addChunk(Chunk chunk) {
         chunk.liveUnits.set(chunk.units);
-        freeRange(chunk.id, 0, chunk.units, chunk, 0);
+        freeRange(chunk.id, 0, chunk.units, chunk);
     }
 
     /**
@@ -212,12 +212,12 @@ final class BuddyLevel {
         int chunkId = keyChunk(key);
         long offset = keyOffset(key);
         Chunk chunk = chunks.get(chunkId);
-        long stamp = chunk.freeStamp(offset);                   // the block is ours: no lock needed to read it
+        chunk.freeStamps.resolveSplit(offset, j, k, units, top);   // the block is ours: no lock needed
         while (j > k) {                                         // step 2: split
             j--;
-            push(j, key(chunkId, offset + (1L << j)), chunk, stamp);
+            push(j, key(chunkId, offset + (1L << j)), chunk);
         }
-        freeRange(chunkId, offset + units, offset + (1L << k), chunk, stamp);   // step 3: tail trimming
+        freeRange(chunkId, offset + units, offset + (1L << k), chunk);   // step 3: tail trimming
         return Handles.run(chunkId, offset, units);
     }
 
@@ -294,7 +294,8 @@ final class BuddyLevel {
         long offset = keyOffset(start);
         Chunk chunk = chunks.get(chunkId);
         long end = offset + ((long) blocks << top);
-        freeRange(chunkId, offset + units, end, chunk, chunk.freeStamp(end - (1L << top)));   // tail trimming
+        chunk.freeStamps.resolveRange(end - (1L << top), top, offset + units, end, top);
+        freeRange(chunkId, offset + units, end, chunk);   // tail trimming
         return Handles.run(chunkId, offset, units);
     }
 
@@ -308,28 +309,25 @@ final class BuddyLevel {
         int chunkId = chunkId(handle);
         long offset = offset(handle);
         Chunk chunk = chunks.get(chunkId);
-        freeRange(chunkId, offset, offset + length(handle), chunk, chunk.isAddressSpace() ? freeClock.incrementAndGet() : 0);
+        chunk.freeStamps.stampRange(offset, offset + length(handle), top, freeClock);
+        freeRange(chunkId, offset, offset + length(handle), chunk);
     }
 
-    /** Pushes [from, to) as the largest aligned blocks that fit, lowest address first, with free stamp {@code stamp}. */
-    private void freeRange(int chunkId, long from, long to, Chunk chunk, long stamp) {
+    /** Pushes [from, to) as the largest aligned blocks that fit, lowest address first. */
+    private void freeRange(int chunkId, long from, long to, Chunk chunk) {
         long position = from;
         while (position < to) {
-            int order = Math.min(Long.numberOfTrailingZeros(position), top);
-            while ((1L << order) > to - position) {
-                order--;
-            }
-            push(order, key(chunkId, position), chunk, stamp);
+            int order = FreeStamps.pieceOrder(position, to, top);
+            push(order, key(chunkId, position), chunk);
             position += 1L << order;
         }
     }
 
-    private void push(int order, long key, Chunk chunk, long stamp) {
+    private void push(int order, long key, Chunk chunk) {
         boolean merge;
         ReentrantLock lock = locks[order];
         lock.lock();
         try {
-            chunk.stampFree(keyOffset(key), stamp);
             pushLocked(order, key);
             if (chunk.liveUnits.addAndGet(-(1L << order)) == 0) {
                 chunk.emptySinceNanos = System.nanoTime();
@@ -454,7 +452,7 @@ final class BuddyLevel {
         for (int i = 0; i < n; i++) {
             long key = list[i];
             if ((key & bit) == 0 && i + 1 < n && list[i + 1] == (key ^ bit)) {
-                chunks.get(keyChunk(key)).mergeFreeStamps(keyOffset(key), keyOffset(key) ^ bit);
+                chunks.get(keyChunk(key)).freeStamps.merge(keyOffset(key), k);
                 pushLocked(k + 1, key);
                 coalesces.increment();
                 i++;

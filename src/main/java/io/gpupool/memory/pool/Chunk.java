@@ -56,13 +56,8 @@ final class Chunk {
     final long[] mapping;
     /** Units with their bit set in {@link #mapped}; guarded by {@code mapped}. */
     volatile long mappedUnits;
-    /**
-     * MAPPED growth: per unit u, the free stamp of the free block that starts at u (higher = its memory
-     * was freed more recently; {@link ReclaimChoice}), or null for a chunk that is memory throughout.
-     * Written by whoever pushes the block onto a free list, under that list's order lock; read under
-     * it, or by the thread that took the block out.
-     */
-    private final long[] freeStamps;
+    /** MAPPED growth: how recently each free block's memory was freed ({@link FreeStamps#NONE} outside address space). */
+    final FreeStamps freeStamps;
 
     Chunk(int id, long address, long bytes, long units, boolean dedicated) {
         this(id, address, bytes, units, dedicated, false);
@@ -77,28 +72,10 @@ final class Chunk {
         this.emptySinceNanos = System.nanoTime();
         this.mapped = addressSpaceOnly ? new long[(int) ((units + 63) >>> 6)] : null;
         this.mapping = addressSpaceOnly ? new long[(int) ((units + 63) >>> 6)] : null;
-        this.freeStamps = addressSpaceOnly ? new long[(int) units] : null;
+        this.freeStamps = addressSpaceOnly ? new FreeStamps(units) : FreeStamps.NONE;
         this.fences = new FenceSet[dedicated ? 1 : (int) Math.max(1, units)];
         for (int i = 0; i < fences.length; i++) {
             fences[i] = new FenceSet();
-        }
-    }
-
-    /** The free stamp of the free block starting at unit {@code offset} (0 outside address space). */
-    long freeStamp(long offset) {
-        return freeStamps == null ? 0 : freeStamps[(int) offset];
-    }
-
-    void stampFree(long offset, long stamp) {
-        if (freeStamps != null) {
-            freeStamps[(int) offset] = stamp;
-        }
-    }
-
-    /** A merge of the free buddies at {@code lower} and {@code upper}: the block at {@code lower} takes the newer stamp. */
-    void mergeFreeStamps(long lower, long upper) {
-        if (freeStamps != null) {
-            freeStamps[(int) lower] = Math.max(freeStamps[(int) lower], freeStamps[(int) upper]);
         }
     }
 

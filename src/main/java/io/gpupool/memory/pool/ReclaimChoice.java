@@ -71,7 +71,7 @@ final class ReclaimChoice implements FreeBlockChooser {
             stamps = new long[Math.max(n, 2 * stamps.length)];
         }
         for (int i = 0; i < n; i++) {
-            stamps[i] = chunks.get(Handles.keyChunk(keys[i])).freeStamp(Handles.keyOffset(keys[i]));
+            stamps[i] = chunks.get(Handles.keyChunk(keys[i])).freeStamps.stamp(Handles.keyOffset(keys[i]), k);
         }
         sortNewestFirst(keys, stamps, n);
     }
