@@ -106,7 +106,7 @@ final class Chunk {
                 if (into == null) {
                     into = new FenceSet();
                 }
-                into.absorb(unit);
+                into.gather(unit);
             }
         }
         return into;
@@ -124,8 +124,9 @@ final class Chunk {
 
     /** Whether taking units [first, first + count) would make {@code stream} wait on another stream's unfinished work. */
     boolean fencesBlock(long first, long count, AllocationStream stream) {
+        FenceSet.Scan scan = new FenceSet.Scan();
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            if (fences[u].blocks(stream)) {
+            if (fences[u].blocks(stream, scan)) {
                 return true;
             }
         }
@@ -138,11 +139,12 @@ final class Chunk {
      */
     boolean heldOnlyBy(long first, long count, AllocationStream stream) {
         boolean own = false;
+        FenceSet.Scan scan = new FenceSet.Scan();
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             FenceSet set = fences[u];
-            if (set.heldOnlyBy(stream)) {
+            if (set.heldOnlyBy(stream, scan)) {
                 own = true;
-            } else if (set.blocks(stream)) {
+            } else if (set.blocks(stream, scan)) {
                 return false;
             }
         }
@@ -151,8 +153,9 @@ final class Chunk {
 
     /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
     boolean fencesPending(long first, long count) {
+        FenceSet.Scan scan = new FenceSet.Scan();
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            if (fences[u].pending()) {
+            if (fences[u].pending(scan)) {
                 return true;
             }
         }
