@@ -29,7 +29,7 @@ import org.springframework.util.unit.DataSize;
  *  Duration         a number with a unit, or ISO-8601                 "30s", "500ms", "PT30S"
  *  Double           a decimal number, optionally with an exponent     0.5, 1e-3 (not "0.5d", "0x1p-3", "NaN")
  *  Boolean          true or false                                     true
- *  an enum          one of its constants, in any case                 "periodic"
+ *  an enum          one of its constants, in any case                 "COLDEST_IN_ORDER"
  * </pre>
  *
  * A field may be a JSON number, string or boolean; a blank string leaves the component unchanged. A
@@ -107,7 +107,7 @@ public final class TuningRequest {
             return bool(field, text);
         }
         if (type.isEnum()) {
-            return constant(field, text, type.asSubclass(Enum.class));
+            return constant(field, type, text);
         }
         throw new IllegalStateException("PoolTuning." + field + " has type " + type.getName()
                 + ", which a tuning request cannot read");
@@ -155,13 +155,14 @@ public final class TuningRequest {
         };
     }
 
-    private static <E extends Enum<E>> E constant(String field, String text, Class<E> type) {
-        for (E constant : type.getEnumConstants()) {
-            if (constant.name().equalsIgnoreCase(text)) {
+    private static Object constant(String field, Class<?> type, String text) {
+        Object[] constants = type.getEnumConstants();
+        for (Object constant : constants) {
+            if (((Enum<?>) constant).name().equalsIgnoreCase(text)) {
                 return constant;
             }
         }
-        throw new TuningException(field, text, "one of " + Arrays.toString(type.getEnumConstants()));
+        throw new TuningException(field, text, "one of " + Arrays.toString(constants));
     }
 
     private static Constructor<PoolTuning> canonicalConstructor() {

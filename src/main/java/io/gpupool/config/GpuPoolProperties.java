@@ -2,8 +2,9 @@ package io.gpupool.config;
 
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.GrowthPolicy;
+import io.gpupool.memory.ReclaimOrder;
 import io.gpupool.memory.BudgetReclaim;
+import io.gpupool.memory.GrowthPolicy;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.util.unit.DataSize;
 
@@ -122,11 +123,24 @@ public class GpuPoolProperties {
         private boolean waitBeyondBudget = false;
 
         /**
+         * MAPPED growth: which free blocks of one size a reclaim for the budget unmaps first: HIGHEST_ADDRESS
+         * (the default) or COLDEST_IN_ORDER (freed longest ago first, so the blocks the next layers ask for
+         * stay mapped).
+         */
+        private ReclaimOrder reclaimOrder = ReclaimOrder.HIGHEST_ADDRESS;
+
+        /**
          * MAPPED growth: where free mapped memory above the budget goes back: ON_MAP (the allocation that
          * would pass the budget unmaps first) or PERIODIC (the pool's maintenance unmaps; serving threads
          * map beyond the budget within the cap and make no unmap calls).
          */
         private BudgetReclaim budgetReclaim = BudgetReclaim.ON_MAP;
+
+        /**
+         * MAPPED growth: a reclaim for the budget unmaps down to this fraction of the slack below the budget,
+         * in [0, 1]; 0 stops at the budget.
+         */
+        private double reclaimHysteresis = PoolConfig.DEFAULT_RECLAIM_HYSTERESIS;
 
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
@@ -175,9 +189,13 @@ public class GpuPoolProperties {
         public Duration getReleaseIdleAge() { return releaseIdleAge; }
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
         public boolean isWaitBeyondBudget() { return waitBeyondBudget; }
+        public void setWaitBeyondBudget(boolean waitBeyondBudget) { this.waitBeyondBudget = waitBeyondBudget; }
         public BudgetReclaim getBudgetReclaim() { return budgetReclaim; }
         public void setBudgetReclaim(BudgetReclaim budgetReclaim) { this.budgetReclaim = budgetReclaim; }
-        public void setWaitBeyondBudget(boolean waitBeyondBudget) { this.waitBeyondBudget = waitBeyondBudget; }
+        public ReclaimOrder getReclaimOrder() { return reclaimOrder; }
+        public void setReclaimOrder(ReclaimOrder reclaimOrder) { this.reclaimOrder = reclaimOrder; }
+        public double getReclaimHysteresis() { return reclaimHysteresis; }
+        public void setReclaimHysteresis(double reclaimHysteresis) { this.reclaimHysteresis = reclaimHysteresis; }
         public double getMappedSlack() { return mappedSlack; }
         public DataSize getRetainedHandleBytes() { return retainedHandleBytes; }
         public void setRetainedHandleBytes(DataSize retainedHandleBytes) { this.retainedHandleBytes = retainedHandleBytes; }

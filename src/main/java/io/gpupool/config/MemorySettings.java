@@ -48,7 +48,7 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
                     memory.getCapFraction(), bytes(memory.getLocalCacheBytesPerStream()), memory.getLocalCacheCountPerClass(),
                     memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThresholdBytes()),
                     memory.getReleaseIdleAge(), memory.getMappedSlack(), bytes(memory.getRetainedHandleBytes()),
-                    memory.isWaitBeyondBudget(), memory.getBudgetReclaim(),
+                    memory.isWaitBeyondBudget(), memory.getBudgetReclaim(), memory.getReclaimOrder(), memory.getReclaimHysteresis(),
                     memory.isTrackAllocationSites());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
                     memory.getFaultInjection().getSeed(), memory.isExpandableSegments(),

@@ -67,6 +67,11 @@ import java.util.Objects;
  *                                 ON_MAP (the allocation that would pass the budget unmaps first) or PERIODIC
  *                                 (the pool's maintenance unmaps; allocations map beyond the budget within the
  *                                 cap). Default ON_MAP. Tunable at runtime
+ * @param reclaimOrder             MAPPED growth: which free blocks a reclaim for the budget unmaps first within one
+ *                                 block size ({@link ReclaimOrder}); default HIGHEST_ADDRESS. Tunable at runtime
+ * @param reclaimHysteresis        MAPPED growth: a reclaim for the budget unmaps down to this fraction of the slack
+ *                                 (budget minus high-water mark) below the budget, so the next maps do not each start
+ *                                 a reclaim; [0, 1]; default 0.25; 0 stops at the budget. Tunable at runtime
  * @param trackAllocationSites     remember a stack trace per block to report leaks at close; default false
  */
 public record PoolConfig(
@@ -89,6 +94,8 @@ public record PoolConfig(
         long retainedHandleBytes,
         boolean waitBeyondBudget,
         BudgetReclaim budgetReclaim,
+        ReclaimOrder reclaimOrder,
+        double reclaimHysteresis,
         boolean trackAllocationSites) {
 
     public static final long KIB = 1024L;
@@ -100,6 +107,8 @@ public record PoolConfig(
     public static final int MAX_LOCAL_COUNT_PER_CLASS = 64;
     /** Default of {@link #mappedSlack()}: 1/16. */
     public static final double DEFAULT_MAPPED_SLACK = 1.0 / 16;
+    /** Default of {@link #reclaimHysteresis()}: a quarter of the slack. */
+    public static final double DEFAULT_RECLAIM_HYSTERESIS = 0.25;
     /** Upper bound of maxBlockBytes / minBlockBytes (the packed handle keeps run lengths in 16 bits). */
     public static final long MAX_BLOCK_RATIO = 1L << 15;
 
@@ -109,6 +118,7 @@ public record PoolConfig(
         Objects.requireNonNull(localIdleAge, "localIdleAge must not be null");
         Objects.requireNonNull(releaseIdleAge, "releaseIdleAge must not be null");
         Objects.requireNonNull(budgetReclaim, "budgetReclaim must not be null (allowed: ON_MAP, PERIODIC)");
+        Objects.requireNonNull(reclaimOrder, "reclaimOrder must not be null (allowed: HIGHEST_ADDRESS, COLDEST_IN_ORDER)");
         if (mode != AllocatorMode.TWO_LEVEL && mode != AllocatorMode.GLOBAL_ONLY) {
             throw invalid("mode", mode, "TWO_LEVEL or GLOBAL_ONLY (other modes are separate allocators)");
         }
@@ -149,13 +159,17 @@ public record PoolConfig(
             throw invalid("mappedSlack", mappedSlack, "[0, 1]");
         }
         requireRange("retainedHandleBytes", retainedHandleBytes, 0, 1L << 44);
+        if (!(reclaimHysteresis >= 0.0 && reclaimHysteresis <= 1.0)) {
+            throw invalid("reclaimHysteresis", reclaimHysteresis, "[0, 1]");
+        }
     }
 
     /** The defaults documented on each field. */
     public static PoolConfig defaults() {
         return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.MAPPED, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
-                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, false, BudgetReclaim.ON_MAP, false);
+                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, false, BudgetReclaim.ON_MAP, ReclaimOrder.HIGHEST_ADDRESS,
+                DEFAULT_RECLAIM_HYSTERESIS, false);
     }
 
     /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */
@@ -180,6 +194,8 @@ public record PoolConfig(
                 tuning.mappedSlack() != null ? tuning.mappedSlack() : mappedSlack, retainedHandleBytes,
                 tuning.waitBeyondBudget() != null ? tuning.waitBeyondBudget() : waitBeyondBudget,
                 tuning.budgetReclaim() != null ? tuning.budgetReclaim() : budgetReclaim,
+                tuning.reclaimOrder() != null ? tuning.reclaimOrder() : reclaimOrder,
+                tuning.reclaimHysteresis() != null ? tuning.reclaimHysteresis() : reclaimHysteresis,
                 trackAllocationSites);
     }
 
@@ -187,7 +203,7 @@ public record PoolConfig(
         return new PoolConfig(newMode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
     }
 
     /** Sets the growth policy and its initial size (pass 0 with LAZY). */
@@ -195,7 +211,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, policy, newInitialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
     }
 
     /** Sets the block range; growth steps are raised to at least the new maximum block. */
@@ -204,14 +220,14 @@ public record PoolConfig(
         return new PoolConfig(mode, newMinBlockBytes, newMaxBlockBytes, growthPolicy, initialBytes, step,
                 Math.max(maxGrowthStepBytes, step), capBytes, capFraction, localCacheBytesPerStream,
                 localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
     }
 
     public PoolConfig withTrackAllocationSites(boolean track) {
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, track);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, track);
     }
 
     /** Sets {@link #waitBeyondBudget()}. */
@@ -219,7 +235,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, wait, budgetReclaim, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, wait, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
     }
 
     /** Sets {@link #budgetReclaim()}. */
@@ -227,7 +243,8 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, reclaim, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, reclaim, reclaimOrder, reclaimHysteresis,
+                trackAllocationSites);
     }
 
     /** Sets {@link #retainedHandleBytes()}. */
@@ -235,7 +252,15 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, bytes, waitBeyondBudget, budgetReclaim, trackAllocationSites);
+                mappedSlack, bytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
+    }
+
+    /** Sets {@link #reclaimOrder()} and {@link #reclaimHysteresis()}. */
+    public PoolConfig withReclaim(ReclaimOrder order, double hysteresis) {
+        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
+                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, order, hysteresis, trackAllocationSites);
     }
 
     /** The rejection every setting uses: names the property, the value given and what is allowed. */

@@ -27,7 +27,9 @@ public record PoolTuning(
         Double capFraction,
         Double mappedSlack,
         Boolean waitBeyondBudget,
-        BudgetReclaim budgetReclaim) {
+        BudgetReclaim budgetReclaim,
+        ReclaimOrder reclaimOrder,
+        Double reclaimHysteresis) {
 
     public PoolTuning {
         if (capFraction != null && capBytes == null) {
@@ -60,6 +62,8 @@ public record PoolTuning(
         private Double mappedSlack;
         private Boolean waitBeyondBudget;
         private BudgetReclaim budgetReclaim;
+        private ReclaimOrder reclaimOrder;
+        private Double reclaimHysteresis;
 
         private Builder() {
         }
@@ -128,16 +132,28 @@ public record PoolTuning(
             return this;
         }
 
+        /** MAPPED growth: which free blocks of one size a reclaim for the budget unmaps first. */
         /** MAPPED growth: where free mapped memory above the budget goes back. */
         public Builder budgetReclaim(BudgetReclaim reclaim) {
             this.budgetReclaim = reclaim;
             return this;
         }
 
+        public Builder reclaimOrder(ReclaimOrder order) {
+            this.reclaimOrder = order;
+            return this;
+        }
+
+        /** MAPPED growth: how far below the budget a reclaim unmaps, as a fraction of the slack. */
+        public Builder reclaimHysteresis(double hysteresis) {
+            this.reclaimHysteresis = hysteresis;
+            return this;
+        }
+
         public PoolTuning build() {
             return new PoolTuning(localCacheBytesPerStream, localCacheCountPerClass, localIdleAge, coalesceThreshold,
                     releaseThresholdBytes, releaseIdleAge, growthStepBytes, maxGrowthStepBytes, capBytes, capFraction,
-                    mappedSlack, waitBeyondBudget, budgetReclaim);
+                    mappedSlack, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis);
         }
     }
 }

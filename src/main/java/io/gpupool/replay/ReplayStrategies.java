@@ -5,6 +5,7 @@ import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.ReclaimOrder;
 import io.gpupool.memory.bestfit.BestFitAllocator;
 
 import java.util.LinkedHashMap;
@@ -16,6 +17,8 @@ import java.util.Map;
  * The allocation strategies the replay tool knows by name: the two-level pool and the global pool
  * alone, both with {@link PoolConfig#defaults()} (the cap fraction applies to the simulated
  * device), the same two with {@link PoolConfig#waitBeyondBudget()} ("two-level-wait", "global-only-wait"),
+ * "two-level-wait-coldest": waitBeyondBudget with the coldest-first reclaim and no hysteresis
+ * ({@link ReclaimOrder#COLDEST_IN_ORDER}, {@link PoolConfig#reclaimHysteresis()} 0),
  * the best-fit baseline with its default 64 MiB growth step, and "two-level-lazy-256":
  * the two-level pool with the defaults before ON_DEMAND growth, kept for before/after comparisons.
  */
@@ -29,6 +32,8 @@ public final class ReplayStrategies {
                 source -> new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))));
         add(new TraceReplayer.Strategy("two-level-wait",
                 source -> new DevicePool(source, PoolConfig.defaults().withWaitBeyondBudget(true))));
+        add(new TraceReplayer.Strategy("two-level-wait-coldest", source -> new DevicePool(source,
+                PoolConfig.defaults().withWaitBeyondBudget(true).withReclaim(ReclaimOrder.COLDEST_IN_ORDER, 0))));
         add(new TraceReplayer.Strategy("global-only-wait", source -> new DevicePool(source,
                 PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true))));
         add(new TraceReplayer.Strategy("best-fit", BestFitAllocator::new));
@@ -76,8 +81,8 @@ public final class ReplayStrategies {
 
     /**
      * Parses {@code key=value,...} into a {@link PoolTuning}. Keys: localCacheBytesPerStream,
-     * localCacheCountPerClass, coalesceThreshold, growthStepBytes, maxGrowthStepBytes; byte values
-     * take k, m or g suffixes (powers of 1024).
+     * localCacheCountPerClass, coalesceThreshold, growthStepBytes, maxGrowthStepBytes, mappedSlack,
+     * waitBeyondBudget, reclaimOrder, reclaimHysteresis; byte values take k, m or g suffixes (powers of 1024).
      */
     public static PoolTuning parseTuning(String spec) {
         Long localBytes = null;
@@ -86,6 +91,9 @@ public final class ReplayStrategies {
         Long growth = null;
         Long maxGrowth = null;
         Double mappedSlack = null;
+        Boolean waitBeyondBudget = null;
+        ReclaimOrder reclaimOrder = null;
+        Double reclaimHysteresis = null;
         for (String pair : spec.split(",")) {
             String[] kv = pair.split("=", 2);
             if (kv.length != 2) {
@@ -100,13 +108,20 @@ public final class ReplayStrategies {
                 case "growthStepBytes" -> growth = bytes(key, value);
                 case "maxGrowthStepBytes" -> maxGrowth = bytes(key, value);
                 case "mappedSlack" -> mappedSlack = Double.parseDouble(value);
+                case "waitBeyondBudget" -> waitBeyondBudget = switch (value) {
+                    case "true" -> true;
+                    case "false" -> false;
+                    default -> throw new IllegalArgumentException("waitBeyondBudget is true or false, got '" + value + "'");
+                };
+                case "reclaimOrder" -> reclaimOrder = ReclaimOrder.valueOf(value.toUpperCase(Locale.ROOT));
+                case "reclaimHysteresis" -> reclaimHysteresis = Double.parseDouble(value);
                 default -> throw new IllegalArgumentException("unknown pool tuning key '" + key + "'; known: "
                         + "localCacheBytesPerStream, localCacheCountPerClass, coalesceThreshold, growthStepBytes, "
-                        + "maxGrowthStepBytes, mappedSlack");
+                        + "maxGrowthStepBytes, mappedSlack, waitBeyondBudget, reclaimOrder, reclaimHysteresis");
             }
         }
         return new PoolTuning(localBytes, localCount, null, coalesce, null, null, growth, maxGrowth, null, null,
-                mappedSlack, null, null);
+                mappedSlack, waitBeyondBudget, null, reclaimOrder, reclaimHysteresis);
     }
 
     private static long bytes(String key, String value) {

@@ -9,6 +9,7 @@ import java.util.Map;
 
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.PoolTuning;
+import io.gpupool.memory.ReclaimOrder;
 import org.junit.jupiter.api.Test;
 
 class TuningRequestTest {
@@ -56,6 +57,17 @@ class TuningRequestTest {
         assertThatThrownBy(() -> TuningRequest.parse(fields("waitBeyondBudget", "yes")))
                 .isInstanceOf(TuningException.class).hasMessageContaining("waitBeyondBudget")
                 .hasMessageContaining("true or false");
+    }
+
+    @Test
+    void theReclaimOrderIsOneOfItsConstantsInAnyCase() {
+        PoolConfig tuned = PoolConfig.defaults().apply(TuningRequest.parse(
+                fields("reclaimOrder", "coldest_in_order", "reclaimHysteresis", "0")));
+        assertThat(tuned.reclaimOrder()).isEqualTo(ReclaimOrder.COLDEST_IN_ORDER);
+        assertThat(tuned.reclaimHysteresis()).isZero();
+        assertThatThrownBy(() -> TuningRequest.parse(fields("reclaimOrder", "oldest")))
+                .isInstanceOf(TuningException.class).hasMessageContaining("reclaimOrder")
+                .hasMessageContaining("[HIGHEST_ADDRESS, COLDEST_IN_ORDER]");
     }
 
     @Test

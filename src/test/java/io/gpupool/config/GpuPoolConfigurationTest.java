@@ -1,6 +1,7 @@
 package io.gpupool.config;
 
 import io.gpupool.backend.ComputeBackend;
+import io.gpupool.memory.ReclaimOrder;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.serving.ModelRegistry;
 import io.gpupool.serving.ServedModel;
@@ -38,7 +39,8 @@ class GpuPoolConfigurationTest {
     @Test
     void poolModesGetThePool() {
         runner.withPropertyValues("gpupool.memory.mode=GLOBAL_ONLY", "gpupool.models.path=does-not-exist",
-                        "gpupool.memory.wait-beyond-budget=true")
+                        "gpupool.memory.wait-beyond-budget=true", "gpupool.memory.reclaim-order=COLDEST_IN_ORDER",
+                        "gpupool.memory.reclaim-hysteresis=0")
                 .run(context -> {
                     assertThat(context).hasNotFailed();
                     ServingDevices devices = context.getBean(ServingDevices.class);
@@ -46,7 +48,10 @@ class GpuPoolConfigurationTest {
                             .isInstanceOfSatisfying(io.gpupool.memory.trace.TracingAllocator.class,
                                     tracing -> assertThat(tracing.delegate()).isInstanceOfSatisfying(
                                             io.gpupool.memory.pool.DevicePool.class,
-                                            pool -> assertThat(pool.config().waitBeyondBudget()).isTrue()));
+                                            pool -> assertThat(pool.config()).satisfies(
+                                                    c -> assertThat(c.waitBeyondBudget()).isTrue(),
+                                                    c -> assertThat(c.reclaimOrder()).isEqualTo(ReclaimOrder.COLDEST_IN_ORDER),
+                                                    c -> assertThat(c.reclaimHysteresis()).isZero())));
                     assertThat(devices.devices().getFirst().allocator().mode()).isEqualTo(AllocatorMode.GLOBAL_ONLY);
                     assertThat(context.getBean(ModelRegistry.class).models()).isEmpty();
                 });

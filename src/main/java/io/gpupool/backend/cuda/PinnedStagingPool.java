@@ -6,6 +6,7 @@ import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.ReclaimOrder;
 import io.gpupool.memory.StreamFence;
 
 import java.lang.foreign.MemorySegment;
@@ -83,7 +84,8 @@ final class PinnedStagingPool implements AutoCloseable {
         return new PoolConfig(AllocatorMode.TWO_LEVEL, minBlock, maxBlock, GrowthPolicy.LAZY, 0,
                 step, step, cap, 1.0, 4 * slotBytes, 16, Duration.ofSeconds(10), 10, 0,
                 Duration.ofSeconds(30), PoolConfig.DEFAULT_MAPPED_SLACK, 0, false,
-                io.gpupool.memory.BudgetReclaim.ON_MAP, false);
+                io.gpupool.memory.BudgetReclaim.ON_MAP, ReclaimOrder.HIGHEST_ADDRESS,
+                PoolConfig.DEFAULT_RECLAIM_HYSTERESIS, false);
     }
 
     long slotBytes() {

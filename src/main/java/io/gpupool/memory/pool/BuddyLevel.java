@@ -12,6 +12,7 @@ import static io.gpupool.memory.pool.Handles.offset;
 
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -72,6 +73,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <h2>Free a run</h2>
  * Decompose [o, o + n) into aligned blocks (largest first) and push each onto its order; nothing
  * merges now (deferred). A push that lifts an order's list above its trigger starts a merge of that order.
+ * In address space each free block carries a free stamp for the reclaim order ({@link FreeStamps}):
+ * a free takes the next count, split and trimmed pieces keep what their units held, a merge the newer.
  * <h2>Merge order k (coalesce)</h2>
  * <ol>
  *   <li>Lock k, then k + 1 (locks are always taken in ascending order).</li>
@@ -101,6 +104,8 @@ final class BuddyLevel {
     private final AtomicIntegerArray counts;
     private volatile int threshold;
     final LongAdder coalesces = new LongAdder();
+    /** Frees of address-space runs so far: the next free stamp ({@link FreeStamps}). */
+    private final AtomicLong freeClock = new AtomicLong();
 
     /**
      * Runs of at least this many units (and spans) come only from chunks marked {@link Chunk#large},
@@ -207,6 +212,7 @@ final class BuddyLevel {
         int chunkId = keyChunk(key);
         long offset = keyOffset(key);
         Chunk chunk = chunks.get(chunkId);
+        chunk.freeStamps.resolveSplit(offset, j, k, units, top);   // the block is ours: no lock needed
         while (j > k) {                                         // step 2: split
             j--;
             push(j, key(chunkId, offset + (1L << j)), chunk);
@@ -286,7 +292,10 @@ final class BuddyLevel {
         }
         int chunkId = keyChunk(start);
         long offset = keyOffset(start);
-        freeRange(chunkId, offset + units, offset + ((long) blocks << top), chunks.get(chunkId));   // tail trimming
+        Chunk chunk = chunks.get(chunkId);
+        long end = offset + ((long) blocks << top);
+        chunk.freeStamps.resolveRange(end - (1L << top), top, offset + units, end, top);
+        freeRange(chunkId, offset + units, end, chunk);   // tail trimming
         return Handles.run(chunkId, offset, units);
     }
 
@@ -299,17 +308,16 @@ final class BuddyLevel {
     void free(long handle) {
         int chunkId = chunkId(handle);
         long offset = offset(handle);
-        freeRange(chunkId, offset, offset + length(handle), chunks.get(chunkId));
+        Chunk chunk = chunks.get(chunkId);
+        chunk.freeStamps.stampRange(offset, offset + length(handle), top, freeClock);
+        freeRange(chunkId, offset, offset + length(handle), chunk);
     }
 
     /** Pushes [from, to) as the largest aligned blocks that fit, lowest address first. */
     private void freeRange(int chunkId, long from, long to, Chunk chunk) {
         long position = from;
         while (position < to) {
-            int order = Math.min(Long.numberOfTrailingZeros(position), top);
-            while ((1L << order) > to - position) {
-                order--;
-            }
+            int order = FreeStamps.pieceOrder(position, to, top);
             push(order, key(chunkId, position), chunk);
             position += 1L << order;
         }
@@ -444,6 +452,7 @@ final class BuddyLevel {
         for (int i = 0; i < n; i++) {
             long key = list[i];
             if ((key & bit) == 0 && i + 1 < n && list[i + 1] == (key ^ bit)) {
+                chunks.get(keyChunk(key)).freeStamps.merge(keyOffset(key), k);
                 pushLocked(k + 1, key);
                 coalesces.increment();
                 i++;
@@ -498,50 +507,36 @@ final class BuddyLevel {
     }
 
     /**
-     * Reclaim for MAPPED growth: takes free blocks that have mapped units out of the lists, largest
-     * order first and, within an order, highest key first (newest chunk, highest offset: what
-     * address-ordered reuse reaches last), until they hold at least {@code wantUnits} mapped units.
-     * With {@code clearOnly}, only blocks whose units have no unfinished fence (nobody waits to unmap
-     * them). The blocks count as live until the caller gives them back with {@link #free}, so no
-     * allocation can hand out a unit while it is being unmapped. Holds every order lock.
+     * Takes the free blocks {@code chooser} picks out of the lists, offered largest order first and
+     * within an order from the last key of its arrangement down, until it is satisfied (the reclaim of
+     * MAPPED growth: {@link ReclaimChoice}). The blocks count as live until the caller gives them back
+     * with {@link #free}, so no allocation can hand out a unit while it is being unmapped. Holds every
+     * order lock.
      *
      * @return handles of the taken blocks (runs of 2^k units), in a list sized to what was taken
      */
-    long[] takeMapped(long wantUnits, boolean clearOnly) {
+    long[] takeFree(FreeBlockChooser chooser) {
         long[] taken = new long[8];
         int count = 0;
-        long got = 0;
         for (ReentrantLock lock : locks) {
             lock.lock();
         }
         try {
-            for (int k = top; k >= 0 && got < wantUnits; k--) {
+            for (int k = top; k >= 0 && !chooser.satisfied(); k--) {
                 long[] list = lists[k];
                 int n = sizes[k];
-                Arrays.sort(list, 0, n);
-                long size = 1L << k;
-                for (int i = n - 1; i >= 0 && got < wantUnits; i--) {
+                chooser.arrange(list, n, k);
+                for (int i = n - 1; i >= 0 && !chooser.satisfied(); i--) {
                     long key = list[i];
-                    Chunk chunk = chunks.get(keyChunk(key));
-                    if (!chunk.isAddressSpace() || size < chunk.extentUnits      // only whole extents unmap
-                            || (clearOnly && chunk.fencesPending(keyOffset(key), size))) {
-                        continue;
-                    }
-                    long offset = keyOffset(key);
-                    long mappedUnits;
-                    synchronized (chunk.mapped) {
-                        mappedUnits = chunk.countMapped(offset, offset + size);
-                    }
-                    if (mappedUnits == 0) {
+                    if (!chooser.take(key, k)) {
                         continue;
                     }
                     list[i] = list[--n];                            // list[n] was visited already (descending)
-                    chunk.liveUnits.addAndGet(size);
+                    chunks.get(keyChunk(key)).liveUnits.addAndGet(1L << k);
                     if (count == taken.length) {
                         taken = Arrays.copyOf(taken, count * 2);
                     }
-                    taken[count++] = Handles.run(chunk.id, offset, size);
-                    got += mappedUnits;
+                    taken[count++] = Handles.run(keyChunk(key), keyOffset(key), 1L << k);
                 }
                 sizes[k] = n;
                 counts.lazySet(k, n);

@@ -56,6 +56,8 @@ final class Chunk {
     final long[] mapping;
     /** Units with their bit set in {@link #mapped}; guarded by {@code mapped}. */
     volatile long mappedUnits;
+    /** MAPPED growth: how recently each free block's memory was freed ({@link FreeStamps#NONE} outside address space). */
+    final FreeStamps freeStamps;
 
     Chunk(int id, long address, long bytes, long units, boolean dedicated) {
         this(id, address, bytes, units, dedicated, false);
@@ -70,6 +72,7 @@ final class Chunk {
         this.emptySinceNanos = System.nanoTime();
         this.mapped = addressSpaceOnly ? new long[(int) ((units + 63) >>> 6)] : null;
         this.mapping = addressSpaceOnly ? new long[(int) ((units + 63) >>> 6)] : null;
+        this.freeStamps = addressSpaceOnly ? new FreeStamps(units) : FreeStamps.NONE;
         this.fences = new FenceSet[dedicated ? 1 : (int) Math.max(1, units)];
         for (int i = 0; i < fences.length; i++) {
             fences[i] = new FenceSet();
@@ -103,7 +106,7 @@ final class Chunk {
                 if (into == null) {
                     into = new FenceSet();
                 }
-                into.absorb(unit);
+                into.gather(unit);
             }
         }
         return into;
@@ -121,8 +124,9 @@ final class Chunk {
 
     /** Whether taking units [first, first + count) would make {@code stream} wait on another stream's unfinished work. */
     boolean fencesBlock(long first, long count, AllocationStream stream) {
+        FenceSet.Scan scan = new FenceSet.Scan();
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            if (fences[u].blocks(stream)) {
+            if (fences[u].blocks(stream, scan)) {
                 return true;
             }
         }
@@ -135,11 +139,12 @@ final class Chunk {
      */
     boolean heldOnlyBy(long first, long count, AllocationStream stream) {
         boolean own = false;
+        FenceSet.Scan scan = new FenceSet.Scan();
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             FenceSet set = fences[u];
-            if (set.heldOnlyBy(stream)) {
+            if (set.heldOnlyBy(stream, scan)) {
                 own = true;
-            } else if (set.blocks(stream)) {
+            } else if (set.blocks(stream, scan)) {
                 return false;
             }
         }
@@ -148,8 +153,9 @@ final class Chunk {
 
     /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
     boolean fencesPending(long first, long count) {
+        FenceSet.Scan scan = new FenceSet.Scan();
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            if (fences[u].pending()) {
+            if (fences[u].pending(scan)) {
                 return true;
             }
         }

@@ -74,6 +74,23 @@ final class FenceSet {
 
     private Shared[] byStream = NONE;
     private volatile boolean empty = true;
+    /**
+     * The only fence of this set, or null when it holds none or several; written under the monitor
+     * (before {@link #empty}), read without it as a hint. Lets a {@link Scan} that already saw this
+     * very fence unfinished answer for this set without the monitor and without asking the driver.
+     */
+    private Shared sole;
+
+    /**
+     * What one scan over the units of a run learnt: a fence it saw unfinished (under that unit's
+     * monitor). One fence is shared by every unit a batch of frees touched, so the next units whose
+     * only fence is that one give the same answer at once: a run of n units costs one monitor and one
+     * driver query, not n. The remembered fence is compared by identity only, never asked again.
+     * One scan per range check, on one thread.
+     */
+    static final class Scan {
+        private Shared pending;
+    }
 
     boolean isEmpty() {
         return empty;
@@ -83,7 +100,23 @@ final class FenceSet {
     synchronized void add(Shared fence) {
         fence.retain();
         put(fence);
-        empty = false;
+        refresh();
+    }
+
+    /** Recomputes {@link #empty} and {@link #sole} from the fences held; under the monitor. */
+    private void refresh() {
+        Shared only = null;
+        int held = 0;
+        for (Shared shared : byStream) {
+            if (shared != null) {
+                only = shared;
+                held++;
+            }
+        }
+        sole = held == 1 ? only : null;
+        if (empty != (held == 0)) {
+            empty = held == 0;                                     // a volatile store only when it changes
+        }
     }
 
     private void put(Shared fence) {
@@ -107,7 +140,19 @@ final class FenceSet {
      * between candidates: whoever takes the memory still calls {@link #makeWait}.
      */
     boolean blocks(AllocationStream stream) {
-        return !empty && dropCompleted(stream.ordinal()) == FOREIGN;
+        return blocks(stream, null);
+    }
+
+    /** {@link #blocks(AllocationStream)}, sharing what {@code scan} (may be null) saw on earlier units. */
+    boolean blocks(AllocationStream stream, Scan scan) {
+        if (empty) {
+            return false;
+        }
+        Shared only = sole;
+        if (scan != null && only != null && only == scan.pending) {
+            return only.ordinal != stream.ordinal();               // seen unfinished in this scan
+        }
+        return dropCompleted(stream.ordinal(), scan) == FOREIGN;
     }
 
     /**
@@ -115,8 +160,15 @@ final class FenceSet {
      * stream): memory the stream itself freed while its work on it may still run, which it can take
      * back with no wait (stream order) and nobody else can take without one. Drops completed fences.
      */
-    boolean heldOnlyBy(AllocationStream stream) {
-        return !empty && dropCompleted(stream.ordinal()) == OWN_ONLY;
+    boolean heldOnlyBy(AllocationStream stream, Scan scan) {
+        if (empty) {
+            return false;
+        }
+        Shared only = sole;
+        if (scan != null && only != null && only == scan.pending) {
+            return only.ordinal == stream.ordinal();               // seen unfinished in this scan
+        }
+        return dropCompleted(stream.ordinal(), scan) == OWN_ONLY;
     }
 
     private static final int NONE_PENDING = 0;
@@ -125,9 +177,10 @@ final class FenceSet {
 
     /**
      * Drops completed fences; says whether unfinished ones remain, and whether any belongs to a stream
-     * other than {@code ordinal} (-1: every stream counts as other).
+     * other than {@code ordinal} (-1: every stream counts as other). A fence {@code scan} (may be
+     * null) saw unfinished counts as unfinished; the first one found unfinished here is remembered in it.
      */
-    private synchronized int dropCompleted(int ordinal) {
+    private synchronized int dropCompleted(int ordinal, Scan scan) {
         boolean any = false;
         boolean foreign = false;
         for (int i = 0; i < byStream.length; i++) {
@@ -135,15 +188,18 @@ final class FenceSet {
             if (shared == null) {
                 continue;
             }
-            if (shared.isComplete()) {
+            if ((scan == null || shared != scan.pending) && shared.isComplete()) {
                 byStream[i] = null;
                 shared.release();
             } else {
                 any = true;
                 foreign |= i != ordinal;
+                if (scan != null && scan.pending == null) {
+                    scan.pending = shared;
+                }
             }
         }
-        empty = !any;
+        refresh();
         return foreign ? FOREIGN : any ? OWN_ONLY : NONE_PENDING;
     }
 
@@ -158,7 +214,7 @@ final class FenceSet {
             return 0;
         }
         synchronized (this) {
-            if (dropCompleted(stream.ordinal()) != FOREIGN) {
+            if (dropCompleted(stream.ordinal(), null) != FOREIGN) {
                 return 0;
             }
             int waits = 0;
@@ -174,8 +230,12 @@ final class FenceSet {
     }
 
     /** Whether any fence is still unfinished; drops the completed ones. */
-    boolean pending() {
-        return !empty && dropCompleted(-1) != NONE_PENDING;
+    boolean pending(Scan scan) {
+        if (empty) {
+            return false;
+        }
+        Shared only = sole;
+        return (scan != null && only != null && only == scan.pending) || dropCompleted(-1, scan) != NONE_PENDING;
     }
 
     /** Blocks until every fence completed, then drops them (before the memory goes back to the source). */
@@ -197,7 +257,7 @@ final class FenceSet {
                 shared.release();
             }
         }
-        empty = true;
+        refresh();
     }
 
     /** Adds a reference to each of {@code other}'s fences (a slab's run going back to its units). */
@@ -218,27 +278,48 @@ final class FenceSet {
             for (Shared shared : taken) {
                 if (shared != null) {
                     put(shared);
-                    empty = false;
                 }
             }
+            refresh();
         }
     }
 
-    /** Moves all of {@code other}'s fences into this set (gathering the fences of a run's units). */
-    void absorb(FenceSet other) {
-        Shared[] taken;
-        synchronized (other) {
-            taken = other.byStream;
-            other.byStream = NONE;
-            other.empty = true;
-        }
-        synchronized (this) {
-            for (Shared shared : taken) {
-                if (shared != null) {
-                    put(shared);
-                    empty = false;
-                }
+    /**
+     * Like {@link #absorb}, into a set only the calling thread can reach (the fences of a run it
+     * took): when {@code unit}'s only fence is this set's only fence already (the units of a run
+     * freed in one batch share it), the unit just lets go of its reference.
+     */
+    void gather(FenceSet unit) {
+        synchronized (unit) {
+            Shared only = unit.sole;
+            if (only != null && only == sole) {
+                unit.byStream[only.ordinal] = null;
+                only.release();                                    // this set holds its own reference
+                unit.refresh();
+                return;
             }
+        }
+        absorb(unit);
+    }
+
+    /**
+     * Moves all of {@code other}'s fences into this set (gathering the fences of a run's units). Holds
+     * {@code other}'s monitor, then this one's: a gathering set is never a unit's, so the order is
+     * always unit, then gatherer. {@code other} keeps its array, so its next fence allocates nothing.
+     */
+    void absorb(FenceSet other) {
+        synchronized (other) {
+            Shared[] taken = other.byStream;
+            synchronized (this) {
+                for (int i = 0; i < taken.length; i++) {
+                    if (taken[i] != null) {
+                        put(taken[i]);
+                        taken[i] = null;
+                    }
+                }
+                refresh();
+            }
+            other.refresh();
         }
     }
 }

@@ -38,12 +38,13 @@ import java.util.function.Supplier;
  *   <li>Before mapping, {@link #makeRoomToMap} checks the budget: the allocated high-water mark plus
  *       {@link PoolConfig#mappedSlack()} of it (at least {@value #SLACK_FLOOR_UNITS} minimum blocks),
  *       against the mapped bytes (reserved minus what is kept unmapped). Beyond it, free mapped
- *       memory of the global level is unmapped down to a quarter of the slack below the budget; what
- *       it frees is kept, so the map that follows reuses it. Under {@link BudgetReclaim#PERIODIC} the
- *       map goes ahead unless it would pass the cap, and {@link #maintain} unmaps down to the budget.</li>
+ *       memory of the global level is unmapped down to {@link PoolConfig#reclaimHysteresis()} of the
+ *       slack below the budget (default a quarter); what it frees is kept, so the map that follows reuses it.
+ *       Under {@link BudgetReclaim#PERIODIC} the map goes ahead unless it would pass the cap, and
+ *       {@link #maintain} unmaps down to the budget.</li>
  *   <li>Reclaim ({@link #reclaimMapped}) takes free blocks with mapped units out of the lists
- *       ({@link BuddyLevel#takeMapped}: large blocks, high addresses first; blocks without unfinished
- *       fences first), waits for the fences of the units it must (host side), unmaps their mapped
+ *       ({@link ReclaimChoice}: large blocks first, then by {@link PoolConfig#reclaimOrder()}; blocks
+ *       without unfinished fences first), waits for the fences of the units it must (host side), unmaps their mapped
  *       stretches and frees them back. Blocks in local caches and in slabs stay mapped; they have
  *       their own bounds.</li>
  *   <li>A refused map (device or cap) runs the staged recovery and retries once; then the run goes
@@ -480,8 +481,8 @@ final class MappedGrowth extends Growth {
         }
         long budget = budget();
         if (mappedBytes() + bytes > budget) {
-            long slack = budget - highWater.get();                   // hysteresis: a quarter of the slack below
-            reclaimNow(budget - bytes - slack / 4);
+            long slack = budget - highWater.get();                   // hysteresis: some of the slack below
+            reclaimNow(budget - bytes - (long) (slack * config.get().reclaimHysteresis()));
         }
     }
 
@@ -541,7 +542,9 @@ final class MappedGrowth extends Growth {
             } else if (pass == 2 && !waitForFences) {
                 break;
             }
-            unmapped += unmapTaken(global.buddy.takeMapped((excess + global.minBlock - 1) >>> global.unitShift, pass < 2));
+            long units = (excess + global.minBlock - 1) >>> global.unitShift;
+            unmapped += unmapTaken(global.buddy.takeFree(
+                    new ReclaimChoice(global.chunks, units, pass < 2, config.get().reclaimOrder())));
         }
         if (unmapped > 0) {
             stats.reclaims.increment();

@@ -277,6 +277,18 @@ final class FakeChunkSource implements ChunkSource, VirtualMemory {
         }
     }
 
+    /** Whether every granule of [address, address + bytes) is mapped now (mapping only). */
+    boolean mapped(long address, long bytes) {
+        synchronized (ranges) {
+            for (long g = address & -(2 * PoolConfig.MIB); g < address + bytes; g += 2 * PoolConfig.MIB) {
+                if (!mappedGranules.contains(g)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+
     /** Reserved address ranges now (mapping only). */
     int addressRanges() {
         synchronized (ranges) {

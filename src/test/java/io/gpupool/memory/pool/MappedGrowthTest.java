@@ -129,6 +129,33 @@ class MappedGrowthTest {
         }
     }
 
+    /**
+     * The 32 units of a 64 MiB run share the fence of the free that returned them: the stream that
+     * freed the run takes it back without a wait (checking and gathering the units' fences once per
+     * run, not per unit), another stream taking it waits for that fence exactly once, and the fence
+     * is closed once nothing holds it.
+     */
+    @Test
+    void aLargeRunsUnitsShareOneFenceWhenTakenBackOrByAnotherStream() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+                .apply(PoolTuning.builder().capBytes(64 * MIB).build());
+        try (DevicePool pool = new DevicePool(source, config)) {
+            s0.pending = true;
+            DeviceBlock first = pool.allocate(64 * MIB, s0);
+            first.release();
+            DeviceBlock again = pool.allocate(64 * MIB, s0);
+            assertThat(again.address()).as("its own freed run, no fresh memory").isEqualTo(first.address());
+            assertThat(s0.fences.getFirst().waiters).as("its own work is ordered: no wait").isEmpty();
+            again.release();
+            DeviceBlock other = pool.allocate(64 * MIB, s1);       // the cap leaves no room to map more
+            assertThat(other.address()).isEqualTo(first.address());
+            assertThat(s0.fences.getLast().waiters).as("one wait for the 32 units' one fence").containsExactly(s1);
+            other.release();
+            s0.fences.forEach(f -> f.complete = true);
+        }
+        assertThat(s0.fences).allSatisfy(f -> assertThat(f.closed).as("every fence closed").isTrue());
+    }
+
     @Test
     void aStreamMapsFreshMemoryRatherThanWaitForAnotherStreamsWork() {
         try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
