@@ -560,3 +560,286 @@ attention_tf32_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Flash attention on bf16 activations, head size 64: the kernel BF16 mode runs when gpupool.kernels.attention
+// selects it. Same inputs, outputs and masked-row semantics as attention_bf16io_d64; what differs is how the
+// work is laid out, so that shared-memory traffic and load latency stop bounding it:
+//
+//   block = 4 warps, BM = 64·MT queries of one (head, batch);  warp w owns queries [16·MT·w, 16·MT·(w+1))
+//   as MT m-tiles of 16 rows: every K / V fragment a warp reads from shared memory feeds MT mma instead of one.
+//
+//   shared: K[2][64 keys][144 B], V[2][64][144 B]  (two stages; Q is staged once through stage 1 before the
+//           loop, 64·MT rows of 144 B ≤ the 18 432 B of K[1] + V[1])
+//
+//   prologue  cp.async Q -> stage 1, tile 0 of K, V -> stage 0; wait; Q fragments -> registers
+//   tile t    wait for tile t, one barrier (it also counts the real keys of tile t, see below);
+//             cp.async tile t+1 into the other stage (it overlaps with the math of tile t);
+//             S = Q·Kᵀ (mma m16n8k16, FP32 accumulators); online softmax in base 2; O += P·V (P from registers)
+//
+// Rows past S are zero-filled by cp.async (src-size 0), so a missing V row contributes 0·0, never a NaN.
+// Softmax in base 2: t = score·log2(e), p = 2^(t - m) with ex2.approx (relative error ~2^-22, far below the bf16
+// rounding of P). Masked keys get t = -FLT_MAX (as -FLT_MAX·log2(e) would overflow to -inf and turn a fully masked
+// row into NaN), keys past S get -inf; so a fully masked row still averages V uniformly.
+// The barrier of tile t counts its real keys (__syncthreads_count): a tile of 64 real keys skips the mask
+// selects; a tile of padding only, once the block has seen a real key, is skipped outright, because every one of
+// its probabilities is exactly 2^(-FLT_MAX - m) = 0 (the mask is per key, so this holds for every row of the block).
+// ---------------------------------------------------------------------------------------------------------------------
+
+#define FL_STAGE (64 * FA_ROW)   // bytes of one 64-row K or V stage
+
+static __device__ __forceinline__ void fl_cp_async16(unsigned dst, const void* src, bool fill) {
+    const int bytes = fill ? 16 : 0;   // 0: the 16 destination bytes are zero-filled, nothing is read
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+static __device__ __forceinline__ void fl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+static __device__ __forceinline__ void fl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+static __device__ __forceinline__ float fl_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Issues the cp.async copies of `rows` rows (from row0) of one operand into dst (FA_ROW bytes per row).
+template <int ROWS>
+__device__ __forceinline__ void fl_load_rows(unsigned dst, const __nv_bfloat16* base, size_t ld, int row0, int S) {
+#pragma unroll
+    for (int i = 0; i < ROWS * 8 / 128; ++i) {
+        const int f = threadIdx.x + i * 128;   // 16-byte chunk: row f / 8, chunk f % 8
+        const int r = f >> 3;
+        const int c = f & 7;
+        const bool in = row0 + r < S;
+        const __nv_bfloat16* src = base + (size_t) (in ? row0 + r : 0) * ld + c * 8;
+        fl_cp_async16(dst + r * FA_ROW + c * 16, src, in);
+    }
+}
+
+// 0 past the sequence, 2 padding, 1 real.
+static __device__ __forceinline__ int fl_key_kind(const int* mask, int b, int S, int j) {
+    return j >= S ? 0 : (mask == nullptr || mask[(size_t) b * S + j] != 0) ? 1 : 2;
+}
+
+template <int MT>
+__device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16* __restrict__ qkv,
+                                                            const int* __restrict__ mask,
+                                                            __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    constexpr int D = 64;
+    constexpr int BM = 64 * MT;
+    constexpr float LOG2E = 1.4426950408889634f;
+    constexpr float MASKED = -3.402823466e38f;
+    static_assert(BM * FA_ROW <= 2 * FL_STAGE, "Q must fit in stage 1 of K and V");
+    __shared__ __align__(128) unsigned char kv[4 * FL_STAGE];   // K0 V0 K1 V1
+    __shared__ int kinds[2][64];
+
+    const int b = blockIdx.z;
+    const int h = blockIdx.y;
+    const int q0 = blockIdx.x * BM;
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int q = lane & 3;
+    const size_t ld = (size_t) 3 * H * D;
+    const __nv_bfloat16* qBase = qkv + (size_t) b * S * ld + (size_t) h * D;
+    const __nv_bfloat16* kBase = qBase + (size_t) H * D;
+    const __nv_bfloat16* vBase = qBase + (size_t) 2 * H * D;
+    const unsigned smem = static_cast<unsigned>(__cvta_generic_to_shared(kv));
+    // stage s: K at smem + 2s·FL_STAGE, V right after it
+    const int tiles = (S + 63) / 64;
+
+    fl_load_rows<BM>(smem + 2 * FL_STAGE, qBase, ld, q0, S);
+    fl_load_rows<64>(smem, kBase, ld, 0, S);
+    fl_load_rows<64>(smem + FL_STAGE, vBase, ld, 0, S);
+    fl_cp_async_commit();
+    int myKind = tid < 64 ? fl_key_kind(mask, b, S, tid) : 0;
+    if (tid < 64) kinds[0][tid] = myKind;
+    fl_cp_async_wait_all();
+    __syncthreads();
+
+    // Q fragments, scaled by 1/√64 = 2^-3 (exact in bf16).
+    unsigned qa[MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+            fa_ldmatrix(smem + 2 * FL_STAGE + ((warp * MT + mt) * 16 + (lane & 15)) * FA_ROW + ks * 32 +
+                            (lane >> 4) * 16,
+                        qa[mt][ks][0], qa[mt][ks][1], qa[mt][ks][2], qa[mt][ks][3]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&qa[mt][ks][e]));
+                qa[mt][ks][e] = fa_pack(f.x * 0.125f, f.y * 0.125f);
+            }
+        }
+
+    float o[MT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mt][i][e] = 0.0f;
+    float m[MT][2];   // running row maxima, base-2 units
+    float l[MT][2];   // this lane's part of the running row sums
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
+    bool seenReal = false;
+
+    for (int t = 0; t < tiles; ++t) {
+        const int cur = t & 1;
+        fl_cp_async_wait_all();
+        // Tile t is in stage cur and kinds[cur] (written before the previous barrier or in the prologue); every
+        // warp is done with stage cur ^ 1 (tile t - 1, or Q on the first pass).
+        const int real = __syncthreads_count(tid < 64 && myKind == 1);
+        if (t + 1 < tiles) {
+            const int k1 = (t + 1) * 64;
+            const unsigned next = smem + 2 * (cur ^ 1) * FL_STAGE;
+            fl_load_rows<64>(next, kBase, ld, k1, S);
+            fl_load_rows<64>(next + FL_STAGE, vBase, ld, k1, S);
+            fl_cp_async_commit();
+            if (tid < 64) {
+                myKind = fl_key_kind(mask, b, S, k1 + tid);
+                kinds[cur ^ 1][tid] = myKind;
+            }
+        }
+        if (real == 0 && seenReal) continue;   // padding only: every probability is exactly 0
+        seenReal = seenReal || real > 0;
+        const unsigned kS = smem + 2 * cur * FL_STAGE;
+        const unsigned vS = kS + FL_STAGE;
+
+        float s[MT][8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][i][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+            for (int np = 0; np < 4; ++np) {
+                unsigned b0, b1, b2, b3;
+                fa_ldmatrix(kS + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * FA_ROW + ks * 32 + ((lane >> 3) & 1) * 16,
+                            b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    fa_mma(s[mt][2 * np], qa[mt][ks][0], qa[mt][ks][1], qa[mt][ks][2], qa[mt][ks][3], b0, b1);
+                    fa_mma(s[mt][2 * np + 1], qa[mt][ks][0], qa[mt][ks][1], qa[mt][ks][2], qa[mt][ks][3], b2, b3);
+                }
+            }
+
+        // Scores to base-2 units; masks only where the tile is not 64 real keys.
+        if (real == 64) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mt][nb][e] *= LOG2E;
+        } else {
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+                for (int e2 = 0; e2 < 2; ++e2) {
+                    const int kind = kinds[cur][nb * 8 + 2 * q + e2];
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) {
+                            float& x = s[mt][nb][r * 2 + e2];
+                            x = kind == 1 ? x * LOG2E : (kind == 2 ? MASKED : -INFINITY);
+                        }
+                }
+        }
+
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = m[mt][r];
+#pragma unroll
+                for (int nb = 0; nb < 8; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));   // finite: tile t has a key below S
+                alpha[r] = fl_exp2(m[mt][r] - mx);                     // 0 on the first tile (m = -inf)
+                m[mt][r] = mx;
+            }
+            float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    s[mt][nb][e] = fl_exp2(s[mt][nb][e] - m[mt][e >> 1]);
+                    sum[e >> 1] += s[mt][nb][e];
+                    o[mt][nb][e] *= alpha[e >> 1];
+                }
+            l[mt][0] = l[mt][0] * alpha[0] + sum[0];
+            l[mt][1] = l[mt][1] * alpha[1] + sum[1];
+        }
+
+        // O += P·V: two neighbouring 8-key blocks of P accumulators are the A fragment of one 16-key step.
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            unsigned a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                a[mt][0] = fa_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                a[mt][1] = fa_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                a[mt][2] = fa_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                a[mt][3] = fa_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int nb = 0; nb < 8; nb += 2) {
+                unsigned b0, b1, b2, b3;
+                fa_ldmatrix_trans(vS + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * FA_ROW +
+                                      (nb * 8 + (lane >> 4) * 8) * 2,
+                                  b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    fa_mma(o[mt][nb], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b0, b1);
+                    fa_mma(o[mt][nb + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b2, b3);
+                }
+            }
+        }
+    }
+
+    const int g = lane >> 2;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float sum = l[mt][r];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const int row = q0 + (warp * MT + mt) * 16 + g + r * 8;
+            if (row >= S) continue;
+            const float inv = 1.0f / sum;
+            __nv_bfloat16* out = ctx + ((size_t) b * S + row) * H * D + (size_t) h * D;
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb) {
+                *reinterpret_cast<unsigned*>(out + nb * 8 + 2 * q) =
+                    fa_pack(o[mt][nb][r * 2] * inv, o[mt][nb][r * 2 + 1] * inv);
+            }
+        }
+}
+
+// Grid (ceil(S / 128), H, B), 128 threads: 32 queries per warp. bf16 qkv [B·S, 3·H·64], bf16 ctx [B·S, H·64].
+extern "C" __global__ void __launch_bounds__(128)
+flash_attention_bf16io_d64_q128(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
+                                __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    flash_attention_bf16io_body<2>(qkv, mask, ctx, S, H);
+}
+
+// Grid (ceil(S / 64), H, B), 128 threads: 16 queries per warp, for grids the 128-query tiles would leave short of
+// the multiprocessors.
+extern "C" __global__ void __launch_bounds__(128)
+flash_attention_bf16io_d64_q64(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
+                               __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    flash_attention_bf16io_body<1>(qkv, mask, ctx, S, H);
+}
