@@ -242,7 +242,7 @@ static void launchAttention(const std::string& kernel, Args& a, float* dq, int* 
                             int D) {
     a.store.clear();
     a.add(dq).add(dm).add(dc).add(S).add(H);
-    if (kernel == "attention_bf16_d64" || kernel == "attention_tf32_d64") {
+    if (kernel == "attention_bf16_d64" || kernel == "attention_tf32_d64" || kernel == "attention_d64_tiled") {
         launch(kernel, dim3((S + 63) / 64, H, B), dim3(128), a);
     } else {
         a.add(D);
@@ -250,12 +250,17 @@ static void launchAttention(const std::string& kernel, Args& a, float* dq, int* 
     }
 }
 
+static std::vector<int> attentionMask(int B, int S, int kind);
+
+// maskKind >= 0: one of attentionMask's patterns instead of the default padding (withMask must then be true).
 static void checkAttention(const std::string& kernel, int B, int S, int H, int D, bool withMask,
-                           double tolerance = 1e-5) {
+                           double tolerance = 1e-5, int maskKind = -1) {
     const int width = 3 * H * D;
     auto qkv = randomVector((size_t) B * S * width);
     std::vector<int> mask((size_t) B * S, 1);
-    if (withMask) {
+    if (withMask && maskKind >= 0) {
+        mask = attentionMask(B, S, maskKind);
+    } else if (withMask) {
         for (int b = 0; b < B; ++b) {
             int real = b == 0 ? S : std::max(1, S - 1 - b * 7 % S);   // batch 0 unpadded, others padded
             for (int s = real; s < S; ++s) mask[(size_t) b * S + s] = 0;
@@ -295,8 +300,12 @@ static void checkAttention(const std::string& kernel, int B, int S, int H, int D
                 }
             }
     char name[128];
-    std::snprintf(name, sizeof name, "%s B%d S%d H%d D%d %s", kernel.c_str(), B, S, H, D,
-                  withMask ? "masked" : "nomask");
+    if (maskKind >= 0) {
+        std::snprintf(name, sizeof name, "%s B%d S%d H%d D%d mask%d", kernel.c_str(), B, S, H, D, maskKind);
+    } else {
+        std::snprintf(name, sizeof name, "%s B%d S%d H%d D%d %s", kernel.c_str(), B, S, H, D,
+                      withMask ? "masked" : "nomask");
+    }
     report(name, got, ref, tolerance);
     cudaFree(dq); cudaFree(dm); cudaFree(dc);
 }
@@ -623,7 +632,7 @@ static void timeAttentionBf16io(const std::string& kernel, int B, int S, int H, 
     cudaFree(dq); cudaFree(dm); cudaFree(dc);
 }
 
-// The bf16-I/O attention kernels: checks over S = 1..130 and longer sequences around the tile edges, every mask
+// The register-tiled FP32 kernel and the bf16-I/O attention kernels: checks over S = 1..130 and longer sequences around the tile edges, every mask
 // pattern, batch > 1, peaked scores; then timings at the BERT shapes.
 static void attentionBf16ioSuite(int reps) {
     for (int S = 1; S <= 130; ++S) checkAttentionBf16io(3, S, 1, S % 5, S % 3 == 0 ? 4.0f : 1.0f);
@@ -631,8 +640,14 @@ static void attentionBf16ioSuite(int reps) {
         for (int maskKind : {1, 2, 3, 4}) checkAttentionBf16io(3, S, 2, maskKind, maskKind == 2 ? 4.0f : 1.0f);
     checkAttentionBf16io(2, 512, 12, 0, 1.0f);
     checkAttentionBf16io(5, 384, 3, 1, 4.0f);
+    // FP32 register-tiled kernel (exact: FP32 tolerance)
+    for (int S : {1, 2, 5, 16, 31, 32, 33, 63, 64, 65, 77, 100, 127, 128, 129, 200, 255, 256, 257, 383, 512})
+        checkAttention("attention_d64_tiled", 3, S, 2, 64, true, 1e-5, S % 5);
+    checkAttention("attention_d64_tiled", 2, 384, 12, 64, false);
     const int shapes[][2] = {{1, 16}, {1, 128}, {8, 128}, {32, 128}, {1, 512}, {8, 512}, {32, 512}};
     for (auto& bs : shapes) {
+        timeAttention("attention_d64", bs[0], bs[1], 12, 64, reps);
+        timeAttention("attention_d64_tiled", bs[0], bs[1], 12, 64, reps);
         timeAttention("attention_bf16_d64", bs[0], bs[1], 12, 64, reps);   // FP32 I/O, for reference
         for (const char* k : BF16IO_KERNELS) timeAttentionBf16io(k, bs[0], bs[1], 12, 0, reps);
     }
@@ -668,7 +683,7 @@ int main(int argc, char** argv) {
                               "gemm_tc_bf16_64_splitk"});
     loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64",
                                    "attention_tf32_d64", "attention_bf16io_d64", "flash_attention_bf16io_d64_q64",
-                                   "flash_attention_bf16io_d64_q128"});
+                                   "flash_attention_bf16io_d64_q128", "attention_d64_tiled"});
     loadPtx(argv[1], "ops", {"embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"});
 
     json << "{\n  \"device\": \"" << prop.name << "\",\n  \"entries\": [";

@@ -837,9 +837,228 @@ flash_attention_bf16io_d64_q128(const __nv_bfloat16* __restrict__ qkv, const int
 }
 
 // Grid (ceil(S / 64), H, B), 128 threads: 16 queries per warp, for grids the 128-query tiles would leave short of
-// the multiprocessors.
-extern "C" __global__ void __launch_bounds__(128)
+// the multiprocessors. At most 128 registers, so that four blocks share a multiprocessor.
+extern "C" __global__ void __launch_bounds__(128, 4)
 flash_attention_bf16io_d64_q64(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
                                __nv_bfloat16* __restrict__ ctx, int S, int H) {
     flash_attention_bf16io_body<1>(qkv, mask, ctx, S, H);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// FP32 attention for head size 64 with register tiles: exact single precision (no tensor cores), the kernel FP32
+// mode runs when gpupool.kernels.attention selects it. Same inputs, outputs and masking as attention_d64.
+//
+// attention_d64 computes each score alone (two shared-memory loads per FMA), which bounds it by shared memory.
+// Here each thread owns a 4 x 4 block of scores and a 4 x 8 block of the output, so a load feeds 4 to 8 FMAs:
+//
+//   block = 128 threads, 64 queries, key tiles of 32;  thread (tr, tc) = (tid / 8, tid % 8)
+//   scores:  queries tr + 16i (i < 4)  x  keys tc + 8j (j < 4)     the 8 lanes of one tr share its rows:
+//   output:  queries tr + 16i          x  columns 4tc + 32h + (0..3), h < 2          shuffles over xor 1, 2, 4
+//
+//   shared (floats): Q [64][68], K [32][68] (row = key, d contiguous; 68: the float4 loads of 8 lanes for 8
+//   different rows fall in distinct banks), V [32][64], P [64][40] (row = query; 40: the 4 rows a warp reads
+//   start in different banks). P is exchanged within a warp only (lanes of one tr write and read its rows).
+//
+// Per key tile t (cp.async: V of tile t and K of tile t+1 are in flight while the other product runs):
+//   1. wait for K_t; barrier; scores = Q·K_tᵀ / 8; mask (-FLT_MAX padding, -inf past S); online softmax as in
+//      attention_tile (expf, FP32), p -> P
+//   2. wait for V_t; barrier; issue K_{t+1};  O = O·alpha + P·V_t
+//   3. barrier; issue V_{t+1}
+// ---------------------------------------------------------------------------------------------------------------------
+
+#define AT_QLD 68
+#define AT_PLD 40
+
+extern "C" __global__ void __launch_bounds__(128)
+attention_d64_tiled(const float* __restrict__ qkv, const int* __restrict__ mask, float* __restrict__ ctx, int S,
+                    int H) {
+    constexpr int D = 64;
+    constexpr int KT = 32;
+    __shared__ __align__(16) float Qs[64 * AT_QLD];
+    __shared__ __align__(16) float Ks[KT * AT_QLD];
+    __shared__ __align__(16) float Vs[KT * D];
+    __shared__ __align__(16) float Ps[64 * AT_PLD];
+    __shared__ int kinds[KT];
+
+    const int b = blockIdx.z;
+    const int h = blockIdx.y;
+    const int q0 = blockIdx.x * 64;
+    const int tid = threadIdx.x;
+    const int tr = tid >> 3;
+    const int tc = tid & 7;
+    const size_t ld = (size_t) 3 * H * D;
+    const float* qBase = qkv + (size_t) b * S * ld + (size_t) h * D;
+    const float* kBase = qBase + (size_t) H * D;
+    const float* vBase = qBase + (size_t) 2 * H * D;
+    const unsigned qS = static_cast<unsigned>(__cvta_generic_to_shared(Qs));
+    const unsigned kS = static_cast<unsigned>(__cvta_generic_to_shared(Ks));
+    const unsigned vS = static_cast<unsigned>(__cvta_generic_to_shared(Vs));
+    const int tiles = (S + KT - 1) / KT;
+
+    // 16-byte chunk f of a tile: row f / 16, column 4·(f % 16)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int f = tid + i * 128;
+        const int r = f >> 4, c = f & 15;
+        const bool in = q0 + r < S;
+        fl_cp_async16(qS + (r * AT_QLD + c * 4) * 4, qBase + (size_t) (in ? q0 + r : 0) * ld + c * 4, in);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int f = tid + i * 128;
+        const int r = f >> 4, c = f & 15;
+        const bool in = r < S;
+        fl_cp_async16(kS + (r * AT_QLD + c * 4) * 4, kBase + (size_t) (in ? r : 0) * ld + c * 4, in);
+    }
+    fl_cp_async_commit();   // group: Q and K_0
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int f = tid + i * 128;
+        const int r = f >> 4, c = f & 15;
+        const bool in = r < S;
+        fl_cp_async16(vS + (r * D + c * 4) * 4, vBase + (size_t) (in ? r : 0) * ld + c * 4, in);
+    }
+    fl_cp_async_commit();   // group: V_0
+    if (tid < KT) kinds[tid] = fl_key_kind(mask, b, S, tid);
+
+    float acc[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
+    float m[4], l[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+
+    for (int t = 0; t < tiles; ++t) {
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");   // K_t (and Q) landed; V_t may still be in flight
+        __syncthreads();
+
+        float sc[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) sc[i][j] = 0.0f;
+#pragma unroll 4
+        for (int d4 = 0; d4 < D / 4; ++d4) {
+            float4 qv[4], kv[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(&Qs[(tr + 16 * i) * AT_QLD + d4 * 4]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(&Ks[(tc + 8 * j) * AT_QLD + d4 * 4]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    float x = sc[i][j];
+                    x = fmaf(qv[i].x, kv[j].x, x);
+                    x = fmaf(qv[i].y, kv[j].y, x);
+                    x = fmaf(qv[i].z, kv[j].z, x);
+                    x = fmaf(qv[i].w, kv[j].w, x);
+                    sc[i][j] = x;
+                }
+        }
+
+        int kind[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) kind[j] = kinds[tc + 8 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float x = sc[i][j] * 0.125f;   // 1/√64, exact
+                sc[i][j] = kind[j] == 1 ? x : (kind[j] == 2 ? -3.402823466e38f : -INFINITY);
+                mx = fmaxf(mx, sc[i][j]);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+            const float mNew = fmaxf(m[i], mx);   // finite: tile t has a key below S
+            const float alpha = expf(m[i] - mNew);
+            m[i] = mNew;
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float p = expf(sc[i][j] - mNew);
+                Ps[(tr + 16 * i) * AT_PLD + tc + 8 * j] = p;
+                sum += p;
+            }
+            l[i] = l[i] * alpha + sum;
+#pragma unroll
+            for (int c = 0; c < 8; ++c) acc[i][c] *= alpha;
+        }
+
+        fl_cp_async_wait_all();   // V_t landed
+        __syncthreads();          // every warp is done with K_t and kinds; P rows are visible within the warp
+        if (t + 1 < tiles) {
+            const int k1 = (t + 1) * KT;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int f = tid + i * 128;
+                const int r = f >> 4, c = f & 15;
+                const bool in = k1 + r < S;
+                fl_cp_async16(kS + (r * AT_QLD + c * 4) * 4, kBase + (size_t) (in ? k1 + r : 0) * ld + c * 4, in);
+            }
+            fl_cp_async_commit();   // group: K_{t+1}
+            if (tid < KT) kinds[tid] = fl_key_kind(mask, b, S, k1 + tid);
+        }
+
+#pragma unroll 2
+        for (int j4 = 0; j4 < KT / 4; ++j4) {
+            float4 pv[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) pv[i] = *reinterpret_cast<const float4*>(&Ps[(tr + 16 * i) * AT_PLD + j4 * 4]);
+#pragma unroll
+            for (int jl = 0; jl < 4; ++jl) {
+                const int j = j4 * 4 + jl;
+                const float4 v0 = *reinterpret_cast<const float4*>(&Vs[j * D + tc * 4]);
+                const float4 v1 = *reinterpret_cast<const float4*>(&Vs[j * D + 32 + tc * 4]);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float p = jl == 0 ? pv[i].x : jl == 1 ? pv[i].y : jl == 2 ? pv[i].z : pv[i].w;
+                    acc[i][0] = fmaf(p, v0.x, acc[i][0]);
+                    acc[i][1] = fmaf(p, v0.y, acc[i][1]);
+                    acc[i][2] = fmaf(p, v0.z, acc[i][2]);
+                    acc[i][3] = fmaf(p, v0.w, acc[i][3]);
+                    acc[i][4] = fmaf(p, v1.x, acc[i][4]);
+                    acc[i][5] = fmaf(p, v1.y, acc[i][5]);
+                    acc[i][6] = fmaf(p, v1.z, acc[i][6]);
+                    acc[i][7] = fmaf(p, v1.w, acc[i][7]);
+                }
+            }
+        }
+
+        __syncthreads();   // every warp is done with V_t and its P rows
+        if (t + 1 < tiles) {
+            const int k1 = (t + 1) * KT;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int f = tid + i * 128;
+                const int r = f >> 4, c = f & 15;
+                const bool in = k1 + r < S;
+                fl_cp_async16(vS + (r * D + c * 4) * 4, vBase + (size_t) (in ? k1 + r : 0) * ld + c * 4, in);
+            }
+        }
+        fl_cp_async_commit();   // group: V_{t+1} (empty after the last tile, so "wait_group 1" above stays right)
+    }
+
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float sum = l[i];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+        const int row = q0 + tr + 16 * i;
+        if (row >= S) continue;
+        const float inv = 1.0f / sum;
+        float* out = ctx + ((size_t) b * S + row) * H * D + (size_t) h * D;
+        *reinterpret_cast<float4*>(out + tc * 4) =
+            make_float4(acc[i][0] * inv, acc[i][1] * inv, acc[i][2] * inv, acc[i][3] * inv);
+        *reinterpret_cast<float4*>(out + 32 + tc * 4) =
+            make_float4(acc[i][4] * inv, acc[i][5] * inv, acc[i][6] * inv, acc[i][7] * inv);
+    }
 }
