@@ -670,6 +670,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: %s <ptx-dir> <out.json> [--quick | --attention]\n", argv[0]);
         return 2;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);   // a run cut short by a timeout keeps every line printed so far
     bool quick = argc > 3 && std::string(argv[3]) == "--quick";
     bool attentionOnly = argc > 3 && std::string(argv[3]) == "--attention";
     CHECK(cudaFree(nullptr));
