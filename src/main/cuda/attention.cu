@@ -578,12 +578,15 @@ attention_tf32_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
 //             S = Q·Kᵀ (mma m16n8k16, FP32 accumulators); online softmax in base 2; O += P·V (P from registers)
 //
 // Rows past S are zero-filled by cp.async (src-size 0), so a missing V row contributes 0·0, never a NaN.
-// Softmax in base 2: t = score·log2(e), p = 2^(t - m) with ex2.approx (relative error ~2^-22, far below the bf16
-// rounding of P). Masked keys get t = -FLT_MAX (as -FLT_MAX·log2(e) would overflow to -inf and turn a fully masked
-// row into NaN), keys past S get -inf; so a fully masked row still averages V uniformly.
-// The barrier of tile t counts its real keys (__syncthreads_count): a tile of 64 real keys skips the mask
-// selects; a tile of padding only, once the block has seen a real key, is skipped outright, because every one of
-// its probabilities is exactly 2^(-FLT_MAX - m) = 0 (the mask is per key, so this holds for every row of the block).
+// Softmax in base 2, with the running maximum m kept in score units: p = 2^(score·log2(e) - m·log2(e)), one FMA
+// and ex2.approx (relative error ~2^-22, far below the bf16 rounding of P).
+// Masking: the mask is per key, so every row of a block sees the same keys. If the sequence has a real key,
+// a padding key's weight is exactly 0 in the reference (exp(-FLT_MAX - max) underflows), so it scores -inf here;
+// if it has none (a fully masked row, uniform over its S keys in transformers), padding keys score 0, which gives
+// the same uniform average. Keys past S always score -inf. The prologue finds out which case holds
+// (__syncthreads_or over the mask), the barrier of tile t counts its real keys (__syncthreads_count): a tile of 64
+// real keys skips the mask selects, and a tile without a real key in a sequence that has one is skipped outright
+// (all its weights are 0). So every tile that is computed has a finite maximum.
 // ---------------------------------------------------------------------------------------------------------------------
 
 #define FL_STAGE (64 * FA_ROW)   // bytes of one 64-row K or V stage
@@ -629,7 +632,6 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
     constexpr int D = 64;
     constexpr int BM = 64 * MT;
     constexpr float LOG2E = 1.4426950408889634f;
-    constexpr float MASKED = -3.402823466e38f;
     static_assert(BM * FA_ROW <= 2 * FL_STAGE, "Q must fit in stage 1 of K and V");
     __shared__ __align__(128) unsigned char kv[4 * FL_STAGE];   // K0 V0 K1 V1
     __shared__ int kinds[2][64];
@@ -655,8 +657,11 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
     fl_cp_async_commit();
     int myKind = tid < 64 ? fl_key_kind(mask, b, S, tid) : 0;
     if (tid < 64) kinds[0][tid] = myKind;
+    bool realSeen = mask == nullptr;
+    for (int j = tid; j < S && !realSeen; j += 128) realSeen = mask[(size_t) b * S + j] != 0;
     fl_cp_async_wait_all();
-    __syncthreads();
+    const bool anyReal = __syncthreads_or(realSeen);
+    const float paddingScore = anyReal ? -INFINITY : 0.0f;
 
     // Q fragments, scaled by 1/√64 = 2^-3 (exact in bf16).
     unsigned qa[MT][4][4];
@@ -681,14 +686,13 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
         for (int i = 0; i < 8; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) o[mt][i][e] = 0.0f;
-    float m[MT][2];   // running row maxima, base-2 units
+    float m[MT][2];   // running row maxima, score units
     float l[MT][2];   // this lane's part of the running row sums
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
         m[mt][0] = m[mt][1] = -INFINITY;
         l[mt][0] = l[mt][1] = 0.0f;
     }
-    bool seenReal = false;
 
     for (int t = 0; t < tiles; ++t) {
         const int cur = t & 1;
@@ -707,8 +711,7 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
                 kinds[cur ^ 1][tid] = myKind;
             }
         }
-        if (real == 0 && seenReal) continue;   // padding only: every probability is exactly 0
-        seenReal = seenReal || real > 0;
+        if (real == 0 && anyReal) continue;   // no real key, but the sequence has one: every weight is 0
         const unsigned kS = smem + 2 * cur * FL_STAGE;
         const unsigned vS = kS + FL_STAGE;
 
@@ -733,15 +736,8 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
                 }
             }
 
-        // Scores to base-2 units; masks only where the tile is not 64 real keys.
-        if (real == 64) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mt][nb][e] *= LOG2E;
-        } else {
+        // Masks only where the tile is not 64 real keys.
+        if (real != 64) {
 #pragma unroll
             for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
@@ -752,22 +748,23 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
 #pragma unroll
                         for (int r = 0; r < 2; ++r) {
                             float& x = s[mt][nb][r * 2 + e2];
-                            x = kind == 1 ? x * LOG2E : (kind == 2 ? MASKED : -INFINITY);
+                            x = kind == 1 ? x : (kind == 2 ? paddingScore : -INFINITY);
                         }
                 }
         }
 
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-            float alpha[2];
+            float alpha[2], shift[2];
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 float mx = m[mt][r];
 #pragma unroll
                 for (int nb = 0; nb < 8; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));   // finite: tile t has a key below S
-                alpha[r] = fl_exp2(m[mt][r] - mx);                     // 0 on the first tile (m = -inf)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));   // finite (see the comment above)
+                shift[r] = -mx * LOG2E;
+                alpha[r] = fl_exp2(fmaf(m[mt][r], LOG2E, shift[r]));  // 0 on the first tile (m = -inf)
                 m[mt][r] = mx;
             }
             float sum[2] = {0.0f, 0.0f};
@@ -775,7 +772,7 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
             for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    s[mt][nb][e] = fl_exp2(s[mt][nb][e] - m[mt][e >> 1]);
+                    s[mt][nb][e] = fl_exp2(fmaf(s[mt][nb][e], LOG2E, shift[e >> 1]));
                     sum[e >> 1] += s[mt][nb][e];
                     o[mt][nb][e] *= alpha[e >> 1];
                 }
