@@ -326,12 +326,15 @@ static float fromBf16(uint16_t h) {
     return f;
 }
 
-// Kernels on bf16 qkv [B·S, 3·H·64] and bf16 ctx, (qkv, mask, ctx, S, H); queries per block from the name.
+// Kernels on bf16 qkv [B·S, 3·H·64] and bf16 ctx, (qkv, mask, ctx, S, H); queries per block and threads from the
+// name (_q128: 128 queries, w8: 8 warps; else 64 queries, 4 warps).
 static const char* BF16IO_KERNELS[] = {"attention_bf16io_d64", "flash_attention_bf16io_d64_q64",
-                                       "flash_attention_bf16io_d64_q128"};
+                                       "flash_attention_bf16io_d64_q128", "flash_attention_bf16io_d64_q128w8"};
 
-static int queriesPerBlock(const std::string& kernel) {
-    return kernel.size() > 5 && kernel.compare(kernel.size() - 5, 5, "_q128") == 0 ? 128 : 64;
+static int queriesPerBlock(const std::string& kernel) { return kernel.find("_q128") != std::string::npos ? 128 : 64; }
+
+static int threadsPerBlock(const std::string& kernel) {
+    return kernel.size() > 2 && kernel.compare(kernel.size() - 2, 2, "w8") == 0 ? 256 : 128;
 }
 
 static void launchAttentionBf16io(const std::string& kernel, Args& a, uint16_t* dq, int* dm, uint16_t* dc, int B,
@@ -339,7 +342,7 @@ static void launchAttentionBf16io(const std::string& kernel, Args& a, uint16_t* 
     a.store.clear();
     a.add(dq).add(dm).add(dc).add(S).add(H);
     int bm = queriesPerBlock(kernel);
-    launch(kernel, dim3((S + bm - 1) / bm, H, B), dim3(128), a);
+    launch(kernel, dim3((S + bm - 1) / bm, H, B), dim3(threadsPerBlock(kernel)), a);
 }
 
 // Mask patterns: 0 none (null pointer); 1 batch 0 unpadded, the others right-padded, batch 2 fully masked;
@@ -684,7 +687,8 @@ int main(int argc, char** argv) {
                               "gemm_tc_bf16_64_splitk"});
     loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64",
                                    "attention_tf32_d64", "attention_bf16io_d64", "flash_attention_bf16io_d64_q64",
-                                   "flash_attention_bf16io_d64_q128", "attention_d64_tiled"});
+                                   "flash_attention_bf16io_d64_q128", "flash_attention_bf16io_d64_q128w8",
+                                   "attention_d64_tiled"});
     loadPtx(argv[1], "ops", {"embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"});
 
     json << "{\n  \"device\": \"" << prop.name << "\",\n  \"entries\": [";

@@ -566,11 +566,11 @@ attention_tf32_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
 // selects it. Same inputs, outputs and masked-row semantics as attention_bf16io_d64; what differs is how the
 // work is laid out, so that shared-memory traffic and load latency stop bounding it:
 //
-//   block = 4 warps, BM = 64·MT queries of one (head, batch);  warp w owns queries [16·MT·w, 16·MT·(w+1))
+//   block = WARPS warps, BM = 16·MT·WARPS queries of one (head, batch);  warp w owns [16·MT·w, 16·MT·(w+1))
 //   as MT m-tiles of 16 rows: every K / V fragment a warp reads from shared memory feeds MT mma instead of one.
 //
 //   shared: K[2][64 keys][144 B], V[2][64][144 B]  (two stages; Q is staged once through stage 1 before the
-//           loop, 64·MT rows of 144 B ≤ the 18 432 B of K[1] + V[1])
+//           loop, BM ≤ 128 rows of 144 B: at most the 18 432 B of K[1] + V[1])
 //
 //   prologue  cp.async Q -> stage 1, tile 0 of K, V -> stage 0; wait; Q fragments -> registers
 //   tile t    wait for tile t, one barrier (it also counts the real keys of tile t, see below);
@@ -606,12 +606,14 @@ static __device__ __forceinline__ float fl_exp2(float x) {
     return y;
 }
 
-// Issues the cp.async copies of `rows` rows (from row0) of one operand into dst (FA_ROW bytes per row).
-template <int ROWS>
+// Issues the cp.async copies of `rows` rows (from row0) of one operand into dst (FA_ROW bytes per row), spread
+// over THREADS threads.
+template <int ROWS, int THREADS>
 __device__ __forceinline__ void fl_load_rows(unsigned dst, const __nv_bfloat16* base, size_t ld, int row0, int S) {
+    static_assert(ROWS * 8 % THREADS == 0, "whole chunks per thread");
 #pragma unroll
-    for (int i = 0; i < ROWS * 8 / 128; ++i) {
-        const int f = threadIdx.x + i * 128;   // 16-byte chunk: row f / 8, chunk f % 8
+    for (int i = 0; i < ROWS * 8 / THREADS; ++i) {
+        const int f = threadIdx.x + i * THREADS;   // 16-byte chunk: row f / 8, chunk f % 8
         const int r = f >> 3;
         const int c = f & 7;
         const bool in = row0 + r < S;
@@ -625,12 +627,13 @@ static __device__ __forceinline__ int fl_key_kind(const int* mask, int b, int S,
     return j >= S ? 0 : (mask == nullptr || mask[(size_t) b * S + j] != 0) ? 1 : 2;
 }
 
-template <int MT>
+template <int MT, int WARPS>
 __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16* __restrict__ qkv,
                                                             const int* __restrict__ mask,
                                                             __nv_bfloat16* __restrict__ ctx, int S, int H) {
     constexpr int D = 64;
-    constexpr int BM = 64 * MT;
+    constexpr int THREADS = 32 * WARPS;
+    constexpr int BM = 16 * MT * WARPS;
     constexpr float LOG2E = 1.4426950408889634f;
     static_assert(BM * FA_ROW <= 2 * FL_STAGE, "Q must fit in stage 1 of K and V");
     __shared__ __align__(128) unsigned char kv[4 * FL_STAGE];   // K0 V0 K1 V1
@@ -651,14 +654,14 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
     // stage s: K at smem + 2s·FL_STAGE, V right after it
     const int tiles = (S + 63) / 64;
 
-    fl_load_rows<BM>(smem + 2 * FL_STAGE, qBase, ld, q0, S);
-    fl_load_rows<64>(smem, kBase, ld, 0, S);
-    fl_load_rows<64>(smem + FL_STAGE, vBase, ld, 0, S);
+    fl_load_rows<BM, THREADS>(smem + 2 * FL_STAGE, qBase, ld, q0, S);
+    fl_load_rows<64, THREADS>(smem, kBase, ld, 0, S);
+    fl_load_rows<64, THREADS>(smem + FL_STAGE, vBase, ld, 0, S);
     fl_cp_async_commit();
     int myKind = tid < 64 ? fl_key_kind(mask, b, S, tid) : 0;
     if (tid < 64) kinds[0][tid] = myKind;
     bool realSeen = mask == nullptr;
-    for (int j = tid; j < S && !realSeen; j += 128) realSeen = mask[(size_t) b * S + j] != 0;
+    for (int j = tid; j < S && !realSeen; j += THREADS) realSeen = mask[(size_t) b * S + j] != 0;
     fl_cp_async_wait_all();
     const bool anyReal = __syncthreads_or(realSeen);
     const float paddingScore = anyReal ? -INFINITY : 0.0f;
@@ -703,8 +706,8 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
         if (t + 1 < tiles) {
             const int k1 = (t + 1) * 64;
             const unsigned next = smem + 2 * (cur ^ 1) * FL_STAGE;
-            fl_load_rows<64>(next, kBase, ld, k1, S);
-            fl_load_rows<64>(next + FL_STAGE, vBase, ld, k1, S);
+            fl_load_rows<64, THREADS>(next, kBase, ld, k1, S);
+            fl_load_rows<64, THREADS>(next + FL_STAGE, vBase, ld, k1, S);
             fl_cp_async_commit();
             if (tid < 64) {
                 myKind = fl_key_kind(mask, b, S, k1 + tid);
@@ -830,7 +833,7 @@ __device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16*
 extern "C" __global__ void __launch_bounds__(128)
 flash_attention_bf16io_d64_q128(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
                                 __nv_bfloat16* __restrict__ ctx, int S, int H) {
-    flash_attention_bf16io_body<2>(qkv, mask, ctx, S, H);
+    flash_attention_bf16io_body<2, 4>(qkv, mask, ctx, S, H);
 }
 
 // Grid (ceil(S / 64), H, B), 128 threads: 16 queries per warp, for grids the 128-query tiles would leave short of
@@ -838,7 +841,15 @@ flash_attention_bf16io_d64_q128(const __nv_bfloat16* __restrict__ qkv, const int
 extern "C" __global__ void __launch_bounds__(128, 4)
 flash_attention_bf16io_d64_q64(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
                                __nv_bfloat16* __restrict__ ctx, int S, int H) {
-    flash_attention_bf16io_body<1>(qkv, mask, ctx, S, H);
+    flash_attention_bf16io_body<1, 4>(qkv, mask, ctx, S, H);
+}
+
+// Grid (ceil(S / 128), H, B), 256 threads: 16 queries per warp, 8 warps sharing each K/V tile (half the loads per
+// query of the 64-query blocks, at the register budget of two blocks per SM).
+extern "C" __global__ void __launch_bounds__(256, 2)
+flash_attention_bf16io_d64_q128w8(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
+                                  __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    flash_attention_bf16io_body<1, 8>(qkv, mask, ctx, S, H);
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
