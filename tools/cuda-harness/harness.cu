@@ -4,7 +4,7 @@
 // it for the GPU at hand), runs every kernel on fresh random inputs against a CPU reference computed in double,
 // and times the GEMM kernels at 4096^3 and at BERT-base shapes, plus the fused attention.
 //
-// Usage: harness <ptx-dir> <out.json> [--quick]
+// Usage: harness <ptx-dir> <out.json> [--quick | --attention]   (--attention: only the attention kernels)
 // Output: one JSON document (checks: max abs error, relative error ||out-ref||/||ref||; gemm: median ms and
 // TFLOP/s per kernel and shape) and a short table on stdout. Exit status 1 if any check fails.
 //
@@ -242,7 +242,7 @@ static void launchAttention(const std::string& kernel, Args& a, float* dq, int* 
                             int D) {
     a.store.clear();
     a.add(dq).add(dm).add(dc).add(S).add(H);
-    if (kernel == "attention_bf16_d64" || kernel == "attention_tf32_d64") {
+    if (kernel == "attention_bf16_d64" || kernel == "attention_tf32_d64" || kernel == "attention_d64_tiled") {
         launch(kernel, dim3((S + 63) / 64, H, B), dim3(128), a);
     } else {
         a.add(D);
@@ -250,12 +250,17 @@ static void launchAttention(const std::string& kernel, Args& a, float* dq, int* 
     }
 }
 
+static std::vector<int> attentionMask(int B, int S, int kind);
+
+// maskKind >= 0: one of attentionMask's patterns instead of the default padding (withMask must then be true).
 static void checkAttention(const std::string& kernel, int B, int S, int H, int D, bool withMask,
-                           double tolerance = 1e-5) {
+                           double tolerance = 1e-5, int maskKind = -1) {
     const int width = 3 * H * D;
     auto qkv = randomVector((size_t) B * S * width);
     std::vector<int> mask((size_t) B * S, 1);
-    if (withMask) {
+    if (withMask && maskKind >= 0) {
+        mask = attentionMask(B, S, maskKind);
+    } else if (withMask) {
         for (int b = 0; b < B; ++b) {
             int real = b == 0 ? S : std::max(1, S - 1 - b * 7 % S);   // batch 0 unpadded, others padded
             for (int s = real; s < S; ++s) mask[(size_t) b * S + s] = 0;
@@ -295,9 +300,134 @@ static void checkAttention(const std::string& kernel, int B, int S, int H, int D
                 }
             }
     char name[128];
-    std::snprintf(name, sizeof name, "%s B%d S%d H%d D%d %s", kernel.c_str(), B, S, H, D,
-                  withMask ? "masked" : "nomask");
+    if (maskKind >= 0) {
+        std::snprintf(name, sizeof name, "%s B%d S%d H%d D%d mask%d", kernel.c_str(), B, S, H, D, maskKind);
+    } else {
+        std::snprintf(name, sizeof name, "%s B%d S%d H%d D%d %s", kernel.c_str(), B, S, H, D,
+                      withMask ? "masked" : "nomask");
+    }
     report(name, got, ref, tolerance);
+    cudaFree(dq); cudaFree(dm); cudaFree(dc);
+}
+
+// ---- attention on bf16 activations (BF16 mode: bf16 QKV in, bf16 context out) ----
+
+static uint16_t toBf16(float f) {   // round to nearest even, as __float2bfloat16_rn
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t) (u >> 16);
+}
+
+static float fromBf16(uint16_t h) {
+    uint32_t u = (uint32_t) h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// Kernels on bf16 qkv [B·S, 3·H·64] and bf16 ctx, (qkv, mask, ctx, S, H); queries per block and threads from the
+// name (_q128: 128 queries, w8: 8 warps; else 64 queries, 4 warps).
+static const char* BF16IO_KERNELS[] = {"attention_bf16io_d64", "flash_attention_bf16io_d64_q64",
+                                       "flash_attention_bf16io_d64_q128", "flash_attention_bf16io_d64_q128w8"};
+
+static int queriesPerBlock(const std::string& kernel) { return kernel.find("_q128") != std::string::npos ? 128 : 64; }
+
+static int threadsPerBlock(const std::string& kernel) {
+    return kernel.size() > 2 && kernel.compare(kernel.size() - 2, 2, "w8") == 0 ? 256 : 128;
+}
+
+static void launchAttentionBf16io(const std::string& kernel, Args& a, uint16_t* dq, int* dm, uint16_t* dc, int B,
+                                  int S, int H) {
+    a.store.clear();
+    a.add(dq).add(dm).add(dc).add(S).add(H);
+    int bm = queriesPerBlock(kernel);
+    launch(kernel, dim3((S + bm - 1) / bm, H, B), dim3(threadsPerBlock(kernel)), a);
+}
+
+// Mask patterns: 0 none (null pointer); 1 batch 0 unpadded, the others right-padded, batch 2 fully masked;
+// 2 random keys masked (30 %), batch 2 fully masked; 3 left-padded (the first keys masked, a whole first tile
+// at S > 64); 4 only the first min(S, 10) keys real (the tiles after the first are padding only).
+static std::vector<int> attentionMask(int B, int S, int kind) {
+    std::vector<int> mask((size_t) B * S, 1);
+    for (int b = 0; b < B; ++b)
+        for (int s = 0; s < S; ++s) {
+            int& v = mask[(size_t) b * S + s];
+            switch (kind) {
+                case 1: v = b == 0 || s < std::max(1, S - 1 - b * 7 % S); break;
+                case 2: v = rng() % 10 >= 3; break;
+                case 3: v = s >= std::min(S - 1, 70 + b); break;
+                case 4: v = s < 10; break;
+                default: break;
+            }
+        }
+    if ((kind == 1 || kind == 2) && B > 2)
+        for (int s = 0; s < S; ++s) mask[(size_t) 2 * S + s] = 0;
+    return mask;
+}
+
+// One random problem, its double reference (from the bf16-rounded inputs) and every bf16-I/O kernel against it,
+// plus each kernel against the first (the kernel it would replace). qkScale widens the scores (peaked softmax).
+static void checkAttentionBf16io(int B, int S, int H, int maskKind, float qkScale, double tolerance = 1e-2) {
+    const int D = 64, width = 3 * H * D;
+    std::vector<float> qkv = randomVector((size_t) B * S * width);
+    std::vector<uint16_t> packed(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) {
+        bool qk = (int) (i % width) < 2 * H * D;
+        packed[i] = toBf16(qk ? qkv[i] * qkScale : qkv[i]);
+        qkv[i] = fromBf16(packed[i]);
+    }
+    std::vector<int> mask = attentionMask(B, S, maskKind);
+    std::vector<double> ref((size_t) B * S * H * D), score(S);
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < H; ++h)
+            for (int i = 0; i < S; ++i) {
+                const float* q = &qkv[((size_t) b * S + i) * width + h * D];
+                double best = -INFINITY;
+                for (int j = 0; j < S; ++j) {
+                    const float* k = &qkv[((size_t) b * S + j) * width + H * D + h * D];
+                    double s = 0;
+                    for (int d = 0; d < D; ++d) s += (double) q[d] * k[d];
+                    s /= 8.0;
+                    if (!mask[(size_t) b * S + j]) s = -3.402823466e38;
+                    score[j] = s;
+                    best = std::max(best, s);
+                }
+                double sum = 0;
+                for (int j = 0; j < S; ++j) sum += (score[j] = std::exp(score[j] - best));
+                double* out = &ref[((size_t) b * S + i) * H * D + h * D];
+                for (int d = 0; d < D; ++d) out[d] = 0;
+                for (int j = 0; j < S; ++j) {
+                    const float* v = &qkv[((size_t) b * S + j) * width + 2 * H * D + h * D];
+                    for (int d = 0; d < D; ++d) out[d] += score[j] * v[d];
+                }
+                for (int d = 0; d < D; ++d) out[d] /= sum;
+            }
+    uint16_t* dq = upload(packed);
+    int* dm = maskKind == 0 ? nullptr : upload(mask);
+    const size_t n = (size_t) B * S * H * D;
+    uint16_t* dc;
+    CHECK(cudaMalloc(&dc, n * sizeof(uint16_t)));
+    std::vector<double> first;
+    for (const char* kernel : BF16IO_KERNELS) {
+        CHECK(cudaMemset(dc, 0xFF, n * sizeof(uint16_t)));   // NaN
+        Args a;
+        launchAttentionBf16io(kernel, a, dq, dm, dc, B, S, H);
+        std::vector<uint16_t> raw(n);
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(raw.data(), dc, n * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+        std::vector<float> got(n);
+        for (size_t i = 0; i < n; ++i) got[i] = fromBf16(raw[i]);
+        char name[160];
+        std::snprintf(name, sizeof name, "%s B%d S%d H%d mask%d x%g", kernel, B, S, H, maskKind, qkScale);
+        report(name, got, ref, tolerance);
+        if (first.empty()) {
+            first.assign(got.begin(), got.end());
+        } else {
+            std::snprintf(name, sizeof name, "%s B%d S%d H%d mask%d x%g vs-old", kernel, B, S, H, maskKind, qkScale);
+            report(name, got, first, tolerance);
+        }
+    }
     cudaFree(dq); cudaFree(dm); cudaFree(dc);
 }
 
@@ -478,12 +608,74 @@ static void timeAttention(const std::string& kernel, int B, int S, int H, int D,
     cudaFree(dq); cudaFree(dc);
 }
 
+// maskKind 0: no mask; 5: every sequence's second half is padding (a bucketed batch of half-length requests).
+static void timeAttentionBf16io(const std::string& kernel, int B, int S, int H, int maskKind, int reps) {
+    const int D = 64;
+    std::vector<float> qkv = randomVector((size_t) B * S * 3 * H * D);
+    std::vector<uint16_t> packed(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) packed[i] = toBf16(qkv[i]);
+    uint16_t* dq = upload(packed);
+    std::vector<int> mask((size_t) B * S, 1);
+    for (int b = 0; b < B; ++b)
+        for (int s = S / 2; s < S && maskKind == 5; ++s) mask[(size_t) b * S + s] = 0;
+    int* dm = maskKind == 0 ? nullptr : upload(mask);
+    uint16_t* dc;
+    CHECK(cudaMalloc(&dc, (size_t) B * S * H * D * sizeof(uint16_t)));
+    Args a;
+    double ms = medianMs([&] { launchAttentionBf16io(kernel, a, dq, dm, dc, B, S, H); }, reps);
+    double tflops = 4.0 * B * H * (double) S * S * D / (ms * 1e-3) / 1e12;
+    std::printf("attention  %-32s B=%-3d S=%-4d H=%-3d mask%d %9.4f ms %8.1f TFLOP/s\n", kernel.c_str(), B, S, H,
+                maskKind, ms, tflops);
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "{\"bench\": \"attention\", \"kernel\": \"%s\", \"io\": \"bf16\", \"B\": %d, \"S\": %d, \"H\": %d, "
+                  "\"D\": %d, \"mask\": %d, \"ms\": %.5f, \"tflops\": %.2f}",
+                  kernel.c_str(), B, S, H, D, maskKind, ms, tflops);
+    entry(buf);
+    cudaFree(dq); cudaFree(dm); cudaFree(dc);
+}
+
+// The register-tiled FP32 kernel and the bf16-I/O attention kernels: checks over S = 1..130 and longer sequences around the tile edges, every mask
+// pattern, batch > 1, peaked scores; then timings at the BERT shapes.
+static void attentionBf16ioSuite(int reps) {
+    for (int S = 1; S <= 130; ++S) checkAttentionBf16io(3, S, 1, S % 5, S % 3 == 0 ? 4.0f : 1.0f);
+    for (int S : {191, 192, 193, 255, 256, 257, 300, 383, 384, 385, 448, 500, 511, 512})
+        for (int maskKind : {1, 2, 3, 4}) checkAttentionBf16io(3, S, 2, maskKind, maskKind == 2 ? 4.0f : 1.0f);
+    checkAttentionBf16io(2, 512, 12, 0, 1.0f);
+    checkAttentionBf16io(5, 384, 3, 1, 4.0f);
+    // FP32 register-tiled kernel (exact: FP32 tolerance)
+    for (int S : {1, 2, 5, 16, 31, 32, 33, 63, 64, 65, 77, 100, 127, 128, 129, 200, 255, 256, 257, 383, 512})
+        checkAttention("attention_d64_tiled", 3, S, 2, 64, true, 1e-5, S % 5);
+    checkAttention("attention_d64_tiled", 2, 384, 12, 64, false);
+    const int shapes[][2] = {{1, 16}, {1, 128}, {8, 128}, {32, 128}, {1, 512}, {8, 512}, {32, 512}};
+    for (auto& bs : shapes) {
+        timeAttention("attention_d64", bs[0], bs[1], 12, 64, reps);
+        timeAttention("attention_d64_tiled", bs[0], bs[1], 12, 64, reps);
+        timeAttention("attention_bf16_d64", bs[0], bs[1], 12, 64, reps);   // FP32 I/O, for reference
+        for (const char* k : BF16IO_KERNELS) timeAttentionBf16io(k, bs[0], bs[1], 12, 0, reps);
+    }
+    for (auto& bs : shapes)
+        if (bs[1] == 512)
+            for (const char* k : BF16IO_KERNELS) timeAttentionBf16io(k, bs[0], bs[1], 12, 5, reps);
+}
+
+// Closes the JSON document, writes it to path; the exit status: 1 if any check failed.
+static int writeResults(const char* path) {
+    json << "\n  ],\n  \"failures\": " << failures << "\n}\n";
+    std::ofstream out(path);
+    out << json.str();
+    std::printf("checks failed: %d\n", failures);
+    return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s <ptx-dir> <out.json> [--quick]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s <ptx-dir> <out.json> [--quick | --attention]\n", argv[0]);
         return 2;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);   // a run cut short by a timeout keeps every line printed so far
     bool quick = argc > 3 && std::string(argv[3]) == "--quick";
+    bool attentionOnly = argc > 3 && std::string(argv[3]) == "--attention";
     CHECK(cudaFree(nullptr));
     cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -494,10 +686,16 @@ int main(int argc, char** argv) {
                               "gemm_f32_splitk", "gemm_tc_tf32_64_splitk", "gemm_tc_tf32x3_64_splitk",
                               "gemm_tc_bf16_64_splitk"});
     loadPtx(argv[1], "attention", {"attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64",
-                                   "attention_tf32_d64"});
+                                   "attention_tf32_d64", "attention_bf16io_d64", "flash_attention_bf16io_d64_q64",
+                                   "flash_attention_bf16io_d64_q128", "flash_attention_bf16io_d64_q128w8",
+                                   "attention_d64_tiled"});
     loadPtx(argv[1], "ops", {"embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"});
 
     json << "{\n  \"device\": \"" << prop.name << "\",\n  \"entries\": [";
+    if (attentionOnly) {
+        attentionBf16ioSuite(50);
+        return writeResults(argv[2]);
+    }
 
     // Correctness. Tolerances: FP32 near rounding; TF32 / BF16 by their mantissa (|x|<1, |w|<0.1, K≈260).
     for (int act = 0; act < 4; ++act) {
@@ -571,10 +769,7 @@ int main(int argc, char** argv) {
     for (int b : {1, 8, 32})
         for (int s : {128, 512})
             for (const char* k : {"attention_d64", "attention_bf16_d64", "attention_tf32_d64"}) timeAttention(k, b, s, 12, 64, reps);
+    attentionBf16ioSuite(reps);
 
-    json << "\n  ],\n  \"failures\": " << failures << "\n}\n";
-    std::ofstream out(argv[2]);
-    out << json.str();
-    std::printf("checks failed: %d\n", failures);
-    return failures == 0 ? 0 : 1;
+    return writeResults(argv[2]);
 }

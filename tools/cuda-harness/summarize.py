@@ -31,4 +31,5 @@ for (m, n, k), row in shapes.items():
                                           for x, w in zip(kernels, widths)))
 for e in entries:
     if e.get("bench") == "attention":
-        print(f"attention {e['kernel']:>20} B{e['B']:<3} S{e['S']:<4} {e['ms']:8.4f} ms {e['tflops']:6.1f} TFLOP/s")
+        mask = f" mask{e['mask']}" if "mask" in e else ""
+        print(f"attention {e['kernel']:>32} B{e['B']:<3} S{e['S']:<4}{mask} {e['ms']:8.4f} ms {e['tflops']:6.1f} TFLOP/s")

@@ -560,3 +560,513 @@ attention_tf32_d64(const float* __restrict__ qkv, const int* __restrict__ mask, 
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Flash attention on bf16 activations, head size 64: the kernel BF16 mode runs when gpupool.kernels.attention
+// selects it. Same inputs, outputs and masked-row semantics as attention_bf16io_d64; what differs is how the
+// work is laid out, so that shared-memory traffic and load latency stop bounding it:
+//
+//   block = WARPS warps, BM = 16·MT·WARPS queries of one (head, batch);  warp w owns [16·MT·w, 16·MT·(w+1))
+//   as MT m-tiles of 16 rows: every K / V fragment a warp reads from shared memory feeds MT mma instead of one.
+//
+//   shared: K[2][64 keys][144 B], V[2][64][144 B]  (two stages; Q is staged once through stage 1 before the
+//           loop, BM ≤ 128 rows of 144 B: at most the 18 432 B of K[1] + V[1])
+//
+//   prologue  cp.async Q -> stage 1, tile 0 of K, V -> stage 0; wait; Q fragments -> registers
+//   tile t    wait for tile t, one barrier (it also counts the real keys of tile t, see below);
+//             cp.async tile t+1 into the other stage (it overlaps with the math of tile t);
+//             S = Q·Kᵀ (mma m16n8k16, FP32 accumulators); online softmax in base 2; O += P·V (P from registers)
+//
+// Rows past S are zero-filled by cp.async (src-size 0), so a missing V row contributes 0·0, never a NaN.
+// Softmax in base 2, with the running maximum m kept in score units: p = 2^(score·log2(e) - m·log2(e)), one FMA
+// and ex2.approx (relative error ~2^-22, far below the bf16 rounding of P).
+// Masking: the mask is per key, so every row of a block sees the same keys. If the sequence has a real key,
+// a padding key's weight is exactly 0 in the reference (exp(-FLT_MAX - max) underflows), so it scores -inf here;
+// if it has none (a fully masked row, uniform over its S keys in transformers), padding keys score 0, which gives
+// the same uniform average. Keys past S always score -inf. The prologue finds out which case holds
+// (__syncthreads_or over the mask), the barrier of tile t counts its real keys (__syncthreads_count): a tile of 64
+// real keys skips the mask selects, and a tile without a real key in a sequence that has one is skipped outright
+// (all its weights are 0). So every tile that is computed has a finite maximum.
+// ---------------------------------------------------------------------------------------------------------------------
+
+#define FL_STAGE (64 * FA_ROW)   // bytes of one 64-row K or V stage
+
+static __device__ __forceinline__ void fl_cp_async16(unsigned dst, const void* src, bool fill) {
+    const int bytes = fill ? 16 : 0;   // 0: the 16 destination bytes are zero-filled, nothing is read
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+static __device__ __forceinline__ void fl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+static __device__ __forceinline__ void fl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+static __device__ __forceinline__ float fl_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Issues the cp.async copies of `rows` rows (from row0) of one operand into dst (FA_ROW bytes per row), spread
+// over THREADS threads.
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void fl_load_rows(unsigned dst, const __nv_bfloat16* base, size_t ld, int row0, int S) {
+    static_assert(ROWS * 8 % THREADS == 0, "whole chunks per thread");
+#pragma unroll
+    for (int i = 0; i < ROWS * 8 / THREADS; ++i) {
+        const int f = threadIdx.x + i * THREADS;   // 16-byte chunk: row f / 8, chunk f % 8
+        const int r = f >> 3;
+        const int c = f & 7;
+        const bool in = row0 + r < S;
+        const __nv_bfloat16* src = base + (size_t) (in ? row0 + r : 0) * ld + c * 8;
+        fl_cp_async16(dst + r * FA_ROW + c * 16, src, in);
+    }
+}
+
+// 0 past the sequence, 2 padding, 1 real.
+static __device__ __forceinline__ int fl_key_kind(const int* mask, int b, int S, int j) {
+    return j >= S ? 0 : (mask == nullptr || mask[(size_t) b * S + j] != 0) ? 1 : 2;
+}
+
+template <int MT, int WARPS>
+__device__ __forceinline__ void flash_attention_bf16io_body(const __nv_bfloat16* __restrict__ qkv,
+                                                            const int* __restrict__ mask,
+                                                            __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    constexpr int D = 64;
+    constexpr int THREADS = 32 * WARPS;
+    constexpr int BM = 16 * MT * WARPS;
+    constexpr float LOG2E = 1.4426950408889634f;
+    static_assert(BM * FA_ROW <= 2 * FL_STAGE, "Q must fit in stage 1 of K and V");
+    __shared__ __align__(128) unsigned char kv[4 * FL_STAGE];   // K0 V0 K1 V1
+    __shared__ int kinds[2][64];
+
+    const int b = blockIdx.z;
+    const int h = blockIdx.y;
+    const int q0 = blockIdx.x * BM;
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int q = lane & 3;
+    const size_t ld = (size_t) 3 * H * D;
+    const __nv_bfloat16* qBase = qkv + (size_t) b * S * ld + (size_t) h * D;
+    const __nv_bfloat16* kBase = qBase + (size_t) H * D;
+    const __nv_bfloat16* vBase = qBase + (size_t) 2 * H * D;
+    const unsigned smem = static_cast<unsigned>(__cvta_generic_to_shared(kv));
+    // stage s: K at smem + 2s·FL_STAGE, V right after it
+    const int tiles = (S + 63) / 64;
+
+    fl_load_rows<BM, THREADS>(smem + 2 * FL_STAGE, qBase, ld, q0, S);
+    fl_load_rows<64, THREADS>(smem, kBase, ld, 0, S);
+    fl_load_rows<64, THREADS>(smem + FL_STAGE, vBase, ld, 0, S);
+    fl_cp_async_commit();
+    int myKind = tid < 64 ? fl_key_kind(mask, b, S, tid) : 0;
+    if (tid < 64) kinds[0][tid] = myKind;
+    bool realSeen = mask == nullptr;
+    for (int j = tid; j < S && !realSeen; j += THREADS) realSeen = mask[(size_t) b * S + j] != 0;
+    fl_cp_async_wait_all();
+    const bool anyReal = __syncthreads_or(realSeen);
+    const float paddingScore = anyReal ? -INFINITY : 0.0f;
+
+    // Q fragments, scaled by 1/√64 = 2^-3 (exact in bf16).
+    unsigned qa[MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+            fa_ldmatrix(smem + 2 * FL_STAGE + ((warp * MT + mt) * 16 + (lane & 15)) * FA_ROW + ks * 32 +
+                            (lane >> 4) * 16,
+                        qa[mt][ks][0], qa[mt][ks][1], qa[mt][ks][2], qa[mt][ks][3]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&qa[mt][ks][e]));
+                qa[mt][ks][e] = fa_pack(f.x * 0.125f, f.y * 0.125f);
+            }
+        }
+
+    float o[MT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mt][i][e] = 0.0f;
+    float m[MT][2];   // running row maxima, score units
+    float l[MT][2];   // this lane's part of the running row sums
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
+
+    for (int t = 0; t < tiles; ++t) {
+        const int cur = t & 1;
+        fl_cp_async_wait_all();
+        // Tile t is in stage cur and kinds[cur] (written before the previous barrier or in the prologue); every
+        // warp is done with stage cur ^ 1 (tile t - 1, or Q on the first pass).
+        const int real = __syncthreads_count(tid < 64 && myKind == 1);
+        if (t + 1 < tiles) {
+            const int k1 = (t + 1) * 64;
+            const unsigned next = smem + 2 * (cur ^ 1) * FL_STAGE;
+            fl_load_rows<64, THREADS>(next, kBase, ld, k1, S);
+            fl_load_rows<64, THREADS>(next + FL_STAGE, vBase, ld, k1, S);
+            fl_cp_async_commit();
+            if (tid < 64) {
+                myKind = fl_key_kind(mask, b, S, k1 + tid);
+                kinds[cur ^ 1][tid] = myKind;
+            }
+        }
+        if (real == 0 && anyReal) continue;   // no real key, but the sequence has one: every weight is 0
+        const unsigned kS = smem + 2 * cur * FL_STAGE;
+        const unsigned vS = kS + FL_STAGE;
+
+        float s[MT][8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][i][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+            for (int np = 0; np < 4; ++np) {
+                unsigned b0, b1, b2, b3;
+                fa_ldmatrix(kS + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * FA_ROW + ks * 32 + ((lane >> 3) & 1) * 16,
+                            b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    fa_mma(s[mt][2 * np], qa[mt][ks][0], qa[mt][ks][1], qa[mt][ks][2], qa[mt][ks][3], b0, b1);
+                    fa_mma(s[mt][2 * np + 1], qa[mt][ks][0], qa[mt][ks][1], qa[mt][ks][2], qa[mt][ks][3], b2, b3);
+                }
+            }
+
+        // Masks only where the tile is not 64 real keys.
+        if (real != 64) {
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+                for (int e2 = 0; e2 < 2; ++e2) {
+                    const int kind = kinds[cur][nb * 8 + 2 * q + e2];
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) {
+                            float& x = s[mt][nb][r * 2 + e2];
+                            x = kind == 1 ? x : (kind == 2 ? paddingScore : -INFINITY);
+                        }
+                }
+        }
+
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float alpha[2], shift[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = m[mt][r];
+#pragma unroll
+                for (int nb = 0; nb < 8; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));   // finite (see the comment above)
+                shift[r] = -mx * LOG2E;
+                alpha[r] = fl_exp2(fmaf(m[mt][r], LOG2E, shift[r]));  // 0 on the first tile (m = -inf)
+                m[mt][r] = mx;
+            }
+            float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    s[mt][nb][e] = fl_exp2(fmaf(s[mt][nb][e], LOG2E, shift[e >> 1]));
+                    sum[e >> 1] += s[mt][nb][e];
+                    o[mt][nb][e] *= alpha[e >> 1];
+                }
+            l[mt][0] = l[mt][0] * alpha[0] + sum[0];
+            l[mt][1] = l[mt][1] * alpha[1] + sum[1];
+        }
+
+        // O += P·V: two neighbouring 8-key blocks of P accumulators are the A fragment of one 16-key step.
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            unsigned a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                a[mt][0] = fa_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                a[mt][1] = fa_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                a[mt][2] = fa_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                a[mt][3] = fa_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int nb = 0; nb < 8; nb += 2) {
+                unsigned b0, b1, b2, b3;
+                fa_ldmatrix_trans(vS + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * FA_ROW +
+                                      (nb * 8 + (lane >> 4) * 8) * 2,
+                                  b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    fa_mma(o[mt][nb], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b0, b1);
+                    fa_mma(o[mt][nb + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b2, b3);
+                }
+            }
+        }
+    }
+
+    const int g = lane >> 2;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float sum = l[mt][r];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const int row = q0 + (warp * MT + mt) * 16 + g + r * 8;
+            if (row >= S) continue;
+            const float inv = 1.0f / sum;
+            __nv_bfloat16* out = ctx + ((size_t) b * S + row) * H * D + (size_t) h * D;
+#pragma unroll
+            for (int nb = 0; nb < 8; ++nb) {
+                *reinterpret_cast<unsigned*>(out + nb * 8 + 2 * q) =
+                    fa_pack(o[mt][nb][r * 2] * inv, o[mt][nb][r * 2 + 1] * inv);
+            }
+        }
+}
+
+// Grid (ceil(S / 128), H, B), 128 threads: 32 queries per warp. bf16 qkv [B·S, 3·H·64], bf16 ctx [B·S, H·64].
+extern "C" __global__ void __launch_bounds__(128)
+flash_attention_bf16io_d64_q128(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
+                                __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    flash_attention_bf16io_body<2, 4>(qkv, mask, ctx, S, H);
+}
+
+// Grid (ceil(S / 64), H, B), 128 threads: 16 queries per warp, for grids the 128-query tiles would leave short of
+// the multiprocessors. At most 128 registers, so that four blocks share a multiprocessor.
+extern "C" __global__ void __launch_bounds__(128, 4)
+flash_attention_bf16io_d64_q64(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
+                               __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    flash_attention_bf16io_body<1, 4>(qkv, mask, ctx, S, H);
+}
+
+// Grid (ceil(S / 128), H, B), 256 threads: 16 queries per warp, 8 warps sharing each K/V tile (half the loads per
+// query of the 64-query blocks, at the register budget of two blocks per SM).
+extern "C" __global__ void __launch_bounds__(256, 2)
+flash_attention_bf16io_d64_q128w8(const __nv_bfloat16* __restrict__ qkv, const int* __restrict__ mask,
+                                  __nv_bfloat16* __restrict__ ctx, int S, int H) {
+    flash_attention_bf16io_body<1, 8>(qkv, mask, ctx, S, H);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// FP32 attention for head size 64 with register tiles: exact single precision (no tensor cores), the kernel FP32
+// mode runs when gpupool.kernels.attention selects it. Same inputs, outputs and masking as attention_d64.
+//
+// attention_d64 computes each score alone (two shared-memory loads per FMA), which bounds it by shared memory.
+// Here each thread owns a 4 x 4 block of scores and a 4 x 8 block of the output, so a load feeds 4 to 8 FMAs:
+//
+//   block = 128 threads, 64 queries, key tiles of 32;  thread (tr, tc) = (tid / 8, tid % 8)
+//   scores:  queries tr + 16i (i < 4)  x  keys tc + 8j (j < 4)     the 8 lanes of one tr share its rows:
+//   output:  queries tr + 16i          x  columns 4tc + 32h + (0..3), h < 2          shuffles over xor 1, 2, 4
+//
+//   shared (floats): Q [64][68], K [32][68] (row = key, d contiguous; 68: the float4 loads of 8 lanes for 8
+//   different rows fall in distinct banks), V [32][64], P [64][40] (row = query; 40: the 4 rows a warp reads
+//   start in different banks). P is exchanged within a warp only (lanes of one tr write and read its rows).
+//
+// Per key tile t (cp.async: V of tile t and K of tile t+1 are in flight while the other product runs):
+//   1. wait for K_t; barrier; scores = Q·K_tᵀ / 8; mask (-FLT_MAX padding, -inf past S); online softmax as in
+//      attention_tile (expf, FP32), p -> P
+//   2. wait for V_t; barrier; issue K_{t+1};  O = O·alpha + P·V_t
+//   3. barrier; issue V_{t+1}
+// ---------------------------------------------------------------------------------------------------------------------
+
+#define AT_QLD 68
+#define AT_PLD 40
+
+extern "C" __global__ void __launch_bounds__(128)
+attention_d64_tiled(const float* __restrict__ qkv, const int* __restrict__ mask, float* __restrict__ ctx, int S,
+                    int H) {
+    constexpr int D = 64;
+    constexpr int KT = 32;
+    __shared__ __align__(16) float Qs[64 * AT_QLD];
+    __shared__ __align__(16) float Ks[KT * AT_QLD];
+    __shared__ __align__(16) float Vs[KT * D];
+    __shared__ __align__(16) float Ps[64 * AT_PLD];
+    __shared__ int kinds[KT];
+
+    const int b = blockIdx.z;
+    const int h = blockIdx.y;
+    const int q0 = blockIdx.x * 64;
+    const int tid = threadIdx.x;
+    const int tr = tid >> 3;
+    const int tc = tid & 7;
+    const size_t ld = (size_t) 3 * H * D;
+    const float* qBase = qkv + (size_t) b * S * ld + (size_t) h * D;
+    const float* kBase = qBase + (size_t) H * D;
+    const float* vBase = qBase + (size_t) 2 * H * D;
+    const unsigned qS = static_cast<unsigned>(__cvta_generic_to_shared(Qs));
+    const unsigned kS = static_cast<unsigned>(__cvta_generic_to_shared(Ks));
+    const unsigned vS = static_cast<unsigned>(__cvta_generic_to_shared(Vs));
+    const int tiles = (S + KT - 1) / KT;
+
+    // 16-byte chunk f of a tile: row f / 16, column 4·(f % 16)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int f = tid + i * 128;
+        const int r = f >> 4, c = f & 15;
+        const bool in = q0 + r < S;
+        fl_cp_async16(qS + (r * AT_QLD + c * 4) * 4, qBase + (size_t) (in ? q0 + r : 0) * ld + c * 4, in);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int f = tid + i * 128;
+        const int r = f >> 4, c = f & 15;
+        const bool in = r < S;
+        fl_cp_async16(kS + (r * AT_QLD + c * 4) * 4, kBase + (size_t) (in ? r : 0) * ld + c * 4, in);
+    }
+    fl_cp_async_commit();   // group: Q and K_0
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int f = tid + i * 128;
+        const int r = f >> 4, c = f & 15;
+        const bool in = r < S;
+        fl_cp_async16(vS + (r * D + c * 4) * 4, vBase + (size_t) (in ? r : 0) * ld + c * 4, in);
+    }
+    fl_cp_async_commit();   // group: V_0
+    if (tid < KT) kinds[tid] = fl_key_kind(mask, b, S, tid);
+
+    float acc[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
+    float m[4], l[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+
+    for (int t = 0; t < tiles; ++t) {
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");   // K_t (and Q) landed; V_t may still be in flight
+        __syncthreads();
+
+        float sc[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) sc[i][j] = 0.0f;
+#pragma unroll 4
+        for (int d4 = 0; d4 < D / 4; ++d4) {
+            float4 qv[4], kv[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(&Qs[(tr + 16 * i) * AT_QLD + d4 * 4]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(&Ks[(tc + 8 * j) * AT_QLD + d4 * 4]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    float x = sc[i][j];
+                    x = fmaf(qv[i].x, kv[j].x, x);
+                    x = fmaf(qv[i].y, kv[j].y, x);
+                    x = fmaf(qv[i].z, kv[j].z, x);
+                    x = fmaf(qv[i].w, kv[j].w, x);
+                    sc[i][j] = x;
+                }
+        }
+
+        int kind[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) kind[j] = kinds[tc + 8 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float x = sc[i][j] * 0.125f;   // 1/√64, exact
+                sc[i][j] = kind[j] == 1 ? x : (kind[j] == 2 ? -3.402823466e38f : -INFINITY);
+                mx = fmaxf(mx, sc[i][j]);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+            const float mNew = fmaxf(m[i], mx);   // finite: tile t has a key below S
+            const float alpha = expf(m[i] - mNew);
+            m[i] = mNew;
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float p = expf(sc[i][j] - mNew);
+                Ps[(tr + 16 * i) * AT_PLD + tc + 8 * j] = p;
+                sum += p;
+            }
+            l[i] = l[i] * alpha + sum;
+#pragma unroll
+            for (int c = 0; c < 8; ++c) acc[i][c] *= alpha;
+        }
+
+        fl_cp_async_wait_all();   // V_t landed
+        __syncthreads();          // every warp is done with K_t and kinds; P rows are visible within the warp
+        if (t + 1 < tiles) {
+            const int k1 = (t + 1) * KT;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int f = tid + i * 128;
+                const int r = f >> 4, c = f & 15;
+                const bool in = k1 + r < S;
+                fl_cp_async16(kS + (r * AT_QLD + c * 4) * 4, kBase + (size_t) (in ? k1 + r : 0) * ld + c * 4, in);
+            }
+            fl_cp_async_commit();   // group: K_{t+1}
+            if (tid < KT) kinds[tid] = fl_key_kind(mask, b, S, k1 + tid);
+        }
+
+#pragma unroll 2
+        for (int j4 = 0; j4 < KT / 4; ++j4) {
+            float4 pv[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) pv[i] = *reinterpret_cast<const float4*>(&Ps[(tr + 16 * i) * AT_PLD + j4 * 4]);
+#pragma unroll
+            for (int jl = 0; jl < 4; ++jl) {
+                const int j = j4 * 4 + jl;
+                const float4 v0 = *reinterpret_cast<const float4*>(&Vs[j * D + tc * 4]);
+                const float4 v1 = *reinterpret_cast<const float4*>(&Vs[j * D + 32 + tc * 4]);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float p = jl == 0 ? pv[i].x : jl == 1 ? pv[i].y : jl == 2 ? pv[i].z : pv[i].w;
+                    acc[i][0] = fmaf(p, v0.x, acc[i][0]);
+                    acc[i][1] = fmaf(p, v0.y, acc[i][1]);
+                    acc[i][2] = fmaf(p, v0.z, acc[i][2]);
+                    acc[i][3] = fmaf(p, v0.w, acc[i][3]);
+                    acc[i][4] = fmaf(p, v1.x, acc[i][4]);
+                    acc[i][5] = fmaf(p, v1.y, acc[i][5]);
+                    acc[i][6] = fmaf(p, v1.z, acc[i][6]);
+                    acc[i][7] = fmaf(p, v1.w, acc[i][7]);
+                }
+            }
+        }
+
+        __syncthreads();   // every warp is done with V_t and its P rows
+        if (t + 1 < tiles) {
+            const int k1 = (t + 1) * KT;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int f = tid + i * 128;
+                const int r = f >> 4, c = f & 15;
+                const bool in = k1 + r < S;
+                fl_cp_async16(vS + (r * D + c * 4) * 4, vBase + (size_t) (in ? k1 + r : 0) * ld + c * 4, in);
+            }
+        }
+        fl_cp_async_commit();   // group: V_{t+1} (empty after the last tile, so "wait_group 1" above stays right)
+    }
+
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float sum = l[i];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+        const int row = q0 + tr + 16 * i;
+        if (row >= S) continue;
+        const float inv = 1.0f / sum;
+        float* out = ctx + ((size_t) b * S + row) * H * D + (size_t) h * D;
+        *reinterpret_cast<float4*>(out + tc * 4) =
+            make_float4(acc[i][0] * inv, acc[i][1] * inv, acc[i][2] * inv, acc[i][3] * inv);
+        *reinterpret_cast<float4*>(out + 32 + tc * 4) =
+            make_float4(acc[i][4] * inv, acc[i][5] * inv, acc[i][6] * inv, acc[i][7] * inv);
+    }
+}

@@ -1,5 +1,6 @@
 package io.gpupool.config;
 
+import io.gpupool.kernels.cuda.CudaTensorOps.AttentionKernels;
 import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.springframework.boot.context.properties.ConfigurationProperties;
@@ -50,6 +51,25 @@ public class KernelProperties {
      * longest sequence. Off by default: these kernels are not yet verified on a GPU. No effect on FP32 activations.
      */
     private boolean packedBf16 = false;
+
+    /**
+     * Which head-size-64 attention kernels run on CUDA devices (BERT-base and most BERT-family models; other head
+     * sizes always run the classic ones): CLASSIC or TILED (register-tiled FP32 attention; on bf16 activations a
+     * flash-attention kernel that streams K and V behind the tensor-core math). Same results within rounding, same
+     * masking; speed of each: docs/benchmarks.md.
+     */
+    private AttentionKernels attention = AttentionKernels.CLASSIC;
+
+    public AttentionKernels getAttention() {
+        return attention;
+    }
+
+    public void setAttention(AttentionKernels attention) {
+        if (attention == null) {
+            throw new IllegalArgumentException("gpupool.kernels.attention must be one of CLASSIC, TILED");
+        }
+        this.attention = attention;
+    }
 
     public boolean isPackedBf16() {
         return packedBf16;

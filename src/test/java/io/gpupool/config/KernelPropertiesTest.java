@@ -1,5 +1,6 @@
 package io.gpupool.config;
 
+import io.gpupool.kernels.cuda.CudaTensorOps.AttentionKernels;
 import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.junit.jupiter.api.Test;
@@ -61,5 +62,18 @@ class KernelPropertiesTest {
         });
         runner.withPropertyValues("gpupool.kernels.gemm-engine=cublas").run(context ->
                 assertThat(context).getFailure().hasStackTraceContaining("gpupool.kernels.gemm-engine"));
+    }
+
+    @Test
+    void attentionKernelsAreBoundCaseInsensitivelyAndAnUnknownOneFailsStartup() {
+        runner.run(context -> assertThat(context.getBean(KernelProperties.class).getAttention())
+                .isEqualTo(AttentionKernels.CLASSIC));
+        runner.withPropertyValues("gpupool.kernels.attention=tiled").run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBean(KernelProperties.class).getAttention()).isEqualTo(AttentionKernels.TILED);
+        });
+        runner.withPropertyValues("gpupool.kernels.attention=flash").run(context ->
+                assertThat(context).getFailure().hasStackTraceContaining("gpupool.kernels.attention")
+                        .hasStackTraceContaining("flash"));
     }
 }

@@ -6,6 +6,7 @@ import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.CudaTensorOps.AttentionKernels;
 import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.memory.metric.AllocatorMode;
@@ -108,5 +109,17 @@ class KernelSelectionTest {
         CudaTensorOps ops = KernelSelection.cudaOps(device, kernels(GemmEngine.OWN, Precision.FP32), pool);
         assertThat(device.asked).isEmpty();
         assertThat(ops.gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+    }
+
+    @Test
+    void theAttentionKernelsSettingReachesTheOps() {
+        KernelProperties tiled = kernels(GemmEngine.AUTO, Precision.BF16);
+        tiled.setAttention(AttentionKernels.TILED);
+        assertThat(KernelSelection.cudaOps(new FakeDevice(LIBRARY), tiled, pool).attentionKernels())
+                .isEqualTo(AttentionKernels.TILED);
+        KernelProperties classic = kernels(GemmEngine.OWN, Precision.FP32);
+        classic.setAttention(AttentionKernels.CLASSIC);
+        assertThat(KernelSelection.cudaOps(new FakeDevice(LIBRARY), classic, pool).attentionKernels())
+                .isEqualTo(AttentionKernels.CLASSIC);
     }
 }

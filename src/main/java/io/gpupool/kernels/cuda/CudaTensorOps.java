@@ -44,6 +44,8 @@ import java.util.concurrent.atomic.LongAdder;
  *                                               (tiles as above, slices)    as above
  *                   gemm/gemm_splitk_act        (as init)                   256   only if activation ≠ NONE
  *   attention     attention/attention_d{32,64,128} (⌈seq/32⌉, heads, batch)  128   FP32, by head size
+ *                 attention/attention_d64_tiled  (⌈seq/64⌉, heads, batch)    128   FP32, head size 64, attention
+ *                                                                                  kernels TILED
  *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
  *                 attention/attention_tf32_d64   (⌈seq/64⌉, heads, batch)    128   TF32 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
@@ -83,6 +85,13 @@ import java.util.concurrent.atomic.LongAdder;
  * fused (online softmax), so {@link #attentionWorkspaceBytes} is 0, except on bf16 activations with a head size
  * other than 64 (see below).
  *
+ * <p>{@link AttentionKernels} picks between two generations of the head-size-64 kernels (same inputs, outputs and
+ * masking, both fused): CLASSIC, where each thread computes one score at a time (FP32) or a warp reloads every K and
+ * V fragment for its 16 queries and waits for each tile's loads (bf16); and TILED, where FP32 threads keep 4×4
+ * blocks of scores in registers and the bf16 kernel streams K and V with cp.async behind the math, feeding every
+ * fragment to two 16-query tiles on long sequences (src/main/cuda/attention.cu explains both). Other head sizes
+ * always run the classic kernels.
+ *
  * <h2>cuBLASLt</h2>
  * Built with a {@link MatmulLibrary} (cuBLASLt through FFM, see {@code backend/cuda/CublasLtLibrary}), every linear
  * layer is one library call instead of the kernels above, which stay as the fallback where the library cannot be
@@ -116,7 +125,10 @@ import java.util.concurrent.atomic.LongAdder;
  *   addLayerNorm           ops/add_layer_norm_bf16_reg     (rows)                 ≤256   cols ≤ 8·threads: x + residual
  *                                                                                        kept in registers, read once
  *                          ops/add_layer_norm_bf16         (rows)                 ≤256   longer rows
- *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128
+ *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128   attention kernels CLASSIC
+ *                          attention/flash_attention_bf16io_d64_q128 (⌈seq/128⌉, heads, batch) 128   TILED, at least
+ *                                                                          FLASH_WIDE_MIN_BLOCKS such blocks
+ *                          attention/flash_attention_bf16io_d64_q64  (⌈seq/64⌉, heads, batch)  128   TILED, fewer
  *   pool                   ops/pool_cls_bf16 | pool_mean_bf16 (batch)             ≤256
  *   packed ops (only with gpupool.kernels.packed-bf16): packed_embedding_layer_norm_bf16, varlen_attention_bf16,
  *                          packed_pool_{cls,mean}_bf16 (see CudaPackedOps)
@@ -140,6 +152,14 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      * CUBLASLT the library or fail; OWN always gpupool's kernels.
      */
     public enum GemmEngine { AUTO, CUBLASLT, OWN }
+
+    /** Which generation of the head-size-64 attention kernels runs (see the class comment). */
+    public enum AttentionKernels {
+        /** {@code attention_d64} (FP32) and {@code attention_bf16io_d64} (bf16 activations). */
+        CLASSIC,
+        /** {@code attention_d64_tiled} (FP32) and {@code flash_attention_bf16io_d64_q{64,128}} (bf16 activations). */
+        TILED
+    }
 
     /** {@link #gemmEngine()} when gpupool's own kernels multiply. */
     public static final String OWN_ENGINE = "gpupool kernels";
@@ -173,6 +193,18 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     /** {@code -Dgpupool.kernels.tf32Attention=false}: FP32 attention under TF32 precision (read once). */
     static final boolean TF32_ATTENTION_DEFAULT =
             Boolean.parseBoolean(System.getProperty("gpupool.kernels.tf32Attention", "true"));
+
+    /**
+     * The attention kernels of the constructors that take no explicit choice: {@code -Dgpupool.kernels.attention}
+     * (CLASSIC or TILED, any case; read once), else CLASSIC.
+     */
+    static final AttentionKernels ATTENTION_DEFAULT =
+            attentionKernels(System.getProperty("gpupool.kernels.attention", "CLASSIC"));
+    /**
+     * Fewer 128-query flash blocks than this and bf16 attention runs 64-query blocks instead: one 128-query block
+     * per multiprocessor pair is too few to fill 132 multiprocessors (H100/H200), at two resident blocks each.
+     */
+    static final int FLASH_WIDE_MIN_BLOCKS = 264;
 
     private final ComputeDevice device;
     private final Precision precision;
@@ -208,6 +240,10 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final KernelFunction f32ToBf16;
     private final KernelFunction linearBf16Warp;
     private final KernelFunction attentionBf16io;
+    private final AttentionKernels attentionKernels;
+    private final KernelFunction attentionTiled;
+    private final KernelFunction flashNarrow;
+    private final KernelFunction flashWide;
     /** The library that multiplies, or null for gpupool's kernels. */
     private final MatmulLibrary library;
     /** The library's per-stream workspaces, from the activation pool; null without a library. */
@@ -263,16 +299,27 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
                          boolean packedBf16) {
-        this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, packedBf16);
+        this(device, precision, library, workspaces, packedBf16, ATTENTION_DEFAULT);
+    }
+
+    /**
+     * As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator, boolean)}, with the
+     * generation of the head-size-64 attention kernels ({@code gpupool.kernels.attention}).
+     */
+    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
+                         boolean packedBf16, AttentionKernels attentionKernels) {
+        this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, packedBf16,
+                attentionKernels);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
                           MatmulLibrary library, DeviceAllocator workspaces) {
-        this(device, precision, splitK, tf32Attention, library, workspaces, false);
+        this(device, precision, splitK, tf32Attention, library, workspaces, false, ATTENTION_DEFAULT);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
-                          MatmulLibrary library, DeviceAllocator workspaces, boolean packedBf16) {
+                          MatmulLibrary library, DeviceAllocator workspaces, boolean packedBf16,
+                          AttentionKernels attentionKernels) {
         if (library != null) {
             Objects.requireNonNull(workspaces, "workspaces");
         }
@@ -282,6 +329,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         this.precision = Objects.requireNonNull(precision, "precision");
         this.splitK = splitK;
         this.tf32Attention = tf32Attention;
+        this.attentionKernels = Objects.requireNonNull(attentionKernels, "attentionKernels");
         KernelModule gemm = device.loadModule("gemm", ptx("gemm"));
         KernelModule attention = device.loadModule("attention", ptx("attention"));
         KernelModule ops = device.loadModule("ops", ptx("ops"));
@@ -321,6 +369,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         f32ToBf16 = ops.function("f32_to_bf16");
         linearBf16Warp = gemm.function("linear_bf16_warp");
         attentionBf16io = attention.function("attention_bf16io_d64");
+        attentionTiled = attention.function("attention_d64_tiled");
+        flashNarrow = attention.function("flash_attention_bf16io_d64_q64");
+        flashWide = attention.function("flash_attention_bf16io_d64_q128");
         this.elementType = bf16Activations ? ElementType.BF16 : ElementType.FP32;
         this.compute = switch (precision) {
             case BF16 -> bf16Activations ? Compute.BF16 : null;
@@ -328,7 +379,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             case FP32 -> Compute.FP32;
             case TF32X3 -> null;   // no library equivalent: gpupool's three-product kernels
         };
-        this.fp32Sibling = bf16Activations ? new CudaTensorOps(device, precision, splitK, tf32Attention, null, null)
+        this.fp32Sibling = bf16Activations
+                ? new CudaTensorOps(device, precision, splitK, tf32Attention, null, null, false, attentionKernels)
                 : this;
     }
 
@@ -364,6 +416,21 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     /** Whether {@link Precision#TF32} runs head-size-64 attention on the tensor cores. */
     public boolean tf32Attention() {
         return tf32Attention;
+    }
+
+    /** Parses a {@code gpupool.kernels.attention} value, in any case. */
+    static AttentionKernels attentionKernels(String value) {
+        for (AttentionKernels kernels : AttentionKernels.values()) {
+            if (kernels.name().equalsIgnoreCase(value.strip())) {
+                return kernels;
+            }
+        }
+        throw new IllegalArgumentException("gpupool.kernels.attention = " + value + " is invalid; allowed: CLASSIC, TILED");
+    }
+
+    /** Which generation of the head-size-64 attention kernels runs. */
+    public AttentionKernels attentionKernels() {
+        return attentionKernels;
     }
 
     /** Whether few-tile products are split along K (see the class comment). */
@@ -775,6 +842,12 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             launch(stream, f32ToBf16, passBlocks(width), 1, 1, 256, 1, 1, 0, wideContext, context, width);
             return;
         }
+        if (bf16Activations && attentionKernels == AttentionKernels.TILED) {
+            boolean wide = (long) ceilDiv(seq, 128) * heads * batch >= FLASH_WIDE_MIN_BLOCKS;
+            launch(stream, wide ? flashWide : flashNarrow, ceilDiv(seq, wide ? 128 : 64), heads, batch, 128, 1, 1, 0,
+                    qkv, attentionMask, context, seq, heads);
+            return;
+        }
         if (bf16Activations) {
             launch(stream, attentionBf16io, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0, qkv, attentionMask, context,
                     seq, heads);
@@ -791,6 +864,11 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
 
     private void fp32Attention(DeviceStream stream, long qkv, long attentionMask, long context, int batch, int seq,
                                int heads, int headDim) {
+        if (headDim == 64 && attentionKernels == AttentionKernels.TILED && (qkv & 15) == 0 && (context & 15) == 0) {
+            launch(stream, attentionTiled, ceilDiv(seq, 64), heads, batch, 128, 1, 1, 0, qkv, attentionMask, context,
+                    seq, heads);
+            return;
+        }
         KernelFunction kernel;
         if (headDim <= 32) {
             kernel = attention32;

@@ -260,6 +260,81 @@ class CublasLtOpsGpuTest {
         long context = allocate((long) batch * seq * heads * headDim * 2);
         long dmask = uploadInts(mask);
         ops.attention(stream, uploadBf16(qkv), dmask, 0, context, batch, seq, heads, headDim);
+        double[] expectedContext = bf16AttentionReference(qkv, mask, batch, seq, heads);
+        assertClose("attention bf16 in/out", widen(ops, context, expectedContext.length), expectedContext, 3e-2);
+
+        int hidden = heads * headDim;
+        double[] expectedMean = new double[batch * hidden];
+        float[] contextValues = widen(ops, context, expectedContext.length);
+        for (int b = 0; b < batch; b++) {
+            int real = 0;
+            for (int s = 0; s < seq; s++) {
+                real += mask[b * seq + s];
+            }
+            for (int c = 0; c < hidden; c++) {
+                double sum = 0;
+                for (int s = 0; s < seq; s++) {
+                    sum += mask[b * seq + s] * (double) contextValues[(b * seq + s) * hidden + c];
+                }
+                expectedMean[b * hidden + c] = sum / Math.max(real, 1e-9);
+            }
+        }
+        long mean = allocate((long) batch * hidden * 2);
+        ops.pool(stream, context, dmask, mean, batch, seq, hidden, Pooling.MEAN);
+        assertClose("pool MEAN bf16", widen(ops, mean, batch * hidden), expectedMean, 1e-2);
+    }
+
+    @Test
+    void tiledBf16AttentionMatchesReferenceAndTheClassicKernelOnAMaskedBatch() {
+        CudaTensorOps tiled = new CudaTensorOps(device, Precision.BF16, library, pool, false,
+                CudaTensorOps.AttentionKernels.TILED);
+        CudaTensorOps classic = new CudaTensorOps(device, Precision.BF16, library, pool, false,
+                CudaTensorOps.AttentionKernels.CLASSIC);
+        opened.add(tiled);
+        opened.add(classic);
+        // {batch, seq, heads}: 64-query blocks (12 blocks of 128 would be too few), then 128-query blocks (2·12·11 =
+        // 264); seq 200 leaves a partial last key tile, and the padded sequences end in tiles of padding only
+        for (int[] shape : new int[][] {{3, 200, 2}, {11, 200, 12}}) {
+            int batch = shape[0];
+            int seq = shape[1];
+            int heads = shape[2];
+            float[] qkv = randoms(batch * seq * 3 * heads * 64, 1);
+            int[] mask = new int[batch * seq];
+            for (int b = 0; b < batch; b++) {
+                int real = b == 0 ? seq : b == 2 ? 0 : Math.max(1, seq - 23 * b);   // batch 2: fully masked
+                for (int s = 0; s < real; s++) {
+                    mask[b * seq + s] = 1;
+                }
+            }
+            long dqkv = uploadBf16(qkv);
+            long dmask = uploadInts(mask);
+            int count = batch * seq * heads * 64;
+            long fromTiled = allocate(2L * count);
+            long fromClassic = allocate(2L * count);
+            stream.fill(fromTiled, (byte) 0xFF, 2L * count);   // NaN: an element the kernel skips fails below
+            stream.fill(fromClassic, (byte) 0xFF, 2L * count);
+            tiled.attention(stream, dqkv, dmask, 0, fromTiled, batch, seq, heads, 64);
+            classic.attention(stream, dqkv, dmask, 0, fromClassic, batch, seq, heads, 64);
+            double[] expected = bf16AttentionReference(qkv, mask, batch, seq, heads);
+            float[] tiledValues = widen(tiled, fromTiled, count);
+            float[] classicValues = widen(classic, fromClassic, count);
+            String what = batch + "x" + seq + ", " + heads + " heads";
+            assertClose("tiled bf16 attention " + what, tiledValues, expected, 3e-2);
+            assertClose("classic bf16 attention " + what, classicValues, expected, 3e-2);
+            double[] classicWide = new double[count];
+            for (int i = 0; i < count; i++) {
+                classicWide[i] = classicValues[i];
+            }
+            assertClose("tiled against classic bf16 attention " + what, tiledValues, classicWide, 8e-3);
+        }
+    }
+
+    // --- helpers -----------------------------------------------------------------------------------------------
+
+    /** Attention (head size 64) in double over the bf16-rounded {@code qkv}; masked keys score -FLT_MAX. */
+    private static double[] bf16AttentionReference(float[] qkv, int[] mask, int batch, int seq, int heads) {
+        int headDim = 64;
+        int width = 3 * heads * headDim;
         double[] expectedContext = new double[batch * seq * heads * headDim];
         double[] p = new double[seq];
         for (int b = 0; b < batch; b++) {
@@ -290,30 +365,8 @@ class CublasLtOpsGpuTest {
                 }
             }
         }
-        assertClose("attention bf16 in/out", widen(ops, context, expectedContext.length), expectedContext, 3e-2);
-
-        int hidden = heads * headDim;
-        double[] expectedMean = new double[batch * hidden];
-        float[] contextValues = widen(ops, context, expectedContext.length);
-        for (int b = 0; b < batch; b++) {
-            int real = 0;
-            for (int s = 0; s < seq; s++) {
-                real += mask[b * seq + s];
-            }
-            for (int c = 0; c < hidden; c++) {
-                double sum = 0;
-                for (int s = 0; s < seq; s++) {
-                    sum += mask[b * seq + s] * (double) contextValues[(b * seq + s) * hidden + c];
-                }
-                expectedMean[b * hidden + c] = sum / Math.max(real, 1e-9);
-            }
-        }
-        long mean = allocate((long) batch * hidden * 2);
-        ops.pool(stream, context, dmask, mean, batch, seq, hidden, Pooling.MEAN);
-        assertClose("pool MEAN bf16", widen(ops, mean, batch * hidden), expectedMean, 1e-2);
+        return expectedContext;
     }
-
-    // --- helpers -----------------------------------------------------------------------------------------------
 
     private void checkLinear(CudaTensorOps ops, int rows, int in, int out, Activation activation, double tolerance,
                              boolean withBias) {

@@ -151,6 +151,24 @@ class CudaTensorOpsGpuTest {
     }
 
     @Test
+    void tiledFp32AttentionMatchesReferenceAndTheClassicKernelOnAMaskedBatch() {
+        CudaTensorOps tiled = new CudaTensorOps(device, Precision.FP32, null, null, false,
+                CudaTensorOps.AttentionKernels.TILED);
+        CudaTensorOps classic = new CudaTensorOps(device, Precision.FP32, null, null, false,
+                CudaTensorOps.AttentionKernels.CLASSIC);
+        for (int seq : new int[] {1, 37, 200}) {   // one key; a partial key tile; several tiles and a padded tail
+            long seed = random.nextLong();
+            float[] fromTiled = checkAttention(tiled, 64, seq, 1e-5, seed);
+            float[] fromClassic = checkAttention(classic, 64, seq, 1e-5, seed);
+            double[] classicValues = new double[fromClassic.length];
+            for (int i = 0; i < classicValues.length; i++) {
+                classicValues[i] = fromClassic[i];
+            }
+            assertClose("tiled against classic FP32 attention, seq " + seq, fromTiled, classicValues, 2e-6);
+        }
+    }
+
+    @Test
     void bf16AttentionIsCloseToReference() {
         checkAttention(new CudaTensorOps(device, Precision.BF16), new int[] {64}, 3e-2);
     }
@@ -163,52 +181,62 @@ class CudaTensorOpsGpuTest {
 
     private void checkAttention(CudaTensorOps ops, int[] headDims, double tolerance) {
         for (int headDim : headDims) {
-            int batch = 3;
-            int seq = 37;
-            int heads = 2;
-            int width = 3 * heads * headDim;
-            float[] qkv = randoms(batch * seq * width, 1);
-            int[] mask = new int[batch * seq];
-            for (int s = 0; s < seq; s++) {
-                mask[s] = 1;                          // batch 0: all real
-                mask[seq + s] = s < 20 ? 1 : 0;       // batch 1: padded
-                mask[2 * seq + s] = 0;                // batch 2: fully masked (uniform, as transformers)
-            }
-            long context = poisoned(batch * seq * heads * headDim);
-            ops.attention(stream, upload(qkv), uploadInts(mask), 0, context, batch, seq, heads, headDim);
-            float[] got = download(context, batch * seq * heads * headDim);
-            double[] expected = new double[got.length];
-            double[] p = new double[seq];
-            for (int b = 0; b < batch; b++) {
-                for (int h = 0; h < heads; h++) {
-                    for (int i = 0; i < seq; i++) {
-                        double max = Double.NEGATIVE_INFINITY;
-                        for (int j = 0; j < seq; j++) {
-                            double dot = 0;
-                            for (int d = 0; d < headDim; d++) {
-                                dot += (double) qkv[(b * seq + i) * width + h * headDim + d]
-                                        * qkv[(b * seq + j) * width + heads * headDim + h * headDim + d];
-                            }
-                            p[j] = mask[b * seq + j] != 0 ? dot / Math.sqrt(headDim) : -Float.MAX_VALUE;
-                            max = Math.max(max, p[j]);
-                        }
-                        double sum = 0;
-                        for (int j = 0; j < seq; j++) {
-                            p[j] = Math.exp(p[j] - max);
-                            sum += p[j];
-                        }
+            checkAttention(ops, headDim, 37, tolerance, random.nextLong());
+        }
+    }
+
+    /**
+     * Attention over 3 sequences of {@code seq} tokens (the first all real, the second padded after 20 tokens, the
+     * third fully masked), 2 heads, on inputs drawn from {@code seed}, against a double reference; returns the
+     * context the kernel wrote.
+     */
+    private float[] checkAttention(CudaTensorOps ops, int headDim, int seq, double tolerance, long seed) {
+        int batch = 3;
+        int heads = 2;
+        int width = 3 * heads * headDim;
+        float[] qkv = randoms(new SplittableRandom(seed), batch * seq * width, 1);
+        int[] mask = new int[batch * seq];
+        for (int s = 0; s < seq; s++) {
+            mask[s] = 1;                          // batch 0: all real
+            mask[seq + s] = s < 20 ? 1 : 0;       // batch 1: padded
+            mask[2 * seq + s] = 0;                // batch 2: fully masked (uniform, as transformers)
+        }
+        long context = poisoned(batch * seq * heads * headDim);
+        ops.attention(stream, upload(qkv), uploadInts(mask), 0, context, batch, seq, heads, headDim);
+        float[] got = download(context, batch * seq * heads * headDim);
+        double[] expected = new double[got.length];
+        double[] p = new double[seq];
+        for (int b = 0; b < batch; b++) {
+            for (int h = 0; h < heads; h++) {
+                for (int i = 0; i < seq; i++) {
+                    double max = Double.NEGATIVE_INFINITY;
+                    for (int j = 0; j < seq; j++) {
+                        double dot = 0;
                         for (int d = 0; d < headDim; d++) {
-                            double acc = 0;
-                            for (int j = 0; j < seq; j++) {
-                                acc += p[j] * qkv[(b * seq + j) * width + 2 * heads * headDim + h * headDim + d];
-                            }
-                            expected[((b * seq + i) * heads + h) * headDim + d] = acc / sum;
+                            dot += (double) qkv[(b * seq + i) * width + h * headDim + d]
+                                    * qkv[(b * seq + j) * width + heads * headDim + h * headDim + d];
                         }
+                        p[j] = mask[b * seq + j] != 0 ? dot / Math.sqrt(headDim) : -Float.MAX_VALUE;
+                        max = Math.max(max, p[j]);
+                    }
+                    double sum = 0;
+                    for (int j = 0; j < seq; j++) {
+                        p[j] = Math.exp(p[j] - max);
+                        sum += p[j];
+                    }
+                    for (int d = 0; d < headDim; d++) {
+                        double acc = 0;
+                        for (int j = 0; j < seq; j++) {
+                            acc += p[j] * qkv[(b * seq + j) * width + 2 * heads * headDim + h * headDim + d];
+                        }
+                        expected[((b * seq + i) * heads + h) * headDim + d] = acc / sum;
                     }
                 }
             }
-            assertClose("attention headDim " + headDim + " " + ops.precision(), got, expected, tolerance);
         }
+        assertClose("attention headDim " + headDim + " seq " + seq + " " + ops.precision() + " "
+                + ops.attentionKernels(), got, expected, tolerance);
+        return got;
     }
 
     @Test
@@ -365,6 +393,10 @@ class CudaTensorOpsGpuTest {
     }
 
     private float[] randoms(int n, float scale) {
+        return randoms(random, n, scale);
+    }
+
+    private static float[] randoms(SplittableRandom random, int n, float scale) {
         float[] values = new float[n];
         for (int i = 0; i < n; i++) {
             values[i] = (float) ((random.nextDouble() * 2 - 1) * scale);

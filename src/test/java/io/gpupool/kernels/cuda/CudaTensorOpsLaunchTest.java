@@ -187,6 +187,33 @@ class CudaTensorOpsLaunchTest {
     }
 
     @Test
+    void tiledAttentionRunsTheRegisterTiledFp32KernelForAlignedHeadSize64() {
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, false,
+                CudaTensorOps.AttentionKernels.TILED);
+        CudaTensorOps x3 = new CudaTensorOps(device, Precision.TF32X3, null, null, false,
+                CudaTensorOps.AttentionKernels.TILED);
+        fp32.attention(stream, 0x1000, 0x1800, 0, 0x2000, 8, 100, 12, 64);
+        x3.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
+        fp32.attention(stream, 0x1008, 0, 0, 0x2000, 8, 100, 12, 64);   // misaligned qkv: the classic kernel
+        fp32.attention(stream, 0x1000, 0, 0, 0x2004, 8, 100, 12, 64);   // misaligned context: likewise
+        fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 2, 32);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("attention_d64_tiled",
+                "attention_d64_tiled", "attention_d64", "attention_d64", "attention_d32");
+        assertThat(stream.launches.getFirst().grid()).containsExactly(2, 12, 8);
+        assertThat(stream.launches.getFirst().block()).containsExactly(128, 1, 1);
+        assertThat(stream.launches.getFirst().arguments()).containsExactly(0x1000L, 0x1800L, 0x2000L, 100, 12);
+    }
+
+    @Test
+    void attentionKernelsParseInAnyCaseAndAnUnknownNameIsRejectedWithTheChoices() {
+        assertThat(CudaTensorOps.attentionKernels("tiled")).isEqualTo(CudaTensorOps.AttentionKernels.TILED);
+        assertThat(CudaTensorOps.attentionKernels(" Classic ")).isEqualTo(CudaTensorOps.AttentionKernels.CLASSIC);
+        assertThatThrownBy(() -> CudaTensorOps.attentionKernels("flash"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("gpupool.kernels.attention = flash is invalid; allowed: CLASSIC, TILED");
+    }
+
+    @Test
     void tf32PrecisionUsesTheTf32TensorCoreAttentionForHeadSize64UnlessTurnedOff() {
         CudaTensorOps tf32 = new CudaTensorOps(device, Precision.TF32, true, true);
         CudaTensorOps off = new CudaTensorOps(device, Precision.TF32, true, false);

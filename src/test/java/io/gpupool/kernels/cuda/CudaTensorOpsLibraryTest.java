@@ -226,6 +226,28 @@ class CudaTensorOpsLibraryTest {
     }
 
     @Test
+    void tiledAttentionOnBf16ActivationsRunsFlashAttentionWith128QueryBlocksWhereTheyFillTheDevice() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, false,
+                CudaTensorOps.AttentionKernels.TILED);
+        ops.attention(stream, 0x100, 0x200, 0, 0x300, 32, 512, 12, 64);   // 4·12·32 = 1536 blocks of 128 queries
+        ops.attention(stream, 0x100, 0x200, 0, 0x300, 8, 128, 12, 64);    // 96 blocks of 128: too few, 64 instead
+        ops.attention(stream, 0x100, 0, 0, 0x300, 22, 100, 12, 64);       // 264 blocks of 128: just enough
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("flash_attention_bf16io_d64_q128",
+                "flash_attention_bf16io_d64_q64", "flash_attention_bf16io_d64_q128");
+        assertThat(stream.launches).extracting(Launch::grid).containsExactly(new int[] {4, 12, 32},
+                new int[] {2, 12, 8}, new int[] {1, 12, 22});
+        assertThat(stream.launches).extracting(Launch::block).containsOnly(new int[] {128, 1, 1});
+        assertThat(stream.launches.getFirst().arguments()).containsExactly(0x100L, 0x200L, 0x300L, 512, 12);
+        assertThat(stream.launches.get(2).arguments()).containsExactly(0x100L, 0L, 0x300L, 100, 12);
+
+        stream.launches.clear();
+        ops.attention(stream, 0x100, 0x200, 0x10000, 0x300, 2, 10, 2, 16);   // other head sizes: as before
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("bf16_to_f32", "attention_d32",
+                "f32_to_bf16");
+        assertThat(ops.attentionKernels()).isEqualTo(CudaTensorOps.AttentionKernels.TILED);
+    }
+
+    @Test
     void withoutALibraryBf16KeepsFp32ActivationsAndTheOwnKernels() {
         CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, null, null);
         assertThat(ops.activationBytes()).isEqualTo(4);

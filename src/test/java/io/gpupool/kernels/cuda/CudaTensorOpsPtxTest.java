@@ -19,7 +19,9 @@ class CudaTensorOpsPtxTest {
     private static final Map<String, List<String>> KERNELS = Map.of(
             "gemm", List.of("gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64",
                     "gemm_tc_tf32x3_128", "gemm_tc_tf32x3_64"),
-            "attention", List.of("attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64"),
+            "attention", List.of("attention_d32", "attention_d64", "attention_d128", "attention_bf16_d64",
+                    "attention_bf16io_d64", "attention_d64_tiled", "flash_attention_bf16io_d64_q64",
+                    "flash_attention_bf16io_d64_q128"),
             "ops", List.of("embedding_sum", "add_layer_norm", "pool_cls", "pool_mean", "softmax_rows"));
 
     @Test
