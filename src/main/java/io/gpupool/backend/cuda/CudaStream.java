@@ -54,7 +54,7 @@ import static io.gpupool.backend.StreamChecks.rethrow;
  * {@link #launch} checks the kernel and its arguments here; the stream's {@link KernelLauncher}, chosen when the
  * stream is created, marshals them and calls the driver: through FFM into a native argument buffer the stream owns
  * ({@link FfmKernelLauncher}: a stream is leased to one user at a time, so its launches never contend for it), or
- * through JCuda where the FFM binding cannot be made.
+ * through JCuda where the FFM binding cannot be made or the backend's options ask for JCuda.
  *
  * <h2>Graph capture</h2>
  * While {@link CudaGraphCapture} records the stream, copies are not enqueued (staging slots and the
@@ -107,7 +107,7 @@ public final class CudaStream implements DeviceStream {
 
     /** {@code spareEvents} = 0 turns event recycling off (benchmark baseline: create and destroy per fence). */
     CudaStream(CudaDevice device, int ordinal, int spareEvents) {
-        this(device, ordinal, spareEvents, KernelLauncher::forStream);
+        this(device, ordinal, spareEvents, device::launcherFor);
     }
 
     /** {@code launchers} picks the launch path (benchmarks and tests compare them; see {@link KernelLauncher}). */
