@@ -27,7 +27,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * The handles travel as {@code long}s, as in {@link LibCublasLt}. The parameter array travels as a segment so that
  * the linker keeps its memory alive for the duration of the call. The driver copies the parameter values during
  * the call (for a launch and for a launch being captured into a graph alike), so the caller may overwrite them as
- * soon as it returns.
+ * soon as it returns. The handle is an ordinary downcall, not a critical one: {@code cuLaunchKernel} blocks while the
+ * stream's queue is full, and a critical call would hold up every safepoint of the JVM for that long.
  *
  * <p>The binding is made once per process ({@link #get}); where it cannot be made (no libcuda, no such symbol,
  * native access denied to this module) {@link #get} is empty and one log line says why, and streams launch through
