@@ -53,7 +53,11 @@ import java.util.Set;
  *
  * <pre>
  *   GraphsGpuBench OUT.json [--precisions FP32,BF16] [--shapes 1x16,1x128,8x128,8x100] [--reps 50] [--warmup 5]
+ *                  [--launch ffm|jcuda] [--graphs on|off]
  * </pre>
+ * {@code --launch jcuda} makes the streams launch kernels through JCuda instead of the default FFM binding
+ * ({@code CudaBackend.Options.ffmLaunches}), for comparing the two on whole forwards; {@code --graphs off} measures
+ * the eager forward only.
  */
 public final class GraphsGpuBench {
 
@@ -69,7 +73,8 @@ public final class GraphsGpuBench {
     public static void main(String[] args) throws Exception {
         Path out = Path.of(args[0]);
         Map<String, String> options = new LinkedHashMap<>(Map.of("--precisions", "FP32,BF16",
-                "--shapes", "1x16,1x128,8x128,8x100", "--reps", "50", "--warmup", "5"));
+                "--shapes", "1x16,1x128,8x128,8x100", "--reps", "50", "--warmup", "5", "--launch", "ffm",
+                "--graphs", "on"));
         for (int i = 1; i + 1 < args.length; i += 2) {
             options.put(args[i], args[i + 1]);
         }
@@ -85,7 +90,18 @@ public final class GraphsGpuBench {
         doc.put("bench", "gpupool_graphs");
         doc.put("status", "running");
         doc.put("model", "BERT-base, random weights, no pooler");
-        doc.put("options", Map.of("reps", reps, "warmup", warmup));
+        boolean ffmLaunches = switch (options.get("--launch")) {
+            case "ffm" -> true;
+            case "jcuda" -> false;
+            default -> throw new IllegalArgumentException("--launch must be ffm or jcuda, got " + options.get("--launch"));
+        };
+        boolean withGraphs = switch (options.get("--graphs")) {
+            case "on" -> true;
+            case "off" -> false;
+            default -> throw new IllegalArgumentException("--graphs must be on or off, got " + options.get("--graphs"));
+        };
+        doc.put("options", Map.of("reps", reps, "warmup", warmup, "launch", options.get("--launch"),
+                "graphs", withGraphs));
         doc.put("results", results);
         BertGpuBench.write(out, doc);
 
@@ -94,7 +110,8 @@ public final class GraphsGpuBench {
         writeBertBase(folder.resolve("bert-base"));
         log("wrote BERT-base in " + seconds(t0) + " s");
 
-        try (CudaBackend cuda = CudaBackend.tryCreate().orElseThrow(() -> new IllegalStateException("no CUDA device"))) {
+        try (CudaBackend cuda = CudaBackend.tryCreate(CudaBackend.Options.defaults().withFfmLaunches(ffmLaunches))
+                .orElseThrow(() -> new IllegalStateException("no CUDA device"))) {
             ComputeDevice device = cuda.devices().getFirst();
             device.bindToCurrentThread();
             doc.put("device", device.name());
@@ -121,6 +138,13 @@ public final class GraphsGpuBench {
                         row.put("batch", shape[0]);
                         row.put("seq", shape[1]);
                         double eager = medianMs(bert, inputs, context, warmup, reps);
+                        if (!withGraphs) {
+                            row.put("eager_ms", round(eager, 3));
+                            results.add(row);
+                            log(row.toString());
+                            BertGpuBench.write(out, doc);
+                            continue;
+                        }
                         GraphCacheMetrics m = graphs.metrics();
                         long capturesBefore = m.captures() + m.failures();
                         long hitsBefore = m.hits();

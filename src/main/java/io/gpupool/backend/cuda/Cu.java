@@ -35,7 +35,14 @@ final class Cu {
         }
     }
 
-    /** A stream handle whose native value can be read, for libraries bound through FFM (cuBLASLt). */
+    /** A kernel handle whose native value can be read, for launches bound through FFM ({@link FfmKernelLauncher}). */
+    static final class FunctionHandle extends jcuda.driver.CUfunction {
+        long address() {
+            return getNativePointer();
+        }
+    }
+
+    /** A stream handle whose native value can be read, for libraries bound through FFM (cuBLASLt, kernel launches). */
     static final class StreamHandle extends jcuda.driver.CUstream {
         long address() {
             return getNativePointer();

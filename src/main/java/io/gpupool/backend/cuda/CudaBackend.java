@@ -31,9 +31,11 @@ public final class CudaBackend implements ComputeBackend {
      * @param stagingSlotBytes    size of one pinned staging buffer (a multiple of 256)
      * @param stagingSlotsPerChunk staging buffers pinned per cuMemHostAlloc call
      * @param stagingMaxSlots     bound on staging buffers per device
+     * @param ffmLaunches         whether streams launch kernels through the FFM binding of cuLaunchKernel where it
+     *                            can be made (the default), or always through JCuda (benchmarks compare the two)
      */
     public record Options(boolean expandableSegments, long expandableReserveBytes, long stagingSlotBytes,
-                          int stagingSlotsPerChunk, int stagingMaxSlots) {
+                          int stagingSlotsPerChunk, int stagingMaxSlots, boolean ffmLaunches) {
 
         public Options {
             if (expandableReserveBytes < 0) {
@@ -51,15 +53,22 @@ public final class CudaBackend implements ComputeBackend {
 
         /** Plain chunks; 4 MiB staging buffers, pinned 4 at a time, at most 32 (128 MiB) per device. */
         public static Options defaults() {
-            return new Options(false, 0, 4L << 20, 4, 32);
+            return new Options(false, 0, 4L << 20, 4, 32, true);
         }
 
         public Options withExpandableSegments(boolean enabled) {
-            return new Options(enabled, expandableReserveBytes, stagingSlotBytes, stagingSlotsPerChunk, stagingMaxSlots);
+            return new Options(enabled, expandableReserveBytes, stagingSlotBytes, stagingSlotsPerChunk, stagingMaxSlots,
+                    ffmLaunches);
         }
 
         public Options withStaging(long slotBytes, int slotsPerChunk, int maxSlots) {
-            return new Options(expandableSegments, expandableReserveBytes, slotBytes, slotsPerChunk, maxSlots);
+            return new Options(expandableSegments, expandableReserveBytes, slotBytes, slotsPerChunk, maxSlots,
+                    ffmLaunches);
+        }
+
+        public Options withFfmLaunches(boolean enabled) {
+            return new Options(expandableSegments, expandableReserveBytes, stagingSlotBytes, stagingSlotsPerChunk,
+                    stagingMaxSlots, enabled);
         }
     }
 

@@ -84,6 +84,11 @@ public final class CudaDevice implements ComputeDevice {
         }
     }
 
+    /** How this device's streams launch kernels: through FFM where the options allow it and it binds, else JCuda. */
+    KernelLauncher launcherFor(Cu.StreamHandle stream) {
+        return options.ffmLaunches() ? KernelLauncher.forStream(stream) : new JCudaKernelLauncher(stream);
+    }
+
     /** The JCuda device handle (for attribute queries). */
     CUdevice handle() {
         return device;

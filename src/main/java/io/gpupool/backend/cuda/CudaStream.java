@@ -6,8 +6,6 @@ import io.gpupool.backend.GraphCaptureException;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.StreamFence;
-import jcuda.NativePointerObject;
-import jcuda.Pointer;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUstream;
@@ -15,11 +13,11 @@ import jcuda.driver.CUstream_flags;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
+import java.util.function.Function;
 
 import static jcuda.driver.JCudaDriver.cuEventCreate;
 import static jcuda.driver.JCudaDriver.cuEventDestroy;
 import static jcuda.driver.JCudaDriver.cuEventRecord;
-import static jcuda.driver.JCudaDriver.cuLaunchKernel;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoDAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
@@ -52,6 +50,12 @@ import static io.gpupool.backend.StreamChecks.rethrow;
  * {@link #enqueueHostTask} runs the task on the worker after all device work enqueued before it;
  * device work enqueued after it does not wait for it (see {@link CudaStreamWorker}).
  *
+ * <h2>Launches</h2>
+ * {@link #launch} checks the kernel and its arguments here; the stream's {@link KernelLauncher}, chosen when the
+ * stream is created, marshals them and calls the driver: through FFM into a native argument buffer the stream owns
+ * ({@link FfmKernelLauncher}: a stream is leased to one user at a time, so its launches never contend for it), or
+ * through JCuda where the FFM binding cannot be made or the backend's options ask for JCuda.
+ *
  * <h2>Graph capture</h2>
  * While {@link CudaGraphCapture} records the stream, copies are not enqueued (staging slots and the
  * worker's event waits cannot be captured) but reported ({@link CaptureRedirect}); launches, fills
@@ -73,6 +77,7 @@ public final class CudaStream implements DeviceStream {
     private final EventRecycler<CUevent> events;
     private final CudaStreamWorker.Cleanup recycleEvent;
     private final PinnedStagingPool.StagingStream stagingTwin;
+    private final KernelLauncher launcher;
     /** Read by other threads: the pool's maintenance and close record fences on any stream. */
     private volatile boolean closed;
     /**
@@ -102,6 +107,11 @@ public final class CudaStream implements DeviceStream {
 
     /** {@code spareEvents} = 0 turns event recycling off (benchmark baseline: create and destroy per fence). */
     CudaStream(CudaDevice device, int ordinal, int spareEvents) {
+        this(device, ordinal, spareEvents, device::launcherFor);
+    }
+
+    /** {@code launchers} picks the launch path (benchmarks and tests compare them; see {@link KernelLauncher}). */
+    CudaStream(CudaDevice device, int ordinal, int spareEvents, Function<Cu.StreamHandle, KernelLauncher> launchers) {
         this.device = device;
         this.ordinal = ordinal;
         this.events = new EventRecycler<>(new DriverEvents(device), spareEvents, device.label() + " stream " + ordinal);
@@ -111,6 +121,12 @@ public final class CudaStream implements DeviceStream {
                 device.label() + " stream " + ordinal);
         this.worker = new CudaStreamWorker(device, "gpupool-" + device.label() + "-stream-" + ordinal);
         this.stagingTwin = new PinnedStagingPool.StagingStream(ordinal);
+        this.launcher = launchers.apply(stream);
+    }
+
+    /** "ffm" or "jcuda": how this stream's launches reach the driver (package use: tests and benchmarks). */
+    String launchPath() {
+        return launcher.path();
     }
 
     /** The stream's event recycler (package use: tests and benchmarks read its counters). */
@@ -255,23 +271,13 @@ public final class CudaStream implements DeviceStream {
             throw new IllegalArgumentException("kernel " + kernel.name() + " was loaded on " + kernel.device().label()
                     + ", not on " + device.label());
         }
-        NativePointerObject[] parameters = new NativePointerObject[arguments.length];
-        for (int i = 0; i < arguments.length; i++) {
-            parameters[i] = switch (arguments[i]) {
-                case Long value -> Pointer.to(new long[] {value});
-                case Integer value -> Pointer.to(new int[] {value});
-                case Float value -> Pointer.to(new float[] {value});
-                case null -> throw new IllegalArgumentException("argument " + i + " of " + kernel.name() + " is null");
-                default -> throw new IllegalArgumentException("argument " + i + " of " + kernel.name() + " is a "
-                        + arguments[i].getClass().getSimpleName() + "; kernels take Long, Integer or Float");
-            };
-        }
+        KernelLauncher.checkArguments(kernel.name(), arguments);
         if (capture != null) {
             capture.deviceWork("launch of " + kernel.name());
         }
         device.makeCurrent();
-        Cu.check("cuLaunchKernel", cuLaunchKernel(kernel.handle(), gridX, gridY, gridZ, blockX, blockY, blockZ,
-                sharedMemoryBytes, stream, Pointer.to(parameters), null), kernel.name());
+        Cu.check("cuLaunchKernel", launcher.launch(kernel, gridX, gridY, gridZ, blockX, blockY, blockZ,
+                sharedMemoryBytes, arguments), kernel.name());
     }
 
     @Override
