@@ -232,18 +232,11 @@ final class BatchQueue {
                 break;
             }
             members.add(next.member);
-            if (!batch.isEmpty()) {
-                boolean fits = tokens + next.member.tokens() <= policy.maxTokens() && replica.fitsOneForward(members);
-                if (fits && room != Long.MAX_VALUE
-                        && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room) {
-                    fits = false;
-                    split = true;
-                }
-                if (!fits) {
-                    members.removeLast();
-                    full = true;
-                    break;
-                }
+            if (!batch.isEmpty()
+                    && (tokens + next.member.tokens() > policy.maxTokens() || !replica.fitsOneForward(members))) {
+                members.removeLast();
+                full = true;
+                break;
             }
             batch.add(next);
             tokens += next.member.tokens();
@@ -251,6 +244,17 @@ final class BatchQueue {
             if (java.util.Arrays.binarySearch(preferred, rows) >= 0) {
                 preferredPrefix = batch.size();
             }
+        }
+        // The planned peak only grows with each member taken, so the longest prefix within the headroom is found
+        // from the end: one plan when the batch fits, as it does unless the pool is nearly full.
+        if (room != Long.MAX_VALUE && batch.size() > 1
+                && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room) {
+            split = true;
+            full = true;
+            do {
+                batch.removeLast();
+                members.removeLast();
+            } while (batch.size() > 1 && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room);
         }
         full |= batch.size() == policy.maxRequests();
         if (!full) {
