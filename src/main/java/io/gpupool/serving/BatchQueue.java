@@ -10,10 +10,13 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
 
@@ -41,12 +44,18 @@ import java.util.function.LongSupplier;
  *             otherwise arm the timer for oldest + maxQueueDelay and stop
  *               │
  *               ▼
- *           worker.submit(one job): skip members cancelled meanwhile, one forward, each member's
- *           outputs encoded on its own; the lease goes back, then every member is answered
+ *           worker.submit(one job): skip members cancelled meanwhile, one forward; the lease goes back,
+ *           then each member's outputs are encoded and answered on its own, on the answering executor
  * </pre>
  * Triton's meaning of the delay: it bounds how long a request is held back for company, measured from its
  * arrival, and only while a stream is free; while all {@code slots} batches run, requests accumulate anyway.
  * {@code slots} is the device's stream count, so the batcher never queues batches behind batches.
+ *
+ * <p>Encoding a response (JSON numbers for hundreds of floats per row) costs about as much host time per member
+ * as the whole batch's forward enqueue, so it runs after the lease went back and off the worker thread, one task
+ * per member: the stream takes its next batch at once, and the members' encodings run on several cores side by
+ * side instead of one after the other on the device's worker thread. The outputs live in heap or automatic
+ * arenas ({@link BatchableModel#inferBatch}), never in the lease's memory, so they outlive the job.
  *
  * <p>Isolation: a request is validated and converted ({@link BatchableModel#prepare}) before it is queued, so a
  * malformed one never joins a batch; a failure of the forward fails the requests in that batch only, with the
@@ -68,6 +77,8 @@ final class BatchQueue {
     /** Bytes the next batch may plan for: the pool's cap minus what it hands out now; Long.MAX_VALUE: no cap. */
     private final LongSupplier headroom;
     private final ScheduledExecutorService timer;
+    /** Encodes and answers each member of a finished batch; a task it refuses runs on the calling thread. */
+    private final Executor answering;
     private final BatchStatistics statistics;
     /** The protocol's statistics extension: one execution per forward. */
     private final ModelStatistics modelStatistics;
@@ -86,7 +97,7 @@ final class BatchQueue {
     private final AtomicInteger depth = new AtomicInteger();
 
     BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int capacity,
-               LongSupplier headroom, ScheduledExecutorService timer, BatchStatistics statistics,
+               LongSupplier headroom, ScheduledExecutorService timer, Executor answering, BatchStatistics statistics,
                ModelStatistics modelStatistics) {
         this.model = model;
         this.replica = replica;
@@ -96,6 +107,7 @@ final class BatchQueue {
         this.capacity = capacity;
         this.headroom = headroom;
         this.timer = timer;
+        this.answering = answering;
         this.statistics = statistics;
         this.modelStatistics = modelStatistics;
         this.delayNanos = policy.maxQueueDelay().toNanos();
@@ -144,7 +156,8 @@ final class BatchQueue {
      * the queue (a running one finishes and its answer is dropped).
      *
      * @param started called on the worker thread when the request's batch starts computing
-     * @param finish  turns the request's outputs into its answer, on the worker thread, before the lease goes back
+     * @param finish  turns the request's outputs into its answer, on the answering executor, after the lease went
+     *                back; it may run beside other members' {@code finish}
      */
     <T> Mono<T> submit(Member member, Runnable started, Function<List<HostTensor>, T> finish) {
         return Mono.<Object>create(sink -> {
@@ -219,18 +232,11 @@ final class BatchQueue {
                 break;
             }
             members.add(next.member);
-            if (!batch.isEmpty()) {
-                boolean fits = tokens + next.member.tokens() <= policy.maxTokens() && replica.fitsOneForward(members);
-                if (fits && room != Long.MAX_VALUE
-                        && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room) {
-                    fits = false;
-                    split = true;
-                }
-                if (!fits) {
-                    members.removeLast();
-                    full = true;
-                    break;
-                }
+            if (!batch.isEmpty()
+                    && (tokens + next.member.tokens() > policy.maxTokens() || !replica.fitsOneForward(members))) {
+                members.removeLast();
+                full = true;
+                break;
             }
             batch.add(next);
             tokens += next.member.tokens();
@@ -238,6 +244,17 @@ final class BatchQueue {
             if (java.util.Arrays.binarySearch(preferred, rows) >= 0) {
                 preferredPrefix = batch.size();
             }
+        }
+        // The planned peak only grows with each member taken, so the longest prefix within the headroom is found
+        // from the end: one plan when the batch fits, as it does unless the pool is nearly full.
+        if (room != Long.MAX_VALUE && batch.size() > 1
+                && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room) {
+            split = true;
+            full = true;
+            do {
+                batch.removeLast();
+                members.removeLast();
+            } while (batch.size() > 1 && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room);
         }
         full |= batch.size() == policy.maxRequests();
         if (!full) {
@@ -352,18 +369,65 @@ final class BatchQueue {
         }
         statistics.executed(model, live.size(), rows, tokens);
         long inferred = System.nanoTime();
-        List<Runnable> answers = new ArrayList<>(live.size());
-        for (int i = 0; i < live.size(); i++) {
-            Entry entry = live.get(i);
+        Execution execution = new Execution(rows, inferStart - start, inferred - inferStart, live.size());
+        return () -> {
+            for (int i = 0; i < live.size(); i++) {
+                Entry entry = live.get(i);
+                List<HostTensor> own = outputs.get(i);
+                Runnable answer = () -> answer(entry, own, execution);
+                try {
+                    answering.execute(answer);
+                } catch (RejectedExecutionException e) {
+                    answer.run();                                   // shutting down: answer here rather than never
+                }
+            }
+        };
+    }
+
+    /** Encodes one member's outputs into its answer (a failure there fails that member only) and answers it. */
+    private void answer(Entry entry, List<HostTensor> outputs, Execution execution) {
+        long begin = System.nanoTime();
+        Object answer = null;
+        RuntimeException failure = null;
+        if (!entry.cancelled) {
             try {
-                Object answer = entry.finish.apply(outputs.get(i));
-                answers.add(() -> entry.sink.success(answer));
+                answer = entry.finish.apply(outputs);
             } catch (RuntimeException e) {
-                answers.add(() -> entry.sink.error(e));
+                failure = e;
             }
         }
-        modelStatistics.recordExecution(rows, inferStart - start, inferred - inferStart, System.nanoTime() - inferred);
-        return () -> answers.forEach(Runnable::run);
+        execution.encoded(System.nanoTime() - begin);
+        if (failure != null) {
+            entry.sink.error(failure);
+        } else if (!entry.cancelled) {
+            entry.sink.success(answer);
+        }
+    }
+
+    /**
+     * One forward's phases for the protocol's statistics, recorded once its last member is encoded; the output
+     * phase is the members' encoding time summed (they may overlap in time).
+     */
+    private final class Execution {
+        private final int rows;
+        private final long inputNanos;
+        private final long inferNanos;
+        private final AtomicInteger left;
+        private final AtomicLong outputNanos = new AtomicLong();
+
+        Execution(int rows, long inputNanos, long inferNanos, int members) {
+            this.rows = rows;
+            this.inputNanos = inputNanos;
+            this.inferNanos = inferNanos;
+            this.left = new AtomicInteger(members);
+        }
+
+        void encoded(long nanos) {
+            outputNanos.addAndGet(nanos);
+            if (left.decrementAndGet() == 0) {              // every other member added its time before its decrement
+                modelStatistics.recordExecution(rows, inputNanos, inferNanos, outputNanos.get());
+            }
+        }
     }
 
     /** Refuses new requests and answers the waiting ones with 503; running batches finish. */

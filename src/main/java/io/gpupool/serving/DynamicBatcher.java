@@ -5,6 +5,7 @@ import io.gpupool.model.InferenceModel;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import reactor.core.scheduler.Schedulers;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -13,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.Executor;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
@@ -21,7 +23,9 @@ import java.util.function.LongSupplier;
 /**
  * Dynamic batching for the served models: one {@link BatchQueue} per model version and device, created on the
  * model's first request there, for the models whose policy ({@link BatchPolicy.Defaults#resolve}) turns batching
- * on and whose replica is a {@link BatchableModel}. One daemon timer thread serves every queue's delay.
+ * on and whose replica is a {@link BatchableModel}. One daemon timer thread serves every queue's delay; the members
+ * of finished batches are encoded and answered on an executor shared by every queue (by default Reactor's
+ * parallel scheduler: the work is CPU-bound and short).
  */
 public final class DynamicBatcher implements AutoCloseable {
 
@@ -37,6 +41,7 @@ public final class DynamicBatcher implements AutoCloseable {
     private final int queueCapacity;
     private final BatchStatistics statistics;
     private final ScheduledExecutorService timer;
+    private final Executor answering;
     private final ConcurrentMap<QueueKey, BatchQueue> queues = new ConcurrentHashMap<>();
     /** Models whose policy says no batching, so the lookup is not repeated per request. */
     private final ConcurrentMap<QueueKey, Boolean> unbatched = new ConcurrentHashMap<>();
@@ -48,6 +53,17 @@ public final class DynamicBatcher implements AutoCloseable {
      */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
                           Map<Integer, LongSupplier> headroom, BatchStatistics statistics) {
+        this(devices, defaults, queueCapacity, headroom, statistics, task -> Schedulers.parallel().schedule(task));
+    }
+
+    /**
+     * @param answering encodes and answers each member of a finished batch, off the device's worker threads; a
+     *                  task it refuses ({@link java.util.concurrent.RejectedExecutionException}) runs where the
+     *                  batch finished
+     */
+    public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
+                          Map<Integer, LongSupplier> headroom, BatchStatistics statistics, Executor answering) {
+        this.answering = java.util.Objects.requireNonNull(answering, "answering");
         Map<Integer, DeviceWorker> byIndex = new java.util.TreeMap<>();
         for (DeviceRuntime device : devices) {
             byIndex.put(device.index(), device.worker());
@@ -88,8 +104,8 @@ public final class DynamicBatcher implements AutoCloseable {
             BatchableModel batchable = (BatchableModel) replica;
             log.info("Model '{}' version {} batches on device {} ({} layout): {}", model.name(), model.version(), device,
                     batchable.batchLayout(), policy);
-            return new BatchQueue(model.name(), batchable, policy, worker, queueCapacity, room, timer, statistics,
-                    model.statistics());
+            return new BatchQueue(model.name(), batchable, policy, worker, queueCapacity, room, timer, answering,
+                    statistics, model.statistics());
         });
     }
 

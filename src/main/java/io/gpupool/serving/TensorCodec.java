@@ -281,6 +281,10 @@ final class TensorCodec {
             return;
         }
         long count = data.byteSize() / type.byteSize();
+        if (type == DataType.FP32 || type == DataType.FP16 || type == DataType.BF16) {
+            writeFloats(json, type, data, count);
+            return;
+        }
         json.writeStartArray();
         for (long i = 0; i < count; i++) {
             long offset = i * type.byteSize();
@@ -299,5 +303,30 @@ final class TensorCodec {
             }
         }
         json.writeEndArray();
+    }
+
+    /**
+     * A float tensor as one raw JSON array value: the numbers are the text {@link Float#toString} gives, which is what
+     * the generator's {@code writeNumber(float)} writes too, separated by commas, but appended to one builder and
+     * handed to the generator once. Per number the generator would make a String and check its state, which costs
+     * about as much as the conversion itself; responses of embeddings carry thousands of numbers. The caller has
+     * refused non-finite values ({@link #firstNonFinite}), which JSON cannot hold.
+     */
+    private static void writeFloats(JsonGenerator json, DataType type, MemorySegment data, long count) {
+        StringBuilder text = new StringBuilder((int) Math.min(Integer.MAX_VALUE - 8, count * 12 + 2));
+        text.append('[');
+        for (long i = 0; i < count; i++) {
+            if (i > 0) {
+                text.append(',');
+            }
+            long offset = i * type.byteSize();
+            text.append(switch (type) {
+                case FP16 -> Float.float16ToFloat(data.get(SHORT, offset));
+                case BF16 -> fromBfloat16(data.get(SHORT, offset));
+                default -> data.get(FLOAT, offset);
+            });
+        }
+        text.append(']');
+        json.writeRawValue(text.toString());
     }
 }

@@ -396,4 +396,32 @@ class DynamicBatchingTest {
         assertThat(batching.statistics().executionCount(MODEL)).isEqualTo(1);
         assertThat(batching.statistics().inferenceCount(MODEL)).isEqualTo(2);
     }
+
+    @Test
+    void aBatchWhoseResponseIsStillBeingEncodedDoesNotKeepTheNextBatchOffTheStream() throws Exception {
+        BatchQueue queue = batcher.queue(served, 0);
+        BatchableModel.Member member = bert.prepare(List.of(new HostTensor("input_ids", DataType.INT64, new long[]{1, 5},
+                MemorySegment.ofArray(new long[]{1, 2, 3, 4, 5}))), Set.of("pooler_output"));
+        java.util.concurrent.CountDownLatch encoding = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch slowEntered = new java.util.concurrent.CountDownLatch(1);
+        CompletableFuture<String> slow = queue.submit(member, () -> { }, outputs -> {
+            slowEntered.countDown();
+            try {
+                return encoding.await(30, TimeUnit.SECONDS) ? "slow" : "gate never opened";
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        }).toFuture();
+        assertThat(slowEntered.await(20, TimeUnit.SECONDS)).as("the first batch ran and its encoding began").isTrue();
+
+        // The device has one stream and one worker thread: the second batch runs only if the first one's
+        // encoding gave both back.
+        String quick = queue.submit(member, () -> { }, outputs -> "quick").block(Duration.ofSeconds(20));
+
+        assertThat(quick).isEqualTo("quick");
+        assertThat(slow).as("still encoding").isNotDone();
+        encoding.countDown();
+        assertThat(slow.get(20, TimeUnit.SECONDS)).isEqualTo("slow");
+        assertThat(bert.batchSizes).containsExactly(1, 1);
+    }
 }

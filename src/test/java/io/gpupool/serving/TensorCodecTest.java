@@ -85,4 +85,41 @@ class TensorCodecTest {
         assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP64, new long[]{1}, json("[-1e999]")))
                 .hasMessageEndingWith("is not a valid FP64 value");
     }
+
+    @Test
+    void floatOutputsInJsonReadBackToExactlyTheValuesComputedInsideTheObjectTheyBelongTo() {
+        float[] values = {0f, -0f, 1f, -1.5f, 0.1f, 1e-7f, -65504f, 1.4e-45f, 12345.678f, Math.nextUp(1f)};
+        for (DataType type : java.util.List.of(DataType.FP32, DataType.FP16, DataType.BF16)) {
+            MemorySegment data = MemorySegment.ofArray(new byte[values.length * type.byteSize()]);
+            float[] stored = new float[values.length];
+            for (int i = 0; i < values.length; i++) {
+                long offset = (long) i * type.byteSize();
+                switch (type) {
+                    case FP16 -> data.set(TensorCodec.SHORT, offset, Float.floatToFloat16(values[i]));
+                    case BF16 -> data.set(TensorCodec.SHORT, offset, TensorCodec.toBfloat16(values[i]));
+                    default -> data.set(TensorCodec.FLOAT, offset, values[i]);
+                }
+                stored[i] = switch (type) {
+                    case FP16 -> Float.float16ToFloat(data.get(TensorCodec.SHORT, offset));
+                    case BF16 -> TensorCodec.fromBfloat16(data.get(TensorCodec.SHORT, offset));
+                    default -> values[i];
+                };
+            }
+            java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+            try (tools.jackson.core.JsonGenerator generator = ServingFixture.JSON.createGenerator(out)) {
+                generator.writeStartObject();
+                generator.writeName("data");
+                TensorCodec.writeJson(generator, type, data);
+                generator.writeStringProperty("after", "x");
+                generator.writeEndObject();
+            }
+            JsonNode read = json(out.toString(java.nio.charset.StandardCharsets.UTF_8));
+            assertThat(read.path("after").asString()).as("%s: the object goes on after the array", type).isEqualTo("x");
+            assertThat(read.path("data").size()).isEqualTo(values.length);
+            for (int i = 0; i < values.length; i++) {
+                assertThat(Float.parseFloat(read.path("data").get(i).asString()))
+                        .as("%s element %d", type, i).isEqualTo(stored[i]);
+            }
+        }
+    }
 }

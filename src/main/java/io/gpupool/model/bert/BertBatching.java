@@ -204,37 +204,38 @@ final class BertBatching {
         boolean anyMask = ragged || members.stream().anyMatch(m -> m.mask() != null);
         boolean anyTypes = members.stream().anyMatch(m -> m.types() != null);
         long cells = (long) totals.sequences * width;
-        MemorySegment ids = MemorySegment.ofArray(new long[(int) cells]);
-        MemorySegment mask = anyMask ? MemorySegment.ofArray(new long[(int) cells]) : null;
-        MemorySegment types = anyTypes ? MemorySegment.ofArray(new long[(int) cells]) : null;
-        long row = 0;
-        for (Sequences m : members) {
-            for (int b = 0; b < m.batch(); b++, row++) {
-                for (int s = 0; s < m.seq(); s++) {
-                    long own = (long) b * m.seq() + s;
-                    long cell = row * width + s;
-                    ids.setAtIndex(ValueLayout.JAVA_LONG, cell, m.ids().getAtIndex(INT, own));
+        Map<String, HostTensor> outputs = new LinkedHashMap<>();
+        // Row by row, each member's own INT32 rows (checked when it was prepared) are copied in whole; the padding
+        // stays as allocated: id 0, mask 0, type 0.
+        try (Arena staging = Arena.ofShared()) {
+            MemorySegment ids = staging.allocate(cells * Integer.BYTES, 64);
+            MemorySegment mask = anyMask ? staging.allocate(cells * Integer.BYTES, 64) : null;
+            MemorySegment types = anyTypes ? staging.allocate(cells * Integer.BYTES, 64) : null;
+            long row = 0;
+            for (Sequences m : members) {
+                long rowBytes = (long) m.seq() * Integer.BYTES;
+                for (int b = 0; b < m.batch(); b++, row++) {
+                    long own = b * rowBytes;
+                    long cell = row * width * Integer.BYTES;
+                    MemorySegment.copy(m.ids(), own, ids, cell, rowBytes);
                     if (mask != null) {
-                        mask.setAtIndex(ValueLayout.JAVA_LONG, cell, m.mask() == null ? 1 : m.mask().getAtIndex(INT, own));
+                        if (m.mask() != null) {
+                            MemorySegment.copy(m.mask(), own, mask, cell, rowBytes);
+                        } else {
+                            for (int t = 0; t < m.seq(); t++) {
+                                mask.setAtIndex(INT, row * width + t, 1);
+                            }
+                        }
                     }
                     if (types != null && m.types() != null) {
-                        types.setAtIndex(ValueLayout.JAVA_LONG, cell, m.types().getAtIndex(INT, own));
+                        MemorySegment.copy(m.types(), own, types, cell, rowBytes);
                     }
                 }
             }
-        }
-        long[] shape = {totals.sequences, width};
-        List<HostTensor> inputs = new ArrayList<>();
-        inputs.add(new HostTensor(BertModel.INPUT_IDS, DataType.INT64, shape, ids));
-        if (mask != null) {
-            inputs.add(new HostTensor(BertModel.ATTENTION_MASK, DataType.INT64, shape, mask));
-        }
-        if (types != null) {
-            inputs.add(new HostTensor(BertModel.TOKEN_TYPE_IDS, DataType.INT64, shape, types));
-        }
-        Map<String, HostTensor> outputs = new LinkedHashMap<>();
-        for (HostTensor output : model.infer(inputs, wantedNames(members), context)) {
-            outputs.put(output.name(), output);
+            for (HostTensor output : model.forward(totals.sequences, width, ids, mask, types,
+                    model.selectOutputs(wantedNames(members)), context)) {
+                outputs.put(output.name(), output);
+            }
         }
         Arena results = Arena.ofAuto();
         List<List<HostTensor>> perMember = new ArrayList<>(members.size());

@@ -372,21 +372,36 @@ public final class BertModel implements BatchableModel, PlannedMemory {
             MemorySegment mask = maskInput == null ? null : toMask(staging, maskInput, shape);
             MemorySegment types = typeInput == null ? null
                     : toInt32(staging, typeInput, shape, arch.typeVocabSize(), "type_vocab_size");
-            Arena results = Arena.ofAuto();
-            Map<Integer, MemorySegment> hostOutputs = new LinkedHashMap<>();
-            List<HostTensor> result = new ArrayList<>();
-            for (TensorSpec spec : selected) {
-                long[] outShape = concrete(spec.shape(), batch, seq);
-                MemorySegment data = results.allocate(HostTensor.elementCount(outShape) * Float.BYTES, 64);
-                hostOutputs.put(outputTensors.get(spec.name()), data);
-                result.add(new HostTensor(spec.name(), DataType.FP32, outShape, data));
-            }
-            boolean[] absent = new boolean[plan.tensorCount()];
-            absent[maskTensor] = mask == null;
-            absent[typesTensor] = types == null;
-            plan.run(context, batch, seq, absent, new Request(idSegment, mask, types, hostOutputs));
-            return result;
+            return forward(batch, seq, idSegment, mask, types, selected, context);
         }
+    }
+
+    /**
+     * One forward of {@code batch} sequences of {@code seq} tokens whose INT32 inputs are already checked (ids and
+     * types within their vocabularies, mask 0 or 1): {@link #infer} after its checks, and the padded batch, which
+     * checked each member when it was prepared.
+     *
+     * @param ids   batch × seq INT32, row-major, in native memory
+     * @param mask  the same shape, or null: every token real
+     * @param types the same shape, or null: every token of type 0
+     * @return the selected outputs, in automatic arenas: they outlive the call and the stream lease
+     */
+    List<HostTensor> forward(int batch, int seq, MemorySegment ids, MemorySegment mask, MemorySegment types,
+                             List<TensorSpec> selected, ExecutionContext context) {
+        Arena results = Arena.ofAuto();
+        Map<Integer, MemorySegment> hostOutputs = new LinkedHashMap<>();
+        List<HostTensor> result = new ArrayList<>();
+        for (TensorSpec spec : selected) {
+            long[] outShape = concrete(spec.shape(), batch, seq);
+            MemorySegment data = results.allocate(HostTensor.elementCount(outShape) * Float.BYTES, 64);
+            hostOutputs.put(outputTensors.get(spec.name()), data);
+            result.add(new HostTensor(spec.name(), DataType.FP32, outShape, data));
+        }
+        boolean[] absent = new boolean[plan.tensorCount()];
+        absent[maskTensor] = mask == null;
+        absent[typesTensor] = types == null;
+        plan.run(context, batch, seq, absent, new Request(ids, mask, types, hostOutputs));
+        return result;
     }
 
     List<TensorSpec> selectOutputs(Set<String> requested) {
