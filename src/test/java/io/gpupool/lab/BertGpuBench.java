@@ -552,6 +552,14 @@ public final class BertGpuBench {
         }
 
         @Override
+        public void linearAddLayerNorm(DeviceStream stream, long x, long weight, long bias, long residual, long gamma,
+                                       long beta, long y, int rows, int in, int out, float eps) {
+            long t0 = begin();
+            ops.linearAddLayerNorm(stream, x, weight, bias, residual, gamma, beta, y, rows, in, out, eps);
+            end("linearAddLayerNorm " + in + "->" + out, stream, t0);
+        }
+
+        @Override
         public void linear(DeviceStream stream, long x, long weight, long bias, long y, int rows, int in, int out,
                            Activation activation) {
             long t0 = begin();
