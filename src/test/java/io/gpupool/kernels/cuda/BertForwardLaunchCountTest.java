@@ -71,17 +71,34 @@ class BertForwardLaunchCountTest {
                 .allSatisfy(l -> assertThat(l.arguments().get(1)).isNotEqualTo(0L));
     }
 
+    @Test
+    void poolingAndThePoolerRunOnlyForTheOutputsARequestDownloads() {
+        MatmulLibrary library = new CudaTensorOpsLibraryTest.RecordingLibrary();
+        long all = launchesPerForward(Precision.BF16, library, Options.DEFAULT, Set.of());
+        long hiddenOnly = launchesPerForward(Precision.BF16, library, Options.DEFAULT, Set.of("last_hidden_state"));
+        assertThat(stream.launches).extracting(CudaTensorOpsLaunchTest.Launch::kernel)
+                .noneMatch(kernel -> kernel.startsWith("pool_") || kernel.equals("activate_bf16"));
+
+        // CLS gather, pooler product (a library call), its tanh pass, pooler_output's widening
+        assertThat(all - hiddenOnly).isEqualTo(4);
+    }
+
     private long launchesPerForward(Precision precision, MatmulLibrary library, Options options) {
+        return launchesPerForward(precision, library, options, Set.of());
+    }
+
+    private long launchesPerForward(Precision precision, MatmulLibrary library, Options options,
+                                    Set<String> outputs) {
         CudaTensorOps ops = new CudaTensorOps(device, precision, library, memory, options);
         try (InferenceModel model = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"),
                 new LoadTarget(stream, memory, ops))) {
             ExecutionContext context = new ExecutionContext(stream, memory, ops);
             List<HostTensor> inputs = inputs(2, 12);
-            model.infer(inputs, Set.of(), context);            // plans every product once
+            model.infer(inputs, outputs, context);             // plans every product once
             library(library).ifPresent(l -> l.runs.clear());
             stream.launches.clear();
             long before = ops.launches();
-            model.infer(inputs, Set.of(), context);
+            model.infer(inputs, outputs, context);
             long launches = ops.launches() - before;
             return launches;
         } catch (Exception e) {
