@@ -47,6 +47,8 @@ import java.util.concurrent.atomic.LongAdder;
  *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
  *                 attention/attention_tf32_d64   (⌈seq/64⌉, heads, batch)    128   TF32 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
+ *                 ops/add_layer_norm_warp        (⌈rows/4⌉)                  128   Options.warpLayerNorm, cols a
+ *                                                                                  multiple of 128 up to 1024
  *   pool          ops/pool_cls | ops/pool_mean   (batch)                     ≤256
  *   softmax       ops/softmax_rows               (rows)                      ≤256
  * </pre>
@@ -99,6 +101,12 @@ import java.util.concurrent.atomic.LongAdder;
  * (the library's tanh form, within 5e-4 of erf) under TF32 and BF16, where rounding is larger anyway; under FP32 the
  * exact erf GELU, and TANH everywhere, run as one extra in-place pass, so FP32 stays within 1e-4 of transformers.
  *
+ * <p>{@link #linearAddLayerNorm} (a transformer's output projection and its post-norm) is the product and then
+ * add+LayerNorm in place; with {@link Options#residualInGemm()} the library adds the residual itself (its C operand,
+ * beta = 1, out of place) and LayerNorm runs without one, so the norm reads one tensor instead of two. The launch
+ * count is the same either way (add+LayerNorm is one kernel). A shape the library declines, or an operand not
+ * 256-byte aligned, takes the unfused path.
+ *
  * <p>A stream that only ever runs with a pinned workspace (the graph capture stream) never allocates from the pool:
  * a pool call while a stream captures would query fences and is illegal under capture. {@link #workspaceNeeded}
  * tells the capture how much scratch the forward's products used, so each graph carries a workspace of its own.
@@ -116,6 +124,9 @@ import java.util.concurrent.atomic.LongAdder;
  *   addLayerNorm           ops/add_layer_norm_bf16_reg     (rows)                 ≤256   cols ≤ 8·threads: x + residual
  *                                                                                        kept in registers, read once
  *                          ops/add_layer_norm_bf16         (rows)                 ≤256   longer rows
+ *                          ops/add_layer_norm_warp_bf16    (⌈rows/4⌉)             128    Options.warpLayerNorm, cols a
+ *                                                                                        multiple of 256 up to 2048
+ *   embeddingLayerNorm     ops/embedding_layer_norm_warp{,_bf16} (⌈tokens/4⌉)     128    Options.warpLayerNorm, as above
  *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128
  *   pool                   ops/pool_cls_bf16 | pool_mean_bf16 (batch)             ≤256
  *   packed ops (only with gpupool.kernels.packed-bf16): packed_embedding_layer_norm_bf16, varlen_attention_bf16,
