@@ -7,12 +7,13 @@
 #
 #   harness  every LayerNorm kernel of ops.ptx against a CPU reference, timings at 16384x768 and 128x768
 #                                                                  -> OUT_DIR/harness.json, harness.log
-#   tests    ResidualGemmGpuTest, CublasLtOpsGpuTest, CudaTensorOpsGpuTest, BertBatchingGpuTest
+#   tests    ResidualGemmGpuTest, CublasLtOpsGpuTest, CudaTensorOpsGpuTest, BertBatchingGpuTest,
+#            GpuCublasLtResidualReferenceOutputsTest (fixtures vs transformers with both paths on), GpuBf16ResidentOutputsTest
 #                                                                  -> OUT_DIR/gpu-tests.log, reports/TEST-*.xml
 #   bench    BERT-base forward (tools/make_bert_base.py, needs python3 with torch and transformers), BertGpuBench
 #            with the paths off and on: latency, launches and device time per op kind, error against transformers
 #                                                                  -> OUT_DIR/bert-{default,options}.json
-# Each step has its own timeout (HARNESS_S 40, TESTS_S 70, MODEL_S 40, BENCH_S 30 per variant; PRECISIONS BF16).
+# Each step has its own timeout (HARNESS_S 40, TESTS_S 80, MODEL_S 40, BENCH_S 30 per variant; PRECISIONS BF16).
 # OUT_DIR/summary.txt collects the lines worth reading. Exit status 0 when every step that ran passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,13 +50,15 @@ if has tests || has bench; then
 fi
 
 if has tests; then
-  timeout "${TESTS_S:-70}" "${JAVA[@]}" -cp "$B/tools/junit-platform-console-standalone.jar:$CP" \
+  timeout "${TESTS_S:-80}" "${JAVA[@]}" -cp "$B/tools/junit-platform-console-standalone.jar:$CP" \
     org.junit.platform.console.ConsoleLauncher execute --disable-banner --disable-ansi-colors --details=tree \
     --include-engine=junit-jupiter --include-tag=gpu \
     --select-class=io.gpupool.kernels.cuda.ResidualGemmGpuTest \
     --select-class=io.gpupool.kernels.cuda.CublasLtOpsGpuTest \
     --select-class=io.gpupool.kernels.cuda.CudaTensorOpsGpuTest \
     --select-class=io.gpupool.model.bert.BertBatchingGpuTest \
+    --select-class=io.gpupool.model.GpuCublasLtResidualReferenceOutputsTest \
+    --select-class=io.gpupool.model.GpuBf16ResidentOutputsTest \
     --reports-dir="$OUT_DIR/reports" > "$OUT_DIR/gpu-tests.log" 2>&1
   rc=$?
   [ "$rc" -eq 0 ] || STATUS=1
