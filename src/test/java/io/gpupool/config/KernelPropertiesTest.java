@@ -62,4 +62,13 @@ class KernelPropertiesTest {
         runner.withPropertyValues("gpupool.kernels.gemm-engine=cublas").run(context ->
                 assertThat(context).getFailure().hasStackTraceContaining("gpupool.kernels.gemm-engine"));
     }
+
+    @Test
+    void theUnverifiedKernelPathsAreOffUnlessAskedFor() {
+        runner.run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
+                .isEqualTo(io.gpupool.kernels.cuda.CudaTensorOps.Options.DEFAULT));
+        runner.withPropertyValues("gpupool.kernels.residual-in-gemm=true", "gpupool.kernels.warp-layer-norm=true")
+                .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
+                        .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, true, true)));
+    }
 }
