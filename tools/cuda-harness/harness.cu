@@ -4,7 +4,8 @@
 // it for the GPU at hand), runs every kernel on fresh random inputs against a CPU reference computed in double,
 // and times the GEMM kernels at 4096^3 and at BERT-base shapes, plus the fused attention.
 //
-// Usage: harness <ptx-dir> <out.json> [--quick | --attention]   (--attention: only the attention kernels)
+// Usage: harness <ptx-dir> <out.json> [--quick | --attention | --ops]   (--attention: only the attention kernels)
+//   --ops: only the LayerNorm kernels (block- and warp-per-row, FP32 and bf16): checks, timings at 16384 and 128 rows
 // Output: one JSON document (checks: max abs error, relative error ||out-ref||/||ref||; gemm: median ms and
 // TFLOP/s per kernel and shape) and a short table on stdout. Exit status 1 if any check fails.
 //
@@ -668,18 +669,25 @@ static int writeResults(const char* path) {
     return failures == 0 ? 0 : 1;
 }
 
+#include "layernorm.cuh"   // --ops
+
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s <ptx-dir> <out.json> [--quick | --attention]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s <ptx-dir> <out.json> [--quick | --attention | --ops]\n", argv[0]);
         return 2;
     }
     std::setvbuf(stdout, nullptr, _IOLBF, 0);   // a run cut short by a timeout keeps every line printed so far
     bool quick = argc > 3 && std::string(argv[3]) == "--quick";
     bool attentionOnly = argc > 3 && std::string(argv[3]) == "--attention";
+    bool opsOnly = argc > 3 && std::string(argv[3]) == "--ops";
     CHECK(cudaFree(nullptr));
     cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
+    if (opsOnly) {
+        json << "{\n  \"device\": \"" << prop.name << "\",\n  \"mode\": \"ops\",\n  \"entries\": [";
+        return runOps(argv[1], argv[2], 20);
+    }
 
     loadPtx(argv[1], "gemm", {"gemm_f32", "gemm_tc_tf32_128", "gemm_tc_tf32_64", "gemm_tc_bf16_128", "gemm_tc_bf16_64",
                               "gemm_tc_tf32x3_128", "gemm_tc_tf32x3_64", "gemm_splitk_init", "gemm_splitk_act",

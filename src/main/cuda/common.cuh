@@ -74,10 +74,40 @@ static __device__ __forceinline__ float gp_block_max(float v, float* scratch) {
     return best;
 }
 
+// LayerNorm of one row by a whole block: out[offset + c] = (v(c) - mean) / sqrt(var + eps) · gamma[c] + beta[c] for
+// c < cols, where v(c) is the row's pre-norm value at column c (a sum the caller forms; it is formed again in each of
+// the three passes instead of stored). FP32 mean and population variance (as torch), two block reductions. Thread t
+// handles columns t, t + blockDim.x, ..., so a thread writes only what it read and out may alias v's inputs.
+// `scratch` is the caller's 32-float shared array (a device function here must not declare __shared__ itself, see
+// the house rule above).
+template <typename Out, typename Value>
+__device__ __forceinline__ void gp_block_layer_norm(Value v, const float* __restrict__ gamma,
+                                                    const float* __restrict__ beta, Out* out, size_t offset, int cols,
+                                                    float eps, float* scratch) {
+    float sum = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) sum += v(c);
+    const float mean = gp_block_sum(sum, scratch) / cols;
+    float sq = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float d = v(c) - mean;
+        sq += d * d;
+    }
+    const float inv = rsqrtf(gp_block_sum(sq, scratch) / cols + eps);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) gp_store(out, offset + c, (v(c) - mean) * inv * gamma[c] + beta[c]);
+}
+
+// The pre-norm value of an embeddings row: word[id] + position[row] + tokenType[type]. The trailing + 0.0f makes the
+// FP32 sum bit-identical to embedding_sum followed by add_layer_norm without a residual (x + 0).
+struct GpEmbeddingRow {
+    const float* w;
+    const float* p;
+    const float* t;
+    __device__ __forceinline__ float operator()(int c) const { return (w[c] + p[c] + t[c]) + 0.0f; }
+};
+
 // One block per token t = blockIdx.x: out[t, :] = LayerNorm(word[ids[t]] + position[positionRow(t)] +
-// tokenType[types[t]]) · gamma + beta (types may be null: type 0), FP32 sum, mean and variance, stored once in Out's
-// type. The sum is recomputed in each of the three passes instead of stored. positionRow: t mod S for padded rows
-// (ops.cu), positions[t] for packed ones (packed.cu).
+// tokenType[types[t]]) · gamma + beta (types may be null: type 0), stored once in Out's type. positionRow: t mod S for
+// padded rows (ops.cu), positions[t] for packed ones (packed.cu).
 template <typename Out, typename PositionRow>
 __device__ __forceinline__ void gp_embedding_layer_norm(const int* __restrict__ ids, const int* __restrict__ types,
                                                         const float* __restrict__ word,
@@ -85,26 +115,11 @@ __device__ __forceinline__ void gp_embedding_layer_norm(const int* __restrict__ 
                                                         const float* __restrict__ tokenType,
                                                         const float* __restrict__ gamma,
                                                         const float* __restrict__ beta, Out* __restrict__ out,
-                                                        int hidden, float eps, PositionRow positionRow) {
-    __shared__ float scratch[32];
+                                                        int hidden, float eps, PositionRow positionRow, float* scratch) {
     const int token = blockIdx.x;
-    const float* w = word + (size_t) ids[token] * hidden;
-    const float* p = position + (size_t) positionRow(token) * hidden;
-    const float* t = tokenType + (size_t) (types == nullptr ? 0 : types[token]) * hidden;
-    float sum = 0.0f;
-    for (int c = threadIdx.x; c < hidden; c += blockDim.x) sum += (w[c] + p[c] + t[c]) + 0.0f;
-    const float mean = gp_block_sum(sum, scratch) / hidden;
-    float sq = 0.0f;
-    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
-        const float v = ((w[c] + p[c] + t[c]) + 0.0f) - mean;
-        sq += v * v;
-    }
-    const float inv = rsqrtf(gp_block_sum(sq, scratch) / hidden + eps);
-    const size_t offset = (size_t) token * hidden;
-    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
-        const float v = ((w[c] + p[c] + t[c]) + 0.0f) - mean;
-        gp_store(out, offset + c, v * inv * gamma[c] + beta[c]);
-    }
+    const GpEmbeddingRow row{word + (size_t) ids[token] * hidden, position + (size_t) positionRow(token) * hidden,
+                             tokenType + (size_t) (types == nullptr ? 0 : types[token]) * hidden};
+    gp_block_layer_norm(row, gamma, beta, out, (size_t) token * hidden, hidden, eps, scratch);
 }
 
 #endif

@@ -92,8 +92,9 @@ extern "C" __global__ void packed_embedding_layer_norm_bf16(const int* __restric
                                                             const float* __restrict__ gamma,
                                                             const float* __restrict__ beta,
                                                             __nv_bfloat16* __restrict__ out, int hidden, float eps) {
+    __shared__ float scratch[32];
     gp_embedding_layer_norm(ids, types, word, position, tokenType, gamma, beta, out, hidden, eps,
-                            GpPackedPosition{positions});
+                            GpPackedPosition{positions}, scratch);
 }
 
 #define VA_WARPS 4

@@ -50,15 +50,33 @@ public interface MatmulLibrary {
      */
     Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue);
 
+    /**
+     * Plans {@code y[rows, out] = x · wᵀ + bias + residual[rows, out]} (epilogue {@link Epilogue#BIAS}, or
+     * {@link Epilogue#NONE} without a bias): the residual connection added in the product's own epilogue, so that a
+     * transformer's output projection needs no separate add. {@code residual} may differ from {@code y} (the library
+     * reads it as its C operand with beta = 1) and is laid out as y. Fails as {@link #plan} does, and for an
+     * activation epilogue (the activation would apply to the sum).
+     */
+    Matmul planResidual(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue);
+
     /** A planned product; owned by one stream at a time (see the class comment). */
     interface Matmul extends AutoCloseable {
 
         /**
          * Enqueues the product on {@code stream}; {@code bias} is ignored by {@link Epilogue#NONE}, required by
          * the others. {@code workspace} is device memory of at least {@link MatmulLibrary#workspaceBytes(Matmul)}
-         * bytes that no other stream (and no other captured graph) uses concurrently.
+         * bytes that no other stream (and no other captured graph) uses concurrently. A plan from
+         * {@link #planResidual} needs {@link #run(DeviceStream, long, long, long, long, long, long)} instead.
          */
-        void run(DeviceStream stream, long x, long w, long bias, long y, long workspace);
+        default void run(DeviceStream stream, long x, long w, long bias, long y, long workspace) {
+            run(stream, x, w, bias, 0, y, workspace);
+        }
+
+        /**
+         * As {@link #run(DeviceStream, long, long, long, long, long)}, adding {@code residual}: required (a device
+         * address) by a plan from {@link #planResidual}, and 0 for every other plan.
+         */
+        void run(DeviceStream stream, long x, long w, long bias, long residual, long y, long workspace);
 
         /** Frees the plan's descriptors. */
         @Override

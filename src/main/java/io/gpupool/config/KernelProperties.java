@@ -1,5 +1,6 @@
 package io.gpupool.config;
 
+import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps.AttentionKernels;
 import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
@@ -69,6 +70,41 @@ public class KernelProperties {
             throw new IllegalArgumentException("gpupool.kernels.attention must be one of CLASSIC, TILED");
         }
         this.attention = attention;
+    }
+
+    /**
+     * On cuBLASLt: a transformer's output projections add the residual in the product itself (cuBLASLt's C operand
+     * with beta = 1), leaving the LayerNorm alone, one launch fewer per projection (two per BERT layer). Off by
+     * default until verified on a GPU; without the library the residual is added in the LayerNorm either way.
+     */
+    private boolean residualInGemm = false;
+
+    /**
+     * LayerNorm, add+LayerNorm and embeddings+LayerNorm on the warp-per-row kernels (16-byte loads, each row in
+     * registers, FP32 statistics) where the hidden size allows (a multiple of 128 for FP32 activations, 256 for bf16,
+     * up to 1024 / 2048); the block-per-row kernels otherwise. Off by default until verified on a GPU.
+     */
+    private boolean warpLayerNorm = false;
+
+    public boolean isResidualInGemm() {
+        return residualInGemm;
+    }
+
+    public void setResidualInGemm(boolean residualInGemm) {
+        this.residualInGemm = residualInGemm;
+    }
+
+    public boolean isWarpLayerNorm() {
+        return warpLayerNorm;
+    }
+
+    public void setWarpLayerNorm(boolean warpLayerNorm) {
+        this.warpLayerNorm = warpLayerNorm;
+    }
+
+    /** The opt-in kernel paths as the CUDA ops take them. */
+    public CudaTensorOps.Options kernelOptions() {
+        return new CudaTensorOps.Options(packedBf16, residualInGemm, warpLayerNorm);
     }
 
     public boolean isPackedBf16() {

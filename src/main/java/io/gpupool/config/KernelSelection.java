@@ -33,10 +33,12 @@ final class KernelSelection {
                     + "use AUTO or OWN)");
         }
         CudaTensorOps ops = new CudaTensorOps(device, kernels.getPrecision(), library.orElse(null), activations,
-                kernels.isPackedBf16(), kernels.getAttention());
-        log.info("Device {}: linear layers on {}, precision {}, activations {}, attention kernels {}{}", device.index(),
+                kernels.kernelOptions(), kernels.getAttention());
+        log.info("Device {}: linear layers on {}, precision {}, activations {}, attention kernels {}{}{}{}", device.index(),
                 ops.gemmEngine(), ops.precision(), ops.activationBytes() == 2 ? "bf16" : "fp32", ops.attentionKernels(),
-                kernels.isPackedBf16() && ops.activationBytes() == 2 ? ", packed bf16 batches (unverified kernels)" : "");
+                kernels.isPackedBf16() && ops.activationBytes() == 2 ? ", packed bf16 batches (unverified kernels)" : "",
+                kernels.isResidualInGemm() && library.isPresent() ? ", residual added in the GEMM" : "",
+                kernels.isWarpLayerNorm() ? ", warp-per-row LayerNorm" : "");
         return ops;
     }
 }

@@ -121,6 +121,19 @@ public interface TensorOps {
     void addLayerNorm(DeviceStream stream, long x, long residual, long gamma, long beta, long y, int rows, int cols,
                       float eps);
 
+    /**
+     * A transformer's output projection and its post-norm: {@code y = LayerNorm(x · weightᵀ + bias + residual) · gamma
+     * + beta} over rows of {@code out}; {@code y} also holds the pre-norm rows in between, so it must not alias
+     * {@code x} or {@code residual}. The default runs {@link #linear} into {@code y} and then {@link #addLayerNorm} of
+     * {@code y + residual} in place; a backend whose products can add the residual themselves (cuBLASLt's C operand)
+     * adds it in the product and normalises in place, one launch fewer.
+     */
+    default void linearAddLayerNorm(DeviceStream stream, long x, long weight, long bias, long residual, long gamma,
+                                    long beta, long y, int rows, int in, int out, float eps) {
+        linear(stream, x, weight, bias, y, rows, in, out, Activation.NONE);
+        addLayerNorm(stream, y, residual, gamma, beta, y, rows, out, eps);
+    }
+
     /** out[b, :] = CLS state or the mask-weighted mean of hidden[b, s, :]; {@code attentionMask} optional. */
     void pool(DeviceStream stream, long hidden, long attentionMask, long out, int batch, int seq, int cols,
               Pooling pooling);

@@ -76,4 +76,13 @@ class KernelPropertiesTest {
                 assertThat(context).getFailure().hasStackTraceContaining("gpupool.kernels.attention")
                         .hasStackTraceContaining("flash"));
     }
+
+    @Test
+    void theUnverifiedKernelPathsAreOffUnlessAskedFor() {
+        runner.run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
+                .isEqualTo(io.gpupool.kernels.cuda.CudaTensorOps.Options.DEFAULT));
+        runner.withPropertyValues("gpupool.kernels.residual-in-gemm=true", "gpupool.kernels.warp-layer-norm=true")
+                .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
+                        .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, true, true)));
+    }
 }

@@ -65,6 +65,10 @@ class KernelSelectionTest {
         @Override public Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue e) {
             throw new UnsupportedOperationException();
         }
+        @Override public Matmul planResidual(int rows, int in, int out, ElementType type, Compute compute,
+                                             Epilogue e) {
+            throw new UnsupportedOperationException();
+        }
     };
 
     private final CountingAllocator pool = new CountingAllocator(1 << 20);

@@ -76,6 +76,7 @@ import java.util.TreeMap;
  *                [--batches 1,8,32] [--seqs 16,128,512] [--warmup 3] [--reps 10]
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
  *                [--engine AUTO|CUBLASLT|OWN] [--cublaslt-dir DIR]
+ *                [--kernel-options none|residual-in-gemm,warp-layer-norm]
  * </pre>
  * Each precision loads the model with its own {@link CudaTensorOps} (on cuBLASLt unless {@code --engine OWN} or the
  * library is absent; BF16 on cuBLASLt stores weights and activations in bf16); every row names its GEMM engine and
@@ -88,7 +89,7 @@ public final class BertGpuBench {
 
     record Options(Path model, Path out, String backend, List<String> precisions, int[] batches, int[] seqs,
                    int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile,
-                   GemmEngine engine, Path cublasLtDir) {
+                   GemmEngine engine, Path cublasLtDir, CudaTensorOps.Options kernelOptions) {
     }
 
     public static void main(String[] args) throws Exception {
@@ -109,6 +110,7 @@ public final class BertGpuBench {
         values.put("--shape-s", "4");
         values.put("--profile", "1x128,8x128,32x512");
         values.put("--engine", "AUTO");
+        values.put("--kernel-options", "none");
         for (int i = 0; i < args.length; i++) {
             String key = args[i];
             if (!key.startsWith("--") || i + 1 >= args.length) {
@@ -141,7 +143,24 @@ public final class BertGpuBench {
                 Integer.parseInt(values.get("--warmup")), Integer.parseInt(values.get("--reps")),
                 Double.parseDouble(values.get("--budget-s")), Double.parseDouble(values.get("--shape-s")),
                 List.copyOf(profile), GemmEngine.valueOf(values.get("--engine").toUpperCase(Locale.ROOT)),
-                values.containsKey("--cublaslt-dir") ? Path.of(values.get("--cublaslt-dir")) : null);
+                values.containsKey("--cublaslt-dir") ? Path.of(values.get("--cublaslt-dir")) : null,
+                kernelOptions(values.get("--kernel-options")));
+    }
+
+    /** "none" or a comma list of residual-in-gemm, warp-layer-norm (the gpupool.kernels.* switches of the same names). */
+    static CudaTensorOps.Options kernelOptions(String csv) {
+        boolean residual = false;
+        boolean warp = false;
+        for (String name : csv.split(",")) {
+            switch (name.trim()) {
+                case "none", "" -> { }
+                case "residual-in-gemm" -> residual = true;
+                case "warp-layer-norm" -> warp = true;
+                default -> throw new IllegalArgumentException("--kernel-options: unknown '" + name
+                        + "'; allowed: none, residual-in-gemm, warp-layer-norm");
+            }
+        }
+        return new CudaTensorOps.Options(false, residual, warp);
     }
 
     private static int[] ints(String csv) {
@@ -163,6 +182,8 @@ public final class BertGpuBench {
         doc.put("model", o.model().toString());
         doc.put("options", Map.of("warmup", o.warmup(), "reps", o.reps(), "budget_s", o.budgetSeconds(),
                 "shape_s", o.shapeSeconds()));
+        doc.put("kernel_options", Map.of("residual_in_gemm", o.kernelOptions().residualInGemm(),
+                "warp_layer_norm", o.kernelOptions().warpLayerNorm()));
         doc.put("accuracy", accuracy);
         doc.put("results", results);
         doc.put("profile", profiles);
@@ -201,7 +222,8 @@ public final class BertGpuBench {
                 for (Precision precision : precisions) {
                     String label = cuda ? precision.name() : "FP32-host";
                     // weights are stored in the ops' activation type, so each precision loads the model anew
-                    TensorOps ops = cuda ? new CudaTensorOps(device, precision, library, pool) : new HostTensorOps();
+                    TensorOps ops = cuda ? new CudaTensorOps(device, precision, library, pool, o.kernelOptions())
+                            : new HostTensorOps();
                     try {
                         long loadStart = System.nanoTime();
                         InferenceModel model = ModelRepository.loadModel(o.model().getFileName().toString(), o.model(),
@@ -549,6 +571,14 @@ public final class BertGpuBench {
             long t0 = begin();
             ops.toFloat32(stream, source, destination, count);
             end("toFloat32", stream, t0);
+        }
+
+        @Override
+        public void linearAddLayerNorm(DeviceStream stream, long x, long weight, long bias, long residual, long gamma,
+                                       long beta, long y, int rows, int in, int out, float eps) {
+            long t0 = begin();
+            ops.linearAddLayerNorm(stream, x, weight, bias, residual, gamma, beta, y, rows, in, out, eps);
+            end("linearAddLayerNorm " + in + "->" + out, stream, t0);
         }
 
         @Override

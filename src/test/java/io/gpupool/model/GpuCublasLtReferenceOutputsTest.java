@@ -22,6 +22,11 @@ import java.util.Optional;
 @Tag("gpu")
 class GpuCublasLtReferenceOutputsTest extends ReferenceOutputsContract {
 
+    /** The opt-in kernel paths these ops run with (none here). */
+    CudaTensorOps.Options options() {
+        return CudaTensorOps.Options.DEFAULT;
+    }
+
     @Override
     protected Backend openBackend() {
         Optional<CudaBackend> created = CudaBackend.tryCreate();
@@ -32,7 +37,7 @@ class GpuCublasLtReferenceOutputsTest extends ReferenceOutputsContract {
         MatmulLibrary library = device.matmulLibrary(null).orElseThrow(() ->
                 new AssertionError("cuBLASLt could not be loaded on this GPU machine"));
         DevicePool pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.FP32, library, pool);
+        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.FP32, library, pool, options());
         DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
         DeviceStream stream = device.createStream(0);
         return new Backend(stream, weights, pool, ops, () -> {

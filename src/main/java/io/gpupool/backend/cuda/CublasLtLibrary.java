@@ -22,7 +22,10 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  *   B = x  as in × rows (ld in),   op(B) = B
  *   D = y  as out × rows (ld out)  = row-major y[rows, out];   C = D with beta = 0
  * </pre>
- * and the bias, broadcast along D's columns, is one value per output feature, as a linear layer wants.
+ * and the bias, broadcast along D's columns, is one value per output feature, as a linear layer wants. A residual
+ * plan ({@link #planResidual}) passes the residual as C with beta = 1 and C's layout = D's: cuBLASLt computes
+ * {@code D = alpha·op(A)·op(B) + beta·C} and then adds the bias in its epilogue, and allows C and D to be different
+ * matrices of one type and shape (out of place), so {@code y = x·wᵀ + bias + residual} is one call.
  *
  * <h2>Precision</h2>
  * {@link Compute#FP32} uses CUBLAS_COMPUTE_32F with FP32 data (no TF32: the library only uses tensor cores for
@@ -76,6 +79,19 @@ final class CublasLtLibrary implements MatmulLibrary {
 
     @Override
     public Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue) {
+        return plan(rows, in, out, type, compute, epilogue, false);
+    }
+
+    @Override
+    public Matmul planResidual(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue) {
+        if (epilogue != Epilogue.NONE && epilogue != Epilogue.BIAS) {
+            throw new IllegalArgumentException("a residual product takes epilogue NONE or BIAS, got " + epilogue);
+        }
+        return plan(rows, in, out, type, compute, epilogue, true);
+    }
+
+    private Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue,
+                        boolean residual) {
         if (rows <= 0 || in <= 0 || out <= 0) {
             throw new IllegalArgumentException("matmul dimensions must be positive, got rows " + rows + ", in " + in
                     + ", out " + out);
@@ -84,7 +100,7 @@ final class CublasLtLibrary implements MatmulLibrary {
             throw new IllegalArgumentException("compute " + compute + " does not apply to " + type + " data");
         }
         device.makeCurrent();
-        return new Plan(rows, in, out, type, compute, epilogue);
+        return new Plan(rows, in, out, type, compute, epilogue, residual);
     }
 
     /** Destroys the library handle; plans must be closed first. */
@@ -108,15 +124,19 @@ final class CublasLtLibrary implements MatmulLibrary {
         private final long bLayout;
         private final long dLayout;
         private final boolean bias;
+        /** Whether C is a residual read with beta = 1 (else C = D with beta = 0, never read). */
+        private final boolean residual;
         /** Workspace the chosen algorithm needs; passed as the call's workspace size. */
         private final long algorithmWorkspace;
         private boolean planClosed;
 
-        Plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue) {
-            this.detail = rows + "x" + in + " -> " + out + " " + type + "/" + compute + " " + epilogue;
+        Plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue, boolean residual) {
+            this.detail = rows + "x" + in + " -> " + out + " " + type + "/" + compute + " " + epilogue
+                    + (residual ? " + residual" : "");
             this.bias = epilogue != Epilogue.NONE;
+            this.residual = residual;
             scalars.set(JAVA_FLOAT, 0, 1f);
-            scalars.set(JAVA_FLOAT, 4, 0f);
+            scalars.set(JAVA_FLOAT, 4, residual ? 1f : 0f);
             int dataType = type == ElementType.BF16 ? LibCublasLt.R_16BF : LibCublasLt.R_32F;
             int computeType = compute == Compute.TF32 ? LibCublasLt.COMPUTE_32F_FAST_TF32 : LibCublasLt.COMPUTE_32F;
             long d0 = 0;
@@ -181,7 +201,12 @@ final class CublasLtLibrary implements MatmulLibrary {
         }
 
         @Override
-        public void run(DeviceStream stream, long x, long w, long biasAddress, long y, long workspace) {
+        public void run(DeviceStream stream, long x, long w, long biasAddress, long residualAddress, long y,
+                        long workspace) {
+            if (residual != (residualAddress != 0)) {
+                throw new IllegalArgumentException(residual ? "residual must be a device address for " + detail
+                        : "a residual was given to " + detail + ", planned without one");
+            }
             if (bias) {
                 if (biasAddress == 0) {
                     throw new IllegalArgumentException("bias must be a device address for " + detail);
@@ -195,7 +220,8 @@ final class CublasLtLibrary implements MatmulLibrary {
             CudaStream cuda = (CudaStream) stream;
             device.makeCurrent();
             long scalarBase = scalars.address();
-            int status = lib.matmul(handle, desc, scalarBase, w, aLayout, x, bLayout, scalarBase + 4, y, dLayout,
+            long c = residual ? residualAddress : y;
+            int status = lib.matmul(handle, desc, scalarBase, w, aLayout, x, bLayout, scalarBase + 4, c, dLayout,
                     y, dLayout, algo.address(), workspace, workspace == 0 ? 0 : algorithmWorkspace, cuda.nativeHandle());
             if (status != LibCublasLt.STATUS_SUCCESS) {
                 lib.check("cublasLtMatmul", status, detail + " on " + device.label() + " stream " + cuda.ordinal());

@@ -49,6 +49,8 @@ import java.util.concurrent.atomic.LongAdder;
  *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
  *                 attention/attention_tf32_d64   (⌈seq/64⌉, heads, batch)    128   TF32 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
+ *                 ops/add_layer_norm_warp        (⌈rows/4⌉)                  128   Options.warpLayerNorm, cols a
+ *                                                                                  multiple of 128 up to 1024
  *   pool          ops/pool_cls | ops/pool_mean   (batch)                     ≤256
  *   softmax       ops/softmax_rows               (rows)                      ≤256
  * </pre>
@@ -108,6 +110,12 @@ import java.util.concurrent.atomic.LongAdder;
  * (the library's tanh form, within 5e-4 of erf) under TF32 and BF16, where rounding is larger anyway; under FP32 the
  * exact erf GELU, and TANH everywhere, run as one extra in-place pass, so FP32 stays within 1e-4 of transformers.
  *
+ * <p>{@link #linearAddLayerNorm} (a transformer's output projection and its post-norm) is the product and then
+ * add+LayerNorm in place; with {@link Options#residualInGemm()} the library adds the residual itself (its C operand,
+ * beta = 1, out of place) and LayerNorm runs without one, so the norm reads one tensor instead of two. The launch
+ * count is the same either way (add+LayerNorm is one kernel). A shape the library declines, or an operand not
+ * 256-byte aligned, takes the unfused path.
+ *
  * <p>A stream that only ever runs with a pinned workspace (the graph capture stream) never allocates from the pool:
  * a pool call while a stream captures would query fences and is illegal under capture. {@link #workspaceNeeded}
  * tells the capture how much scratch the forward's products used, so each graph carries a workspace of its own.
@@ -125,6 +133,9 @@ import java.util.concurrent.atomic.LongAdder;
  *   addLayerNorm           ops/add_layer_norm_bf16_reg     (rows)                 ≤256   cols ≤ 8·threads: x + residual
  *                                                                                        kept in registers, read once
  *                          ops/add_layer_norm_bf16         (rows)                 ≤256   longer rows
+ *                          ops/add_layer_norm_warp_bf16    (⌈rows/4⌉)             128    Options.warpLayerNorm, cols a
+ *                                                                                        multiple of 256 up to 2048
+ *   embeddingLayerNorm     ops/embedding_layer_norm_warp{,_bf16} (⌈tokens/4⌉)     128    Options.warpLayerNorm, as above
  *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128   attention kernels CLASSIC
  *                          attention/flash_attention_bf16io_d64_q128 (⌈seq/128⌉, heads, batch) 128   TILED, at least
  *                                                                          FLASH_WIDE_MIN_BLOCKS such blocks
@@ -161,6 +172,21 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         TILED
     }
 
+    /**
+     * Kernel paths an operator opts into, each off by default until a GPU run has verified it.
+     *
+     * @param packedBf16     on bf16 activations, offer the packed-sequence ops in their bf16 forms, so that batches
+     *                       are packed rather than padded (no effect on FP32 activations)
+     * @param residualInGemm with the library: {@link #linearAddLayerNorm} adds the residual in the product (cuBLASLt's
+     *                       C operand, beta = 1) and then normalises alone, instead of a separate add in the LayerNorm
+     * @param warpLayerNorm  LayerNorm, add+LayerNorm and embeddings+LayerNorm on the warp-per-row kernels (16-byte
+     *                       loads, the row in registers) where the row length and alignment allow
+     */
+    public record Options(boolean packedBf16, boolean residualInGemm, boolean warpLayerNorm) {
+        /** Everything off. */
+        public static final Options DEFAULT = new Options(false, false, false);
+    }
+
     /** {@link #gemmEngine()} when gpupool's own kernels multiply. */
     public static final String OWN_ENGINE = "gpupool kernels";
 
@@ -169,6 +195,10 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     static final int LAYER_NORM_REGISTER_COLUMNS = 8;
     /** Threads per block of the row-wise kernels. */
     private static final int ROW_BLOCK = 256;
+    /** Threads per block of the warp-per-row LayerNorm kernels: four rows a block. */
+    static final int WARP_ROW_BLOCK = 128;
+    /** Chunks of 32 16-byte vectors a warp-per-row LayerNorm keeps in registers (GP_WARP_LN_MAX_CHUNKS of ops.cu). */
+    static final int WARP_LAYER_NORM_MAX_CHUNKS = 8;
     /**
      * Fewer 128×128 output tiles than this and a tensor-core product runs with 64×64 tiles instead, so that
      * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200). Measured on
@@ -244,6 +274,14 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final KernelFunction attentionTiled;
     private final KernelFunction flashNarrow;
     private final KernelFunction flashWide;
+    private final KernelFunction addLayerNormWarp;
+    private final KernelFunction addLayerNormWarpBf16;
+    private final KernelFunction embeddingLayerNormWarp;
+    private final KernelFunction embeddingLayerNormWarpBf16;
+    /** {@link Options#residualInGemm()}. */
+    private final boolean residualInGemm;
+    /** {@link Options#warpLayerNorm()}. */
+    private final boolean warpLayerNorm;
     /** The library that multiplies, or null for gpupool's kernels. */
     private final MatmulLibrary library;
     /** The library's per-stream workspaces, from the activation pool; null without a library. */
@@ -299,7 +337,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
                          boolean packedBf16) {
-        this(device, precision, library, workspaces, packedBf16, ATTENTION_DEFAULT);
+        this(device, precision, library, workspaces, new Options(packedBf16, false, false), ATTENTION_DEFAULT);
     }
 
     /**
@@ -308,18 +346,31 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
                          boolean packedBf16, AttentionKernels attentionKernels) {
-        this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, packedBf16,
+        this(device, precision, library, workspaces, new Options(packedBf16, false, false), attentionKernels);
+    }
+
+    /** As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator)} with opt-in kernel paths. */
+    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
+                         Options options) {
+        this(device, precision, library, workspaces, options, ATTENTION_DEFAULT);
+    }
+
+    /** With opt-in kernel paths and the generation of the head-size-64 attention kernels. */
+    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
+                         Options options, AttentionKernels attentionKernels) {
+        this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, options,
                 attentionKernels);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
                           MatmulLibrary library, DeviceAllocator workspaces) {
-        this(device, precision, splitK, tf32Attention, library, workspaces, false, ATTENTION_DEFAULT);
+        this(device, precision, splitK, tf32Attention, library, workspaces, Options.DEFAULT, ATTENTION_DEFAULT);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
-                          MatmulLibrary library, DeviceAllocator workspaces, boolean packedBf16,
+                          MatmulLibrary library, DeviceAllocator workspaces, Options options,
                           AttentionKernels attentionKernels) {
+        Objects.requireNonNull(options, "options");
         if (library != null) {
             Objects.requireNonNull(workspaces, "workspaces");
         }
@@ -356,7 +407,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         poolMean = ops.function("pool_mean");
         softmaxRows = ops.function("softmax_rows");
         this.bf16Activations = library != null && precision == Precision.BF16;
-        this.packedBf16 = packedBf16 && bf16Activations;
+        this.packedBf16 = options.packedBf16() && bf16Activations;
+        this.residualInGemm = options.residualInGemm();
+        this.warpLayerNorm = options.warpLayerNorm();
         packed = new CudaPackedOps(device, bf16Activations);
         embeddingLayerNorm = ops.function("embedding_layer_norm");
         embeddingLayerNormBf16 = ops.function("embedding_layer_norm_bf16");
@@ -379,9 +432,12 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             case FP32 -> Compute.FP32;
             case TF32X3 -> null;   // no library equivalent: gpupool's three-product kernels
         };
-        this.fp32Sibling = bf16Activations
-                ? new CudaTensorOps(device, precision, splitK, tf32Attention, null, null, false, attentionKernels)
-                : this;
+        addLayerNormWarp = ops.function("add_layer_norm_warp");
+        addLayerNormWarpBf16 = ops.function("add_layer_norm_warp_bf16");
+        embeddingLayerNormWarp = ops.function("embedding_layer_norm_warp");
+        embeddingLayerNormWarpBf16 = ops.function("embedding_layer_norm_warp_bf16");
+        this.fp32Sibling = bf16Activations ? new CudaTensorOps(device, precision, splitK, tf32Attention, null, null,
+                new Options(false, false, options.warpLayerNorm()), attentionKernels) : this;
     }
 
     @Override
@@ -488,7 +544,14 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (!(eps > 0)) {
             throw new IllegalArgumentException("eps must be positive, got " + eps);
         }
-        launch(stream, bf16Activations ? embeddingLayerNormBf16 : embeddingLayerNorm, Math.multiplyExact(batch, seq),
+        int tokens = Math.multiplyExact(batch, seq);
+        if (warpRows(hidden, wordTable | positionTable | tokenTypeTable | gamma | beta | out)) {
+            launch(stream, bf16Activations ? embeddingLayerNormWarpBf16 : embeddingLayerNormWarp,
+                    ceilDiv(tokens, WARP_ROW_BLOCK / 32), 1, 1, WARP_ROW_BLOCK, 1, 1, 0, inputIds, tokenTypeIds,
+                    wordTable, positionTable, tokenTypeTable, gamma, beta, out, tokens, seq, hidden, eps);
+            return;
+        }
+        launch(stream, bf16Activations ? embeddingLayerNormBf16 : embeddingLayerNorm, tokens,
                 1, 1, rowBlock(hidden), 1, 1, 0, inputIds, tokenTypeIds, wordTable, positionTable, tokenTypeTable,
                 gamma, beta, out, seq, hidden, eps);
     }
@@ -558,21 +621,32 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      */
     private boolean libraryLinear(DeviceStream stream, long x, long weight, long bias, long y, int rows, int in,
                                   int out, Activation activation) {
-        if (((x | weight | y | bias) & 255) != 0 || rows >= 1 << 24 || in >= 1 << 16 || out >= 1 << 16) {
+        return libraryProduct(stream, x, weight, bias, 0, y, rows, in, out, activation);
+    }
+
+    /**
+     * {@link #libraryLinear}, adding {@code residual} in the product unless it is 0 (then only with activation
+     * NONE). Plans are keyed by (rows, in, out, residual or not, epilogue).
+     */
+    private boolean libraryProduct(DeviceStream stream, long x, long weight, long bias, long residual, long y,
+                                   int rows, int in, int out, Activation activation) {
+        if (((x | weight | y | bias | residual) & 255) != 0 || rows >= 1 << 24 || in >= 1 << 16 || out >= 1 << 16) {
             return false;
         }
+        boolean addsResidual = residual != 0;
         Epilogue epilogue = epilogue(bias != 0, activation);
         StreamState state = state(stream);
-        long key = ((long) rows << 40) | ((long) in << 24) | ((long) out << 8) | epilogue.ordinal();
+        long key = ((long) rows << 40) | ((long) in << 24) | ((long) out << 8) | (addsResidual ? 1 << 4 : 0)
+                | epilogue.ordinal();
         Matmul plan = state.plans.get(key);
         if (plan == null) {
-            plan = planOrDecline(rows, in, out, epilogue);
+            plan = planOrDecline(rows, in, out, epilogue, addsResidual);
             state.plans.put(key, plan);
         }
         if (plan == DECLINED) {
             return false;
         }
-        plan.run(stream, x, weight, bias, y, state.workspaceFor(plan, library, stream, workspaces));
+        plan.run(stream, x, weight, bias, residual, y, state.workspaceFor(plan, library, stream, workspaces));
         launches.increment();
         if (!fused(epilogue, activation)) {
             long count = (long) rows * out;
@@ -589,12 +663,14 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      * A plan for this shape, or {@link #DECLINED} (logged once per shape and stream) where the library offers no
      * algorithm: the product then runs on gpupool's kernels.
      */
-    private Matmul planOrDecline(int rows, int in, int out, Epilogue epilogue) {
+    private Matmul planOrDecline(int rows, int in, int out, Epilogue epilogue, boolean addsResidual) {
         try {
-            return library.plan(rows, in, out, elementType, compute, epilogue);
+            return addsResidual ? library.planResidual(rows, in, out, elementType, compute, epilogue)
+                    : library.plan(rows, in, out, elementType, compute, epilogue);
         } catch (RuntimeException e) {
-            LOG.log(System.Logger.Level.INFO, "{0}: {1} declines {2}x{3} -> {4} {5}; gpupool''s kernels run it ({6})",
-                    device.name(), library.description(), rows, in, out, epilogue, e.getMessage());
+            LOG.log(System.Logger.Level.INFO, "{0}: {1} declines {2}x{3} -> {4} {5}{6}; gpupool''s kernels run it ({7})",
+                    device.name(), library.description(), rows, in, out, epilogue,
+                    addsResidual ? " + residual" : "", e.getMessage());
             return DECLINED;
         }
     }
@@ -636,7 +712,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     /** Marks a shape the library has no algorithm for. */
     private static final Matmul DECLINED = new Matmul() {
         @Override
-        public void run(DeviceStream stream, long x, long w, long bias, long y, long workspace) {
+        public void run(DeviceStream stream, long x, long w, long bias, long residual, long y, long workspace) {
             throw new IllegalStateException("declined shape");
         }
 
@@ -896,9 +972,54 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         if (!(eps > 0)) {
             throw new IllegalArgumentException("eps must be positive, got " + eps);
         }
+        if (warpRows(cols, x | residual | gamma | beta | y)) {
+            launch(stream, bf16Activations ? addLayerNormWarpBf16 : addLayerNormWarp, ceilDiv(rows, WARP_ROW_BLOCK / 32),
+                    1, 1, WARP_ROW_BLOCK, 1, 1, 0, x, residual, gamma, beta, y, rows, cols, eps);
+            return;
+        }
         KernelFunction kernel = !bf16Activations ? addLayerNorm
                 : cols <= LAYER_NORM_REGISTER_COLUMNS * rowBlock(cols) ? addLayerNormBf16Reg : addLayerNormBf16;
         launch(stream, kernel, rows, 1, 1, rowBlock(cols), 1, 1, 0, x, residual, gamma, beta, y, cols, eps);
+    }
+
+    /**
+     * Whether a LayerNorm over rows of {@code cols} runs on the warp-per-row kernels: opted in, the row a whole number
+     * of 32-lane chunks of 16-byte vectors ({@code 16 / activationBytes()} elements), at most
+     * {@link #WARP_LAYER_NORM_MAX_CHUNKS} of them, and every pointer ({@code pointers} OR-ed) 16-byte aligned.
+     */
+    private boolean warpRows(int cols, long pointers) {
+        if (!warpLayerNorm || (pointers & 15) != 0) {
+            return false;
+        }
+        int chunk = 32 * (16 / activationBytes());
+        return cols % chunk == 0 && cols / chunk <= WARP_LAYER_NORM_MAX_CHUNKS;
+    }
+
+    /**
+     * With the library and {@link Options#residualInGemm()}: the product adds the residual itself (one library call
+     * writing {@code x·wᵀ + bias + residual} into y), then LayerNorm of y in place; otherwise, or where the library
+     * declines the shape or the pointers, the product and then add+LayerNorm as the interface's default.
+     */
+    @Override
+    public void linearAddLayerNorm(DeviceStream stream, long x, long weight, long bias, long residual, long gamma,
+                                   long beta, long y, int rows, int in, int out, float eps) {
+        positive("rows", rows);
+        positive("in", in);
+        positive("out", out);
+        pointer("x", x);
+        pointer("weight", weight);
+        pointer("residual", residual);
+        pointer("y", y);
+        aligned("x", x);
+        aligned("weight", weight);
+        aligned("y", y);
+        if (residualInGemm && usesLibrary()
+                && libraryProduct(stream, x, weight, bias, residual, y, rows, in, out, Activation.NONE)) {
+            addLayerNorm(stream, y, 0, gamma, beta, y, rows, out, eps);
+            return;
+        }
+        linear(stream, x, weight, bias, y, rows, in, out, Activation.NONE);
+        addLayerNorm(stream, y, residual, gamma, beta, y, rows, out, eps);
     }
 
     @Override

@@ -31,11 +31,15 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  *   layout.inputs, layout.embed                                        h    [rows,H]
  *   L x {  qkv  = h · Wqkv + bqkv                                      [rows,3H]   (Wq;Wk;Wv concatenated)
  *          ctx  = layout.attend(qkv)                                   [rows,H]    a sequence sees its own rows
- *          h1   = LayerNorm(ctx · Wo + bo + h)
- *          h    = LayerNorm(act(h1 · Wi + bi) · Wo2 + bo2 + h1) }
+ *          h1   = LayerNorm(ctx · Wo + bo + h)                         one linearAddLayerNorm step each:
+ *          h    = LayerNorm(act(h1 · Wi + bi) · Wo2 + bo2 + h1) }      the residual added in the product where
+ *                                                                      the backend can (cuBLASLt), else in the norm
  *   last_hidden_state = h                                              [rows,H]
  *   pooler_output     = tanh(layout.pool(h, CLS) · Wp + bp)            [sequences,H]   if the pooler is present
- *   embedding         = layout.pool(h, mask, serving pooling)          [sequences,H]
+ *                                                                      (products run only when pooler_output or
+ *                                                                      logits is downloaded)
+ *   embedding         = layout.pool(h, mask, serving pooling)          [sequences,H]   (CLS with a pooler: the
+ *                                                                                      pooler's CLS rows, no 2nd gather)
  *   logits            = pooler_output · Wc + bc                        [sequences,C]   if a classifier is present
  *   bf16 activations: each output widened to FP32 (toFloat32) when the forward downloads it
  *   download the requested outputs into the state's host buffers
@@ -104,9 +108,11 @@ final class BertEncoderPlan {
 
         /**
          * Declares step {@code step}: one row per sequence of {@code hidden} into {@code out}, its first token
-         * (CLS) or {@code pooling} over the tokens the mask keeps ({@code masked}: the mask is read).
+         * (CLS) or {@code pooling} over the tokens the mask keeps ({@code masked}: the mask is read); the step enqueues
+         * nothing when {@code readers} says no output it feeds is downloaded.
          */
-        void pool(ExecutionPlan.Builder b, String step, int hidden, boolean masked, Pooling pooling, int out);
+        void pool(ExecutionPlan.Builder b, String step, int hidden, boolean masked, Pooling pooling, int out,
+                  Readers readers);
     }
 
     /** The built plan and the tensor ids its owner needs. */
@@ -149,59 +155,77 @@ final class BertEncoderPlan {
                     inv.address(in), w.qkv(), w.qkvBias(), inv.address(qkv), layout.rows(inv), h, 3 * h,
                     Activation.NONE));
             int context = layout.attend(b, p, qkv);
-            int attnOut = b.tensor(p + "attention.output.dense", tokensH);
-            b.step(p + "attention.output.dense", ids(context), ids(attnOut), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(context), w.attentionOut(), w.attentionOutBias(),
-                    inv.address(attnOut), layout.rows(inv), h, h, Activation.NONE));
             int h1 = b.tensor(p + "attention.output", tokensH);
-            b.step(p + "attention.output.LayerNorm", ids(attnOut, in), ids(h1), inv -> inv.context().ops().addLayerNorm(
-                    inv.context().stream(), inv.address(attnOut), inv.address(in), w.attentionNorm(),
-                    w.attentionNormBias(), inv.address(h1), layout.rows(inv), h, eps));
+            b.step(p + "attention.output", ids(context, in), ids(h1), inv -> inv.context().ops().linearAddLayerNorm(
+                    inv.context().stream(), inv.address(context), w.attentionOut(), w.attentionOutBias(),
+                    inv.address(in), w.attentionNorm(), w.attentionNormBias(), inv.address(h1), layout.rows(inv), h, h,
+                    eps));
             int mid = b.tensor(p + "intermediate", layout.perToken((long) inter * elem));
             b.step(p + "intermediate.dense", ids(h1), ids(mid), inv -> inv.context().ops().linear(
                     inv.context().stream(), inv.address(h1), w.intermediate(), w.intermediateBias(), inv.address(mid),
                     layout.rows(inv), h, inter, act));
-            int out = b.tensor(p + "output.dense", tokensH);
-            b.step(p + "output.dense", ids(mid), ids(out), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(mid), w.output(), w.outputBias(), inv.address(out), layout.rows(inv), inter, h,
-                    Activation.NONE));
             int h2 = b.tensor(p + "output", tokensH);
-            b.step(p + "output.LayerNorm", ids(out, h1), ids(h2), inv -> inv.context().ops().addLayerNorm(
-                    inv.context().stream(), inv.address(out), inv.address(h1), w.outputNorm(), w.outputNormBias(),
-                    inv.address(h2), layout.rows(inv), h, eps));
+            b.step(p + "output", ids(mid, h1), ids(h2), inv -> inv.context().ops().linearAddLayerNorm(
+                    inv.context().stream(), inv.address(mid), w.output(), w.outputBias(), inv.address(h1),
+                    w.outputNorm(), w.outputNormBias(), inv.address(h2), layout.rows(inv), inter, h, eps));
             hidden = h2;
         }
         int last = hidden;
         Map<String, Integer> outs = new LinkedHashMap<>();
         outs.put(BertModel.LAST_HIDDEN_STATE, last);
         int pooled = -1;
+        int cls = -1;
+        Readers clsReaders = new Readers();
+        Readers poolerReaders = new Readers();
+        Readers classifierReaders = new Readers();
+        Readers embeddingReaders = new Readers();
         if (pooler) {
             long wp = weights.address(prefix + "pooler.dense.weight");
             long bp = weights.address(prefix + "pooler.dense.bias");
-            int cls = b.tensor("pooler.cls", sequencesH);
-            layout.pool(b, "pooler.cls", last, false, Pooling.CLS, cls);
+            cls = b.tensor("pooler.cls", sequencesH);
+            layout.pool(b, "pooler.cls", last, false, Pooling.CLS, cls, clsReaders);
             int pooledTensor = b.tensor(BertModel.POOLER_OUTPUT, sequencesH);
-            b.step("pooler.dense", ids(cls), ids(pooledTensor), inv -> inv.context().ops().linear(
-                    inv.context().stream(), inv.address(cls), wp, bp, inv.address(pooledTensor), inv.batch(), h, h,
-                    Activation.TANH));
+            int clsRows = cls;
+            b.step("pooler.dense", ids(clsRows), ids(pooledTensor), inv -> {
+                if (poolerReaders.anyDownloaded(inv.state())) {
+                    inv.context().ops().linear(inv.context().stream(), inv.address(clsRows), wp, bp,
+                            inv.address(pooledTensor), inv.batch(), h, h, Activation.TANH);
+                }
+            });
             outs.put(BertModel.POOLER_OUTPUT, pooledTensor);
             pooled = pooledTensor;
         }
-        int embedding = b.tensor(BertModel.EMBEDDING, sequencesH);
-        layout.pool(b, "embedding", last, true, model.config().serving().pooling(), embedding);
+        Pooling serving = model.config().serving().pooling();
+        int embedding;
+        if (serving == Pooling.CLS && cls >= 0) {
+            embedding = cls;                      // the pooler's CLS rows already are the embedding: no second gather
+        } else {
+            embedding = b.tensor(BertModel.EMBEDDING, sequencesH);
+            layout.pool(b, "embedding", last, true, serving, embedding, embeddingReaders);
+        }
         outs.put(BertModel.EMBEDDING, embedding);
         if (numLabels > 0) {
             long wc = weights.address("classifier.weight");
             long bc = weights.address("classifier.bias");
             int logits = b.tensor(BertModel.LOGITS, sequencesC);
             int from = pooled;
-            b.step("classifier", ids(from), ids(logits), inv -> inv.context().ops().linear(inv.context().stream(),
-                    inv.address(from), wc, bc, inv.address(logits), inv.batch(), h, numLabels, Activation.NONE));
+            b.step("classifier", ids(from), ids(logits), inv -> {
+                if (classifierReaders.anyDownloaded(inv.state())) {
+                    inv.context().ops().linear(inv.context().stream(), inv.address(from), wc, bc, inv.address(logits),
+                            inv.batch(), h, numLabels, Activation.NONE);
+                }
+            });
             outs.put(BertModel.LOGITS, logits);
         }
         if (elem != Float.BYTES) {
             outs = widened(b, outs, tokensH, sequencesH, sequencesC, elem);
         }
+        poolerReaders.set(outs.get(BertModel.POOLER_OUTPUT), outs.get(BertModel.LOGITS));
+        classifierReaders.set(outs.get(BertModel.LOGITS));
+        boolean sharedCls = embedding == cls;
+        clsReaders.set(outs.get(BertModel.POOLER_OUTPUT), outs.get(BertModel.LOGITS),
+                sharedCls ? outs.get(BertModel.EMBEDDING) : null);
+        embeddingReaders.set(outs.get(BertModel.EMBEDDING));
         int[] outputIds = outs.values().stream().mapToInt(Integer::intValue).toArray();
         b.step("download outputs", outputIds, ids(), inv -> {
             State state = inv.state();
@@ -210,6 +234,31 @@ final class BertEncoderPlan {
             }
         });
         return new Built(b.build(), inputs, Map.copyOf(outs));
+    }
+
+    /**
+     * The downloaded tensors a step's result ends up in (itself or its widened copy, or an output computed from it),
+     * set once the outputs are final: pooling, the pooler and the classifier run only when a request downloads one of
+     * them, since their gathers, products and tanh pass are launches a request for other outputs does not need. Whether an
+     * output is asked for is part of a CUDA graph's key, so a graph recorded without them is never replayed for a
+     * request that wants them.
+     */
+    static final class Readers {
+        private int[] tensors = new int[0];
+
+        void set(Integer... downloaded) {
+            tensors = java.util.Arrays.stream(downloaded).filter(java.util.Objects::nonNull).mapToInt(Integer::intValue)
+                    .toArray();
+        }
+
+        boolean anyDownloaded(State state) {
+            for (int tensor : tensors) {
+                if (state.outputs().containsKey(tensor)) {
+                    return true;
+                }
+            }
+            return false;
+        }
     }
 
     /**

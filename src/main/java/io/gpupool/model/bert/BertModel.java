@@ -337,10 +337,16 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         }
 
         @Override
-        public void pool(ExecutionPlan.Builder b, String step, int states, boolean masked, Pooling pooling, int out) {
+        public void pool(ExecutionPlan.Builder b, String step, int states, boolean masked, Pooling pooling, int out,
+                         BertEncoderPlan.Readers readers) {
             int[] reads = masked ? ids(states, maskTensor) : ids(states);
-            b.step(step, reads, ids(out), inv -> inv.context().ops().pool(inv.context().stream(), inv.address(states),
-                    masked ? inv.address(maskTensor) : 0, inv.address(out), inv.batch(), inv.seq(), hidden, pooling));
+            b.step(step, reads, ids(out), inv -> {
+                if (readers.anyDownloaded(inv.state())) {
+                    inv.context().ops().pool(inv.context().stream(), inv.address(states),
+                            masked ? inv.address(maskTensor) : 0, inv.address(out), inv.batch(), inv.seq(), hidden,
+                            pooling);
+                }
+            });
         }
     }
 

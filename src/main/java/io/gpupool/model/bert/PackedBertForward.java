@@ -149,11 +149,16 @@ final class PackedBertForward {
         }
 
         @Override
-        public void pool(ExecutionPlan.Builder b, String step, int states, boolean masked, Pooling pooling, int out) {
+        public void pool(ExecutionPlan.Builder b, String step, int states, boolean masked, Pooling pooling, int out,
+                         BertEncoderPlan.Readers readers) {
             int[] reads = masked ? ids(states, maskTensor, offsetsTensor) : ids(states, offsetsTensor);
-            b.step(step, reads, ids(out), inv -> inv.context().ops().packedPool(inv.context().stream(),
-                    inv.address(states), masked ? inv.address(maskTensor) : 0, inv.address(offsetsTensor),
-                    inv.address(out), inv.batch(), inv.seq(), hidden, pooling));
+            b.step(step, reads, ids(out), inv -> {
+                if (readers.anyDownloaded(inv.state())) {
+                    inv.context().ops().packedPool(inv.context().stream(), inv.address(states),
+                            masked ? inv.address(maskTensor) : 0, inv.address(offsetsTensor), inv.address(out),
+                            inv.batch(), inv.seq(), hidden, pooling);
+                }
+            });
         }
     }
 

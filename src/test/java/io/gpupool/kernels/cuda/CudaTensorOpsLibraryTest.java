@@ -31,7 +31,7 @@ class CudaTensorOpsLibraryTest {
                 MatmulLibrary.Epilogue epilogue) {
     }
 
-    record Run(Plan plan, DeviceStream stream, long x, long w, long bias, long y, long workspace) {
+    record Run(Plan plan, DeviceStream stream, long x, long w, long bias, long residual, long y, long workspace) {
     }
 
     /**
@@ -59,17 +59,35 @@ class CudaTensorOpsLibraryTest {
             return 1 << 20;
         }
 
+        /** Plans made by {@link #planResidual}. */
+        final List<Plan> residualPlans = new ArrayList<>();
+
         @Override
         public Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue) {
+            return record(rows, in, out, type, compute, epilogue, false);
+        }
+
+        @Override
+        public Matmul planResidual(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue) {
+            return record(rows, in, out, type, compute, epilogue, true);
+        }
+
+        private Matmul record(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue,
+                              boolean residual) {
             if (out == 3) {
                 throw new IllegalStateException("cublasLtMatmulAlgoGetHeuristic failed: CUBLAS_STATUS_NOT_SUPPORTED");
             }
             Plan plan = new Plan(rows, in, out, type, compute, epilogue);
-            plans.add(plan);
+            (residual ? residualPlans : plans).add(plan);
             Matmul matmul = new Matmul() {
                 @Override
-                public void run(DeviceStream stream, long x, long w, long bias, long y, long workspace) {
-                    runs.add(new Run(plan, stream, x, w, bias, y, workspace));
+                public void run(DeviceStream stream, long x, long w, long bias, long residualAddress, long y,
+                                long workspace) {
+                    if (residual != (residualAddress != 0)) {
+                        throw new IllegalArgumentException("residual " + residualAddress + " for a plan "
+                                + (residual ? "with" : "without") + " one");
+                    }
+                    runs.add(new Run(plan, stream, x, w, bias, residualAddress, y, workspace));
                 }
 
                 @Override
@@ -269,5 +287,98 @@ class CudaTensorOpsLibraryTest {
         assertThat(stream.only().kernel()).isEqualTo("gemm_tc_tf32x3_128");
         assertThat(ops.gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
         assertThat(pool.allocatedBytes.get()).isZero();
+    }
+
+    private static final CudaTensorOps.Options RESIDUAL = new CudaTensorOps.Options(false, true, false);
+    private static final CudaTensorOps.Options WARP_NORM = new CudaTensorOps.Options(false, false, true);
+
+    @Test
+    void residualInGemmAddsTheResidualInTheProductAndNormalisesInPlace() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, RESIDUAL);
+        ops.linearAddLayerNorm(stream, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 256, 3072, 768, 1e-12f);
+
+        assertThat(library.plans).isEmpty();
+        assertThat(library.residualPlans).containsExactly(new Plan(256, 3072, 768, MatmulLibrary.ElementType.BF16,
+                MatmulLibrary.Compute.BF16, MatmulLibrary.Epilogue.BIAS));
+        Run run = library.runs.getFirst();
+        assertThat(List.of(run.x(), run.w(), run.bias(), run.residual(), run.y()))
+                .containsExactly(0x1000L, 0x2000L, 0x3000L, 0x4000L, 0x7000L);
+        Launch norm = stream.only();
+        assertThat(norm.kernel()).isEqualTo("add_layer_norm_bf16_reg");
+        assertThat(norm.arguments()).containsExactly(0x7000L, 0L, 0x5000L, 0x6000L, 0x7000L, 768, 1e-12f);
+        assertThat(ops.launches()).isEqualTo(2);
+    }
+
+    @Test
+    void withoutTheOptionTheResidualIsAddedInTheLayerNormAsBefore() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32, library, pool);
+        ops.linearAddLayerNorm(stream, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 256, 768, 768, 1e-12f);
+
+        assertThat(library.residualPlans).isEmpty();
+        assertThat(library.plans).hasSize(1);
+        assertThat(library.runs.getFirst().residual()).isZero();
+        assertThat(stream.only().kernel()).isEqualTo("add_layer_norm");
+        assertThat(stream.only().arguments()).containsExactly(0x7000L, 0x4000L, 0x5000L, 0x6000L, 0x7000L, 768,
+                1e-12f);
+    }
+
+    @Test
+    void aShapeTheLibraryDeclinesOrAnUnalignedResidualFallsBackToTheAddInTheLayerNorm() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32, library, pool, RESIDUAL);
+        ops.linearAddLayerNorm(stream, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 8, 768, 3, 1e-12f);
+        assertThat(library.residualPlans).isEmpty();
+        assertThat(stream.launches.getLast().kernel()).isEqualTo("add_layer_norm");
+        assertThat(stream.launches.getLast().arguments().get(1)).isEqualTo(0x4000L);
+
+        stream.launches.clear();
+        ops.linearAddLayerNorm(stream, 0x1000, 0x2000, 0x3000, 0x4010, 0x5000, 0x6000, 0x7000, 8, 768, 768, 1e-12f);
+        assertThat(library.residualPlans).as("a 16-byte aligned residual is not what the plans assume").isEmpty();
+        assertThat(library.runs).extracting(Run::residual).containsExactly(0L);
+        assertThat(stream.only().arguments().get(1)).isEqualTo(0x4010L);
+    }
+
+    @Test
+    void warpLayerNormRunsFourRowsABlockWhereTheRowIsWholeVectors() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, WARP_NORM);
+        ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 130, 768, 1e-12f);   // 3 chunks of 256
+        Launch warp = stream.only();
+        assertThat(warp.kernel()).isEqualTo("add_layer_norm_warp_bf16");
+        assertThat(warp.grid()).containsExactly(33, 1, 1);
+        assertThat(warp.block()).containsExactly(128, 1, 1);
+        assertThat(warp.arguments()).containsExactly(0x100L, 0x200L, 0x300L, 0x400L, 0x500L, 130, 768, 1e-12f);
+
+        stream.launches.clear();
+        ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 130, 384, 1e-12f);   // 1.5 chunks of bf16
+        ops.addLayerNorm(stream, 0x100, 0x208, 0x300, 0x400, 0x500, 130, 768, 1e-12f);   // residual not 16-aligned
+        ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 4, 4096, 1e-12f);    // 16 chunks: too long
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("add_layer_norm_bf16_reg",
+                "add_layer_norm_bf16_reg", "add_layer_norm_bf16");
+
+        stream.launches.clear();
+        ops.embeddingLayerNorm(stream, 0x10, 0x20, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, 9, 768, 1e-12f);
+        Launch embed = stream.only();
+        assertThat(embed.kernel()).isEqualTo("embedding_layer_norm_warp_bf16");
+        assertThat(embed.grid()).containsExactly(5, 1, 1);
+        assertThat(embed.arguments()).containsExactly(0x10L, 0x20L, 0x100L, 0x200L, 0x300L, 0x400L, 0x500L, 0x600L,
+                18, 9, 768, 1e-12f);
+    }
+
+    @Test
+    void warpLayerNormOnFp32ActivationsTakesRowsOfWholeFloat4Chunks() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32, null, null, WARP_NORM);
+        ops.addLayerNorm(stream, 0x100, 0, 0x300, 0x400, 0x500, 16384, 384, 1e-12f);     // 3 chunks of 128
+        ops.addLayerNorm(stream, 0x100, 0, 0x300, 0x400, 0x500, 16384, 1056, 1e-12f);    // not whole chunks
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("add_layer_norm_warp",
+                "add_layer_norm");
+        assertThat(stream.launches.getFirst().grid()).containsExactly(4096, 1, 1);
+    }
+
+    @Test
+    void withoutTheOptionLayerNormStaysOnTheBlockKernels() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool);
+        ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 130, 768, 1e-12f);
+        ops.embeddingLayerNorm(stream, 0x10, 0x20, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, 9, 768, 1e-12f);
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("add_layer_norm_bf16_reg",
+                "embedding_layer_norm_bf16");
     }
 }

@@ -17,7 +17,7 @@ class PlanCacheTest {
     private static Matmul plan() {
         return new Matmul() {
             @Override
-            public void run(DeviceStream stream, long x, long w, long bias, long y, long workspace) {
+            public void run(DeviceStream stream, long x, long w, long bias, long residual, long y, long workspace) {
             }
 
             @Override
