@@ -42,13 +42,6 @@ final class Cu {
         }
     }
 
-    /** A kernel handle whose native value can be read, for launches through FFM ({@link KernelArguments}). */
-    static final class FunctionHandle extends jcuda.driver.CUfunction {
-        long address() {
-            return getNativePointer();
-        }
-    }
-
     static CUdeviceptr device(long address) {
         return NULL_DEVICE.withByteOffset(address);
     }

@@ -6,11 +6,6 @@ import jcuda.driver.CUfunction;
 /** A kernel of a {@link CudaModule}, bound to the device it was loaded on. */
 record CudaFunction(CudaDevice device, String name, CUfunction handle) implements KernelFunction {
 
-    /** The CUfunction as a raw address (functions come from {@link CudaModule}, which reads it back). */
-    long nativeHandle() {
-        return ((Cu.FunctionHandle) handle).address();
-    }
-
     @Override
     public String toString() {
         return "kernel " + name + " on " + device.label();

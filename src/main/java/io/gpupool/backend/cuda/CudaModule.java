@@ -2,6 +2,7 @@ package io.gpupool.backend.cuda;
 
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
+import jcuda.driver.CUfunction;
 import jcuda.driver.CUmodule;
 import jcuda.driver.CUresult;
 
@@ -27,7 +28,7 @@ final class CudaModule implements KernelModule {
     @Override
     public KernelFunction function(String kernel) {
         device.makeCurrent();
-        Cu.FunctionHandle function = new Cu.FunctionHandle();
+        CUfunction function = new CUfunction();
         int result = cuModuleGetFunction(function, module, kernel);
         if (result == CUresult.CUDA_ERROR_NOT_FOUND) {
             throw new IllegalArgumentException("module " + name + " has no kernel named '" + kernel

@@ -73,9 +73,6 @@ public final class CudaStream implements DeviceStream {
     private final EventRecycler<CUevent> events;
     private final CudaStreamWorker.Cleanup recycleEvent;
     private final PinnedStagingPool.StagingStream stagingTwin;
-    /** The FFM launch path's parameter block and binding; null on the JCuda path. */
-    private final KernelArguments ffmArguments;
-    private final LibCuda ffm;
     /** Read by other threads: the pool's maintenance and close record fences on any stream. */
     private volatile boolean closed;
     /**
@@ -98,11 +95,6 @@ public final class CudaStream implements DeviceStream {
 
     /** Most idle events a stream keeps for later fences and worker entries. */
     static final int SPARE_EVENTS = 64;
-    /**
-     * {@code -Dgpupool.cuda.ffm-launch=true} (read once): kernels launch through FFM from a per-stream parameter block
-     * ({@link KernelArguments}) instead of JCuda's per-launch pointer objects. Off by default until verified on a GPU.
-     */
-    static final boolean FFM_LAUNCH = Boolean.getBoolean("gpupool.cuda.ffm-launch");
 
     CudaStream(CudaDevice device, int ordinal) {
         this(device, ordinal, SPARE_EVENTS);
@@ -119,8 +111,6 @@ public final class CudaStream implements DeviceStream {
                 device.label() + " stream " + ordinal);
         this.worker = new CudaStreamWorker(device, "gpupool-" + device.label() + "-stream-" + ordinal);
         this.stagingTwin = new PinnedStagingPool.StagingStream(ordinal);
-        this.ffm = FFM_LAUNCH ? LibCuda.get() : null;
-        this.ffmArguments = FFM_LAUNCH ? new KernelArguments() : null;
     }
 
     /** The stream's event recycler (package use: tests and benchmarks read its counters). */
@@ -265,10 +255,6 @@ public final class CudaStream implements DeviceStream {
             throw new IllegalArgumentException("kernel " + kernel.name() + " was loaded on " + kernel.device().label()
                     + ", not on " + device.label());
         }
-        if (ffmArguments != null) {
-            launchThroughFfm(kernel, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMemoryBytes, arguments);
-            return;
-        }
         NativePointerObject[] parameters = new NativePointerObject[arguments.length];
         for (int i = 0; i < arguments.length; i++) {
             parameters[i] = switch (arguments[i]) {
@@ -286,19 +272,6 @@ public final class CudaStream implements DeviceStream {
         device.makeCurrent();
         Cu.check("cuLaunchKernel", cuLaunchKernel(kernel.handle(), gridX, gridY, gridZ, blockX, blockY, blockZ,
                 sharedMemoryBytes, stream, Pointer.to(parameters), null), kernel.name());
-    }
-
-    private void launchThroughFfm(CudaFunction kernel, int gridX, int gridY, int gridZ, int blockX, int blockY,
-                                  int blockZ, int sharedMemoryBytes, Object[] arguments) {
-        synchronized (ffmArguments) {
-            long parameters = ffmArguments.fill(kernel.name(), arguments);
-            if (capture != null) {
-                capture.deviceWork("launch of " + kernel.name());
-            }
-            device.makeCurrent();
-            Cu.check("cuLaunchKernel", ffm.launchKernel(kernel.nativeHandle(), gridX, gridY, gridZ, blockX, blockY,
-                    blockZ, sharedMemoryBytes, stream.address(), parameters), kernel.name());
-        }
     }
 
     @Override
@@ -341,11 +314,6 @@ public final class CudaStream implements DeviceStream {
             hostFailure = hostFailure == null ? e : hostFailure;
         }
         Cu.check("cuStreamDestroy", cuStreamDestroy(stream));
-        if (ffmArguments != null) {
-            synchronized (ffmArguments) {
-                ffmArguments.close();
-            }
-        }
         Cu.check("cuStreamSynchronize", result, "closing stream " + ordinal);
         rethrow(hostFailure, "host work on a CUDA stream");
     }

@@ -66,7 +66,6 @@ final class LibCuda {
     private final MethodHandle memUnmap;
     private final MethodHandle memSetAccess;
     private final MethodHandle memGetAllocationGranularity;
-    private final MethodHandle launchKernel;
 
     private LibCuda(SymbolLookup lib) {
         Linker linker = Linker.nativeLinker();
@@ -81,24 +80,6 @@ final class LibCuda {
         memUnmap = bind(linker, lib, "cuMemUnmap", JAVA_LONG, JAVA_LONG);
         memSetAccess = bind(linker, lib, "cuMemSetAccess", JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG);
         memGetAllocationGranularity = bind(linker, lib, "cuMemGetAllocationGranularity", ADDRESS, ADDRESS, JAVA_INT);
-        launchKernel = bind(linker, lib, "cuLaunchKernel", JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT,
-                JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG);
-    }
-
-    /**
-     * cuLaunchKernel with raw handles: {@code function} a CUfunction, {@code stream} a CUstream, {@code parameters}
-     * the address of the kernel's array of argument pointers (no "extra"); returns the CUresult.
-     */
-    int launchKernel(long function, int gridX, int gridY, int gridZ, int blockX, int blockY, int blockZ,
-                     int sharedMemoryBytes, long stream, long parameters) {
-        try {
-            return (int) launchKernel.invokeExact(function, gridX, gridY, gridZ, blockX, blockY, blockZ,
-                    sharedMemoryBytes, stream, parameters, 0L);
-        } catch (RuntimeException | Error e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException(t);
-        }
     }
 
     /** The binding, loaded once; throws IllegalArgumentException when libcuda.so.1 cannot be found. */
