@@ -85,7 +85,8 @@ for r in d.get("results", []):
     print("  %-5s %2dx%-4d %-17s %8.3f ms" % (r.get("precision"), r.get("batch"), r.get("seq"), r.get("output"), r.get("ms")))
 for p in d.get("profile", []):
     print("  profile", p.get("precision"), p.get("batch"), p.get("seq"), "launches", p.get("launches"),
-          "ops", p.get("ops"), {k: v.get("ms") for k, v in p.get("device_ms", {}).items() if "Norm" in k or "linear" in k})
+          "ops", p.get("ops"), "wall_ms", p.get("wall_ms"), "enqueue_ms_total", p.get("enqueue_ms_total"),
+          "device", {k: v.get("ms") for k, v in p.get("device_ms", {}).items() if "Norm" in k or "linear" in k})
 for a in d.get("accuracy", []):
     print("  accuracy", a)
 print("  errors", d.get("errors"), "skipped", len(d.get("skipped", [])))
