@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The opt-in LayerNorm / residual kernel paths (gpupool.kernels.residual-in-gemm, gpupool.kernels.warp-layer-norm) and
-# kernel launches through FFM (-Dgpupool.cuda.ffm-launch) on a GPU host, in one time-boxed call, from the repository root, with the harness built by
+# The opt-in LayerNorm / residual kernel paths (gpupool.kernels.residual-in-gemm, gpupool.kernels.warp-layer-norm)
+# on a GPU host, in one time-boxed call, from the repository root, with the harness built by
 # tools/cuda-harness/build.sh (target/cuda-harness/harness) and the bundle built by tools/gpu-bundle.sh:
 #
 #   BUNDLE=dist/gpupool-gpu-bundle.tar.xz tools/ops-gpu-check.sh OUT_DIR [harness] [tests] [bench] (none named: all)
@@ -10,14 +10,10 @@
 #   tests    ResidualGemmGpuTest, CublasLtOpsGpuTest, CudaTensorOpsGpuTest, BertBatchingGpuTest,
 #            GpuCublasLtResidualReferenceOutputsTest (fixtures vs transformers with both paths on), GpuBf16ResidentOutputsTest
 #                                                                  -> OUT_DIR/gpu-tests.log, reports/TEST-*.xml
-#            then CudaTensorOpsGpuTest and the reference outputs again with kernels launched through FFM
-#            (-Dgpupool.cuda.ffm-launch=true)                      -> OUT_DIR/gpu-tests-ffm.log, reports-ffm/
 #   bench    BERT-base forward (tools/make_bert_base.py, needs python3 with torch and transformers), BertGpuBench
-#            with all three off and on: latency, launches, host enqueue and device time per op kind, error against
-#            transformers
+#            with the paths off and on: latency, launches and device time per op kind, error against transformers
 #                                                                  -> OUT_DIR/bert-{default,options}.json
-# Each step has its own timeout (HARNESS_S 40, TESTS_S 80, FFM_TESTS_S 30, MODEL_S 40, BENCH_S 30 per variant;
-# PRECISIONS BF16).
+# Each step has its own timeout (HARNESS_S 40, TESTS_S 80, MODEL_S 40, BENCH_S 30 per variant; PRECISIONS BF16).
 # OUT_DIR/summary.txt collects the lines worth reading. Exit status 0 when every step that ran passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,18 +64,6 @@ if has tests; then
   [ "$rc" -eq 0 ] || STATUS=1
   say "gpu tests rc=$rc: $(grep -E 'tests (successful|failed|aborted)' "$OUT_DIR/gpu-tests.log" | tr -s ' ' | tr '\n' ' ')"
   grep -E '✘' -A2 "$OUT_DIR/gpu-tests.log" | head -40 >> "$SUMMARY"
-  # the same kernels launched through FFM (-Dgpupool.cuda.ffm-launch=true) instead of JCuda
-  timeout "${FFM_TESTS_S:-30}" "${JAVA[@]}" -Dgpupool.cuda.ffm-launch=true \
-    -cp "$B/tools/junit-platform-console-standalone.jar:$CP" \
-    org.junit.platform.console.ConsoleLauncher execute --disable-banner --disable-ansi-colors --details=tree \
-    --include-engine=junit-jupiter --include-tag=gpu \
-    --select-class=io.gpupool.kernels.cuda.CudaTensorOpsGpuTest \
-    --select-class=io.gpupool.model.GpuCublasLtResidualReferenceOutputsTest \
-    --reports-dir="$OUT_DIR/reports-ffm" > "$OUT_DIR/gpu-tests-ffm.log" 2>&1
-  rc=$?
-  [ "$rc" -eq 0 ] || STATUS=1
-  say "gpu tests, FFM launches, rc=$rc: $(grep -E 'tests (successful|failed|aborted)' "$OUT_DIR/gpu-tests-ffm.log" | tr -s ' ' | tr '\n' ' ')"
-  grep -E '✘' -A2 "$OUT_DIR/gpu-tests-ffm.log" | head -20 >> "$SUMMARY"
 fi
 
 if has bench; then
@@ -87,15 +71,13 @@ if has bench; then
   if timeout "${MODEL_S:-40}" python3 tools/make_bert_base.py --out "$MODEL" > "$OUT_DIR/make-bert.log" 2>&1; then
     for variant in default options; do
       opts=none
-      ffm=false
-      [ "$variant" = options ] && opts=residual-in-gemm,warp-layer-norm && ffm=true
-      timeout "${BENCH_S:-30}" "${JAVA[@]}" -Dgpupool.cuda.ffm-launch=$ffm -cp "$CP" io.gpupool.lab.BertGpuBench \
-        --model "$MODEL" \
+      [ "$variant" = options ] && opts=residual-in-gemm,warp-layer-norm
+      timeout "${BENCH_S:-30}" "${JAVA[@]}" -cp "$CP" io.gpupool.lab.BertGpuBench --model "$MODEL" \
         --out "$OUT_DIR/bert-$variant.json" --precisions "${PRECISIONS:-BF16}" --batches 1,32 --seqs 128,512 \
         --warmup 2 --reps 10 --budget-s 18 --shape-s 1.5 --profile 1x128,32x512 --kernel-options "$opts" \
         > "$OUT_DIR/bert-$variant.log" 2>&1
       rc=$?
-      say "BertGpuBench $variant ($opts, ffm-launch $ffm) rc=$rc"
+      say "BertGpuBench $variant ($opts) rc=$rc"
       python3 - "$OUT_DIR/bert-$variant.json" >> "$SUMMARY" 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
