@@ -124,7 +124,7 @@ final class Chunk {
 
     /** Whether taking units [first, first + count) would make {@code stream} wait on another stream's unfinished work. */
     boolean fencesBlock(long first, long count, AllocationStream stream) {
-        FenceSet.Scan scan = new FenceSet.Scan();
+        FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             if (fences[u].blocks(stream, scan)) {
                 return true;
@@ -139,7 +139,7 @@ final class Chunk {
      */
     boolean heldOnlyBy(long first, long count, AllocationStream stream) {
         boolean own = false;
-        FenceSet.Scan scan = new FenceSet.Scan();
+        FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             FenceSet set = fences[u];
             if (set.heldOnlyBy(stream, scan)) {
@@ -153,7 +153,7 @@ final class Chunk {
 
     /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
     boolean fencesPending(long first, long count) {
-        FenceSet.Scan scan = new FenceSet.Scan();
+        FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             if (fences[u].pending(scan)) {
                 return true;
