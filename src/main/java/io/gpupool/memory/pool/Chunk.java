@@ -90,8 +90,11 @@ final class Chunk {
 
     /** Records {@code fence} (a stream's work on the memory that just left it) on units [first, first + count). */
     void addFence(long first, long count, FenceSet.Shared fence) {
-        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            fences[u].add(fence);
+        int from = firstSlot(first);
+        int end = endSlot(first, count);
+        fence.retain(end - from);                              // one atomic for the run, not one per unit
+        for (int u = from; u < end; u++) {
+            fences[u].addRetained(fence);
         }
     }
 
@@ -100,14 +103,27 @@ final class Chunk {
      * latest per stream is kept) and returns it, or null when none were pending. Caller holds the run.
      */
     FenceSet takeFences(long first, long count, FenceSet into) {
+        FenceSet.Shared owed = null;                           // the units' references to drop, in one go
+        int owedCount = 0;
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             FenceSet unit = fences[u];
             if (!unit.isEmpty()) {
                 if (into == null) {
                     into = new FenceSet();
                 }
-                into.gather(unit);
+                FenceSet.Shared dropped = into.gather(unit);
+                if (dropped != null && dropped != owed && owedCount > 0) {
+                    owed.release(owedCount);
+                    owedCount = 0;
+                }
+                if (dropped != null) {
+                    owed = dropped;
+                    owedCount++;
+                }
             }
+        }
+        if (owedCount > 0) {
+            owed.release(owedCount);
         }
         return into;
     }
