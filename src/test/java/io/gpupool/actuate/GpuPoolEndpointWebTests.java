@@ -101,11 +101,14 @@ class GpuPoolEndpointWebTests {
     void tuningAppliesAtOnceAndShowsInTheNextReadAndInTheMetrics() {
         operatorPost("/gpupool/cuda:0")
                 .bodyValue(Map.of("coalesceThreshold", 25, "localCacheBytesPerStream", "128MB", "capFraction", 0.5,
-                        "mappedSlack", 0.25, "waitBeyondBudget", true))
+                        "mappedSlack", 0.25, "waitBeyondBudget", true, "reclaimOrder", "COLDEST_IN_ORDER",
+                        "reclaimHysteresis", 0))
                 .exchange()
                 .expectStatus().isOk()
                 .expectBody()
                 .jsonPath("$.configuration.coalesceThreshold").isEqualTo(25)
+                .jsonPath("$.configuration.reclaimOrder").isEqualTo("COLDEST_IN_ORDER")
+                .jsonPath("$.configuration.reclaimHysteresis").isEqualTo(0.0)
                 .jsonPath("$.configuration.mappedSlack").isEqualTo(0.25)
                 .jsonPath("$.configuration.waitBeyondBudget").isEqualTo(true)
                 .jsonPath("$.configuration.localCacheBytesPerStream").isEqualTo(128 * MIB)

@@ -90,8 +90,11 @@ final class Chunk {
 
     /** Records {@code fence} (a stream's work on the memory that just left it) on units [first, first + count). */
     void addFence(long first, long count, FenceSet.Shared fence) {
-        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            fences[u].add(fence);
+        int from = firstSlot(first);
+        int end = endSlot(first, count);
+        fence.retain(end - from);                              // one atomic for the run, not one per unit
+        for (int u = from; u < end; u++) {
+            fences[u].addRetained(fence);
         }
     }
 
@@ -100,14 +103,27 @@ final class Chunk {
      * latest per stream is kept) and returns it, or null when none were pending. Caller holds the run.
      */
     FenceSet takeFences(long first, long count, FenceSet into) {
+        FenceSet.Shared owed = null;                           // the units' references to drop, in one go
+        int owedCount = 0;
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             FenceSet unit = fences[u];
             if (!unit.isEmpty()) {
                 if (into == null) {
                     into = new FenceSet();
                 }
-                into.gather(unit);
+                FenceSet.Shared dropped = into.gather(unit);
+                if (dropped != null && dropped != owed && owedCount > 0) {
+                    owed.release(owedCount);
+                    owedCount = 0;
+                }
+                if (dropped != null) {
+                    owed = dropped;
+                    owedCount++;
+                }
             }
+        }
+        if (owedCount > 0) {
+            owed.release(owedCount);
         }
         return into;
     }
@@ -124,7 +140,7 @@ final class Chunk {
 
     /** Whether taking units [first, first + count) would make {@code stream} wait on another stream's unfinished work. */
     boolean fencesBlock(long first, long count, AllocationStream stream) {
-        FenceSet.Scan scan = new FenceSet.Scan();
+        FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             if (fences[u].blocks(stream, scan)) {
                 return true;
@@ -139,7 +155,7 @@ final class Chunk {
      */
     boolean heldOnlyBy(long first, long count, AllocationStream stream) {
         boolean own = false;
-        FenceSet.Scan scan = new FenceSet.Scan();
+        FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             FenceSet set = fences[u];
             if (set.heldOnlyBy(stream, scan)) {
@@ -153,7 +169,7 @@ final class Chunk {
 
     /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
     boolean fencesPending(long first, long count) {
-        FenceSet.Scan scan = new FenceSet.Scan();
+        FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
         for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
             if (fences[u].pending(scan)) {
                 return true;

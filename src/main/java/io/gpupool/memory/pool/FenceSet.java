@@ -60,8 +60,18 @@ final class FenceSet {
             return this;
         }
 
+        /** Adds {@code count} references at once (one atomic for the units of a run, {@link #addRetained}). */
+        void retain(int count) {
+            references.addAndGet(count);
+        }
+
         void release() {
-            if (references.decrementAndGet() == 0) {
+            release(1);
+        }
+
+        /** Drops {@code count} references at once; the last one closes the fence. */
+        void release(int count) {
+            if (references.addAndGet(-count) == 0) {
                 fence.close();
                 if (open != null) {
                     open.decrementAndGet();
@@ -99,6 +109,11 @@ final class FenceSet {
     /** Adds a reference to {@code fence}, replacing an older fence of the same stream. */
     synchronized void add(Shared fence) {
         fence.retain();
+        addRetained(fence);
+    }
+
+    /** Like {@link #add}, with the reference already taken by the caller ({@link Shared#retain(int)}). */
+    synchronized void addRetained(Shared fence) {
         put(fence);
         refresh();
     }
@@ -287,19 +302,22 @@ final class FenceSet {
     /**
      * Like {@link #absorb}, into a set only the calling thread can reach (the fences of a run it
      * took): when {@code unit}'s only fence is this set's only fence already (the units of a run
-     * freed in one batch share it), the unit just lets go of its reference.
+     * freed in one batch share it), the unit lets go of it and the caller owes that fence one
+     * {@link Shared#release} (this set holds its own reference, so the caller may drop them together).
+     *
+     * @return the fence whose reference the caller now holds for the unit, or null (moved here)
      */
-    void gather(FenceSet unit) {
+    Shared gather(FenceSet unit) {
         synchronized (unit) {
             Shared only = unit.sole;
             if (only != null && only == sole) {
                 unit.byStream[only.ordinal] = null;
-                only.release();                                    // this set holds its own reference
                 unit.refresh();
-                return;
+                return only;
             }
         }
         absorb(unit);
+        return null;
     }
 
     /**
