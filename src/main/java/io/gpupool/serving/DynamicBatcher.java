@@ -25,8 +25,9 @@ import java.util.function.LongSupplier;
  * model's first request there, for the models whose policy ({@link BatchPolicy.Defaults#resolve}) turns batching
  * on and whose replica is a {@link BatchableModel}. One daemon timer thread serves every queue's delay; the members
  * of finished batches are encoded and answered on an executor shared by every queue: by default one daemon thread
- * per core (at least two) behind one shared queue, so that a member with a large output (a whole last_hidden_state) holds up only
- * the thread encoding it, never tasks queued behind it on that thread as on a per-thread queue.
+ * per core (at least two) behind one shared queue, so that a member with a large output (a whole
+ * last_hidden_state) holds up only the thread encoding it, never tasks queued behind it on that thread as on a
+ * per-thread queue.
  */
 public final class DynamicBatcher implements AutoCloseable {
 
@@ -66,8 +67,9 @@ public final class DynamicBatcher implements AutoCloseable {
      */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
                           Map<Integer, LongSupplier> headroom, BatchStatistics statistics, @Nullable Executor answering) {
-        this.ownAnswering = answering == null ? Executors.newFixedThreadPool(Math.max(2, Runtime.getRuntime().availableProcessors()),
-                Thread.ofPlatform().name("gpupool-batch-answer-", 0).daemon(true).factory()) : null;
+        this.ownAnswering = answering != null ? null
+                : Executors.newFixedThreadPool(Math.max(2, Runtime.getRuntime().availableProcessors()),
+                        Thread.ofPlatform().name("gpupool-batch-answer-", 0).daemon(true).factory());
         this.answering = answering == null ? ownAnswering : answering;
         Map<Integer, DeviceWorker> byIndex = new java.util.TreeMap<>();
         for (DeviceRuntime device : devices) {
