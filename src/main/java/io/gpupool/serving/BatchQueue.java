@@ -369,7 +369,8 @@ final class BatchQueue {
         }
         statistics.executed(model, live.size(), rows, tokens);
         long inferred = System.nanoTime();
-        Execution execution = new Execution(rows, inferStart - start, inferred - inferStart, live.size());
+        modelStatistics.recordExecution(rows, inferStart - start, inferred - inferStart);
+        Execution execution = new Execution(rows, live.size());
         return () -> {
             for (int i = 0; i < live.size(); i++) {
                 Entry entry = live.get(i);
@@ -405,27 +406,23 @@ final class BatchQueue {
     }
 
     /**
-     * One forward's phases for the protocol's statistics, recorded once its last member is encoded; the output
-     * phase is the members' encoding time summed (they may overlap in time).
+     * The output phase of one forward for the protocol's statistics: the members' encoding times summed (they may
+     * overlap in time), recorded once the last member is encoded.
      */
     private final class Execution {
         private final int rows;
-        private final long inputNanos;
-        private final long inferNanos;
         private final AtomicInteger left;
         private final AtomicLong outputNanos = new AtomicLong();
 
-        Execution(int rows, long inputNanos, long inferNanos, int members) {
+        Execution(int rows, int members) {
             this.rows = rows;
-            this.inputNanos = inputNanos;
-            this.inferNanos = inferNanos;
             this.left = new AtomicInteger(members);
         }
 
         void encoded(long nanos) {
             outputNanos.addAndGet(nanos);
             if (left.decrementAndGet() == 0) {              // every other member added its time before its decrement
-                modelStatistics.recordExecution(rows, inputNanos, inferNanos, outputNanos.get());
+                modelStatistics.recordOutput(rows, outputNanos.get());
             }
         }
     }

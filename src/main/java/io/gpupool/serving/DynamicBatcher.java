@@ -5,7 +5,6 @@ import io.gpupool.model.InferenceModel;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import reactor.core.scheduler.Schedulers;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -15,6 +14,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
@@ -24,8 +24,10 @@ import java.util.function.LongSupplier;
  * Dynamic batching for the served models: one {@link BatchQueue} per model version and device, created on the
  * model's first request there, for the models whose policy ({@link BatchPolicy.Defaults#resolve}) turns batching
  * on and whose replica is a {@link BatchableModel}. One daemon timer thread serves every queue's delay; the members
- * of finished batches are encoded and answered on an executor shared by every queue (by default Reactor's
- * parallel scheduler: the work is CPU-bound and short).
+ * of finished batches are encoded and answered on an executor shared by every queue: by default one daemon thread
+ * per core (at least two) behind one shared queue, so that a member with a large output (a whole
+ * last_hidden_state) holds up only the thread encoding it, never tasks queued behind it on that thread as on a
+ * per-thread queue.
  */
 public final class DynamicBatcher implements AutoCloseable {
 
@@ -42,6 +44,8 @@ public final class DynamicBatcher implements AutoCloseable {
     private final BatchStatistics statistics;
     private final ScheduledExecutorService timer;
     private final Executor answering;
+    /** The default answering executor, which this batcher owns and stops; null when the caller gave one. */
+    private final ExecutorService ownAnswering;
     private final ConcurrentMap<QueueKey, BatchQueue> queues = new ConcurrentHashMap<>();
     /** Models whose policy says no batching, so the lookup is not repeated per request. */
     private final ConcurrentMap<QueueKey, Boolean> unbatched = new ConcurrentHashMap<>();
@@ -53,17 +57,20 @@ public final class DynamicBatcher implements AutoCloseable {
      */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
                           Map<Integer, LongSupplier> headroom, BatchStatistics statistics) {
-        this(devices, defaults, queueCapacity, headroom, statistics, task -> Schedulers.parallel().schedule(task));
+        this(devices, defaults, queueCapacity, headroom, statistics, null);
     }
 
     /**
      * @param answering encodes and answers each member of a finished batch, off the device's worker threads; a
      *                  task it refuses ({@link java.util.concurrent.RejectedExecutionException}) runs where the
-     *                  batch finished
+     *                  batch finished; null: one daemon thread per core (at least two), stopped by {@link #close}
      */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
-                          Map<Integer, LongSupplier> headroom, BatchStatistics statistics, Executor answering) {
-        this.answering = java.util.Objects.requireNonNull(answering, "answering");
+                          Map<Integer, LongSupplier> headroom, BatchStatistics statistics, @Nullable Executor answering) {
+        this.ownAnswering = answering != null ? null
+                : Executors.newFixedThreadPool(Math.max(2, Runtime.getRuntime().availableProcessors()),
+                        Thread.ofPlatform().name("gpupool-batch-answer-", 0).daemon(true).factory());
+        this.answering = answering == null ? ownAnswering : answering;
         Map<Integer, DeviceWorker> byIndex = new java.util.TreeMap<>();
         for (DeviceRuntime device : devices) {
             byIndex.put(device.index(), device.worker());
@@ -181,6 +188,9 @@ public final class DynamicBatcher implements AutoCloseable {
     public void close() {
         queues.values().forEach(BatchQueue::close);
         timer.shutdownNow();
+        if (ownAnswering != null) {
+            ownAnswering.shutdown();                 // answers already queued still go out; later ones run in place
+        }
     }
 
     /**

@@ -22,6 +22,8 @@ import java.util.concurrent.atomic.LongAdder;
  *              execution_count  += 1
  *              compute_input / compute_infer / compute_output:  count +1, ns += each phase
  *              batch_stats[B]:  the same three phases, for executions of exactly B rows
+ *   batched execution                        recordExecution(B, input, infer) when the forward ends,
+ *                                            recordOutput(B, output) once every member is encoded
  * </pre>
  * Without a batcher each request is one execution ({@code execution_count == } successful requests).
  * {@code execution_count} counts successful forwards only, as Triton's: a forward that ran out of device memory
@@ -133,14 +135,28 @@ public final class ModelStatistics {
      * @param outputNs serialising the outputs
      */
     public void recordExecution(int batchSize, long inputNs, long inferNs, long outputNs) {
+        recordExecution(batchSize, inputNs, inferNs);
+        recordOutput(batchSize, outputNs);
+    }
+
+    /**
+     * The forward part of {@link #recordExecution(int, long, long, long)}, for a batcher that serialises the outputs
+     * after the forward, member by member and in parallel: counted before the first member is answered, so that a
+     * client that has its answer finds its execution counted; the output phase follows with {@link #recordOutput}.
+     */
+    public void recordExecution(int batchSize, long inputNs, long inferNs) {
         executionCount.increment();
         computeInput.record(inputNs);
         computeInfer.record(inferNs);
-        computeOutput.record(outputNs);
         BatchPhases phases = batches.computeIfAbsent(batchSize, BatchPhases::new);
         phases.computeInput.record(inputNs);
         phases.computeInfer.record(inferNs);
-        phases.computeOutput.record(outputNs);
+    }
+
+    /** Serialising the outputs of an execution of {@code batchSize} rows, counted by {@link #recordExecution(int, long, long)}. */
+    public void recordOutput(int batchSize, long outputNs) {
+        computeOutput.record(outputNs);
+        batches.computeIfAbsent(batchSize, BatchPhases::new).computeOutput.record(outputNs);
     }
 
     /** A request holding {@code bytes} of device memory at its planned peak starts computing. */

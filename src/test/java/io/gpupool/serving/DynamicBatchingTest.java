@@ -420,8 +420,10 @@ class DynamicBatchingTest {
 
         assertThat(quick).isEqualTo("quick");
         assertThat(slow).as("still encoding").isNotDone();
+        assertThat(served.statistics().executionCount()).as("both forwards counted once they ran").isEqualTo(2);
         encoding.countDown();
         assertThat(slow.get(20, TimeUnit.SECONDS)).isEqualTo("slow");
         assertThat(bert.batchSizes).containsExactly(1, 1);
+        await("the slow member's encoding is counted", () -> served.statistics().computeOutput().count() == 2);
     }
 }
