@@ -90,9 +90,9 @@ import java.util.concurrent.atomic.LongAdder;
  * <p>{@link AttentionKernels} picks between two generations of the head-size-64 kernels (same inputs, outputs and
  * masking, both fused): CLASSIC, where each thread computes one score at a time (FP32) or a warp reloads every K and
  * V fragment for its 16 queries and waits for each tile's loads (bf16); and TILED, where FP32 threads keep 4×4
- * blocks of scores in registers and the bf16 kernel streams K and V with cp.async behind the math, feeding every
- * fragment to two 16-query tiles on long sequences (src/main/cuda/attention.cu explains both). Other head sizes
- * always run the classic kernels.
+ * blocks of scores in registers and the bf16 kernel streams K and V with cp.async behind the math, skips key tiles
+ * of padding only, and on large grids shares each K/V tile among 8 warps (128 queries) (src/main/cuda/attention.cu
+ * explains both). TILED is the default; other head sizes always run the classic kernels.
  *
  * <h2>cuBLASLt</h2>
  * Built with a {@link MatmulLibrary} (cuBLASLt through FFM, see {@code backend/cuda/CublasLtLibrary}), every linear
