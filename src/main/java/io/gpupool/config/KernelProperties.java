@@ -57,9 +57,9 @@ public class KernelProperties {
      * Which head-size-64 attention kernels run on CUDA devices (BERT-base and most BERT-family models; other head
      * sizes always run the classic ones): CLASSIC or TILED (register-tiled FP32 attention; on bf16 activations a
      * flash-attention kernel that streams K and V behind the tensor-core math). Same results within rounding, same
-     * masking; speed of each: docs/benchmarks.md.
+     * masking; TILED is the faster at every measured BERT shape (docs/benchmarks.md).
      */
-    private AttentionKernels attention = AttentionKernels.CLASSIC;
+    private AttentionKernels attention = AttentionKernels.TILED;
 
     public AttentionKernels getAttention() {
         return attention;

@@ -67,10 +67,10 @@ class KernelPropertiesTest {
     @Test
     void attentionKernelsAreBoundCaseInsensitivelyAndAnUnknownOneFailsStartup() {
         runner.run(context -> assertThat(context.getBean(KernelProperties.class).getAttention())
-                .isEqualTo(AttentionKernels.CLASSIC));
-        runner.withPropertyValues("gpupool.kernels.attention=tiled").run(context -> {
+                .isEqualTo(AttentionKernels.TILED));
+        runner.withPropertyValues("gpupool.kernels.attention=classic").run(context -> {
             assertThat(context).hasNotFailed();
-            assertThat(context.getBean(KernelProperties.class).getAttention()).isEqualTo(AttentionKernels.TILED);
+            assertThat(context.getBean(KernelProperties.class).getAttention()).isEqualTo(AttentionKernels.CLASSIC);
         });
         runner.withPropertyValues("gpupool.kernels.attention=flash").run(context ->
                 assertThat(context).getFailure().hasStackTraceContaining("gpupool.kernels.attention")

@@ -90,9 +90,9 @@ import java.util.concurrent.atomic.LongAdder;
  * <p>{@link AttentionKernels} picks between two generations of the head-size-64 kernels (same inputs, outputs and
  * masking, both fused): CLASSIC, where each thread computes one score at a time (FP32) or a warp reloads every K and
  * V fragment for its 16 queries and waits for each tile's loads (bf16); and TILED, where FP32 threads keep 4×4
- * blocks of scores in registers and the bf16 kernel streams K and V with cp.async behind the math, feeding every
- * fragment to two 16-query tiles on long sequences (src/main/cuda/attention.cu explains both). Other head sizes
- * always run the classic kernels.
+ * blocks of scores in registers and the bf16 kernel streams K and V with cp.async behind the math, skips key tiles
+ * of padding only, and on large grids shares each K/V tile among 8 warps (128 queries) (src/main/cuda/attention.cu
+ * explains both). TILED is the default; other head sizes always run the classic kernels.
  *
  * <h2>cuBLASLt</h2>
  * Built with a {@link MatmulLibrary} (cuBLASLt through FFM, see {@code backend/cuda/CublasLtLibrary}), every linear
@@ -137,8 +137,8 @@ import java.util.concurrent.atomic.LongAdder;
  *                                                                                        multiple of 256 up to 2048
  *   embeddingLayerNorm     ops/embedding_layer_norm_warp{,_bf16} (⌈tokens/4⌉)     128    Options.warpLayerNorm, as above
  *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128   attention kernels CLASSIC
- *                          attention/flash_attention_bf16io_d64_q128 (⌈seq/128⌉, heads, batch) 128   TILED, at least
- *                                                                          FLASH_WIDE_MIN_BLOCKS such blocks
+ *                          attention/flash_attention_bf16io_d64_q128w8 (⌈seq/128⌉, heads, batch) 256   TILED, at
+ *                                                                          least FLASH_WIDE_MIN_BLOCKS such blocks
  *                          attention/flash_attention_bf16io_d64_q64  (⌈seq/64⌉, heads, batch)  128   TILED, fewer
  *   pool                   ops/pool_cls_bf16 | pool_mean_bf16 (batch)             ≤256
  *   packed ops (only with gpupool.kernels.packed-bf16): packed_embedding_layer_norm_bf16, varlen_attention_bf16,
@@ -226,15 +226,18 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
 
     /**
      * The attention kernels of the constructors that take no explicit choice: {@code -Dgpupool.kernels.attention}
-     * (CLASSIC or TILED, any case; read once), else CLASSIC.
+     * (CLASSIC or TILED, any case; read once), else TILED (checked and faster at every BERT shape on the H200:
+     * docs/benchmarks.md, "Validation call").
      */
     static final AttentionKernels ATTENTION_DEFAULT =
-            attentionKernels(System.getProperty("gpupool.kernels.attention", "CLASSIC"));
+            attentionKernels(System.getProperty("gpupool.kernels.attention", "TILED"));
     /**
-     * Fewer 128-query flash blocks than this and bf16 attention runs 64-query blocks instead: one 128-query block
-     * per multiprocessor pair is too few to fill 132 multiprocessors (H100/H200), at two resident blocks each.
+     * Fewer 128-query flash blocks than this and bf16 attention runs 64-query blocks instead. Below about one block
+     * per multiprocessor pair the device is latency-bound and the smaller blocks, twice as many, finish first; from
+     * here on the 8-warp blocks, which load each K/V tile once for 128 queries, were as fast or faster on the H200
+     * (docs/benchmarks.md, "Validation call").
      */
-    static final int FLASH_WIDE_MIN_BLOCKS = 264;
+    static final int FLASH_WIDE_MIN_BLOCKS = 96;
 
     private final ComputeDevice device;
     private final Precision precision;
@@ -424,7 +427,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         attentionBf16io = attention.function("attention_bf16io_d64");
         attentionTiled = attention.function("attention_d64_tiled");
         flashNarrow = attention.function("flash_attention_bf16io_d64_q64");
-        flashWide = attention.function("flash_attention_bf16io_d64_q128");
+        flashWide = attention.function("flash_attention_bf16io_d64_q128w8");
         this.elementType = bf16Activations ? ElementType.BF16 : ElementType.FP32;
         this.compute = switch (precision) {
             case BF16 -> bf16Activations ? Compute.BF16 : null;
@@ -920,8 +923,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         }
         if (bf16Activations && attentionKernels == AttentionKernels.TILED) {
             boolean wide = (long) ceilDiv(seq, 128) * heads * batch >= FLASH_WIDE_MIN_BLOCKS;
-            launch(stream, wide ? flashWide : flashNarrow, ceilDiv(seq, wide ? 128 : 64), heads, batch, 128, 1, 1, 0,
-                    qkv, attentionMask, context, seq, heads);
+            launch(stream, wide ? flashWide : flashNarrow, ceilDiv(seq, wide ? 128 : 64), heads, batch, wide ? 256 : 128,
+                    1, 1, 0, qkv, attentionMask, context, seq, heads);
             return;
         }
         if (bf16Activations) {

@@ -72,7 +72,7 @@ class CudaTensorOpsLaunchTest {
         ops.linear(stream, 0x1000, 0x2000, 0x2800, 0x3000, 4, 5, 6, Activation.NONE);
         ops.attention(stream, 0x4000, 0, 0, 0x5000, 2, 128, 12, 64);
         assertThat(stream.launches).extracting(Launch::kernel)
-                .containsExactly("gemm_tc_tf32x3_64", "gemm_tc_tf32x3_128", "gemm_f32", "attention_d64");
+                .containsExactly("gemm_tc_tf32x3_64", "gemm_tc_tf32x3_128", "gemm_f32", "attention_d64_tiled");
         assertThat(stream.launches.get(0).block()).containsExactly(128, 1, 1);
         assertThat(stream.launches.get(1).grid()).containsExactly(24, 128, 1);
         assertThat(stream.launches.get(1).block()).containsExactly(256, 1, 1);
@@ -168,7 +168,8 @@ class CudaTensorOpsLaunchTest {
 
     @Test
     void attentionPicksTheKernelByHeadSizeAndPrecision() {
-        CudaTensorOps fp32 = new CudaTensorOps(device);
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, false,
+                CudaTensorOps.AttentionKernels.CLASSIC);
         CudaTensorOps bf16 = new CudaTensorOps(device, Precision.BF16);
         fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
         fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 2, 8);
@@ -202,6 +203,9 @@ class CudaTensorOpsLaunchTest {
         assertThat(stream.launches.getFirst().grid()).containsExactly(2, 12, 8);
         assertThat(stream.launches.getFirst().block()).containsExactly(128, 1, 1);
         assertThat(stream.launches.getFirst().arguments()).containsExactly(0x1000L, 0x1800L, 0x2000L, 100, 12);
+        String property = System.getProperty("gpupool.kernels.attention");
+        assertThat(new CudaTensorOps(device).attentionKernels()).as("the default")
+                .isEqualTo(property == null ? CudaTensorOps.AttentionKernels.TILED : CudaTensorOps.attentionKernels(property));
     }
 
     @Test
@@ -224,7 +228,7 @@ class CudaTensorOpsLaunchTest {
         off.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
         x3.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
         assertThat(stream.launches).extracting(Launch::kernel).containsExactly("attention_tf32_d64", "attention_d32",
-                "attention_d64", "attention_d64", "attention_d64");
+                "attention_d64", "attention_d64_tiled", "attention_d64_tiled");
         assertThat(stream.launches.getFirst().grid()).containsExactly(2, 12, 8);
         assertThat(stream.launches.getFirst().block()).containsExactly(128, 1, 1);
         assertThat(stream.launches.getFirst().arguments()).containsExactly(0x1000L, 0x1800L, 0x2000L, 100, 12);

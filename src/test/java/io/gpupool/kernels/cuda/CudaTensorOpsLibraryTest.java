@@ -228,7 +228,7 @@ class CudaTensorOpsLibraryTest {
         ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 2, 768, 768, Activation.TANH);
         ops.toFloat32(stream, 0x100, 0x200, 1536);
         assertThat(stream.launches).extracting(Launch::kernel).containsExactly("embedding_layer_norm_bf16",
-                "add_layer_norm_bf16_reg", "attention_bf16io_d64", "pool_mean_bf16", "pool_cls_bf16", "activate_bf16",
+                "add_layer_norm_bf16_reg", "flash_attention_bf16io_d64_q64", "pool_mean_bf16", "pool_cls_bf16", "activate_bf16",
                 "bf16_to_f32");
         assertThat(ops.launches()).isEqualTo(9);   // 7 kernels and 2 library calls
 
@@ -244,17 +244,18 @@ class CudaTensorOpsLibraryTest {
     }
 
     @Test
-    void tiledAttentionOnBf16ActivationsRunsFlashAttentionWith128QueryBlocksWhereTheyFillTheDevice() {
+    void tiledAttentionOnBf16ActivationsRunsFlashAttentionWith128QueryBlocksWhereTheyAreEnough() {
         CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, false,
                 CudaTensorOps.AttentionKernels.TILED);
         ops.attention(stream, 0x100, 0x200, 0, 0x300, 32, 512, 12, 64);   // 4·12·32 = 1536 blocks of 128 queries
-        ops.attention(stream, 0x100, 0x200, 0, 0x300, 8, 128, 12, 64);    // 96 blocks of 128: too few, 64 instead
-        ops.attention(stream, 0x100, 0, 0, 0x300, 22, 100, 12, 64);       // 264 blocks of 128: just enough
-        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("flash_attention_bf16io_d64_q128",
-                "flash_attention_bf16io_d64_q64", "flash_attention_bf16io_d64_q128");
+        ops.attention(stream, 0x100, 0x200, 0, 0x300, 1, 512, 12, 64);    // 48 blocks of 128: too few, 64 instead
+        ops.attention(stream, 0x100, 0, 0, 0x300, 8, 100, 12, 64);        // 96 blocks of 128: just enough
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("flash_attention_bf16io_d64_q128w8",
+                "flash_attention_bf16io_d64_q64", "flash_attention_bf16io_d64_q128w8");
         assertThat(stream.launches).extracting(Launch::grid).containsExactly(new int[] {4, 12, 32},
-                new int[] {2, 12, 8}, new int[] {1, 12, 22});
-        assertThat(stream.launches).extracting(Launch::block).containsOnly(new int[] {128, 1, 1});
+                new int[] {8, 12, 1}, new int[] {1, 12, 8});
+        assertThat(stream.launches).extracting(Launch::block).containsExactly(new int[] {256, 1, 1},
+                new int[] {128, 1, 1}, new int[] {256, 1, 1});
         assertThat(stream.launches.getFirst().arguments()).containsExactly(0x100L, 0x200L, 0x300L, 512, 12);
         assertThat(stream.launches.get(2).arguments()).containsExactly(0x100L, 0L, 0x300L, 100, 12);
 
