@@ -11,7 +11,7 @@
 #           launches through JCuda, then through FFM                -> OUT_DIR/forward-{jcuda,ffm}.json/.log
 #   models  the kernels and models that launch through the default path: CUDA tensor ops, cuBLASLt ops,
 #           graphs, FP32 reference outputs, BF16-resident outputs   -> OUT_DIR/tests-models.log, TEST-*.xml
-# Each step has its own timeout (BENCH_S 40, TESTS_S 50, FORWARD_S 30 per path, MODELS_S 45). Exit status: 0 when all passed.
+# Each step has its own timeout (BENCH_S 40, TESTS_S 50, FORWARD_S 27 per path, MODELS_S 45). Exit status: 0 when all passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:?usage: tools/launch-gpu-check.sh OUT_DIR [bench] [tests] [forward] [models]}
@@ -59,9 +59,9 @@ for step in $STEPS; do
       ;;
     forward)
       for path in jcuda ffm; do
-        timeout "${FORWARD_S:-30}" "$JAVA" --enable-native-access=ALL-UNNAMED -cp "$CP" io.gpupool.lab.GraphsGpuBench \
+        timeout "${FORWARD_S:-27}" "$JAVA" --enable-native-access=ALL-UNNAMED -cp "$CP" io.gpupool.lab.GraphsGpuBench \
           "$OUT_DIR/forward-$path.json" --graphs off --launch "$path" --precisions BF16,FP32 --shapes 1x16,1x128,8x128 \
-          --reps 40 --warmup 10 > "$OUT_DIR/forward-$path.log" 2>&1 || STATUS=1
+          --reps 30 --warmup 5 > "$OUT_DIR/forward-$path.log" 2>&1 || STATUS=1
         grep "eager_ms" "$OUT_DIR/forward-$path.log" | sed "s/^/$path /" | tee -a "$SUMMARY" > /dev/null
       done
       say "forward done"
