@@ -306,15 +306,17 @@ final class TensorCodec {
     }
 
     /**
-     * A float tensor as one raw JSON array value: the numbers are the text {@link Float#toString} gives, which is what
-     * the generator's {@code writeNumber(float)} writes too, separated by commas, but appended to one builder and
-     * handed to the generator once. Per number the generator would make a String and check its state, which costs
-     * about as much as the conversion itself; responses of embeddings carry thousands of numbers. The caller has
+     * A float tensor as a JSON array whose numbers are written as raw text: {@link Float#toString}'s, which is what the
+     * generator's {@code writeNumber(float)} writes too, separated by commas, appended to a builder and handed to the
+     * generator a few thousand characters at a time. Per number the generator would make a String and check its state,
+     * which costs about as much as the conversion itself, and responses of embeddings carry thousands of numbers. The
+     * generator opens and closes the array itself, so the object around it goes on as after any value. The caller has
      * refused non-finite values ({@link #firstNonFinite}), which JSON cannot hold.
      */
     private static void writeFloats(JsonGenerator json, DataType type, MemorySegment data, long count) {
-        StringBuilder text = new StringBuilder((int) Math.min(Integer.MAX_VALUE - 8, count * 12 + 2));
-        text.append('[');
+        json.writeStartArray();
+        StringBuilder text = new StringBuilder(FLOAT_CHUNK_CHARS + 32);
+        char[] chunk = new char[FLOAT_CHUNK_CHARS + 32];
         for (long i = 0; i < count; i++) {
             if (i > 0) {
                 text.append(',');
@@ -325,8 +327,16 @@ final class TensorCodec {
                 case BF16 -> fromBfloat16(data.get(SHORT, offset));
                 default -> data.get(FLOAT, offset);
             });
+            if (text.length() >= FLOAT_CHUNK_CHARS || i == count - 1) {
+                int length = text.length();
+                text.getChars(0, length, chunk, 0);
+                json.writeRaw(chunk, 0, length);
+                text.setLength(0);
+            }
         }
-        text.append(']');
-        json.writeRawValue(text.toString());
+        json.writeEndArray();
     }
+
+    /** Characters of float text collected before they go to the generator (a number takes at most 15 and a comma). */
+    private static final int FLOAT_CHUNK_CHARS = 8192;
 }

@@ -122,4 +122,22 @@ class TensorCodecTest {
             }
         }
     }
+
+    @Test
+    void aLargeFloatOutputIsWholeAndExactInJson() {
+        float[] values = new float[5000];
+        java.util.Random random = new java.util.Random(3);
+        for (int i = 0; i < values.length; i++) {
+            values[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(13) - 6));
+        }
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        try (tools.jackson.core.JsonGenerator generator = ServingFixture.JSON.createGenerator(out)) {
+            TensorCodec.writeJson(generator, DataType.FP32, MemorySegment.ofArray(values));
+        }
+        JsonNode read = json(out.toString(java.nio.charset.StandardCharsets.UTF_8));
+        assertThat(read.size()).isEqualTo(values.length);
+        for (int i = 0; i < values.length; i++) {
+            assertThat(Float.parseFloat(read.get(i).asString())).as("element %d", i).isEqualTo(values[i]);
+        }
+    }
 }

@@ -14,7 +14,9 @@ import tools.jackson.databind.node.ArrayNode;
  * as they pass the bound the reader carries as attribute {@link #MAX_ELEMENTS} (the most elements any
  * input of the model can take). A tree costs tens of bytes per element, so a data array far beyond what
  * the model accepts is refused after the bound is passed, not after all of it has been parsed.
- * Walks nested arrays without recursion; the parser's own depth limit applies.
+ * Walks nested arrays without recursion; the parser's own depth limit applies. Each element becomes the node
+ * {@link DeserializationContext#readTree} would make of it, through the tree deserializer looked up once per array:
+ * {@code readTree} looks it up again for every element, in a cache whose upkeep cost more than the parsing.
  */
 public final class BoundedDataDeserializer extends ValueDeserializer<JsonNode> {
 
@@ -42,6 +44,7 @@ public final class BoundedDataDeserializer extends ValueDeserializer<JsonNode> {
         ArrayNode root = context.getNodeFactory().arrayNode();
         ArrayDeque<ArrayNode> open = new ArrayDeque<>();
         open.push(root);
+        ValueDeserializer<Object> scalars = null;
         while (!open.isEmpty()) {
             JsonToken token = parser.nextToken();
             if (token == null) {
@@ -60,7 +63,14 @@ public final class BoundedDataDeserializer extends ValueDeserializer<JsonNode> {
                                 + "any input of model '%s' takes (at most %d)", bound.stopAfter(), bound.model(),
                                 bound.modelMaxElements());
                     }
-                    open.peek().add(context.readTree(parser));
+                    if (token == JsonToken.VALUE_NULL) {
+                        open.peek().add(context.getNodeFactory().nullNode());      // as readTree makes it
+                    } else {
+                        if (scalars == null) {
+                            scalars = context.findRootValueDeserializer(context.constructType(JsonNode.class));
+                        }
+                        open.peek().add((JsonNode) scalars.deserialize(parser, context));
+                    }
                 }
             }
         }
