@@ -3,21 +3,25 @@
 # on a GPU host, in one time-boxed call, from the repository root, with the harness built by
 # tools/cuda-harness/build.sh (target/cuda-harness/harness) and the bundle built by tools/gpu-bundle.sh:
 #
-#   BUNDLE=dist/gpupool-gpu-bundle.tar.xz tools/ops-gpu-check.sh OUT_DIR [harness] [tests] [bench] (none named: all)
+#   BUNDLE=dist/gpupool-gpu-bundle.tar.xz tools/ops-gpu-check.sh OUT_DIR [harness] [tests] [bench] [residual]
+#   (none named: harness tests bench)
 #
 #   harness  every LayerNorm kernel of ops.ptx against a CPU reference, timings at 16384x768 and 128x768
 #                                                                  -> OUT_DIR/harness.json, harness.log
 #   tests    ResidualGemmGpuTest, CublasLtOpsGpuTest, CudaTensorOpsGpuTest, BertBatchingGpuTest,
 #            GpuCublasLtResidualReferenceOutputsTest (fixtures vs transformers with both paths on), GpuBf16ResidentOutputsTest
 #                                                                  -> OUT_DIR/gpu-tests.log, reports/TEST-*.xml
+#   residual ResidualGemmBench: linearAddLayerNorm with the residual in the GEMM and without, BERT-base shapes,
+#            FP32 and BF16 (~15 s)                                 -> OUT_DIR/residual-gemm-bench.json
 #   bench    BERT-base forward (tools/make_bert_base.py, needs python3 with torch and transformers), BertGpuBench
 #            with the paths off and on: latency, launches and device time per op kind, error against transformers
 #                                                                  -> OUT_DIR/bert-{default,options}.json
-# Each step has its own timeout (HARNESS_S 40, TESTS_S 80, MODEL_S 40, BENCH_S 30 per variant; PRECISIONS BF16).
+# Each step has its own timeout (HARNESS_S 40, TESTS_S 80, RESIDUAL_S 45, MODEL_S 40, BENCH_S 30 per variant;
+# PRECISIONS BF16).
 # OUT_DIR/summary.txt collects the lines worth reading. Exit status 0 when every step that ran passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT_DIR=${1:?usage: tools/ops-gpu-check.sh OUT_DIR [harness] [tests] [bench]}
+OUT_DIR=${1:?usage: tools/ops-gpu-check.sh OUT_DIR [harness] [tests] [bench] [residual]}
 shift
 STEPS=${*:-harness tests bench}
 BUNDLE=${BUNDLE:-dist/gpupool-gpu-bundle.tar.xz}
@@ -41,7 +45,7 @@ if has harness; then
   grep -E '^(layernorm|embedding) ' "$OUT_DIR/harness.log" >> "$SUMMARY"
 fi
 
-if has tests || has bench; then
+if has tests || has bench || has residual; then
   tar -C "$WORK" -xJf "$BUNDLE" || { say "cannot unpack $BUNDLE"; exit 1; }
   B="$WORK/gpupool-gpu-bundle"
   JAVA=("$B/runtime/bin/java" --enable-native-access=ALL-UNNAMED -XX:+EnableDynamicAgentLoading)
@@ -66,11 +70,20 @@ if has tests; then
   grep -E '✘' -A2 "$OUT_DIR/gpu-tests.log" | head -40 >> "$SUMMARY"
 fi
 
+if has residual; then
+  timeout "${RESIDUAL_S:-45}" "${JAVA[@]}" -cp "$CP" io.gpupool.lab.ResidualGemmBench "$OUT_DIR/residual-gemm-bench.json" \
+    > "$OUT_DIR/residual-gemm-bench.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 0 ] || STATUS=1
+  say "ResidualGemmBench rc=$rc"
+  grep '^\[residual-bench\]' "$OUT_DIR/residual-gemm-bench.log" >> "$SUMMARY"
+fi
+
 if has bench; then
   MODEL="$WORK/bert-base"
   if timeout "${MODEL_S:-40}" python3 tools/make_bert_base.py --out "$MODEL" > "$OUT_DIR/make-bert.log" 2>&1; then
     for variant in default options; do
-      opts=none
+      opts=default                                          # the server's defaults (warp LayerNorm on)
       [ "$variant" = options ] && opts=residual-in-gemm,warp-layer-norm
       timeout "${BENCH_S:-30}" "${JAVA[@]}" -cp "$CP" io.gpupool.lab.BertGpuBench --model "$MODEL" \
         --out "$OUT_DIR/bert-$variant.json" --precisions "${PRECISIONS:-BF16}" --batches 1,32 --seqs 128,512 \

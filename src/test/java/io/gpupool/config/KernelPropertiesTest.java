@@ -78,9 +78,13 @@ class KernelPropertiesTest {
     }
 
     @Test
-    void theUnverifiedKernelPathsAreOffUnlessAskedFor() {
+    void warpLayerNormIsOnAndTheResidualInTheGemmOffUnlessAskedFor() {
         runner.run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
+                .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, false, true))
                 .isEqualTo(io.gpupool.kernels.cuda.CudaTensorOps.Options.DEFAULT));
+        runner.withPropertyValues("gpupool.kernels.warp-layer-norm=false")
+                .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
+                        .isEqualTo(io.gpupool.kernels.cuda.CudaTensorOps.Options.NONE));
         runner.withPropertyValues("gpupool.kernels.residual-in-gemm=true", "gpupool.kernels.warp-layer-norm=true")
                 .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
                         .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, true, true)));

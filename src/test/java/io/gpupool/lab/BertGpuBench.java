@@ -76,7 +76,7 @@ import java.util.TreeMap;
  *                [--batches 1,8,32] [--seqs 16,128,512] [--warmup 3] [--reps 10]
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
  *                [--engine AUTO|CUBLASLT|OWN] [--cublaslt-dir DIR]
- *                [--kernel-options none|residual-in-gemm,warp-layer-norm]
+ *                [--kernel-options default|none|residual-in-gemm,warp-layer-norm]
  * </pre>
  * Each precision loads the model with its own {@link CudaTensorOps} (on cuBLASLt unless {@code --engine OWN} or the
  * library is absent; BF16 on cuBLASLt stores weights and activations in bf16); every row names its GEMM engine and
@@ -110,7 +110,7 @@ public final class BertGpuBench {
         values.put("--shape-s", "4");
         values.put("--profile", "1x128,8x128,32x512");
         values.put("--engine", "AUTO");
-        values.put("--kernel-options", "none");
+        values.put("--kernel-options", "default");
         for (int i = 0; i < args.length; i++) {
             String key = args[i];
             if (!key.startsWith("--") || i + 1 >= args.length) {
@@ -147,8 +147,14 @@ public final class BertGpuBench {
                 kernelOptions(values.get("--kernel-options")));
     }
 
-    /** "none" or a comma list of residual-in-gemm, warp-layer-norm (the gpupool.kernels.* switches of the same names). */
+    /**
+     * "default" (the server's defaults), "none" (all off) or a comma list of those on: residual-in-gemm,
+     * warp-layer-norm (the gpupool.kernels.* switches of the same names).
+     */
     static CudaTensorOps.Options kernelOptions(String csv) {
+        if (csv.trim().equals("default")) {
+            return CudaTensorOps.Options.DEFAULT;
+        }
         boolean residual = false;
         boolean warp = false;
         for (String name : csv.split(",")) {
@@ -157,7 +163,7 @@ public final class BertGpuBench {
                 case "residual-in-gemm" -> residual = true;
                 case "warp-layer-norm" -> warp = true;
                 default -> throw new IllegalArgumentException("--kernel-options: unknown '" + name
-                        + "'; allowed: none, residual-in-gemm, warp-layer-norm");
+                        + "'; allowed: default, none, residual-in-gemm, warp-layer-norm");
             }
         }
         return new CudaTensorOps.Options(false, residual, warp);

@@ -49,7 +49,7 @@ import java.util.concurrent.atomic.LongAdder;
  *                 attention/attention_bf16_d64   (⌈seq/64⌉, heads, batch)    128   BF16 and head size 64
  *                 attention/attention_tf32_d64   (⌈seq/64⌉, heads, batch)    128   TF32 and head size 64
  *   addLayerNorm  ops/add_layer_norm             (rows)                      ≤256
- *                 ops/add_layer_norm_warp        (⌈rows/4⌉)                  128   Options.warpLayerNorm, cols a
+ *                 ops/add_layer_norm_warp        (rows)                      32    Options.warpLayerNorm, cols a
  *                                                                                  multiple of 128 up to 1024
  *   pool          ops/pool_cls | ops/pool_mean   (batch)                     ≤256
  *   softmax       ops/softmax_rows               (rows)                      ≤256
@@ -133,9 +133,9 @@ import java.util.concurrent.atomic.LongAdder;
  *   addLayerNorm           ops/add_layer_norm_bf16_reg     (rows)                 ≤256   cols ≤ 8·threads: x + residual
  *                                                                                        kept in registers, read once
  *                          ops/add_layer_norm_bf16         (rows)                 ≤256   longer rows
- *                          ops/add_layer_norm_warp_bf16    (⌈rows/4⌉)             128    Options.warpLayerNorm, cols a
+ *                          ops/add_layer_norm_warp_bf16    (rows)                 32     Options.warpLayerNorm, cols a
  *                                                                                        multiple of 256 up to 2048
- *   embeddingLayerNorm     ops/embedding_layer_norm_warp{,_bf16} (⌈tokens/4⌉)     128    Options.warpLayerNorm, as above
+ *   embeddingLayerNorm     ops/embedding_layer_norm_warp{,_bf16} (batch·seq)      32     Options.warpLayerNorm, as above
  *   attention              attention/attention_bf16io_d64  (⌈seq/64⌉, heads, batch) 128   attention kernels CLASSIC
  *                          attention/flash_attention_bf16io_d64_q128w8 (⌈seq/128⌉, heads, batch) 256   TILED, at
  *                                                                          least FLASH_WIDE_MIN_BLOCKS such blocks
@@ -173,7 +173,8 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     }
 
     /**
-     * Kernel paths an operator opts into, each off by default until a GPU run has verified it.
+     * Kernel paths an operator can switch; {@link #DEFAULT} has on what a GPU run verified (docs/benchmarks.md,
+     * "LayerNorm kernels and the residual in the GEMM").
      *
      * @param packedBf16     on bf16 activations, offer the packed-sequence ops in their bf16 forms, so that batches
      *                       are packed rather than padded (no effect on FP32 activations)
@@ -183,8 +184,10 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      *                       loads, the row in registers) where the row length and alignment allow
      */
     public record Options(boolean packedBf16, boolean residualInGemm, boolean warpLayerNorm) {
-        /** Everything off. */
-        public static final Options DEFAULT = new Options(false, false, false);
+        /** The verified defaults: warp-per-row LayerNorm on, packed bf16 and the residual in the GEMM off. */
+        public static final Options DEFAULT = new Options(false, false, true);
+        /** Everything off: the block-per-row LayerNorm kernels and the add in the LayerNorm. */
+        public static final Options NONE = new Options(false, false, false);
     }
 
     /** {@link #gemmEngine()} when gpupool's own kernels multiply. */
@@ -195,8 +198,11 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     static final int LAYER_NORM_REGISTER_COLUMNS = 8;
     /** Threads per block of the row-wise kernels. */
     private static final int ROW_BLOCK = 256;
-    /** Threads per block of the warp-per-row LayerNorm kernels: four rows a block. */
-    static final int WARP_ROW_BLOCK = 128;
+    /**
+     * Threads per block of the warp-per-row LayerNorm kernels: one row a block, the fastest of 32/64/128/256 at 16384
+     * rows on an H200 and within 3 % of the best at 128 rows (docs/benchmarks.md).
+     */
+    static final int WARP_ROW_BLOCK = 32;
     /** Chunks of 32 16-byte vectors a warp-per-row LayerNorm keeps in registers (GP_WARP_LN_MAX_CHUNKS of ops.cu). */
     static final int WARP_LAYER_NORM_MAX_CHUNKS = 8;
     /**
@@ -340,7 +346,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
                          boolean packedBf16) {
-        this(device, precision, library, workspaces, new Options(packedBf16, false, false), ATTENTION_DEFAULT);
+        this(device, precision, library, workspaces, new Options(packedBf16, false, Options.DEFAULT.warpLayerNorm()), ATTENTION_DEFAULT);
     }
 
     /**
@@ -349,7 +355,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
                          boolean packedBf16, AttentionKernels attentionKernels) {
-        this(device, precision, library, workspaces, new Options(packedBf16, false, false), attentionKernels);
+        this(device, precision, library, workspaces, new Options(packedBf16, false, Options.DEFAULT.warpLayerNorm()), attentionKernels);
     }
 
     /** As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator)} with opt-in kernel paths. */

@@ -239,7 +239,7 @@ class CudaTensorOpsLaunchTest {
     @Test
     void rowKernelsGetOneBlockPerRow() {
         CudaTensorOps ops = new CudaTensorOps(device);
-        ops.addLayerNorm(stream, 0x1000, 0, 0x2000, 0x3000, 0x1000, 77, 768, 1e-12f);
+        ops.addLayerNorm(stream, 0x1000, 0, 0x2000, 0x3000, 0x1000, 77, 770, 1e-12f);   // not whole warp chunks
         ops.pool(stream, 0x1000, 0x4000, 0x5000, 3, 16, 768, Pooling.MEAN);
         ops.pool(stream, 0x1000, 0, 0x5000, 3, 16, 768, Pooling.CLS);
         ops.softmax(stream, 0x1000, 0x1000, 5, 10);
@@ -247,7 +247,7 @@ class CudaTensorOpsLaunchTest {
         assertThat(stream.launches).extracting(Launch::kernel)
                 .containsExactly("add_layer_norm", "pool_mean", "pool_cls", "softmax_rows", "embedding_sum");
         assertThat(stream.launches).extracting(l -> l.grid()[0]).containsExactly(77, 3, 3, 5, 48);
-        assertThat(stream.launches.get(0).arguments()).containsExactly(0x1000L, 0L, 0x2000L, 0x3000L, 0x1000L, 768,
+        assertThat(stream.launches.get(0).arguments()).containsExactly(0x1000L, 0L, 0x2000L, 0x3000L, 0x1000L, 770,
                 1e-12f);
         assertThat(stream.launches.get(3).block()).containsExactly(32, 1, 1);
     }

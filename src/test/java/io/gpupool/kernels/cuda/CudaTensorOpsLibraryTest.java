@@ -227,8 +227,8 @@ class CudaTensorOpsLibraryTest {
         ops.pool(stream, 0x100, 0, 0x300, 2, 128, 768, Pooling.CLS);
         ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 2, 768, 768, Activation.TANH);
         ops.toFloat32(stream, 0x100, 0x200, 1536);
-        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("embedding_layer_norm_bf16",
-                "add_layer_norm_bf16_reg", "flash_attention_bf16io_d64_q64", "pool_mean_bf16", "pool_cls_bf16", "activate_bf16",
+        assertThat(stream.launches).extracting(Launch::kernel).containsExactly("embedding_layer_norm_warp_bf16",
+                "add_layer_norm_warp_bf16", "flash_attention_bf16io_d64_q64", "pool_mean_bf16", "pool_cls_bf16", "activate_bf16",
                 "bf16_to_f32");
         assertThat(ops.launches()).isEqualTo(9);   // 7 kernels and 2 library calls
 
@@ -318,8 +318,8 @@ class CudaTensorOpsLibraryTest {
         assertThat(library.residualPlans).isEmpty();
         assertThat(library.plans).hasSize(1);
         assertThat(library.runs.getFirst().residual()).isZero();
-        assertThat(stream.only().kernel()).isEqualTo("add_layer_norm");
-        assertThat(stream.only().arguments()).containsExactly(0x7000L, 0x4000L, 0x5000L, 0x6000L, 0x7000L, 768,
+        assertThat(stream.only().kernel()).isEqualTo("add_layer_norm_warp");
+        assertThat(stream.only().arguments()).containsExactly(0x7000L, 0x4000L, 0x5000L, 0x6000L, 0x7000L, 256, 768,
                 1e-12f);
     }
 
@@ -339,13 +339,13 @@ class CudaTensorOpsLibraryTest {
     }
 
     @Test
-    void warpLayerNormRunsFourRowsABlockWhereTheRowIsWholeVectors() {
+    void warpLayerNormRunsOneRowABlockWhereTheRowIsWholeVectors() {
         CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, WARP_NORM);
         ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 130, 768, 1e-12f);   // 3 chunks of 256
         Launch warp = stream.only();
         assertThat(warp.kernel()).isEqualTo("add_layer_norm_warp_bf16");
-        assertThat(warp.grid()).containsExactly(33, 1, 1);
-        assertThat(warp.block()).containsExactly(128, 1, 1);
+        assertThat(warp.grid()).containsExactly(130, 1, 1);
+        assertThat(warp.block()).containsExactly(32, 1, 1);
         assertThat(warp.arguments()).containsExactly(0x100L, 0x200L, 0x300L, 0x400L, 0x500L, 130, 768, 1e-12f);
 
         stream.launches.clear();
@@ -359,7 +359,7 @@ class CudaTensorOpsLibraryTest {
         ops.embeddingLayerNorm(stream, 0x10, 0x20, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, 9, 768, 1e-12f);
         Launch embed = stream.only();
         assertThat(embed.kernel()).isEqualTo("embedding_layer_norm_warp_bf16");
-        assertThat(embed.grid()).containsExactly(5, 1, 1);
+        assertThat(embed.grid()).containsExactly(18, 1, 1);
         assertThat(embed.arguments()).containsExactly(0x10L, 0x20L, 0x100L, 0x200L, 0x300L, 0x400L, 0x500L, 0x600L,
                 18, 9, 768, 1e-12f);
     }
@@ -371,12 +371,12 @@ class CudaTensorOpsLibraryTest {
         ops.addLayerNorm(stream, 0x100, 0, 0x300, 0x400, 0x500, 16384, 1056, 1e-12f);    // not whole chunks
         assertThat(stream.launches).extracting(Launch::kernel).containsExactly("add_layer_norm_warp",
                 "add_layer_norm");
-        assertThat(stream.launches.getFirst().grid()).containsExactly(4096, 1, 1);
+        assertThat(stream.launches.getFirst().grid()).containsExactly(16384, 1, 1);
     }
 
     @Test
-    void withoutTheOptionLayerNormStaysOnTheBlockKernels() {
-        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool);
+    void withTheOptionOffLayerNormStaysOnTheBlockKernels() {
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, CudaTensorOps.Options.NONE);
         ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 130, 768, 1e-12f);
         ops.embeddingLayerNorm(stream, 0x10, 0x20, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, 9, 768, 1e-12f);
         assertThat(stream.launches).extracting(Launch::kernel).containsExactly("add_layer_norm_bf16_reg",

@@ -42,7 +42,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 @Tag("gpu")
 class ResidualGemmGpuTest {
 
-    private static final Options FUSED = new Options(false, true, false);
+    private static final Options FUSED = new Options(false, true, true);
     private static final Options WARP = new Options(false, false, true);
 
     private static CudaBackend backend;
