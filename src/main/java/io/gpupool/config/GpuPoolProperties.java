@@ -118,9 +118,10 @@ public class GpuPoolProperties {
         /**
          * MAPPED growth: rather than map beyond the budget (high-water mark + mapped slack), take memory
          * another stream freed and wait for that stream's work (as cudaMallocAsync does). Less memory,
-         * more cross-stream waits; off by default.
+         * more cross-stream waits. On by default in the server, beside the PERIODIC budget reclaim (the
+         * pool's own default, {@code PoolConfig.defaults()}, keeps both off).
          */
-        private boolean waitBeyondBudget = false;
+        private boolean waitBeyondBudget = true;
 
         /**
          * MAPPED growth: which free blocks of one size a reclaim for the budget unmaps first: HIGHEST_ADDRESS
@@ -134,7 +135,7 @@ public class GpuPoolProperties {
          * would pass the budget unmaps first) or PERIODIC (the pool's maintenance unmaps; serving threads
          * map beyond the budget within the cap and make no unmap calls).
          */
-        private BudgetReclaim budgetReclaim = BudgetReclaim.ON_MAP;
+        private BudgetReclaim budgetReclaim = BudgetReclaim.PERIODIC;
 
         /**
          * MAPPED growth: a reclaim for the budget unmaps down to this fraction of the slack below the budget,

@@ -306,8 +306,16 @@ class MemoryAdmissionServingTest {
                 .noWarmUp().build();
         fixture.registry.models().forEach(ServedModel::markReady);
         fixture.registry.markWarmedUp();
-        CountDownLatch release = new CountDownLatch(1);
-        model().gate = rows -> await(release);
+        CountDownLatch releaseLarge = new CountDownLatch(1);
+        CountDownLatch releaseSmall = new CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicBoolean smallHeld = new java.util.concurrent.atomic.AtomicBoolean();
+        model().gate = rows -> {
+            if (rows == 3) {
+                await(releaseLarge);
+            } else if (rows == 1 && smallHeld.compareAndSet(false, true)) {
+                await(releaseSmall);                               // only the first single request is held
+            }
+        };
         List<Integer> statuses = Collections.synchronizedList(new ArrayList<>());
         List<Thread> clients = new ArrayList<>();
         clients.add(inferAsync(3, statuses));                      // 6 MiB on one stream
@@ -319,7 +327,9 @@ class MemoryAdmissionServingTest {
         }
         waitFor(() -> fixture.batcher.waiting(0) == 4);
 
-        release.countDown();
+        releaseLarge.countDown();                                  // 6 MiB free while 2 MiB stay held: 8 MiB cannot run
+        waitFor(() -> fixture.batcher.statistics().snapshot("planned").splitsForMemory() > 0);
+        releaseSmall.countDown();
         for (Thread client : clients) {
             client.join(20_000);
         }

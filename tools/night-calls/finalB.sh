@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# One-off device calls of the 2026-12-01 night session, kept because docs/benchmarks.md quotes them; run from the
+# repository root on the GPU machine with the bundle (tools/gpu-bundle.sh) and tools/cuda-harness/build.sh carried.
 # Final call B (2026-12-01 night): BERT-base against torch eager / torch.compile, the capped pool, AllocBench.
 set -uo pipefail
 export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz

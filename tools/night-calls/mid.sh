@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# One-off device calls of the 2026-12-01 night session, kept because docs/benchmarks.md quotes them; run from the
+# repository root on the GPU machine with the bundle (tools/gpu-bundle.sh) and tools/cuda-harness/build.sh carried.
 # Mid-session validation call (2026-12-01 night): helpers' kernels and the pool's reclaim variants.
 set -uo pipefail
 export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# One-off device calls of the 2026-12-01 night session, kept because docs/benchmarks.md quotes them; run from the
+# repository root on the GPU machine with the bundle (tools/gpu-bundle.sh) and tools/cuda-harness/build.sh carried.
 # Final call A (2026-12-01 night): every GPU test, the pool against cuda-async (2 rounds), short batching.
 set -uo pipefail
 export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz
