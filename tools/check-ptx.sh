@@ -22,6 +22,12 @@ for source in src/main/cuda/*.cu; do
   if [ ! -f "$committed" ]; then
     echo "check-ptx: $committed is missing (run tools/build-ptx.sh)"; status=1; continue
   fi
+  # nvcc 13.0 does not always emit the same PTX for one source: attention.cu compiles to a second register
+  # numbering in about one run of six. A source passes when one of five compilations matches the commit.
+  for attempt in 2 3 4 5; do
+    diff -q "$committed" "$tmp/$name.ptx" >/dev/null && break
+    (cd src/main/cuda && LC_ALL=C nvcc -ptx -arch=compute_80 -O3 -std=c++17 -o "$tmp/$name.ptx" "$name.cu")
+  done
   if ! diff -q "$committed" "$tmp/$name.ptx" >/dev/null; then
     echo "check-ptx: $committed differs from what $source compiles to (run tools/build-ptx.sh)"
     echo "  committed by: $(grep -m1 'Cuda compilation tools' "$committed" || echo unknown)"
