@@ -335,26 +335,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      * system properties say.
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces) {
-        this(device, precision, library, workspaces, false);
-    }
-
-    /**
-     * As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator)}; {@code packedBf16}: on bf16
-     * activations, offer the packed-sequence ops in their bf16 forms (not yet verified on a GPU), so that batches are
-     * packed rather than padded. No effect where activations are FP32.
-     */
-    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
-                         boolean packedBf16) {
-        this(device, precision, library, workspaces, new Options(packedBf16, false, Options.DEFAULT.warpLayerNorm()), ATTENTION_DEFAULT);
-    }
-
-    /**
-     * As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator, boolean)}, with the
-     * generation of the head-size-64 attention kernels ({@code gpupool.kernels.attention}).
-     */
-    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
-                         boolean packedBf16, AttentionKernels attentionKernels) {
-        this(device, precision, library, workspaces, new Options(packedBf16, false, Options.DEFAULT.warpLayerNorm()), attentionKernels);
+        this(device, precision, library, workspaces, Options.DEFAULT);
     }
 
     /** As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator)} with opt-in kernel paths. */
