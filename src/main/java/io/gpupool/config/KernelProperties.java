@@ -75,16 +75,16 @@ public class KernelProperties {
     /**
      * On cuBLASLt: a transformer's output projections add the residual in the product itself (cuBLASLt's C operand
      * with beta = 1), leaving the LayerNorm alone, one launch fewer per projection (two per BERT layer). Off by
-     * default: correct on an H200 (within 1e-5 of the unfused path in FP32) but its speed not yet measured; without the
-     * library the residual is added in the LayerNorm either way.
+     * default: correct, but no faster at the large token counts where a forward spends its time (docs/benchmarks.md,
+     * "Residual in the GEMM"); without the library the residual is added in the LayerNorm either way.
      */
     private boolean residualInGemm = false;
 
     /**
      * LayerNorm, add+LayerNorm and embeddings+LayerNorm on the warp-per-row kernels (16-byte loads, each row in
      * registers, FP32 statistics) where the hidden size allows (a multiple of 128 for FP32 activations, 256 for bf16,
-     * up to 1024 / 2048); the block-per-row kernels otherwise, or everywhere when false. Verified on an H200 and 1.5-2.4x
-     * faster at 16 384 rows (docs/benchmarks.md), hence on.
+     * up to 1024 / 2048); the block-per-row kernels otherwise, or everywhere when false. On by default: verified on a GPU
+     * and faster than the block-per-row kernels at large row counts (docs/benchmarks.md, "LayerNorm kernels").
      */
     private boolean warpLayerNorm = true;
 

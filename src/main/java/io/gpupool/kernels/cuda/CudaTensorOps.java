@@ -199,17 +199,16 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     /** Threads per block of the row-wise kernels. */
     private static final int ROW_BLOCK = 256;
     /**
-     * Threads per block of the warp-per-row LayerNorm kernels: one row a block, the fastest of 32/64/128/256 at 16384
-     * rows on an H200 and within 3 % of the best at 128 rows (docs/benchmarks.md).
+     * Threads per block of the warp-per-row LayerNorm kernels: one row a block, the block size that measured best
+     * of 32/64/128/256 at both large and small row counts (docs/benchmarks.md, "LayerNorm kernels").
      */
     static final int WARP_ROW_BLOCK = 32;
     /** Chunks of 32 16-byte vectors a warp-per-row LayerNorm keeps in registers (GP_WARP_LN_MAX_CHUNKS of ops.cu). */
     static final int WARP_LAYER_NORM_MAX_CHUNKS = 8;
     /**
      * Fewer 128×128 output tiles than this and a tensor-core product runs with 64×64 tiles instead, so that
-     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200). Measured on
-     * an H200: with 192 large tiles the 64×64 kernel was 2–10% faster, with 576 and more the 128×128 one was
-     * up to 17% faster (tools/cuda-harness/NOTES.md).
+     * small (few-token) products still occupy the device's multiprocessors (132 on an H100/H200). The threshold
+     * lies between the grid sizes where each tile size measured faster (tools/cuda-harness/NOTES.md).
      */
     static final int LARGE_TILE_MIN_BLOCKS = 384;
     /**
@@ -336,26 +335,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      * system properties say.
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces) {
-        this(device, precision, library, workspaces, false);
-    }
-
-    /**
-     * As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator)}; {@code packedBf16}: on bf16
-     * activations, offer the packed-sequence ops in their bf16 forms (not yet verified on a GPU), so that batches are
-     * packed rather than padded. No effect where activations are FP32.
-     */
-    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
-                         boolean packedBf16) {
-        this(device, precision, library, workspaces, new Options(packedBf16, false, Options.DEFAULT.warpLayerNorm()), ATTENTION_DEFAULT);
-    }
-
-    /**
-     * As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator, boolean)}, with the
-     * generation of the head-size-64 attention kernels ({@code gpupool.kernels.attention}).
-     */
-    public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
-                         boolean packedBf16, AttentionKernels attentionKernels) {
-        this(device, precision, library, workspaces, new Options(packedBf16, false, Options.DEFAULT.warpLayerNorm()), attentionKernels);
+        this(device, precision, library, workspaces, Options.DEFAULT);
     }
 
     /** As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator)} with opt-in kernel paths. */

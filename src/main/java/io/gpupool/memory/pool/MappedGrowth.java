@@ -481,7 +481,9 @@ final class MappedGrowth extends Growth {
         }
         long budget = budget();
         if (mappedBytes() + bytes > budget) {
-            long slack = budget - highWater.get();                   // hysteresis: some of the slack below
+            // hysteresis: unmap reclaimHysteresis of the slack below the budget too, so that the next maps
+            // fit without a reclaim each
+            long slack = budget - highWater.get();
             reclaimNow(budget - bytes - (long) (slack * config.get().reclaimHysteresis()));
         }
     }

@@ -44,7 +44,7 @@ public final class BoundedDataDeserializer extends ValueDeserializer<JsonNode> {
         ArrayNode root = context.getNodeFactory().arrayNode();
         ArrayDeque<ArrayNode> open = new ArrayDeque<>();
         open.push(root);
-        ValueDeserializer<Object> scalars = null;
+        ValueDeserializer<Object> nodes = null;   // the tree deserializer, looked up at the first element
         while (!open.isEmpty()) {
             JsonToken token = parser.nextToken();
             if (token == null) {
@@ -66,10 +66,10 @@ public final class BoundedDataDeserializer extends ValueDeserializer<JsonNode> {
                     if (token == JsonToken.VALUE_NULL) {
                         open.peek().add(context.getNodeFactory().nullNode());      // as readTree makes it
                     } else {
-                        if (scalars == null) {
-                            scalars = context.findRootValueDeserializer(context.constructType(JsonNode.class));
+                        if (nodes == null) {
+                            nodes = context.findRootValueDeserializer(context.constructType(JsonNode.class));
                         }
-                        open.peek().add((JsonNode) scalars.deserialize(parser, context));
+                        open.peek().add((JsonNode) nodes.deserialize(parser, context));
                     }
                 }
             }

@@ -286,9 +286,9 @@ class CublasLtOpsGpuTest {
 
     @Test
     void tiledBf16AttentionMatchesReferenceAndTheClassicKernelOnAMaskedBatch() {
-        CudaTensorOps tiled = new CudaTensorOps(device, Precision.BF16, library, pool, false,
+        CudaTensorOps tiled = new CudaTensorOps(device, Precision.BF16, library, pool, CudaTensorOps.Options.DEFAULT,
                 CudaTensorOps.AttentionKernels.TILED);
-        CudaTensorOps classic = new CudaTensorOps(device, Precision.BF16, library, pool, false,
+        CudaTensorOps classic = new CudaTensorOps(device, Precision.BF16, library, pool, CudaTensorOps.Options.DEFAULT,
                 CudaTensorOps.AttentionKernels.CLASSIC);
         opened.add(tiled);
         opened.add(classic);

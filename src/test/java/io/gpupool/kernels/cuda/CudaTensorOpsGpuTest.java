@@ -152,9 +152,9 @@ class CudaTensorOpsGpuTest {
 
     @Test
     void tiledFp32AttentionMatchesReferenceAndTheClassicKernelOnAMaskedBatch() {
-        CudaTensorOps tiled = new CudaTensorOps(device, Precision.FP32, null, null, false,
+        CudaTensorOps tiled = new CudaTensorOps(device, Precision.FP32, null, null, CudaTensorOps.Options.DEFAULT,
                 CudaTensorOps.AttentionKernels.TILED);
-        CudaTensorOps classic = new CudaTensorOps(device, Precision.FP32, null, null, false,
+        CudaTensorOps classic = new CudaTensorOps(device, Precision.FP32, null, null, CudaTensorOps.Options.DEFAULT,
                 CudaTensorOps.AttentionKernels.CLASSIC);
         for (int seq : new int[] {1, 37, 200}) {   // one key; a partial key tile; several tiles and a padded tail
             long seed = random.nextLong();

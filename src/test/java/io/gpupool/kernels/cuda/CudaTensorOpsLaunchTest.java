@@ -168,7 +168,7 @@ class CudaTensorOpsLaunchTest {
 
     @Test
     void attentionPicksTheKernelByHeadSizeAndPrecision() {
-        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, false,
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, CudaTensorOps.Options.DEFAULT,
                 CudaTensorOps.AttentionKernels.CLASSIC);
         CudaTensorOps bf16 = new CudaTensorOps(device, Precision.BF16);
         fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
@@ -189,9 +189,9 @@ class CudaTensorOpsLaunchTest {
 
     @Test
     void tiledAttentionRunsTheRegisterTiledFp32KernelForAlignedHeadSize64() {
-        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, false,
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, CudaTensorOps.Options.DEFAULT,
                 CudaTensorOps.AttentionKernels.TILED);
-        CudaTensorOps x3 = new CudaTensorOps(device, Precision.TF32X3, null, null, false,
+        CudaTensorOps x3 = new CudaTensorOps(device, Precision.TF32X3, null, null, CudaTensorOps.Options.DEFAULT,
                 CudaTensorOps.AttentionKernels.TILED);
         fp32.attention(stream, 0x1000, 0x1800, 0, 0x2000, 8, 100, 12, 64);
         x3.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);

@@ -245,7 +245,7 @@ class CudaTensorOpsLibraryTest {
 
     @Test
     void tiledAttentionOnBf16ActivationsRunsFlashAttentionWith128QueryBlocksWhereTheyAreEnough() {
-        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, false,
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, CudaTensorOps.Options.DEFAULT,
                 CudaTensorOps.AttentionKernels.TILED);
         ops.attention(stream, 0x100, 0x200, 0, 0x300, 32, 512, 12, 64);   // 4·12·32 = 1536 blocks of 128 queries
         ops.attention(stream, 0x100, 0x200, 0, 0x300, 1, 512, 12, 64);    // 48 blocks of 128: too few, 64 instead

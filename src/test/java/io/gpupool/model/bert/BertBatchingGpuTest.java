@@ -106,7 +106,8 @@ class BertBatchingGpuTest {
     void bf16ActivationsWithPackedBf16PackBatchesAndStayCloseToThePaddedBf16PathAlone() {
         MatmulLibrary library = device.matmulLibrary(null).orElse(null);
         Assumptions.assumeTrue(library != null, "cuBLASLt not loadable: no bf16 activations");
-        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, requests, true);
+        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, requests,
+                new CudaTensorOps.Options(true, false, CudaTensorOps.Options.DEFAULT.warpLayerNorm()));
         CudaTensorOps padding = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, requests);
         try {
             assertThat(ops.activationBytes()).isEqualTo(2);
