@@ -1,6 +1,5 @@
 package io.gpupool.backend.cuda;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.GraphCaptureException;
 import io.gpupool.backend.KernelFunction;
