@@ -26,7 +26,7 @@ for source in src/main/cuda/*.cu; do
   # numbering in about one run of six. A source passes when one of five compilations matches the commit.
   for attempt in 2 3 4 5; do
     diff -q "$committed" "$tmp/$name.ptx" >/dev/null && break
-    (cd src/main/cuda && LC_ALL=C nvcc -ptx -arch=compute_80 -O3 -std=c++17 -o "$tmp/$name.ptx" "$name.cu")
+    tools/build-ptx.sh "$tmp" "$name.cu" >/dev/null
   done
   if ! diff -q "$committed" "$tmp/$name.ptx" >/dev/null; then
     echo "check-ptx: $committed differs from what $source compiles to (run tools/build-ptx.sh)"
