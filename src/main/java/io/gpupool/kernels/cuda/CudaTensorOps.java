@@ -231,16 +231,16 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
 
     /**
      * The attention kernels of the constructors that take no explicit choice: {@code -Dgpupool.kernels.attention}
-     * (CLASSIC or TILED, any case; read once), else TILED (checked and faster at every BERT shape on the H200:
-     * docs/benchmarks.md, "Validation call").
+     * (CLASSIC or TILED, any case; read once), else TILED: the same results within rounding and the faster kernels
+     * at every BERT shape measured (docs/benchmarks.md, "Validation call").
      */
     static final AttentionKernels ATTENTION_DEFAULT =
             attentionKernels(System.getProperty("gpupool.kernels.attention", "TILED"));
     /**
      * Fewer 128-query flash blocks than this and bf16 attention runs 64-query blocks instead. Below about one block
      * per multiprocessor pair the device is latency-bound and the smaller blocks, twice as many, finish first; from
-     * here on the 8-warp blocks, which load each K/V tile once for 128 queries, were as fast or faster on the H200
-     * (docs/benchmarks.md, "Validation call").
+     * here on the 8-warp blocks win, since they load each K/V tile once for 128 queries (measurements:
+     * docs/benchmarks.md, "Validation call").
      */
     static final int FLASH_WIDE_MIN_BLOCKS = 96;
 
