@@ -4,13 +4,14 @@
 # default workload and under the short batching workload. Runs from the repository root with the bundle
 # (BUNDLE, default dist/gpupool-gpu-bundle.tar.xz); everything lands in OUT/h200-probe.tgz.
 #
-#   tools/h200-probe.sh OUT [variants] [jfr-pool] [jfr-batching]     (all three by default)
+#   tools/h200-probe.sh OUT [variants] [jfr-pool] [jfr-batching] [grid]     (the first three by default)
 #
 # variants      cuda-async, TWO_LEVEL defaults, and the growth settings that trade map/unmap calls for memory:
 #               mapped-slack 1.0 (reclaims only beyond twice the high-water mark), ON_DEMAND growth (no
 #               mapping at all), wait-beyond-budget; one round each
 # jfr-pool      TWO_LEVEL defaults with a flight recording (profile settings) of the server
 # jfr-batching  the short batching workload (tools/batching-bench.sh short) with a flight recording per server
+# grid          GRID_MODES (compare-allocators modes, comma-separated), one round each on the same workload
 # Read the recordings here with `jfr view hot-methods FILE`, `jfr print --events jdk.ExecutionSample FILE`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +43,10 @@ for stage in $STAGES; do
     jfr-batching)
       timeout 150 bash tools/batching-bench.sh "$W/batching" short --warmup 3s --duration 12s --drain 5s \
         --jvm-opts "$(jfr batching)" >> "$LOG" 2>&1 ;;
+    grid)
+      timeout 400 bash tools/compare-allocators.sh full --modes "${GRID_MODES:?grid needs GRID_MODES}" \
+        --rounds 1 --warmup 3s --duration 10s --drain 5s --server-args "$BF16" \
+        --out-dir "$W/grid" >> "$LOG" 2>&1 ;;
     *) say "unknown stage $stage" ;;
   esac
   say "stage $stage rc=$?"
