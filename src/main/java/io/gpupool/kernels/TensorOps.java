@@ -68,6 +68,22 @@ public interface TensorOps {
     }
 
     /**
+     * How each product shape measured at warm-up runs, for operators; empty where nothing was measured (the
+     * setting off, or kernels with a single way to multiply).
+     */
+    default java.util.List<GemmChoice> gemmChoices() {
+        return java.util.List.of();
+    }
+
+    /**
+     * One measured product shape: {@code shape} names it ("128x768->3072 BF16 BIAS_GELU"), {@code engine} what runs
+     * it (a library algorithm, or gpupool's kernels), {@code millis} its time per run, {@code heuristicMillis} that
+     * of the library's own first choice (NaN where the library offered none), out of {@code candidates} measured.
+     */
+    record GemmChoice(String shape, String engine, double millis, double heuristicMillis, int candidates) {
+    }
+
+    /**
      * The per-stream scratch memory these kernels take from the pool (a library's workspace), for the owner of the
      * streams to release between requests; empty where the kernels keep none.
      */

@@ -88,5 +88,8 @@ class KernelPropertiesTest {
         runner.withPropertyValues("gpupool.kernels.residual-in-gemm=true", "gpupool.kernels.warp-layer-norm=true")
                 .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
                         .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, true, true)));
+        runner.withPropertyValues("gpupool.kernels.gemm-tuning=true")
+                .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
+                        .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, false, true, true)));
     }
 }
