@@ -62,7 +62,7 @@ public class OperationsWiring {
             String activations = device.ops().activationBytes() == 2 ? "bf16" : "fp32";
             pools.add(ManagedPool.withKernels(managedPool(selector(backend, device.index()), device),
                     () -> new ManagedPool.Kernels(engine, activations, workspaces(device.ops()),
-                            gemmChoices(device.ops())),
+                            gemmChoices(device.ops().gemmChoices())),
                     device.worker()::releaseIdleWorkspaces, device.worker().admission()));
         }
         return ManagedPools.of(pools);
@@ -75,8 +75,8 @@ public class OperationsWiring {
     }
 
     /** How the kernels' measured product shapes run, for the endpoint (sorted by shape). */
-    static List<ManagedPool.GemmChoice> gemmChoices(TensorOps ops) {
-        return ops.gemmChoices().stream()
+    static List<ManagedPool.GemmChoice> gemmChoices(List<TensorOps.GemmChoice> measured) {
+        return measured.stream()
                 .map(c -> new ManagedPool.GemmChoice(c.shape(), c.engine(), orNull(c.millis()),
                         orNull(c.heuristicMillis()), c.candidates()))
                 .sorted(java.util.Comparator.comparing(ManagedPool.GemmChoice::shape))

@@ -753,6 +753,9 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         boolean addsResidual = residual != 0;
         String shape = rows + "x" + in + "->" + out + " " + precision + " " + epilogue
                 + (addsResidual ? " + residual" : "");
+        // first, as the product itself would: a pool that cannot give the stream its workspace fails the request
+        long workspace = state.tuningWorkspace(stream, workspaces);
+        long workspaceBytes = workspace == 0 ? 0 : state.pinned ? state.pinnedBytes : library.workspaceBytes();
         List<Matmul> offered;
         try {
             offered = library.candidates(rows, in, out, elementType, compute, epilogue, addsResidual,
@@ -762,8 +765,6 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
                     library.description(), shape, e.getMessage());
             offered = List.of();
         }
-        long workspace = state.tuningWorkspace(stream, workspaces);
-        long workspaceBytes = workspace == 0 ? 0 : state.pinned ? state.pinnedBytes : library.workspaceBytes();
         List<Matmul> plans = new ArrayList<>();
         List<GemmTuner.Candidate> candidates = new ArrayList<>();
         for (Matmul plan : offered) {

@@ -173,7 +173,7 @@ class GemmTuningGpuTest {
     }
 
     @Test
-    void theLibraryOffersSeveralAlgorithmsWhosePlansAndTwinsComputeTheSameProduct() {
+    void everyAlgorithmTheLibraryOffersAndItsTwinComputeTheSameProduct() {
         int rows = 128;
         int in = 768;
         int out = 768;
@@ -181,7 +181,7 @@ class GemmTuningGpuTest {
                 MatmulLibrary.Compute.FP32, MatmulLibrary.Epilogue.BIAS, false, CudaTensorOps.TUNING_CANDIDATES);
         List<Matmul> twins = new ArrayList<>();
         try {
-            assertThat(offered).hasSizeGreaterThanOrEqualTo(2).hasSizeLessThanOrEqualTo(CudaTensorOps.TUNING_CANDIDATES);
+            assertThat(offered).isNotEmpty().hasSizeLessThanOrEqualTo(CudaTensorOps.TUNING_CANDIDATES);
             float[] x = randoms(rows * in, 1);
             float[] w = randoms(out * in, 0.05f);
             float[] bias = randoms(out, 1);
