@@ -89,7 +89,8 @@ public class KernelProperties {
     private boolean warpLayerNorm = true;
 
     /**
-     * On cuBLASLt: each product shape, the first time it runs (a model's warm-up for the shapes it warms), times the
+     * On cuBLASLt: each product shape, the first time it runs (the warm-up runs every model at its largest size and at the
+     * graph buckets' shapes, so those are measured before the first request), times the
      * library's first 8 algorithms and gpupool's own kernel for it on the stream and keeps the fastest for every
      * stream; the choices show on {@code /actuator/gpupool} (kernels.gemmChoices). Off by default until the H200
      * showed it helps (docs/benchmarks.md); off, every product runs the heuristic's first choice.

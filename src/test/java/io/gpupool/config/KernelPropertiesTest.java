@@ -92,4 +92,17 @@ class KernelPropertiesTest {
                 .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
                         .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, false, true, true)));
     }
+
+    @Test
+    void withGemmTuningTheWarmUpAlsoRunsTheGraphBucketsShapes() {
+        KernelProperties kernels = new KernelProperties();
+        GraphProperties graphs = new GraphProperties();
+        assertThat(GpuPoolConfiguration.warmUpShapes(kernels, graphs)).as("tuning off: the largest size only").isEmpty();
+        kernels.setGemmTuning(true);
+        graphs.setBatchBuckets(java.util.List.of(1, 4));
+        graphs.setSequenceBuckets(java.util.List.of(16, 128));
+        assertThat(GpuPoolConfiguration.warmUpShapes(kernels, graphs)).containsExactly(
+                new io.gpupool.serving.WarmUp.Shape(1, 16), new io.gpupool.serving.WarmUp.Shape(1, 128),
+                new io.gpupool.serving.WarmUp.Shape(4, 16), new io.gpupool.serving.WarmUp.Shape(4, 128));
+    }
 }
