@@ -114,7 +114,7 @@ class GemmTuningGpuTest {
     @EnumSource(value = Precision.class, names = {"FP32", "TF32", "BF16"})
     void theMeasuredChoiceComputesWhatTheHeuristicsChoiceComputes(Precision precision) {
         double tolerance = switch (precision) {
-            case FP32 -> 2e-5;
+            case FP32 -> 5e-5;   // 3072-term sums of magnitude ~5: a few float roundings
             case TF32 -> 5e-3;
             default -> 4e-2;
         };
