@@ -1,5 +1,7 @@
 package io.gpupool.backend;
 
+import java.util.List;
+
 /**
  * Dense matrix products from a vendor library (cuBLASLt on CUDA), for the linear layers. The kernels layer sees
  * only this interface; the binding stays in its backend.
@@ -65,9 +67,9 @@ public interface MatmulLibrary {
      * {@link #plan} makes. For measuring the algorithms against each other at warm-up; the caller closes every plan.
      * Fails as {@link #plan} does where the library offers none. The default offers the one plan.
      */
-    default java.util.List<Matmul> candidates(int rows, int in, int out, ElementType type, Compute compute,
+    default List<Matmul> candidates(int rows, int in, int out, ElementType type, Compute compute,
                                               Epilogue epilogue, boolean residual, int count) {
-        return java.util.List.of(residual ? planResidual(rows, in, out, type, compute, epilogue)
+        return List.of(residual ? planResidual(rows, in, out, type, compute, epilogue)
                 : plan(rows, in, out, type, compute, epilogue));
     }
 

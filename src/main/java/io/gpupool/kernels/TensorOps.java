@@ -2,6 +2,7 @@ package io.gpupool.kernels;
 
 import io.gpupool.backend.DeviceStream;
 
+import java.util.List;
 import java.util.Optional;
 
 /**
@@ -71,8 +72,8 @@ public interface TensorOps {
      * How each product shape measured at warm-up runs, for operators; empty where nothing was measured (the
      * setting off, or kernels with a single way to multiply).
      */
-    default java.util.List<GemmChoice> gemmChoices() {
-        return java.util.List.of();
+    default List<GemmChoice> gemmChoices() {
+        return List.of();
     }
 
     /**
