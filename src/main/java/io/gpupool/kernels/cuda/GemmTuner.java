@@ -18,12 +18,14 @@ import java.util.Objects;
  *      dropped, logged at debug, and never decides anything
  *   2. ROUNDS rounds; in each, every remaining ci runs REPS times back to back between two timing events
  *      (Timer), the candidates in turn, so that a clock or thermal drift falls on all of them alike
+ *      after the first round, a candidate more than DROP_FACTOR times the best so far is not timed again: it
+ *      cannot win, and at large shapes its runs are the measurement's largest cost
  *   3. t(ci) = its best round's time / REPS; the lowest t wins, a tie going to the earlier candidate
  * </pre>
  * Every candidate must write the same product into the same output from inputs none of them overwrites (the caller
  * offers only such operands), and the caller runs the winner once more afterwards, so the output ends up holding the
- * product whatever a failed candidate left there. Costs
- * {@code n · (1 + ROUNDS · REPS)} products and {@code ROUNDS · n + 1} synchronisations per shape, once per shape.
+ * product whatever a failed candidate left there. Costs at most {@code n · (1 + ROUNDS · REPS)} products and
+ * {@code ROUNDS · n} synchronisations, once per shape.
  */
 final class GemmTuner {
 
@@ -33,6 +35,8 @@ final class GemmTuner {
     static final int ROUNDS = 3;
     /** Back-to-back runs between two timing events: enough that launch latency does not hide the kernel. */
     static final int REPS = 5;
+    /** A candidate this many times slower than the best after the first round is dropped (step 2). */
+    static final double DROP_FACTOR = 2.0;
 
     /** Device time of what {@code work} enqueues on {@code stream}, in milliseconds; blocks until it finished. */
     @FunctionalInterface
@@ -84,9 +88,16 @@ final class GemmTuner {
                         candidates.get(i).engine(), e.toString());
             }
         }
+        boolean[] dropped = new boolean[n];
         for (int round = 0; round < ROUNDS; round++) {
+            if (round == 1) {
+                double fastest = Arrays.stream(best).min().orElse(Double.POSITIVE_INFINITY);
+                for (int i = 0; i < n; i++) {
+                    dropped[i] = best[i] > DROP_FACTOR * fastest;
+                }
+            }
             for (int i = 0; i < n; i++) {
-                if (failed[i]) {
+                if (failed[i] || dropped[i]) {
                     continue;
                 }
                 Runnable run = candidates.get(i).run();
