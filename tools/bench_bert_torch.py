@@ -7,7 +7,9 @@ weights. For each dtype (fp32 with TF32 off, tf32 = fp32 weights with TF32 matmu
 the median forward time (CUDA events, after warm-up) of last_hidden_state with an all-ones attention mask.
 With --compile it times torch.compile(model, mode="reduce-overhead", dynamic=False) instead of eager (CUDA graphs,
 one graph per shape; Dynamo's recompile limit is raised so every shape compiles rather than falling back to eager),
-recording each shape's compile-and-capture time too; --budget-s stops starting new shapes once spent (bf16 first).
+recording each shape's compile-and-capture time too; --budget-s stops starting new shapes once spent, shared fairly
+between the dtypes: the i-th of n dtypes starts no shape after i/n of the budget (what an earlier dtype left over
+passes on), so the last dtype is not starved by the first.
 With --gemm it also times torch.nn.functional.linear (cuBLAS) at the shapes the CUDA harness times
 (4096^3 and BERT-base's four linear layers), as the library reference for our GEMM kernels.
 
@@ -100,7 +102,8 @@ def bench_bert_compiled(args, results):
         model = BertModel(BertConfig(), add_pooling_layer=False)
     model = model.cuda().eval()
     vocab = model.config.vocab_size
-    for dtype_name in args.dtypes:
+    for index, dtype_name in enumerate(args.dtypes):
+        deadline = started + args.budget_s * (index + 1) / len(args.dtypes) if args.budget_s else None
         dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
         torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
         torch.backends.cudnn.allow_tf32 = dtype_name == "tf32"
@@ -110,7 +113,7 @@ def bench_bert_compiled(args, results):
         shapes = [tuple(int(v) for v in x.split("x")) for x in args.shapes.split(",")] if args.shapes \
             else [(b, s) for b in args.batches for s in args.seqs]
         for batch, seq in shapes:
-            if args.budget_s and time.time() - started > args.budget_s:
+            if deadline is not None and time.time() > deadline:
                 print(json.dumps({"skipped": f"compile {dtype_name} {batch}x{seq}: budget"}), file=sys.stderr)
                 continue
             g = torch.Generator().manual_seed(args.seed + batch * 1000 + seq)
@@ -181,7 +184,8 @@ def main():
     p.add_argument("--out", help="also write the JSON here")
     p.add_argument("--compile", action="store_true",
                    help='time torch.compile(mode="reduce-overhead", dynamic=False) instead of eager')
-    p.add_argument("--budget-s", type=float, default=0, help="with --compile: start no new shape after this many s")
+    p.add_argument("--budget-s", type=float, default=0,
+                   help="with --compile: start no new shape after this many s (the i-th of n dtypes after i/n of it)")
     p.add_argument("--shapes", help="with --compile: BxS list in this order (default: batches x seqs)")
     args = p.parse_args()
     if not torch.cuda.is_available():

@@ -12,26 +12,32 @@
 #   3. step "torch":   python3 tools/bench_bert_torch.py --model that folder, eager fp32/bf16
 #                                                                              -> OUT/bert-torch.json (<= 90 s)
 #   4. step "gpupool": BertGpuBench (CUDA, DevicePool, cuBLASLt where it loads; PRECISIONS, default FP32,BF16)
-#      on the same folder                                                        -> OUT/bert-gpupool.json
+#      on the same folder, in the columns VARIANTS (default eager,tuned,graphs,tuned-graphs: graphs off/on,
+#      gpupool.kernels.gemm-tuning off/on; see BertGpuBench)                   -> OUT/bert-gpupool.json
 #      (budget: GPUPOOL_S, default 100 s; the JSON is rewritten after every shape)
 #   5. step "compile": bench_bert_torch.py --compile: torch.compile(mode="reduce-overhead", dynamic=False), bf16
-#      then fp32, one compile per shape, new shapes started while what is left of TOTAL_S allows
+#      and fp32 (COMPILE_DTYPES), one compile per shape, new shapes started while what is left of TOTAL_S allows,
+#      shared fairly: fp32 starts its shapes in the second half, with whatever bf16 left over
 #                                                                              -> OUT/bert-torch-compile.json
 #   6. tools/bert_vs_torch_table.py (every torch file found in OUT)            -> OUT/bert-vs-torch.md (printed)
 # A failing step is logged and the later steps still run on what exists; the exit status is that of the
-# first failure (0 when all ran). Writes at most four files under OUT. Knobs: TOTAL_S (default 280), REPS (10),
+# first failure (0 when all ran). Writes at most four files under OUT. Knobs: TOTAL_S (default 290), REPS (10),
 # STEPS (default "torch gpupool compile": name a subset to run only those, e.g. STEPS=compile in a call of its
-# own, then the table from all files with python3 tools/bert_vs_torch_table.py), PRECISIONS, GPUPOOL_S;
+# own, then the table from all files with python3 tools/bert_vs_torch_table.py), PRECISIONS, GPUPOOL_S, VARIANTS,
+# COMPILE_DTYPES (default "bf16 fp32"), COMPILE_SHAPES;
 # for a dry run without a GPU: MODEL_DIR=models/tiny-bert BACKEND=host (skips step 2; the torch steps fail).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-out}}
 mkdir -p "$OUT_DIR"
-TOTAL_S=${TOTAL_S:-280}
+TOTAL_S=${TOTAL_S:-290}
 REPS=${REPS:-10}
 STEPS=${STEPS:-torch gpupool compile}
 PRECISIONS=${PRECISIONS:-FP32,BF16}
 GPUPOOL_S=${GPUPOOL_S:-100}
+VARIANTS=${VARIANTS:-eager,tuned,graphs,tuned-graphs}
+COMPILE_DTYPES=${COMPILE_DTYPES:-bf16 fp32}
+COMPILE_SHAPES=${COMPILE_SHAPES:-1x16,1x128,8x16,8x128,8x512,32x128,32x512,32x16,1x512}
 has_step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 START=$SECONDS
 STATUS=0
@@ -89,6 +95,7 @@ if has_step gpupool; then
     timeout --kill-after=5 $((BUDGET + 40)) "$RUNNER" --main io.gpupool.lab.BertGpuBench \
         --model "$MODEL" --out "$OUT_DIR/bert-gpupool.json" --backend "${BACKEND:-cuda}" --precisions "$PRECISIONS" \
         --batches 1,8,32 --seqs 16,128,512 --warmup 3 --reps "$REPS" --budget-s "$BUDGET" --shape-s 3 \
+        --variants "$VARIANTS" \
       || { s=$?; [ "$s" -eq 2 ] && log "gpupool bench cut short by its budget (partial results kept)" \
            || fail "gpupool bench (status $s)"; }
   else
@@ -101,8 +108,9 @@ if has_step compile && [ -f "$MODEL/model.safetensors" ]; then
   LEFT=$((TOTAL_S - (SECONDS - START)))
   if [ "$LEFT" -gt 40 ]; then
     log "torch.compile: starting shapes for $((LEFT - 35))s, hard limit $((LEFT - 5))s"
-    timeout $((LEFT - 5)) python3 tools/bench_bert_torch.py --model "$MODEL" --compile --dtypes bf16 fp32 \
-        --shapes 1x16,1x128,8x128,32x128,8x512,32x512,8x16,32x16,1x512 \
+    # shellcheck disable=SC2086
+    timeout $((LEFT - 5)) python3 tools/bench_bert_torch.py --model "$MODEL" --compile --dtypes $COMPILE_DTYPES \
+        --shapes "$COMPILE_SHAPES" \
         --reps "$REPS" --budget-s $((LEFT - 35)) --out "$OUT_DIR/bert-torch-compile.json" > /dev/null \
       || fail "bench_bert_torch.py --compile (status $?; rows done so far are kept)"
   else

@@ -13,6 +13,12 @@ call) are merged in. Per cell: torch eager, torch compiled, ours, and ratio = to
   TF32 vs torch tf32   printed as well when present
 Our times are "forward" (every layer, only the pooled embedding downloaded) unless the column says "full"
 (last_hidden_state downloaded to the host too, which torch's timing does not do). Missing rows print as "-".
+Our columns, one per variant the gpupool file holds (BertGpuBench --variants; rows without one are eager):
+  eager         the forward as the server runs it with graphs off
+  tuned         gpupool.kernels.gemm-tuning on (each GEMM shape measured at warm-up, fastest kept)
+  graphs        the server's CUDA graphs, one per cell (torch.compile reduce-overhead also replays CUDA graphs)
+  tuned-graphs  both
+each with its ratio against torch eager and torch compiled. A graph cell whose graph was not captured is marked *.
 """
 import json
 import sys
@@ -46,11 +52,15 @@ def main():
             if r.get("bench") != "bert_forward":
                 continue
             (compiled if r.get("compile") else eager)[(r["dtype"], r["batch"], r["seq"])] = r["ms"]
-    ours = {(r["precision"], r["mode"], r["batch"], r["seq"]): r["ms"] for r in ours_doc.get("results", [])}
+    variants = ["eager", "tuned", "graphs", "tuned-graphs"]
+    ours = {(r["precision"], r.get("variant", "eager"), r["mode"], r["batch"], r["seq"]): r["ms"]
+            for r in ours_doc.get("results", [])}
+    uncaptured = {(r["precision"], r.get("variant"), r["batch"], r["seq"]) for r in ours_doc.get("results", [])
+                  if r.get("variant", "eager").endswith("graphs") and not r.get("captured", True)}
     engines = {(r["precision"]): (r.get("gemm_engine", "?"), r.get("activations", "?"))
                for r in ours_doc.get("results", [])}
     shapes = sorted({(b, s) for (_, b, s) in eager} | {(b, s) for (_, b, s) in compiled}
-                    | {(b, s) for (_, _, b, s) in ours})
+                    | {(b, s) for (_, _, _, b, s) in ours})
     device = next((d.get("device") for d in torch_docs if d.get("device")), ours_doc.get("device", "?"))
     version = next((d.get("torch") for d in torch_docs if d.get("torch")), "?")
 
@@ -65,24 +75,49 @@ def main():
         print()
         print(f"## {label}")
         print()
-        print("| B x S | torch eager | torch compiled | ours | vs eager | vs compiled | ours full |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-        wins_e = total_e = wins_c = total_c = 0
+        present = [v for v in variants if any(k[0] == ours_p and k[1] == v for k in ours)] or ["eager"]
+        head = "| B x S | torch eager | torch compiled | " + " | ".join(
+            f"ours {v} | x eager | x compiled" for v in present) + " | ours full |"
+        print(head)
+        print("| --- | ---: | ---: | " + " | ".join("---: | ---: | ---:" for _ in present) + " | ---: |")
+        wins = {v: [0, 0, 0, 0] for v in present}   # wins and cells against eager, then against compiled
         for b, s in shapes:
             te, tc = eager.get((torch_d, b, s)), compiled.get((torch_d, b, s))
-            o = ours.get((ours_p, "forward", b, s))
-            re, rc = ratio(te, o), ratio(tc, o)
-            if re is not None:
-                total_e += 1
-                wins_e += re >= 1.0
-            if rc is not None:
-                total_c += 1
-                wins_c += rc >= 1.0
-            print(f"| {b}x{s} | {fmt(te)} | {fmt(tc)} | {fmt(o)} | {fmt(re)} | {fmt(rc)} | "
-                  f"{fmt(ours.get((ours_p, 'full', b, s)))} |")
+            cells = []
+            for v in present:
+                o = ours.get((ours_p, v, "forward", b, s))
+                re, rc = ratio(te, o), ratio(tc, o)
+                w = wins[v]
+                if re is not None:
+                    w[0] += re >= 1.0
+                    w[1] += 1
+                if rc is not None:
+                    w[2] += rc >= 1.0
+                    w[3] += 1
+                mark = "*" if (ours_p, v, b, s) in uncaptured else ""
+                cells.append(f"{fmt(o)}{mark} | {fmt(re)} | {fmt(rc)}")
+            print(f"| {b}x{s} | {fmt(te)} | {fmt(tc)} | " + " | ".join(cells) + " | "
+                  f"{fmt(ours.get((ours_p, 'eager', 'full', b, s)))} |")
         print()
-        print(f"{label}: ratio >= 1.0 in {wins_e} of {total_e} cells against eager, {wins_c} of {total_c} against "
-              f"torch.compile")
+        for v in present:
+            w = wins[v]
+            print(f"- {label} {v}: ratio >= 1.0 in {w[0]} of {w[1]} cells against eager, {w[2]} of {w[3]} against "
+                  f"torch.compile")
+
+    choices = ours_doc.get("gemm_choices", [])
+    if choices:
+        print()
+        print("GEMM shapes measured at warm-up (tuned columns): chosen engine against the heuristic's first choice")
+        for p in sorted({c["precision"] for c in choices}):
+            mine = [c for c in choices if c["precision"] == p]
+            timed = [c for c in mine if c.get("ms") and c.get("heuristic_ms")]
+            faster = [c for c in timed if c["ms"] < 0.97 * c["heuristic_ms"]]
+            own = [c["shape"] for c in mine if c["engine"].startswith("gpupool kernels")]
+            best = max(timed, key=lambda c: c["heuristic_ms"] / c["ms"], default=None)
+            print(f"- {p}: {len(mine)} shapes, {len(faster)} more than 3 % faster than the heuristic's first"
+                  + (f" (best {best['heuristic_ms'] / best['ms']:.2f}x at {best['shape']}: {best['engine']})"
+                     if best else "")
+                  + (f"; own kernels at {', '.join(own)}" if own else "; own kernels nowhere"))
 
     acc = ours_doc.get("accuracy", [])
     if acc:

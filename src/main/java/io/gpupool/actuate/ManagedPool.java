@@ -70,10 +70,30 @@ public interface ManagedPool {
 
     /**
      * What computes on a device: {@code gemmEngine} multiplies the linear layers (e.g. "cuBLASLt 13.1.0" or
-     * "gpupool kernels"), {@code activations} is the type activations are held in ("fp32" or "bf16"), and
-     * {@code workspaces} is the pool memory the kernels hold per stream between requests.
+     * "gpupool kernels"), {@code activations} is the type activations are held in ("fp32" or "bf16"),
+     * {@code workspaces} is the pool memory the kernels hold per stream between requests, and {@code gemmChoices}
+     * says how each product shape measured at warm-up runs ({@code gpupool.kernels.gemm-tuning}; empty when off).
      */
-    record Kernels(String gemmEngine, String activations, Workspaces workspaces) {
+    record Kernels(String gemmEngine, String activations, Workspaces workspaces, List<GemmChoice> gemmChoices) {
+
+        public Kernels {
+            gemmChoices = List.copyOf(gemmChoices);
+        }
+
+        /** Kernels without measured product shapes. */
+        public Kernels(String gemmEngine, String activations, Workspaces workspaces) {
+            this(gemmEngine, activations, workspaces, List.of());
+        }
+    }
+
+    /**
+     * One measured product shape: {@code shape} ("128x768->3072 BF16 BIAS_GELU"), the {@code engine} that runs it
+     * (a library algorithm or gpupool's kernels), its {@code millis} per run (null where no candidate ran), and
+     * {@code heuristicMillis}, that of the library's own first choice (null where the library offered none), out of
+     * {@code candidates} measured.
+     */
+    record GemmChoice(String shape, String engine, @Nullable Double millis, @Nullable Double heuristicMillis,
+                      int candidates) {
     }
 
     /**

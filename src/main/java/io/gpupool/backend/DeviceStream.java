@@ -63,6 +63,20 @@ public interface DeviceStream extends AllocationStream, AutoCloseable {
     /** Blocks until all enqueued work has finished; rethrows the first failure of that work. */
     void synchronize();
 
+    /**
+     * Milliseconds the device spent on what {@code work} enqueues on this stream, measured between two timing
+     * events around it; blocks until that work has finished. For choosing between kernels at warm-up, never on a
+     * request's path, and never while the stream captures. The default measures host time around a
+     * synchronisation (devices without timing events).
+     */
+    default double timeMillis(Runnable work) {
+        synchronize();
+        long started = System.nanoTime();
+        work.run();
+        synchronize();
+        return (System.nanoTime() - started) / 1e6;
+    }
+
     /** Destroys the stream after finishing its work. */
     @Override
     void close();

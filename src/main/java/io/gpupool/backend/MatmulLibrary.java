@@ -1,5 +1,7 @@
 package io.gpupool.backend;
 
+import java.util.List;
+
 /**
  * Dense matrix products from a vendor library (cuBLASLt on CUDA), for the linear layers. The kernels layer sees
  * only this interface; the binding stays in its backend.
@@ -59,8 +61,34 @@ public interface MatmulLibrary {
      */
     Matmul planResidual(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue);
 
+    /**
+     * Up to {@code count} plans of one shape ({@link #plan}, or {@link #planResidual} when {@code residual}), one per
+     * algorithm the library offers for it, in the library's own order of preference: the first is the plan
+     * {@link #plan} makes. For measuring the algorithms against each other at warm-up; the caller closes every plan.
+     * Fails as {@link #plan} does where the library offers none. The default offers the one plan.
+     */
+    default List<Matmul> candidates(int rows, int in, int out, ElementType type, Compute compute,
+                                              Epilogue epilogue, boolean residual, int count) {
+        return List.of(residual ? planResidual(rows, in, out, type, compute, epilogue)
+                : plan(rows, in, out, type, compute, epilogue));
+    }
+
     /** A planned product; owned by one stream at a time (see the class comment). */
     interface Matmul extends AutoCloseable {
+
+        /** The algorithm this plan runs, in a few words for the operator (e.g. "algo 66 tile 20 splitK 1"). */
+        default String algorithm() {
+            return "heuristic's first";
+        }
+
+        /**
+         * A plan of the same shape and algorithm with per-call scratch of its own, for another stream: how one
+         * stream's measured choice serves every stream. Libraries that cannot copy a plan say so by throwing
+         * {@link UnsupportedOperationException} (the caller then plans anew).
+         */
+        default Matmul twin() {
+            throw new UnsupportedOperationException("this library cannot copy a plan");
+        }
 
         /**
          * Enqueues the product on {@code stream}; {@code bias} is ignored by {@link Epilogue#NONE}, required by

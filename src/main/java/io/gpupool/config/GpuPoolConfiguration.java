@@ -309,10 +309,29 @@ public class GpuPoolConfiguration {
     }
 
     @Bean
-    WarmUp warmUp(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings) {
+    WarmUp warmUp(ModelRegistry registry, ServingDevices devices, GpuPoolSettings settings, KernelProperties kernels,
+                  GraphProperties graphs) {
         ServingSettings serving = settings.serving();
         return new WarmUp(registry, devices.devices(), serving.maxBatchSize(), serving.maxSequenceLength(),
-                new PlannedPoolSizing());
+                new PlannedPoolSizing(), warmUpShapes(kernels, graphs));
+    }
+
+    /**
+     * With GEMM tuning, the graph buckets' shapes (batch buckets × sequence buckets): the short shapes requests are
+     * rounded to when graphs are on, and the commonest without; the dry runs there measure their GEMM shapes before
+     * the first request. None without tuning.
+     */
+    static List<WarmUp.Shape> warmUpShapes(KernelProperties kernels, GraphProperties graphs) {
+        if (!kernels.isGemmTuning()) {
+            return List.of();
+        }
+        List<WarmUp.Shape> shapes = new ArrayList<>();
+        for (int batch : graphs.getBatchBuckets()) {
+            for (int sequence : graphs.getSequenceBuckets()) {
+                shapes.add(new WarmUp.Shape(batch, sequence));
+            }
+        }
+        return shapes;
     }
 
     @Bean

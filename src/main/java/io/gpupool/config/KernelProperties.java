@@ -88,6 +88,23 @@ public class KernelProperties {
      */
     private boolean warpLayerNorm = true;
 
+    /**
+     * On cuBLASLt: each product shape, the first time it runs (the warm-up runs every model at its largest size and at the
+     * graph buckets' shapes, so those are measured before the first request), times the
+     * library's first 8 algorithms and gpupool's own kernel for it on the stream and keeps the fastest for every
+     * stream; the choices show on {@code /actuator/gpupool} (kernels.gemmChoices). Off by default until the H200
+     * showed it helps (docs/benchmarks.md); off, every product runs the heuristic's first choice.
+     */
+    private boolean gemmTuning = false;
+
+    public boolean isGemmTuning() {
+        return gemmTuning;
+    }
+
+    public void setGemmTuning(boolean gemmTuning) {
+        this.gemmTuning = gemmTuning;
+    }
+
     public boolean isResidualInGemm() {
         return residualInGemm;
     }
@@ -106,7 +123,7 @@ public class KernelProperties {
 
     /** The opt-in kernel paths as the CUDA ops take them. */
     public CudaTensorOps.Options kernelOptions() {
-        return new CudaTensorOps.Options(packedBf16, residualInGemm, warpLayerNorm);
+        return new CudaTensorOps.Options(packedBf16, residualInGemm, warpLayerNorm, gemmTuning);
     }
 
     public boolean isPackedBf16() {

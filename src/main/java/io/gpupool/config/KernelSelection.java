@@ -34,11 +34,12 @@ final class KernelSelection {
         }
         CudaTensorOps ops = new CudaTensorOps(device, kernels.getPrecision(), library.orElse(null), activations,
                 kernels.kernelOptions(), kernels.getAttention());
-        log.info("Device {}: linear layers on {}, precision {}, activations {}, attention kernels {}{}{}{}", device.index(),
+        log.info("Device {}: linear layers on {}, precision {}, activations {}, attention kernels {}{}{}{}{}", device.index(),
                 ops.gemmEngine(), ops.precision(), ops.activationBytes() == 2 ? "bf16" : "fp32", ops.attentionKernels(),
                 kernels.isPackedBf16() && ops.activationBytes() == 2 ? ", packed bf16 batches (unverified kernels)" : "",
                 kernels.isResidualInGemm() && library.isPresent() ? ", residual added in the GEMM" : "",
-                kernels.isWarpLayerNorm() ? ", warp-per-row LayerNorm" : "");
+                kernels.isWarpLayerNorm() ? ", warp-per-row LayerNorm" : "",
+                kernels.isGemmTuning() && library.isPresent() ? ", each GEMM shape measured on its first run" : "");
         return ops;
     }
 }

@@ -61,7 +61,8 @@ public class OperationsWiring {
             String engine = device.ops().gemmEngine();
             String activations = device.ops().activationBytes() == 2 ? "bf16" : "fp32";
             pools.add(ManagedPool.withKernels(managedPool(selector(backend, device.index()), device),
-                    () -> new ManagedPool.Kernels(engine, activations, workspaces(device.ops())),
+                    () -> new ManagedPool.Kernels(engine, activations, workspaces(device.ops()),
+                            gemmChoices(device.ops().gemmChoices())),
                     device.worker()::releaseIdleWorkspaces, device.worker().admission()));
         }
         return ManagedPools.of(pools);
@@ -71,6 +72,19 @@ public class OperationsWiring {
     static ManagedPool.Workspaces workspaces(TensorOps ops) {
         return ops.workspaces().map(w -> new ManagedPool.Workspaces(w.heldBytes(), w.capturedBytes(), w.streams(),
                 w.bytesPerStream(), w.releases())).orElse(ManagedPool.Workspaces.NONE);
+    }
+
+    /** How the kernels' measured product shapes run, for the endpoint (sorted by shape). */
+    static List<ManagedPool.GemmChoice> gemmChoices(List<TensorOps.GemmChoice> measured) {
+        return measured.stream()
+                .map(c -> new ManagedPool.GemmChoice(c.shape(), c.engine(), orNull(c.millis()),
+                        orNull(c.heuristicMillis()), c.candidates()))
+                .sorted(java.util.Comparator.comparing(ManagedPool.GemmChoice::shape))
+                .toList();
+    }
+
+    private static Double orNull(double millis) {
+        return Double.isNaN(millis) ? null : millis;
     }
 
     /** Every CUDA device's graph cache, by device selector (none on the host). */

@@ -2,6 +2,7 @@ package io.gpupool.kernels;
 
 import io.gpupool.backend.DeviceStream;
 
+import java.util.List;
 import java.util.Optional;
 
 /**
@@ -65,6 +66,22 @@ public interface TensorOps {
     /** Who multiplies the linear layers, for operators (e.g. "cuBLASLt 13.1.0", "gpupool kernels", "host"). */
     default String gemmEngine() {
         return "host";
+    }
+
+    /**
+     * How each product shape measured at warm-up runs, for operators; empty where nothing was measured (the
+     * setting off, or kernels with a single way to multiply).
+     */
+    default List<GemmChoice> gemmChoices() {
+        return List.of();
+    }
+
+    /**
+     * One measured product shape: {@code shape} names it ("128x768->3072 BF16 BIAS_GELU"), {@code engine} what runs
+     * it (a library algorithm, or gpupool's kernels), {@code millis} its time per run, {@code heuristicMillis} that
+     * of the library's own first choice (NaN where the library offered none), out of {@code candidates} measured.
+     */
+    record GemmChoice(String shape, String engine, double millis, double heuristicMillis, int candidates) {
     }
 
     /**

@@ -27,6 +27,9 @@ import java.util.Set;
  *       grows the pool to its working size before the first request, and proves the model runs. A
  *       model whose dry run fails is marked unavailable (and reported by the repository index)
  *       instead of failing later under load.</li>
+ *   <li>Where shapes to warm are given (the CUDA kernels measure each GEMM shape on its first run,
+ *       {@code gpupool.kernels.gemm-tuning}), every model also runs once at each of them, clipped to its own
+ *       limits: the shapes requests will run are measured before the first request, not on it.</li>
  *   <li>The server reports ready only after this finished.</li>
  * </ol>
  *
@@ -60,6 +63,16 @@ public final class WarmUp {
         long reserve(DeviceRuntime device, long bytes);
     }
 
+    /** A batch × sequence a dry run also runs at (step 3 of the class comment). */
+    public record Shape(int batch, int sequence) {
+        public Shape {
+            if (batch < 1 || sequence < 1) {
+                throw new IllegalArgumentException("a warm-up shape needs batch and sequence >= 1, got " + batch + "x"
+                        + sequence);
+            }
+        }
+    }
+
     /** The initial pool size as a multiple of the largest tensor (see the class comment). */
     static final double INITIAL_SIZE_FACTOR = 1.5;
 
@@ -69,6 +82,7 @@ public final class WarmUp {
     private final int serverMaxBatch;
     private final int serverMaxSequence;
     private final PoolSizing sizing;
+    private final List<Shape> alsoAt;
 
     public WarmUp(ModelRegistry registry, List<DeviceRuntime> devices, int serverMaxBatch, int serverMaxSequence) {
         this(registry, devices, serverMaxBatch, serverMaxSequence, PoolSizing.NONE);
@@ -76,6 +90,13 @@ public final class WarmUp {
 
     public WarmUp(ModelRegistry registry, List<DeviceRuntime> devices, int serverMaxBatch, int serverMaxSequence,
                   PoolSizing sizing) {
+        this(registry, devices, serverMaxBatch, serverMaxSequence, sizing, List.of());
+    }
+
+    /** As above; each dry run also runs at every shape of {@code alsoAt} (step 3 of the class comment). */
+    public WarmUp(ModelRegistry registry, List<DeviceRuntime> devices, int serverMaxBatch, int serverMaxSequence,
+                  PoolSizing sizing, List<Shape> alsoAt) {
+        this.alsoAt = List.copyOf(alsoAt);
         this.registry = registry;
         this.devices = List.copyOf(devices);
         this.sizing = sizing;
@@ -128,14 +149,18 @@ public final class WarmUp {
         for (Map.Entry<Integer, InferenceModel> replica : model.replicas().entrySet()) {
             long started = System.nanoTime();
             DeviceWorker worker = workers.get(replica.getKey());
+            List<Shape> shapes = shapes(model);
             worker.submit(context -> {
-                try (Arena arena = Arena.ofConfined()) {
-                    replica.getValue().infer(maxInputs(model, arena), Set.of(), context);
+                for (Shape shape : shapes) {
+                    try (Arena arena = Arena.ofConfined()) {
+                        replica.getValue().infer(inputs(model, shape, arena), Set.of(), context);
+                    }
                 }
                 return Boolean.TRUE;
             }).block();
-            log.info("Warm-up of model '{}' on device {} at batch {} × sequence {} took {} ms", model.name(),
+            log.info("Warm-up of model '{}' on device {} at batch {} × sequence {}{} took {} ms", model.name(),
                     replica.getKey(), maxBatch(model), maxSequence(model),
+                    shapes.size() > 1 ? " and " + (shapes.size() - 1) + " smaller shapes" : "",
                     (System.nanoTime() - started) / 1_000_000);
         }
     }
@@ -156,7 +181,18 @@ public final class WarmUp {
         return Math.max(1, model.sequenceLimit(serverMaxSequence));
     }
 
-    private List<HostTensor> maxInputs(ServedModel model, Arena arena) {
+    /** The largest size first, then each of {@link #alsoAt} clipped to the model's limits, each once. */
+    List<Shape> shapes(ServedModel model) {
+        java.util.LinkedHashSet<Shape> shapes = new java.util.LinkedHashSet<>();
+        shapes.add(new Shape(maxBatch(model), maxSequence(model)));
+        for (Shape shape : alsoAt) {
+            shapes.add(new Shape(Math.min(shape.batch(), maxBatch(model)),
+                    Math.min(shape.sequence(), maxSequence(model))));
+        }
+        return List.copyOf(shapes);
+    }
+
+    private List<HostTensor> inputs(ServedModel model, Shape size, Arena arena) {
         List<HostTensor> inputs = new ArrayList<>();
         for (TensorSpec spec : model.inputs()) {
             if (!spec.dataType().isFixedSize()) {
@@ -165,7 +201,7 @@ public final class WarmUp {
             long[] shape = spec.shape();
             for (int i = 0; i < shape.length; i++) {
                 if (shape[i] == -1) {
-                    shape[i] = i == 0 ? maxBatch(model) : i == 1 ? maxSequence(model) : 1;
+                    shape[i] = i == 0 ? size.batch() : i == 1 ? size.sequence() : 1;
                 }
             }
             DataType type = spec.dataType();

@@ -88,5 +88,21 @@ class KernelPropertiesTest {
         runner.withPropertyValues("gpupool.kernels.residual-in-gemm=true", "gpupool.kernels.warp-layer-norm=true")
                 .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
                         .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, true, true)));
+        runner.withPropertyValues("gpupool.kernels.gemm-tuning=true")
+                .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
+                        .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, false, true, true)));
+    }
+
+    @Test
+    void withGemmTuningTheWarmUpAlsoRunsTheGraphBucketsShapes() {
+        KernelProperties kernels = new KernelProperties();
+        GraphProperties graphs = new GraphProperties();
+        assertThat(GpuPoolConfiguration.warmUpShapes(kernels, graphs)).as("tuning off: the largest size only").isEmpty();
+        kernels.setGemmTuning(true);
+        graphs.setBatchBuckets(java.util.List.of(1, 4));
+        graphs.setSequenceBuckets(java.util.List.of(16, 128));
+        assertThat(GpuPoolConfiguration.warmUpShapes(kernels, graphs)).containsExactly(
+                new io.gpupool.serving.WarmUp.Shape(1, 16), new io.gpupool.serving.WarmUp.Shape(1, 128),
+                new io.gpupool.serving.WarmUp.Shape(4, 16), new io.gpupool.serving.WarmUp.Shape(4, 128));
     }
 }

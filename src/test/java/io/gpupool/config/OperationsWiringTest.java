@@ -64,4 +64,18 @@ class OperationsWiringTest {
             }
         });
     }
+
+    /** The measured GEMM shapes reach the endpoint sorted by shape, a time nothing measured as null (JSON has no NaN). */
+    @Test
+    void measuredGemmShapesArePublishedSortedWithUnmeasuredTimesAsNull() {
+        java.util.List<io.gpupool.kernels.TensorOps.GemmChoice> measured = java.util.List.of(
+                new io.gpupool.kernels.TensorOps.GemmChoice("16x768->768 BF16 BIAS",
+                        "gpupool kernels (linear_bf16_warp)", 0.004, Double.NaN, 1),
+                new io.gpupool.kernels.TensorOps.GemmChoice("128x768->3072 BF16 BIAS_GELU",
+                        "cuBLASLt 13.1.0 algo 66", 0.012, 0.015, 9));
+        assertThat(OperationsWiring.gemmChoices(measured)).containsExactly(
+                new ManagedPool.GemmChoice("128x768->3072 BF16 BIAS_GELU", "cuBLASLt 13.1.0 algo 66", 0.012, 0.015, 9),
+                new ManagedPool.GemmChoice("16x768->768 BF16 BIAS", "gpupool kernels (linear_bf16_warp)", 0.004, null, 1));
+        assertThat(OperationsWiring.gemmChoices(new io.gpupool.kernels.host.HostTensorOps().gemmChoices())).isEmpty();
+    }
 }

@@ -23,6 +23,10 @@ import io.gpupool.model.LoadTarget;
 import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.model.TensorSpec;
 import io.gpupool.model.bert.BertModel;
+import io.gpupool.model.graph.DeviceGraphs;
+import io.gpupool.model.graph.GraphCacheMetrics;
+import io.gpupool.model.graph.GraphLimits;
+import io.gpupool.model.graph.ShapeBuckets;
 import io.gpupool.model.safetensors.SafetensorsFile;
 
 import java.io.IOException;
@@ -59,6 +63,22 @@ import java.util.TreeMap;
  * Inputs: random ids, an all-ones attention mask and zero token types, INT64 as a client would send them (the
  * INT64 → INT32 conversion and the upload are part of both modes).
  *
+ * <h2>Variants</h2>
+ * {@code --variants} adds columns beside the eager forward, each timed in the "forward" mode and marked in its
+ * row's {@code variant}:
+ * <pre>
+ *   eager         the model's forward as the server runs it with graphs off (both modes)
+ *   tuned         the same model through CudaTensorOps with gpupool.kernels.gemm-tuning on: each product shape
+ *                 measured on its first run (the warm-up), the fastest algorithm or own kernel kept
+ *   graphs        the server's CUDA graphs (DeviceGraphs, GraphedModel, ShapeBuckets) over the eager ops: the first
+ *                 run of a shape schedules its capture, the bench waits for it, then times the replays; the
+ *                 buckets are the bench's own batches and sequences, so every cell has its exact graph (as
+ *                 torch.compile(mode="reduce-overhead", dynamic=False) has one per shape)
+ *   tuned-graphs  graphs over the tuned ops
+ * </pre>
+ * A graph row says whether its graph was captured and how many replays its timing ran; the measured GEMM choices
+ * of each precision go to {@code gemm_choices}.
+ *
  * <h2>Also recorded</h2>
  * <ol>
  *   <li>accuracy: with {@code reference.safetensors} in the model folder (tools/make_bert_base.py writes one), the
@@ -76,7 +96,8 @@ import java.util.TreeMap;
  *                [--batches 1,8,32] [--seqs 16,128,512] [--warmup 3] [--reps 10]
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
  *                [--engine AUTO|CUBLASLT|OWN] [--cublaslt-dir DIR]
- *                [--kernel-options default|none|residual-in-gemm,warp-layer-norm]
+ *                [--kernel-options default|none|residual-in-gemm,warp-layer-norm,gemm-tuning]
+ *                [--variants eager,tuned,graphs,tuned-graphs]
  * </pre>
  * Each precision loads the model with its own {@link CudaTensorOps} (on cuBLASLt unless {@code --engine OWN} or the
  * library is absent; BF16 on cuBLASLt stores weights and activations in bf16); every row names its GEMM engine and
@@ -89,8 +110,11 @@ public final class BertGpuBench {
 
     record Options(Path model, Path out, String backend, List<String> precisions, int[] batches, int[] seqs,
                    int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile,
-                   GemmEngine engine, Path cublasLtDir, CudaTensorOps.Options kernelOptions) {
+                   GemmEngine engine, Path cublasLtDir, CudaTensorOps.Options kernelOptions, List<String> variants) {
     }
+
+    /** The variants of the class comment, in the order their columns print. */
+    static final List<String> VARIANTS = List.of("eager", "tuned", "graphs", "tuned-graphs");
 
     public static void main(String[] args) throws Exception {
         Options options = parse(args);
@@ -111,6 +135,7 @@ public final class BertGpuBench {
         values.put("--profile", "1x128,8x128,32x512");
         values.put("--engine", "AUTO");
         values.put("--kernel-options", "default");
+        values.put("--variants", "eager");
         for (int i = 0; i < args.length; i++) {
             String key = args[i];
             if (!key.startsWith("--") || i + 1 >= args.length) {
@@ -144,12 +169,27 @@ public final class BertGpuBench {
                 Double.parseDouble(values.get("--budget-s")), Double.parseDouble(values.get("--shape-s")),
                 List.copyOf(profile), GemmEngine.valueOf(values.get("--engine").toUpperCase(Locale.ROOT)),
                 values.containsKey("--cublaslt-dir") ? Path.of(values.get("--cublaslt-dir")) : null,
-                kernelOptions(values.get("--kernel-options")));
+                kernelOptions(values.get("--kernel-options")), variants(values.get("--variants")));
+    }
+
+    /** The variants named (eager always first, since the others are set against it). */
+    static List<String> variants(String csv) {
+        List<String> named = new ArrayList<>(List.of("eager"));
+        for (String name : csv.split(",")) {
+            String v = name.trim().toLowerCase(Locale.ROOT);
+            if (!VARIANTS.contains(v)) {
+                throw new IllegalArgumentException("--variants: unknown '" + name + "'; allowed: " + VARIANTS);
+            }
+            if (!named.contains(v)) {
+                named.add(v);
+            }
+        }
+        return List.copyOf(named);
     }
 
     /**
      * "default" (the server's defaults), "none" (all off) or a comma list of those on: residual-in-gemm,
-     * warp-layer-norm (the gpupool.kernels.* switches of the same names).
+     * warp-layer-norm, gemm-tuning (the gpupool.kernels.* switches of the same names).
      */
     static CudaTensorOps.Options kernelOptions(String csv) {
         if (csv.trim().equals("default")) {
@@ -157,16 +197,18 @@ public final class BertGpuBench {
         }
         boolean residual = false;
         boolean warp = false;
+        boolean tuning = false;
         for (String name : csv.split(",")) {
             switch (name.trim()) {
                 case "none", "" -> { }
                 case "residual-in-gemm" -> residual = true;
                 case "warp-layer-norm" -> warp = true;
+                case "gemm-tuning" -> tuning = true;
                 default -> throw new IllegalArgumentException("--kernel-options: unknown '" + name
-                        + "'; allowed: default, none, residual-in-gemm, warp-layer-norm");
+                        + "'; allowed: default, none, residual-in-gemm, warp-layer-norm, gemm-tuning");
             }
         }
-        return new CudaTensorOps.Options(false, residual, warp);
+        return new CudaTensorOps.Options(false, residual, warp, tuning);
     }
 
     private static int[] ints(String csv) {
@@ -189,7 +231,10 @@ public final class BertGpuBench {
         doc.put("options", Map.of("warmup", o.warmup(), "reps", o.reps(), "budget_s", o.budgetSeconds(),
                 "shape_s", o.shapeSeconds()));
         doc.put("kernel_options", Map.of("residual_in_gemm", o.kernelOptions().residualInGemm(),
-                "warp_layer_norm", o.kernelOptions().warpLayerNorm()));
+                "warp_layer_norm", o.kernelOptions().warpLayerNorm(), "gemm_tuning", o.kernelOptions().tuneGemms()));
+        doc.put("variants", o.variants());
+        List<Map<String, Object>> gemmChoices = new ArrayList<>();
+        doc.put("gemm_choices", gemmChoices);
         doc.put("accuracy", accuracy);
         doc.put("results", results);
         doc.put("profile", profiles);
@@ -224,12 +269,23 @@ public final class BertGpuBench {
                 throw new IllegalStateException("--engine CUBLASLT but cuBLASLt could not be loaded");
             }
             doc.put("gemm_library", library == null ? "none" : library.description());
+            boolean wantsGraphs = cuda && o.variants().stream().anyMatch(v -> v.endsWith("graphs"));
+            DeviceGraphs graphs = wantsGraphs ? DeviceGraphs.open(device, pool, new GraphLimits(true, 256, 32L << 30),
+                    new ShapeBuckets(sorted(o.batches()), sorted(o.seqs())), 1).orElse(null) : null;
+            if (wantsGraphs && graphs == null) {
+                errors.add("graphs: this device offers no graph capture");
+            }
             try {
                 for (Precision precision : precisions) {
                     String label = cuda ? precision.name() : "FP32-host";
                     // weights are stored in the ops' activation type, so each precision loads the model anew
                     TensorOps ops = cuda ? new CudaTensorOps(device, precision, library, pool, o.kernelOptions())
                             : new HostTensorOps();
+                    // the tuned variants: the same weights through ops that measure each product shape
+                    boolean wantsTuned = cuda && library != null
+                            && o.variants().stream().anyMatch(v -> v.startsWith("tuned"));
+                    CudaTensorOps tunedOps = wantsTuned ? new CudaTensorOps(device, precision, library, pool,
+                            withTuning(o.kernelOptions())) : null;
                     try {
                         long loadStart = System.nanoTime();
                         InferenceModel model = ModelRepository.loadModel(o.model().getFileName().toString(), o.model(),
@@ -237,12 +293,17 @@ public final class BertGpuBench {
                         doc.put("load_s", round((System.nanoTime() - loadStart) / 1e9, 2));
                         log("loaded " + o.model() + " in " + doc.get("load_s") + " s on " + device.name() + " for "
                                 + label);
-                        try (model) {
+                        InferenceModel served = graphs == null ? model : graphs.wrap(model);
+                        try (served) {
                             String small = smallOutput(model);
                             String engine = ops instanceof CudaTensorOps c ? c.gemmEngine() : "host";
                             String activations = ops.activationBytes() == 2 ? "bf16" : "fp32";
                             ExecutionContext context = new ExecutionContext(stream, pool, ops);
                             checkAccuracy(o, model, context, label, accuracy);
+                            if (tunedOps != null) {
+                                checkAccuracy(o, model, new ExecutionContext(stream, pool, tunedOps), label + " tuned",
+                                        accuracy);
+                            }
                             write(o.out(), doc);
                             for (int batch : o.batches()) {
                                 for (int seq : o.seqs()) {
@@ -262,6 +323,7 @@ public final class BertGpuBench {
                                         Map<String, Object> row = new LinkedHashMap<>();
                                         row.put("bench", "bert_forward");
                                         row.put("precision", label);
+                                        row.put("variant", "eager");
                                         row.put("gemm_engine", engine);
                                         row.put("activations", activations);
                                         row.put("mode", mode);
@@ -269,6 +331,39 @@ public final class BertGpuBench {
                                         row.put("batch", batch);
                                         row.put("seq", seq);
                                         row.putAll(time(o, model, context, inputs, output));
+                                        results.add(row);
+                                        log(row.toString());
+                                    }
+                                    for (String variant : o.variants()) {
+                                        if (variant.equals("eager")) {
+                                            continue;   // timed above, in both modes
+                                        }
+                                        if (variant.startsWith("tuned") && tunedOps == null
+                                                || variant.endsWith("graphs") && graphs == null) {
+                                            skipped.add(shape + " " + variant + ": not available (no library or "
+                                                    + "no graphs)");
+                                            continue;
+                                        }
+                                        ExecutionContext variantContext = variant.startsWith("tuned")
+                                                ? new ExecutionContext(stream, pool, tunedOps) : context;
+                                        Map<String, Object> row = new LinkedHashMap<>();
+                                        row.put("bench", "bert_forward");
+                                        row.put("precision", label);
+                                        row.put("variant", variant);
+                                        row.put("gemm_engine", engine);
+                                        row.put("activations", activations);
+                                        row.put("mode", "forward");
+                                        row.put("output", small);
+                                        row.put("batch", batch);
+                                        row.put("seq", seq);
+                                        if (variant.endsWith("graphs")) {
+                                            row.putAll(captureFirst(graphs, served, variantContext, inputs, small));
+                                            long hits = graphs.metrics().hits();
+                                            row.putAll(time(o, served, variantContext, inputs, small));
+                                            row.put("replays", graphs.metrics().hits() - hits);
+                                        } else {
+                                            row.putAll(time(o, model, variantContext, inputs, small));
+                                        }
                                         results.add(row);
                                         log(row.toString());
                                     }
@@ -282,6 +377,19 @@ public final class BertGpuBench {
                                 }
                                 profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
                                 write(o.out(), doc);
+                            }
+                            if (tunedOps != null) {
+                                for (TensorOps.GemmChoice choice : tunedOps.gemmChoices()) {
+                                    Map<String, Object> c = new LinkedHashMap<>();
+                                    c.put("precision", label);
+                                    c.put("shape", choice.shape());
+                                    c.put("engine", choice.engine());
+                                    c.put("ms", Double.isNaN(choice.millis()) ? null : round(choice.millis(), 5));
+                                    c.put("heuristic_ms", Double.isNaN(choice.heuristicMillis()) ? null
+                                            : round(choice.heuristicMillis(), 5));
+                                    c.put("candidates", choice.candidates());
+                                    gemmChoices.add(c);
+                                }
                             }
                             Map<String, Object> poolStats = new LinkedHashMap<>();
                             poolStats.put("peak_allocated_bytes", pool.metrics().peakAllocatedBytes());
@@ -299,9 +407,18 @@ public final class BertGpuBench {
                         if (ops instanceof CudaTensorOps c) {
                             c.close();
                         }
+                        if (tunedOps != null) {
+                            tunedOps.close();
+                        }
                     }
                 }
             } finally {
+                if (graphs != null) {
+                    GraphCacheMetrics m = graphs.metrics();
+                    doc.put("graphs", Map.of("captures", m.captures(), "capture_failures", m.captureFailures(),
+                            "replay_failures", m.replayFailures(), "hits", m.hits(), "misses", m.misses()));
+                    graphs.close();
+                }
                 stream.close();
                 pool.close();
                 weights.close();
@@ -354,6 +471,41 @@ public final class BertGpuBench {
     private static int vocab(InferenceModel model) {
         return ((BertModel) model).config().architecture() instanceof io.gpupool.model.ModelConfig.Bert bert
                 ? bert.vocabSize() : 2;
+    }
+
+    private static List<Integer> sorted(int[] values) {
+        return Arrays.stream(values).sorted().distinct().boxed().toList();
+    }
+
+    /** {@code options} with GEMM tuning on. */
+    static CudaTensorOps.Options withTuning(CudaTensorOps.Options options) {
+        return new CudaTensorOps.Options(options.packedBf16(), options.residualInGemm(), options.warpLayerNorm(), true);
+    }
+
+    /**
+     * The first run of a graph variant: a miss that schedules the capture (or a hit where the bucket already has its
+     * graph), then a wait of up to 20 s for the capture thread to finish it; says whether a graph is there.
+     */
+    private static Map<String, Object> captureFirst(DeviceGraphs graphs, InferenceModel served, ExecutionContext context,
+                                                    List<HostTensor> inputs, String output) {
+        GraphCacheMetrics m = graphs.metrics();
+        long done = m.captures() + m.captureFailures();
+        long hits = m.hits();
+        long started = System.nanoTime();
+        served.infer(inputs, Set.of(output), context);
+        boolean cached = m.hits() > hits;
+        while (!cached && m.captures() + m.captureFailures() == done && elapsed(started) < 20) {
+            try {
+                Thread.sleep(1);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        Map<String, Object> row = new LinkedHashMap<>();
+        row.put("captured", cached || m.captures() > done);
+        row.put("capture_ms", round((System.nanoTime() - started) / 1e6, 1));
+        return row;
     }
 
     /** Warm-up, then repetitions until {@code reps} or {@code shape-s} seconds; median, min and max in ms. */

@@ -80,4 +80,29 @@ class BertGpuBenchSmokeTest {
                         new String[]{"--model", "m", "--out", "o", "--backend", "rocm"}))
                 .hasMessageContaining("--backend must be cuda or host");
     }
+
+    @Test
+    void variantsBesideEagerAreMarkedAndSkippedWhereTheBackendHasNoLibraryOrGraphs(@TempDir Path dir) throws Exception {
+        Path out = dir.resolve("bench.json");
+        BertGpuBench.Options options = BertGpuBench.parse(new String[]{
+                "--backend", "host", "--model", fixture("tiny-bert").toString(), "--out", out.toString(),
+                "--batches", "1", "--seqs", "8", "--warmup", "1", "--reps", "3", "--profile", "none",
+                "--variants", "graphs,tuned,graphs"});
+        assertThat(options.variants()).containsExactly("eager", "graphs", "tuned");
+
+        assertThat(BertGpuBench.run(options)).isZero();
+
+        JsonNode doc = JsonMapper.builder().build().readTree(Files.readString(out));
+        assertThat(doc.get("results")).hasSize(2);
+        for (JsonNode row : doc.get("results")) {
+            assertThat(row.get("variant").asString()).isEqualTo("eager");
+        }
+        assertThat(doc.get("skipped")).hasSize(2);
+        assertThat(doc.get("skipped").get(0).asString()).contains("graphs").contains("not available");
+        assertThat(doc.get("gemm_choices")).isEmpty();
+        assertThat(doc.get("kernel_options").get("gemm_tuning").asBoolean()).isFalse();
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> BertGpuBench.variants("eager,compiled"))
+                .hasMessageContaining("--variants: unknown 'compiled'");
+        assertThat(BertGpuBench.kernelOptions("warp-layer-norm,gemm-tuning").tuneGemms()).isTrue();
+    }
 }

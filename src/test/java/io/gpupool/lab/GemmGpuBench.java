@@ -28,7 +28,9 @@ import java.util.Random;
 /**
  * The linear layers of BERT-base, alone: {@code tokens × 768 → 2304} (QKV), {@code 768 → 768} (attention output),
  * {@code 768 → 3072} (intermediate, GELU) and {@code 3072 → 768} (output), for FP32, TF32 and BF16, on cuBLASLt
- * (through {@link CudaTensorOps} built with the device's {@link MatmulLibrary}) and on gpupool's own kernels.
+ * (through {@link CudaTensorOps} built with the device's {@link MatmulLibrary}; engine "cublaslt" the heuristic's first
+ * choice, "cublaslt-tuned" with {@code gpupool.kernels.gemm-tuning}: the fastest of the library's first algorithms
+ * and the own kernel, measured in the warm-up, its name in the row's {@code chosen}) and on gpupool's own kernels.
  * Writes JSON with TFLOP/s (2·tokens·in·out per product) for each shape, precision and engine.
  *
  * <p>Timing: warm-up, then {@code reps} products enqueued back to back and one synchronisation; the mean per product
@@ -92,15 +94,22 @@ public final class GemmGpuBench {
                 fill(hostB, random, 0.1f);
                 Map<Precision, CudaTensorOps> own = new LinkedHashMap<>();
                 Map<Precision, CudaTensorOps> lib = new LinkedHashMap<>();
+                Map<Precision, CudaTensorOps> tuned = new LinkedHashMap<>();
                 for (Precision p : List.of(Precision.FP32, Precision.TF32, Precision.BF16)) {
                     own.put(p, new CudaTensorOps(device, p));
                     library.ifPresent(l -> lib.put(p, new CudaTensorOps(device, p, l, pool)));
+                    library.ifPresent(l -> tuned.put(p, new CudaTensorOps(device, p, l, pool,
+                            BertGpuBench.withTuning(CudaTensorOps.Options.DEFAULT))));
                 }
                 accuracy(stream, hostX, hostW, hostB, x, w, bias, y, own, lib, accuracy, errors, arena);
                 BertGpuBench.write(out, doc);
                 for (Precision p : own.keySet()) {
-                    for (String engine : List.of("cublaslt", "own")) {
-                        CudaTensorOps ops = engine.equals("own") ? own.get(p) : lib.get(p);
+                    for (String engine : List.of("cublaslt", "cublaslt-tuned", "own")) {
+                        CudaTensorOps ops = switch (engine) {
+                            case "own" -> own.get(p);
+                            case "cublaslt-tuned" -> tuned.get(p);
+                            default -> lib.get(p);
+                        };
                         if (ops == null) {
                             continue;
                         }
@@ -121,6 +130,11 @@ public final class GemmGpuBench {
                                     row.put("ms", Math.round(ms * 10000) / 10000.0);
                                     row.put("tflops", Math.round(2.0 * tokens * shape[0] * shape[1] / (ms * 1e-3) / 1e12
                                             * 10) / 10.0);
+                                    if (engine.equals("cublaslt-tuned")) {
+                                        String prefix = tokens + "x" + shape[0] + "->" + shape[1] + " ";
+                                        ops.gemmChoices().stream().filter(c -> c.shape().startsWith(prefix))
+                                                .findFirst().ifPresent(c -> row.put("chosen", c.engine()));
+                                    }
                                 } catch (RuntimeException e) {
                                     row.put("error", e.toString());
                                     errors.add(p + " " + engine + " " + tokens + "x" + shape[0] + "->" + shape[1] + ": " + e);
@@ -133,6 +147,7 @@ public final class GemmGpuBench {
                     }
                 }
                 lib.values().forEach(CudaTensorOps::close);
+                tuned.values().forEach(CudaTensorOps::close);
             } finally {
                 stream.synchronize();
                 x.release();

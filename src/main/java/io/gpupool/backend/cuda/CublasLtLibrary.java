@@ -5,6 +5,8 @@ import io.gpupool.backend.MatmulLibrary;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
 
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -38,9 +40,13 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * nothing. The heuristic is told the workspace bound {@link #workspaceBytes()} and the operands' alignment; the
  * caller passes a workspace of that size that stays at one address per stream. Each call is told the workspace its
  * algorithm needs (the heuristic result's {@code workspaceSize}, {@link #workspaceBytes(Matmul)}), so a captured CUDA
- * graph can be given scratch of just that size inside its own memory.
+ * graph can be given scratch of just that size inside its own memory. {@link #candidates} asks the heuristic for
+ * several results at once and makes one plan per usable result, so a caller can time them; {@link Matmul#twin}
+ * copies a plan's result into fresh descriptors, so the algorithm measured fastest on one stream runs on all.
  */
 final class CublasLtLibrary implements MatmulLibrary {
+
+    private static final System.Logger LOG = System.getLogger(CublasLtLibrary.class.getName());
 
     private final CudaDevice device;
     private final LibCublasLt lib;
@@ -90,8 +96,48 @@ final class CublasLtLibrary implements MatmulLibrary {
         return plan(rows, in, out, type, compute, epilogue, true);
     }
 
-    private Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue,
-                        boolean residual) {
+    private Plan plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue,
+                      boolean residual) {
+        check(rows, in, out, type, compute);
+        device.makeCurrent();
+        return new Plan(rows, in, out, type, compute, epilogue, residual, null, 1);
+    }
+
+    /**
+     * The heuristic's first {@code count} results for the shape, each as a plan of its own; a result the library
+     * marks unusable, or whose descriptors cannot be made, is left out (logged at debug).
+     */
+    @Override
+    public List<Matmul> candidates(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue,
+                                   boolean residual, int count) {
+        if (residual && epilogue != Epilogue.NONE && epilogue != Epilogue.BIAS) {
+            throw new IllegalArgumentException("a residual product takes epilogue NONE or BIAS, got " + epilogue);
+        }
+        if (count < 1) {
+            throw new IllegalArgumentException("count must be at least 1, got " + count);
+        }
+        check(rows, in, out, type, compute);
+        device.makeCurrent();
+        Plan first = new Plan(rows, in, out, type, compute, epilogue, residual, null, count);
+        List<Matmul> plans = new ArrayList<>();
+        plans.add(first);
+        for (int i = 1; i < first.offered; i++) {
+            MemorySegment result = first.results.asSlice(i * LibCublasLt.HEURISTIC_RESULT_BYTES,
+                    LibCublasLt.HEURISTIC_RESULT_BYTES);
+            if (result.get(JAVA_INT, LibCublasLt.HEURISTIC_STATE_OFFSET) != LibCublasLt.STATUS_SUCCESS) {
+                continue;
+            }
+            try {
+                plans.add(new Plan(rows, in, out, type, compute, epilogue, residual, result, 0));
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.DEBUG, "{0}: heuristic result {1} of {2} left out: {3}", description, i,
+                        first.detail, e.getMessage());
+            }
+        }
+        return plans;
+    }
+
+    private static void check(int rows, int in, int out, ElementType type, Compute compute) {
         if (rows <= 0 || in <= 0 || out <= 0) {
             throw new IllegalArgumentException("matmul dimensions must be positive, got rows " + rows + ", in " + in
                     + ", out " + out);
@@ -99,8 +145,6 @@ final class CublasLtLibrary implements MatmulLibrary {
         if (type == ElementType.BF16 != (compute == Compute.BF16)) {
             throw new IllegalArgumentException("compute " + compute + " does not apply to " + type + " data");
         }
-        device.makeCurrent();
-        return new Plan(rows, in, out, type, compute, epilogue, residual);
     }
 
     /** Destroys the library handle; plans must be closed first. */
@@ -114,11 +158,22 @@ final class CublasLtLibrary implements MatmulLibrary {
 
     private final class Plan implements Matmul {
 
+        private final int rows;
+        private final int in;
+        private final int out;
+        private final ElementType type;
+        private final Compute compute;
+        private final Epilogue epilogue;
         private final String detail;
         private final Arena arena = Arena.ofShared();
         private final MemorySegment scalars = arena.allocate(16, 16);
         private final MemorySegment biasSlot = arena.allocate(JAVA_LONG);
+        /** The heuristic result this plan runs (its algorithm and workspace size); never written after planning. */
         private final MemorySegment algo = arena.allocate(LibCublasLt.HEURISTIC_RESULT_BYTES, 16);
+        /** Every result the heuristic offered when this plan asked it (null for a plan given its algorithm). */
+        private final MemorySegment results;
+        /** How many results {@link #results} holds (0 for a plan given its algorithm). */
+        private final int offered;
         private final long desc;
         private final long aLayout;
         private final long bLayout;
@@ -130,7 +185,18 @@ final class CublasLtLibrary implements MatmulLibrary {
         private final long algorithmWorkspace;
         private boolean planClosed;
 
-        Plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue, boolean residual) {
+        /**
+         * Makes the descriptors; then runs {@code chosen} (a heuristic result, copied) or, when null, asks the
+         * heuristic for up to {@code ask} results and runs the first.
+         */
+        Plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue, boolean residual,
+             MemorySegment chosen, int ask) {
+            this.rows = rows;
+            this.in = in;
+            this.out = out;
+            this.type = type;
+            this.compute = compute;
+            this.epilogue = epilogue;
             this.detail = rows + "x" + in + " -> " + out + " " + type + "/" + compute + " " + epilogue
                     + (residual ? " + residual" : "");
             this.bias = epilogue != Epilogue.NONE;
@@ -144,6 +210,8 @@ final class CublasLtLibrary implements MatmulLibrary {
             long b0 = 0;
             long y0 = 0;
             long preference = 0;
+            MemorySegment offeredResults = null;
+            int offeredCount = 0;
             try {
                 d0 = lib.createDesc(computeType, LibCublasLt.R_32F, detail);
                 setDesc(d0, LibCublasLt.DESC_TRANSA, LibCublasLt.OP_T);
@@ -163,15 +231,22 @@ final class CublasLtLibrary implements MatmulLibrary {
                 a0 = lib.createLayout(dataType, in, out, in, detail);
                 b0 = lib.createLayout(dataType, in, rows, in, detail);
                 y0 = lib.createLayout(dataType, out, rows, out, detail);
-                preference = lib.createPreference();
-                MemorySegment value = arena.allocate(JAVA_LONG);
-                value.set(JAVA_LONG, 0, workspaceBytes);
-                lib.check("cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)", lib.setPreferenceAttribute(
-                        preference, LibCublasLt.PREF_MAX_WORKSPACE_BYTES, value.address(), 8), detail);
-                int results = lib.heuristic(handle, d0, a0, b0, y0, y0, preference, 1, algo, detail);
-                if (results < 1 || algo.get(JAVA_INT, LibCublasLt.HEURISTIC_STATE_OFFSET) != 0) {
-                    throw new CublasException("cublasLtMatmulAlgoGetHeuristic", LibCublasLt.STATUS_NOT_SUPPORTED,
-                            lib.statusName(LibCublasLt.STATUS_NOT_SUPPORTED), "no algorithm for " + detail);
+                if (chosen != null) {
+                    MemorySegment.copy(chosen, 0, algo, 0, LibCublasLt.HEURISTIC_RESULT_BYTES);
+                } else {
+                    preference = lib.createPreference();
+                    MemorySegment value = arena.allocate(JAVA_LONG);
+                    value.set(JAVA_LONG, 0, workspaceBytes);
+                    lib.check("cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)", lib.setPreferenceAttribute(
+                            preference, LibCublasLt.PREF_MAX_WORKSPACE_BYTES, value.address(), 8), detail);
+                    offeredResults = arena.allocate(ask * LibCublasLt.HEURISTIC_RESULT_BYTES, 16);
+                    offeredCount = lib.heuristic(handle, d0, a0, b0, y0, y0, preference, ask, offeredResults, detail);
+                    if (offeredCount < 1
+                            || offeredResults.get(JAVA_INT, LibCublasLt.HEURISTIC_STATE_OFFSET) != 0) {
+                        throw new CublasException("cublasLtMatmulAlgoGetHeuristic", LibCublasLt.STATUS_NOT_SUPPORTED,
+                                lib.statusName(LibCublasLt.STATUS_NOT_SUPPORTED), "no algorithm for " + detail);
+                    }
+                    MemorySegment.copy(offeredResults, 0, algo, 0, LibCublasLt.HEURISTIC_RESULT_BYTES);
                 }
             } catch (RuntimeException | Error e) {
                 if (preference != 0) {
@@ -181,7 +256,11 @@ final class CublasLtLibrary implements MatmulLibrary {
                 arena.close();
                 throw e;
             }
-            lib.destroyPreference(preference);
+            if (preference != 0) {
+                lib.destroyPreference(preference);
+            }
+            results = offeredResults;
+            offered = offeredCount;
             algorithmWorkspace = Math.min(workspaceBytes, algo.get(JAVA_LONG, LibCublasLt.HEURISTIC_WORKSPACE_OFFSET));
             desc = d0;
             aLayout = a0;
@@ -191,6 +270,27 @@ final class CublasLtLibrary implements MatmulLibrary {
 
         CublasLtLibrary library() {
             return CublasLtLibrary.this;
+        }
+
+        @Override
+        public String algorithm() {
+            long at = algo.address();
+            return "algo " + lib.algoConfig(at, LibCublasLt.ALGO_CONFIG_ID) + " tile "
+                    + lib.algoConfig(at, LibCublasLt.ALGO_CONFIG_TILE_ID) + " splitK "
+                    + lib.algoConfig(at, LibCublasLt.ALGO_CONFIG_SPLITK_NUM) + " stages "
+                    + lib.algoConfig(at, LibCublasLt.ALGO_CONFIG_STAGES_ID);
+        }
+
+        /** Same shape, same heuristic result, descriptors and scratch of its own. */
+        @Override
+        public Matmul twin() {
+            synchronized (this) {
+                if (planClosed) {
+                    throw new IllegalStateException("plan " + detail + " is closed");
+                }
+                device.makeCurrent();
+                return new Plan(rows, in, out, type, compute, epilogue, residual, algo, 0);
+            }
         }
 
         private void setDesc(long d, int attribute, int value) {

@@ -16,6 +16,8 @@ import java.util.function.Function;
 
 import static jcuda.driver.JCudaDriver.cuEventCreate;
 import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static jcuda.driver.JCudaDriver.cuEventElapsedTime;
+import static jcuda.driver.JCudaDriver.cuEventSynchronize;
 import static jcuda.driver.JCudaDriver.cuEventRecord;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoDAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoHAsync;
@@ -287,6 +289,38 @@ public final class CudaStream implements DeviceStream {
         }
         device.makeCurrent();
         afterDeviceWork(task, recycleEvent);
+    }
+
+    /**
+     * Two timing events of their own (the recycled ones are created without timing) around {@code work}; waits for
+     * the second and reads the time between them.
+     */
+    @Override
+    public double timeMillis(Runnable work) {
+        if (capture != null) {
+            throw new GraphCaptureException("a timing was asked of " + this + " while it captures a graph");
+        }
+        device.makeCurrent();
+        CUevent start = new CUevent();
+        CUevent end = new CUevent();
+        Cu.check("cuEventCreate", cuEventCreate(start, CUevent_flags.CU_EVENT_DEFAULT), "timing on stream " + ordinal);
+        try {
+            Cu.check("cuEventCreate", cuEventCreate(end, CUevent_flags.CU_EVENT_DEFAULT), "timing on stream " + ordinal);
+            try {
+                Cu.check("cuEventRecord", cuEventRecord(start, stream), "timing on stream " + ordinal);
+                work.run();
+                device.makeCurrent();
+                Cu.check("cuEventRecord", cuEventRecord(end, stream), "timing on stream " + ordinal);
+                Cu.check("cuEventSynchronize", cuEventSynchronize(end), "timing on stream " + ordinal);
+                float[] millis = new float[1];
+                Cu.check("cuEventElapsedTime", cuEventElapsedTime(millis, start, end), "timing on stream " + ordinal);
+                return millis[0];
+            } finally {
+                cuEventDestroy(end);
+            }
+        } finally {
+            cuEventDestroy(start);
+        }
     }
 
     @Override

@@ -20,7 +20,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
  * A small FFM binding to NVIDIA's {@code libcublasLt}: the dozen functions a row-major linear layer needs
- * (handle, matmul descriptor, matrix layouts, heuristic preference, heuristic query, matmul). Like
+ * (handle, matmul descriptor, matrix layouts, heuristic preference, heuristic query, matmul; an algorithm's
+ * configuration attributes, to name it). Like
  * {@link LibCuda}, every opaque handle and every device pointer travels as a {@code long}; host-side structures
  * (the 96-byte heuristic result, attribute values) live in segments the caller owns.
  * <pre>
@@ -74,6 +75,11 @@ final class LibCublasLt {
     static final long ALGO_BYTES = 64;
     static final long HEURISTIC_WORKSPACE_OFFSET = 64;
     static final long HEURISTIC_STATE_OFFSET = 72;
+    // cublasLtMatmulAlgoConfigAttributes_t (each a 32-bit value)
+    static final int ALGO_CONFIG_ID = 0;
+    static final int ALGO_CONFIG_TILE_ID = 1;
+    static final int ALGO_CONFIG_SPLITK_NUM = 2;
+    static final int ALGO_CONFIG_STAGES_ID = 6;
     static final int STATUS_SUCCESS = 0;
     static final int STATUS_NOT_SUPPORTED = 15;
 
@@ -93,6 +99,7 @@ final class LibCublasLt {
     private final MethodHandle preferenceSetAttribute;
     private final MethodHandle algoGetHeuristic;
     private final MethodHandle matmul;
+    private final MethodHandle algoConfigGetAttribute;
 
     private LibCublasLt(SymbolLookup lib, String source) {
         this.source = source;
@@ -118,6 +125,8 @@ final class LibCublasLt {
         matmul = bind(linker, lib, "cublasLtMatmul", JAVA_INT,
                 JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG,
                 JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG);
+        algoConfigGetAttribute = bind(linker, lib, "cublasLtMatmulAlgoConfigGetAttribute", JAVA_INT,
+                JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG);
     }
 
     /** The outcome of {@link #load}: the binding, or why there is none. */
@@ -270,6 +279,20 @@ final class LibCublasLt {
             check("cublasLtMatmulAlgoGetHeuristic", (int) invoke(() -> (int) algoGetHeuristic.invokeExact(handle,
                     desc, a, b, c, d, preference, requested, results.address(), count.address())), detail);
             return count.get(JAVA_INT, 0);
+        }
+    }
+
+    /**
+     * One 32-bit configuration attribute of the algorithm at {@code algo} (a heuristic result's first 64 bytes), or
+     * -1 where the library does not report it: for naming the algorithm a plan runs, never for choosing it.
+     */
+    int algoConfig(long algo, int attribute) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment value = arena.allocate(JAVA_INT);
+            MemorySegment written = arena.allocate(JAVA_LONG);
+            int status = (int) invoke(() -> (int) algoConfigGetAttribute.invokeExact(algo, attribute, value.address(),
+                    4L, written.address()));
+            return status == STATUS_SUCCESS ? value.get(JAVA_INT, 0) : -1;
         }
     }
 

@@ -116,6 +116,21 @@ import java.util.concurrent.atomic.LongAdder;
  * count is the same either way (add+LayerNorm is one kernel). A shape the library declines, or an operand not
  * 256-byte aligned, takes the unfused path.
  *
+ * <h2>Choosing per shape</h2>
+ * With {@link Options#tuneGemms()} (off by default) the heuristic's first choice is not taken on trust. The first
+ * time any stream runs a product shape (rows, in, out, epilogue, residual or not; a model's warm-up run for the shapes
+ * it warms), {@link GemmTuner} times on that stream, with the product's own operands and workspace, the library's
+ * first {@link #TUNING_CANDIDATES} algorithms ({@link MatmulLibrary#candidates}; each with its activation pass where
+ * the epilogue does not fuse it) and, for a product without a residual, gpupool's own kernels for the shape; the
+ * fastest is kept for the shape and the product then runs on it:
+ * <pre>
+ *   tuned: key ──► Tuned { winning plan (the measuring stream's own; other streams run twins of it, Matmul.twin)
+ *                          | gpupool's kernels | nothing ran: the heuristic's choice;  GemmChoice for operators }
+ * </pre>
+ * A shape first seen while its stream captures a graph, with an output that aliases an input (the candidates run
+ * repeatedly), or beyond {@link #MAX_TUNED_SHAPES}, runs the heuristic's choice unmeasured. Two streams measuring one
+ * shape at once both finish; the first to store its choice serves both. {@link #gemmChoices()} lists the outcomes.
+ *
  * <p>A stream that only ever runs with a pinned workspace (the graph capture stream) never allocates from the pool:
  * a pool call while a stream captures would query fences and is illegal under capture. {@link #workspaceNeeded}
  * tells the capture how much scratch the forward's products used, so each graph carries a workspace of its own.
@@ -182,13 +197,29 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      *                       C operand, beta = 1) and then normalises alone, instead of a separate add in the LayerNorm
      * @param warpLayerNorm  LayerNorm, add+LayerNorm and embeddings+LayerNorm on the warp-per-row kernels (16-byte
      *                       loads, the row in registers) where the row length and alignment allow
+     * @param tuneGemms      with the library: each product shape, on its first run, times the library's first
+     *                       {@link #TUNING_CANDIDATES} algorithms and gpupool's own kernel on the stream and keeps the
+     *                       fastest for every stream (see "Choosing per shape" in the class comment)
      */
-    public record Options(boolean packedBf16, boolean residualInGemm, boolean warpLayerNorm) {
-        /** The verified defaults: warp-per-row LayerNorm on, packed bf16 and the residual in the GEMM off. */
-        public static final Options DEFAULT = new Options(false, false, true);
+    public record Options(boolean packedBf16, boolean residualInGemm, boolean warpLayerNorm, boolean tuneGemms) {
+        /** The verified defaults: warp-per-row LayerNorm on; packed bf16, the residual in the GEMM, tuning off. */
+        public static final Options DEFAULT = new Options(false, false, true, false);
         /** Everything off: the block-per-row LayerNorm kernels and the add in the LayerNorm. */
-        public static final Options NONE = new Options(false, false, false);
+        public static final Options NONE = new Options(false, false, false, false);
+
+        /** Without GEMM tuning: products run the library heuristic's first choice. */
+        public Options(boolean packedBf16, boolean residualInGemm, boolean warpLayerNorm) {
+            this(packedBf16, residualInGemm, warpLayerNorm, false);
+        }
     }
+
+    /** Library algorithms a tuned shape asks the heuristic for (its first choice among them). */
+    public static final int TUNING_CANDIDATES = 8;
+    /**
+     * Shapes measured per instance at most; later new shapes run the heuristic's first choice, so that a workload of
+     * ever new token counts does not keep timing on its requests' streams.
+     */
+    static final int MAX_TUNED_SHAPES = 1024;
 
     /** {@link #gemmEngine()} when gpupool's own kernels multiply. */
     public static final String OWN_ENGINE = "gpupool kernels";
@@ -304,6 +335,11 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final LongAdder launches = new LongAdder();
     /** {@link #fp32Activations()}: this instance, or with bf16 activations an own-kernel sibling. */
     private final CudaTensorOps fp32Sibling;
+    /** {@link Options#tuneGemms()}, and a library to tune. */
+    private final boolean tuneGemms;
+    private final GemmTuner tuner;
+    /** Each measured shape's choice, by plan key; shared by all streams (see "Choosing per shape"). */
+    private final Map<Long, Tuned> tuned = new ConcurrentHashMap<>();
     private volatile boolean closed;
 
     /** FP32 kernels only (exact). */
@@ -348,17 +384,25 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
                          Options options, AttentionKernels attentionKernels) {
         this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, options,
-                attentionKernels);
+                attentionKernels, GemmTuner.DEVICE_EVENTS);
+    }
+
+    /** As the public constructors, with GEMM tuning timed by {@code timer} (tests play the device clock). */
+    CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
+                  Options options, GemmTuner.Timer timer) {
+        this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, options,
+                ATTENTION_DEFAULT, timer);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
                           MatmulLibrary library, DeviceAllocator workspaces) {
-        this(device, precision, splitK, tf32Attention, library, workspaces, Options.DEFAULT, ATTENTION_DEFAULT);
+        this(device, precision, splitK, tf32Attention, library, workspaces, Options.DEFAULT, ATTENTION_DEFAULT,
+                GemmTuner.DEVICE_EVENTS);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
                           MatmulLibrary library, DeviceAllocator workspaces, Options options,
-                          AttentionKernels attentionKernels) {
+                          AttentionKernels attentionKernels, GemmTuner.Timer timer) {
         Objects.requireNonNull(options, "options");
         if (library != null) {
             Objects.requireNonNull(workspaces, "workspaces");
@@ -425,8 +469,10 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         addLayerNormWarpBf16 = ops.function("add_layer_norm_warp_bf16");
         embeddingLayerNormWarp = ops.function("embedding_layer_norm_warp");
         embeddingLayerNormWarpBf16 = ops.function("embedding_layer_norm_warp_bf16");
+        this.tuneGemms = options.tuneGemms() && library != null;
+        this.tuner = new GemmTuner(timer);
         this.fp32Sibling = bf16Activations ? new CudaTensorOps(device, precision, splitK, tf32Attention, null, null,
-                new Options(false, false, options.warpLayerNorm()), attentionKernels) : this;
+                new Options(false, false, options.warpLayerNorm()), attentionKernels, timer) : this;
     }
 
     @Override
@@ -572,16 +618,20 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         aligned("weight", weight);
         aligned("y", y);
         Objects.requireNonNull(activation, "activation");
-        if (usesLibrary()) {
-            if (libraryLinear(stream, x, weight, bias, y, rows, in, out, activation)) {
-                return;
-            }
-            if (bf16Activations) {
-                long elements = (long) rows * out;
-                launch(stream, linearBf16Warp, (int) ceilDiv(elements, 8), 1, 1, 256, 1, 1, 0, x, weight, bias, y,
-                        rows, out, in, activation.ordinal());
-                return;
-            }
+        if (usesLibrary() && libraryLinear(stream, x, weight, bias, y, rows, in, out, activation)) {
+            return;
+        }
+        ownLinear(stream, x, weight, bias, y, rows, in, out, activation);
+    }
+
+    /** gpupool's kernels for the product: on bf16 activations one warp per output, else the GEMM kernels above. */
+    private void ownLinear(DeviceStream stream, long x, long weight, long bias, long y, int rows, int in, int out,
+                           Activation activation) {
+        if (bf16Activations) {
+            long elements = (long) rows * out;
+            launch(stream, linearBf16Warp, (int) ceilDiv(elements, 8), 1, 1, 256, 1, 1, 0, x, weight, bias, y,
+                    rows, out, in, activation.ordinal());
+            return;
         }
         KernelFunction kernel = gemmKernel(rows, in, out);
         int tile = kernel == gemmSmall && kernel != gemmF32 ? 64 : 128;
@@ -629,23 +679,159 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
                 | epilogue.ordinal();
         Matmul plan = state.plans.get(key);
         if (plan == null) {
-            plan = planOrDecline(rows, in, out, epilogue, addsResidual);
+            plan = tuneGemms ? tunedPlan(stream, state, key, x, weight, bias, residual, y, rows, in, out, activation,
+                    epilogue) : planOrDecline(rows, in, out, epilogue, addsResidual);
             state.plans.put(key, plan);
         }
-        if (plan == DECLINED) {
+        if (plan == DECLINED || plan == OWN_KERNELS) {
             return false;
         }
         plan.run(stream, x, weight, bias, residual, y, state.workspaceFor(plan, library, stream, workspaces));
         launches.increment();
-        if (!fused(epilogue, activation)) {
-            long count = (long) rows * out;
-            if (bf16Activations) {
-                launch(stream, activateBf16, passBlocks(count), 1, 1, 256, 1, 1, 0, y, count, activation.ordinal());
-            } else {
-                launch(stream, splitAct, passBlocks(count), 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
+        activationPass(stream, y, rows, out, epilogue, activation);
+        return true;
+    }
+
+    /** The pass that applies {@code activation} after a product whose epilogue did not (see the class comment). */
+    private void activationPass(DeviceStream stream, long y, int rows, int out, Epilogue epilogue,
+                                Activation activation) {
+        if (fused(epilogue, activation)) {
+            return;
+        }
+        long count = (long) rows * out;
+        if (bf16Activations) {
+            launch(stream, activateBf16, passBlocks(count), 1, 1, 256, 1, 1, 0, y, count, activation.ordinal());
+        } else {
+            launch(stream, splitAct, passBlocks(count), 1, 1, 256, 1, 1, 0, y, rows, out, activation.ordinal());
+        }
+    }
+
+    /**
+     * This stream's plan for a shape under {@link Options#tuneGemms()}: the shape's measured choice (a twin of the
+     * winning plan, or {@link #OWN_KERNELS}), measuring it first on this stream when no stream has; the heuristic's
+     * first choice where the shape cannot be measured here (see "Choosing per shape").
+     */
+    private Matmul tunedPlan(DeviceStream stream, StreamState state, long key, long x, long weight, long bias,
+                             long residual, long y, int rows, int in, int out, Activation activation,
+                             Epilogue epilogue) {
+        boolean addsResidual = residual != 0;
+        Tuned choice = tuned.get(key);
+        if (choice == null) {
+            if (stream.capturing() || y == x || y == residual || tuned.size() >= MAX_TUNED_SHAPES) {
+                return planOrDecline(rows, in, out, epilogue, addsResidual);
+            }
+            Tuned measured = measure(stream, state, x, weight, bias, residual, y, rows, in, out, activation, epilogue);
+            Tuned earlier = tuned.putIfAbsent(key, measured);
+            if (earlier == null) {
+                return measured.plan == null ? measured.fallback(this, rows, in, out, epilogue, addsResidual)
+                        : measured.plan;   // this stream keeps the measured plan itself
+            }
+            if (measured.plan != null) {
+                measured.plan.close();   // another stream measured the shape meanwhile: its choice serves all
+            }
+            choice = earlier;
+        }
+        if (choice.plan == null) {
+            return choice.fallback(this, rows, in, out, epilogue, addsResidual);
+        }
+        try {
+            return choice.plan.twin();
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, "{0}: no twin of the measured plan for {1} ({2}); the heuristic''s "
+                    + "first choice runs on {3}", device.name(), choice.report.shape(), e.getMessage(), stream);
+            return planOrDecline(rows, in, out, epilogue, addsResidual);
+        }
+    }
+
+    /**
+     * Times the library's candidates and, for a product without a residual, gpupool's own kernels, on {@code stream}
+     * with the caller's operands, and keeps the winner (closing the other plans). A candidate needing more workspace
+     * than the stream has, or one that fails, is left out; when nothing ran, the shape keeps the heuristic's choice.
+     */
+    private Tuned measure(DeviceStream stream, StreamState state, long x, long weight, long bias, long residual,
+                          long y, int rows, int in, int out, Activation activation, Epilogue epilogue) {
+        boolean addsResidual = residual != 0;
+        String shape = rows + "x" + in + "->" + out + " " + precision + " " + epilogue
+                + (addsResidual ? " + residual" : "");
+        // first, as the product itself would: a pool that cannot give the stream its workspace fails the request
+        long workspace = state.tuningWorkspace(stream, workspaces);
+        long workspaceBytes = workspace == 0 ? 0 : state.pinned ? state.pinnedBytes : library.workspaceBytes();
+        List<Matmul> offered;
+        try {
+            offered = library.candidates(rows, in, out, elementType, compute, epilogue, addsResidual,
+                    TUNING_CANDIDATES);
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, "{0}: {1} offers no algorithm for {2} ({3})", device.name(),
+                    library.description(), shape, e.getMessage());
+            offered = List.of();
+        }
+        List<Matmul> plans = new ArrayList<>();
+        List<GemmTuner.Candidate> candidates = new ArrayList<>();
+        for (Matmul plan : offered) {
+            long need = library.workspaceBytes(plan);
+            if (need > workspaceBytes) {
+                LOG.log(System.Logger.Level.DEBUG, "{0}: {1} {2} needs {3} bytes of workspace, {4} has {5}; skipped",
+                        shape, library.description(), plan.algorithm(), need, stream, workspaceBytes);
+                plan.close();
+                continue;
+            }
+            long scratch = need == 0 ? 0 : workspace;
+            plans.add(plan);
+            candidates.add(new GemmTuner.Candidate(library.description() + " " + plan.algorithm(), () -> {
+                plan.run(stream, x, weight, bias, residual, y, scratch);
+                activationPass(stream, y, rows, out, epilogue, activation);
+            }));
+        }
+        boolean heuristicOffered = !plans.isEmpty() && plans.getFirst() == offered.getFirst();
+        if (!addsResidual) {
+            candidates.add(new GemmTuner.Candidate(OWN_ENGINE + " (" + ownKernelName(rows, in, out) + ")",
+                    () -> ownLinear(stream, x, weight, bias, y, rows, in, out, activation)));
+        }
+        GemmTuner.Measured measured = tuner.choose(stream, shape, candidates);
+        int winner = measured.winner();
+        Matmul kept = winner >= 0 && winner < plans.size() ? plans.get(winner) : null;
+        for (Matmul plan : plans) {
+            if (plan != kept) {
+                plan.close();
             }
         }
-        return true;
+        boolean own = winner >= 0 && winner == plans.size();
+        String engine = winner < 0 ? "heuristic (no candidate ran)" : candidates.get(winner).engine();
+        GemmChoice report = new GemmChoice(shape, engine, measured.winnerMillis(),
+                heuristicOffered ? measured.millis()[0] : Double.NaN, candidates.size());
+        LOG.log(System.Logger.Level.INFO, "{0}: {1} runs on {2} ({3} ms; the heuristic''s first {4} ms; {5} candidates)",
+                device.name(), shape, engine, String.format(java.util.Locale.ROOT, "%.4f", report.millis()),
+                String.format(java.util.Locale.ROOT, "%.4f", report.heuristicMillis()), candidates.size());
+        return new Tuned(kept, own, report);
+    }
+
+    /** The kernel gpupool's own product would launch for this shape (for naming the choice). */
+    private String ownKernelName(int rows, int in, int out) {
+        if (bf16Activations) {
+            return linearBf16Warp.name();
+        }
+        KernelFunction kernel = gemmKernel(rows, in, out);
+        int tile = kernel == gemmSmall && kernel != gemmF32 ? 64 : 128;
+        boolean split = splitK && splitSlices((long) ceilDiv(out, tile) * ceilDiv(rows, tile), in) >= 2;
+        return kernel.name() + (split ? " split-K" : "");
+    }
+
+    /** The measured choices so far, in no particular order. */
+    @Override
+    public List<GemmChoice> gemmChoices() {
+        return tuned.values().stream().map(t -> t.report).toList();
+    }
+
+    /**
+     * One shape's measured choice: {@code plan} the winning library plan (owned by the stream that measured it; other
+     * streams run twins of it), or null when gpupool's kernels won ({@code own}) or nothing ran.
+     */
+    private record Tuned(Matmul plan, boolean own, GemmChoice report) {
+
+        /** A stream's plan when no library plan won: {@link #OWN_KERNELS}, or the heuristic's own choice. */
+        Matmul fallback(CudaTensorOps ops, int rows, int in, int out, Epilogue epilogue, boolean addsResidual) {
+            return own ? OWN_KERNELS : ops.planOrDecline(rows, in, out, epilogue, addsResidual);
+        }
     }
 
     /**
@@ -699,16 +885,22 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     }
 
     /** Marks a shape the library has no algorithm for. */
-    private static final Matmul DECLINED = new Matmul() {
-        @Override
-        public void run(DeviceStream stream, long x, long w, long bias, long residual, long y, long workspace) {
-            throw new IllegalStateException("declined shape");
-        }
+    private static final Matmul DECLINED = marker("declined shape");
+    /** Marks a shape whose measurement found gpupool's own kernels faster than the library. */
+    private static final Matmul OWN_KERNELS = marker("a shape gpupool's kernels run");
 
-        @Override
-        public void close() {
-        }
-    };
+    private static Matmul marker(String what) {
+        return new Matmul() {
+            @Override
+            public void run(DeviceStream stream, long x, long w, long bias, long residual, long y, long workspace) {
+                throw new IllegalStateException(what);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+    }
 
     @Override
     public long workspaceBound() {
@@ -761,6 +953,17 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
 
         StreamState(boolean ownWorkspace) {
             this.ownWorkspace = ownWorkspace;
+        }
+
+        /**
+         * The workspace candidates may use while a shape is measured, without noting any need (only the winner's
+         * runs count towards a capture's workspace): the stream's own, the pinned one, or 0 for none.
+         */
+        long tuningWorkspace(DeviceStream stream, StreamWorkspaces workspaces) {
+            if (!pinned && ownWorkspace) {
+                return workspaces.address(stream);
+            }
+            return pinned ? pinnedAddress : 0;
         }
 
         /**
@@ -818,7 +1021,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         List<RuntimeException> failures = new ArrayList<>();
         for (StreamState state : streams.values()) {
             state.plans.forEach(plan -> {
-                if (plan == DECLINED) {
+                if (plan == DECLINED || plan == OWN_KERNELS) {
                     return;
                 }
                 try {
@@ -829,6 +1032,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             });
         }
         streams.clear();
+        tuned.clear();
         if (workspaces != null) {
             try {
                 workspaces.close();

@@ -1,0 +1,348 @@
+package io.gpupool.kernels.cuda;
+
+import io.gpupool.backend.ComputeDevice;
+import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.MatmulLibrary;
+import io.gpupool.backend.MatmulLibrary.Matmul;
+import io.gpupool.backend.cuda.CudaBackend;
+import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.kernels.TensorOps.GemmChoice;
+import io.gpupool.kernels.cuda.CudaTensorOps.Options;
+import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.pool.DevicePool;
+import io.gpupool.model.Bf16;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.SplittableRandom;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * {@code gpupool.kernels.gemm-tuning} on a real GPU with cuBLASLt: at BERT-base shapes, for FP32, TF32 and BF16, the
+ * products of the measured choice (whichever library algorithm or own kernel won) equal those of the heuristic's
+ * first choice within the precision's rounding, both match a double reference, a second stream running the choice
+ * gets the same products, the choices are listed, and the pool drains to 0 afterwards. Also the pieces underneath:
+ * the library offers several algorithms, each plan and its twin compute the same product, and the stream's timing
+ * events measure a kernel.
+ */
+@Tag("gpu")
+class GemmTuningGpuTest {
+
+    private static CudaBackend backend;
+    private static ComputeDevice device;
+    private static MatmulLibrary library;
+
+    /** BERT-base products: (rows, in, out, activation); 16 and 128 tokens are where choices differ most. */
+    private static final int[][] SHAPES = {
+            {16, 768, 2304, 0}, {16, 768, 3072, 3}, {16, 3072, 768, 0},
+            {128, 768, 768, 0}, {128, 768, 3072, 3}, {512, 3072, 768, 0},
+    };
+
+    private final SplittableRandom random = new SplittableRandom(11);
+    private final List<long[]> allocations = new ArrayList<>();
+    private final List<CudaTensorOps> opened = new ArrayList<>();
+    private DeviceStream stream;
+    private DeviceStream second;
+    private Arena arena;
+    private DevicePool pool;
+
+    @BeforeAll
+    static void openBackend() {
+        Optional<CudaBackend> created = CudaBackend.tryCreate();
+        assumeTrue(created.isPresent(), "no CUDA driver or device");
+        backend = created.get();
+        device = backend.devices().getFirst();
+        String dir = System.getProperty("gpupool.kernels.cublas-lt-dir");
+        library = device.matmulLibrary(dir == null ? null : Path.of(dir)).orElseThrow(() ->
+                new AssertionError("cuBLASLt could not be loaded on this GPU machine (see the log)"));
+    }
+
+    @AfterAll
+    static void closeBackend() {
+        if (backend != null) {
+            backend.close();
+        }
+    }
+
+    @BeforeEach
+    void open() {
+        device.bindToCurrentThread();
+        stream = device.createStream(0);
+        second = device.createStream(1);
+        arena = Arena.ofShared();
+        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
+    }
+
+    @AfterEach
+    void release() {
+        stream.synchronize();
+        second.synchronize();
+        opened.forEach(CudaTensorOps::close);
+        for (long[] block : allocations) {
+            device.chunkSource().free(block[0], block[1]);
+        }
+        stream.close();
+        second.close();
+        pool.close();
+        arena.close();
+    }
+
+    private CudaTensorOps ops(Precision precision, boolean tuning) {
+        CudaTensorOps ops = new CudaTensorOps(device, precision, library, pool, new Options(false, false, true, tuning));
+        opened.add(ops);
+        return ops;
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = Precision.class, names = {"FP32", "TF32", "BF16"})
+    void theMeasuredChoiceComputesWhatTheHeuristicsChoiceComputes(Precision precision) {
+        double tolerance = switch (precision) {
+            case FP32 -> 5e-5;   // 3072-term sums of magnitude ~5: a few float roundings
+            case TF32 -> 5e-3;
+            default -> 4e-2;
+        };
+        CudaTensorOps heuristic = ops(precision, false);
+        CudaTensorOps tuned = ops(precision, true);
+        for (int[] shape : SHAPES) {
+            int rows = shape[0];
+            int in = shape[1];
+            int out = shape[2];
+            Activation activation = Activation.values()[shape[3]];
+            boolean bf16 = tuned.activationBytes() == 2;
+            float[] x = randoms(rows * in, 1);
+            float[] w = randoms(out * in, 0.05f);
+            float[] bias = randoms(out, 1);
+            long dx = bf16 ? uploadBf16(x) : upload(x);
+            long dw = bf16 ? uploadBf16(w) : upload(w);
+            long db = bf16 ? uploadBf16(bias) : upload(bias);
+            long bytes = (long) rows * out * tuned.activationBytes();
+            long fromHeuristic = allocate(bytes);
+            long fromTuned = allocate(bytes);
+            long fromSecond = allocate(bytes);
+            stream.fill(fromTuned, (byte) 0xFF, bytes);   // NaN: an element the chosen product skips fails below
+            heuristic.linear(stream, dx, dw, db, fromHeuristic, rows, in, out, activation);
+            tuned.linear(stream, dx, dw, db, fromTuned, rows, in, out, activation);   // measures, then runs
+            stream.synchronize();
+            second.fill(fromSecond, (byte) 0xFF, bytes);
+            tuned.linear(second, dx, dw, db, fromSecond, rows, in, out, activation);  // the choice, on a twin
+            second.synchronize();
+
+            String what = rows + "x" + in + "->" + out + " " + activation + " " + precision;
+            float[] h = widen(heuristic, fromHeuristic, rows * out);
+            float[] t = widen(tuned, fromTuned, rows * out);
+            float[] s = widen(tuned, fromSecond, rows * out);
+            double[] reference = reference(x, w, bias, rows, in, out, activation, bf16);
+            assertClose("heuristic " + what, h, reference, tolerance);
+            assertClose("measured choice " + what + " (" + engine(tuned, rows, in, out) + ")", t, reference,
+                    tolerance);
+            assertClose("measured choice against the heuristic's " + what, t, widened(h), tolerance);
+            // equal up to the order of additions (split-K kernels add their slices atomically)
+            assertClose("the choice on a second stream " + what, s, widened(t), tolerance);
+        }
+        List<GemmChoice> choices = tuned.gemmChoices();
+        assertThat(choices).hasSize(SHAPES.length);
+        for (GemmChoice choice : choices) {
+            System.out.println("[gemm-tuning] " + choice);
+            assertThat(choice.millis()).as(choice.shape()).isPositive();
+            assertThat(choice.candidates()).as(choice.shape()).isGreaterThanOrEqualTo(2);
+            assertThat(choice.engine()).as(choice.shape()).isNotBlank();
+        }
+        assertThat(heuristic.gemmChoices()).isEmpty();
+        stream.synchronize();
+        second.synchronize();
+        opened.forEach(CudaTensorOps::close);
+        opened.clear();
+        assertThat(pool.metrics().allocatedBytes()).as("workspaces back in the pool").isZero();
+    }
+
+    @Test
+    void everyAlgorithmTheLibraryOffersAndItsTwinComputeTheSameProduct() {
+        int rows = 128;
+        int in = 768;
+        int out = 768;
+        List<Matmul> offered = library.candidates(rows, in, out, MatmulLibrary.ElementType.FP32,
+                MatmulLibrary.Compute.FP32, MatmulLibrary.Epilogue.BIAS, false, CudaTensorOps.TUNING_CANDIDATES);
+        List<Matmul> twins = new ArrayList<>();
+        try {
+            assertThat(offered).isNotEmpty().hasSizeLessThanOrEqualTo(CudaTensorOps.TUNING_CANDIDATES);
+            float[] x = randoms(rows * in, 1);
+            float[] w = randoms(out * in, 0.05f);
+            float[] bias = randoms(out, 1);
+            long dx = upload(x);
+            long dw = upload(w);
+            long db = upload(bias);
+            long workspace = allocate(library.workspaceBytes());
+            double[] reference = reference(x, w, bias, rows, in, out, Activation.NONE, false);
+            for (Matmul plan : offered) {
+                Matmul twin = plan.twin();
+                twins.add(twin);
+                assertThat(library.workspaceBytes(twin)).isEqualTo(library.workspaceBytes(plan));
+                assertThat(twin.algorithm()).isEqualTo(plan.algorithm()).startsWith("algo ");
+                long y = allocate((long) rows * out * Float.BYTES);
+                long yTwin = allocate((long) rows * out * Float.BYTES);
+                plan.run(stream, dx, dw, db, y, workspace);
+                twin.run(stream, dx, dw, db, yTwin, workspace);
+                float[] got = download(y, rows * out);
+                assertClose("plan " + plan.algorithm(), got, reference, 2e-5);
+                assertClose("twin of " + plan.algorithm(), download(yTwin, rows * out), widened(got), 2e-5);
+            }
+            System.out.println("[gemm-tuning] 128x768->768 FP32 BIAS offered: "
+                    + offered.stream().map(Matmul::algorithm).toList());
+        } finally {
+            stream.synchronize();
+            offered.forEach(Matmul::close);
+            twins.forEach(Matmul::close);
+        }
+    }
+
+    @Test
+    void timingEventsMeasureWhatTheStreamRan() {
+        long bytes = 256L << 20;
+        long block = allocate(bytes);
+        double small = stream.timeMillis(() -> stream.fill(block, (byte) 1, 1 << 20));
+        double large = stream.timeMillis(() -> {
+            for (int i = 0; i < 8; i++) {
+                stream.fill(block, (byte) i, bytes);
+            }
+        });
+        assertThat(small).isPositive();
+        assertThat(large).as("2 GiB of fills against 1 MiB").isGreaterThan(small * 4);
+    }
+
+    private static String engine(CudaTensorOps ops, int rows, int in, int out) {
+        String prefix = rows + "x" + in + "->" + out + " ";
+        return ops.gemmChoices().stream().filter(c -> c.shape().startsWith(prefix)).map(GemmChoice::engine)
+                .findFirst().orElse("no choice");
+    }
+
+    private static double[] reference(float[] x, float[] w, float[] bias, int rows, int in, int out,
+                                      Activation activation, boolean bf16) {
+        double[] expected = new double[rows * out];
+        for (int r = 0; r < rows; r++) {
+            for (int o = 0; o < out; o++) {
+                double sum = bf16 ? bf(bias[o]) : bias[o];
+                for (int k = 0; k < in; k++) {
+                    sum += bf16 ? bf(x[r * in + k]) * bf(w[o * in + k]) : (double) x[r * in + k] * w[o * in + k];
+                }
+                expected[r * out + o] = activation == Activation.GELU ? gelu(sum) : sum;
+            }
+        }
+        return expected;
+    }
+
+    private static double gelu(double v) {
+        return 0.5 * v * (1 + erf(v / Math.sqrt(2)));
+    }
+
+    /** erf as CublasLtOpsGpuTest computes it: the Maclaurin series below 3, the continued-fraction tail above. */
+    private static double erf(double x) {
+        double ax = Math.abs(x);
+        if (ax < 3) {
+            double term = ax;
+            double sum = ax;
+            for (int n = 1; n < 200 && Math.abs(term) > 1e-17; n++) {
+                term *= -ax * ax / n;
+                sum += term / (2 * n + 1);
+            }
+            return Math.copySign(2 / Math.sqrt(Math.PI) * sum, x);
+        }
+        double fraction = 0;
+        for (int n = 60; n >= 1; n--) {
+            fraction = n / 2.0 / (ax + fraction);
+        }
+        double tail = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / (ax + fraction);
+        return Math.copySign(1 - tail, x);
+    }
+
+    private static double bf(float v) {
+        return Bf16.toFloat(Bf16.fromFloat(v));
+    }
+
+    private static double[] widened(float[] values) {
+        double[] out = new double[values.length];
+        for (int i = 0; i < values.length; i++) {
+            out[i] = values[i];
+        }
+        return out;
+    }
+
+    private static void assertClose(String what, float[] got, double[] expected, double tolerance) {
+        double worst = 0;
+        int worstIndex = -1;
+        for (int i = 0; i < expected.length; i++) {
+            double error = Math.abs(got[i] - expected[i]);
+            if (!(error <= worst)) {
+                worst = Double.isNaN(error) ? Double.POSITIVE_INFINITY : error;
+                worstIndex = i;
+            }
+        }
+        double finalWorst = worst;
+        int index = worstIndex;
+        assertTrue(worst <= tolerance, () -> what + ": max abs error " + finalWorst + " at " + index + " (got "
+                + got[index] + ", expected " + expected[index] + "), tolerance " + tolerance);
+    }
+
+    private float[] randoms(int n, float scale) {
+        float[] values = new float[n];
+        for (int i = 0; i < n; i++) {
+            values[i] = (float) ((random.nextDouble() * 2 - 1) * scale);
+        }
+        return values;
+    }
+
+    private long allocate(long bytes) {
+        long address = device.chunkSource().allocate(bytes);
+        allocations.add(new long[] {address, bytes});
+        return address;
+    }
+
+    private long upload(float[] values) {
+        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
+        long address = allocate(host.byteSize());
+        stream.copyHostToDevice(host, address, host.byteSize());
+        return address;
+    }
+
+    private long uploadBf16(float[] values) {
+        MemorySegment host = arena.allocate((long) values.length * 2, 16);
+        for (int i = 0; i < values.length; i++) {
+            host.setAtIndex(ValueLayout.JAVA_SHORT, i, Bf16.fromFloat(values[i]));
+        }
+        long address = allocate(host.byteSize());
+        stream.copyHostToDevice(host, address, host.byteSize());
+        return address;
+    }
+
+    private float[] download(long address, int count) {
+        MemorySegment host = arena.allocate((long) count * Float.BYTES, 16);
+        stream.copyDeviceToHost(address, host, host.byteSize());
+        stream.synchronize();
+        return host.toArray(ValueLayout.JAVA_FLOAT);
+    }
+
+    /** Reads {@code count} activations (FP32 or bf16, as {@code ops} holds them) as floats. */
+    private float[] widen(CudaTensorOps ops, long address, int count) {
+        long wide = ops.activationBytes() == 2 ? allocate((long) count * Float.BYTES) : address;
+        if (wide != address) {
+            ops.toFloat32(stream, address, wide, count);
+        }
+        return download(wide, count);
+    }
+}
