@@ -220,7 +220,9 @@ final class FenceSet {
 
     /**
      * Makes {@code stream} wait for every other stream's pending fence; drops completed ones. The
-     * stream's own fence needs no wait (its work is ordered).
+     * stream's own fence needs no wait (its work is ordered), finished or not, so a set that holds
+     * only the stream's own fence answers without asking the driver (the common case when a stream
+     * takes back what it freed); a finished one it keeps is dropped by the next look that asks.
      *
      * @return how many device-side waits were inserted (one per other stream with a pending fence)
      */
@@ -229,7 +231,8 @@ final class FenceSet {
             return 0;
         }
         synchronized (this) {
-            if (dropCompleted(stream.ordinal(), null) != FOREIGN) {
+            int ordinal = stream.ordinal();
+            if (!holdsOtherThan(ordinal) || dropCompleted(ordinal, null) != FOREIGN) {
                 return 0;
             }
             int waits = 0;
@@ -242,6 +245,16 @@ final class FenceSet {
             }
             return waits;
         }
+    }
+
+    /** Whether a fence of a stream other than {@code ordinal} is held, finished or not; under the monitor. */
+    private boolean holdsOtherThan(int ordinal) {
+        for (int i = 0; i < byStream.length; i++) {
+            if (byStream[i] != null && i != ordinal) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Whether any fence is still unfinished; drops the completed ones. */
