@@ -113,7 +113,7 @@ public final class DevicePool implements DeviceAllocator {
         this.stats = new PoolStatistics(streams);
         this.dedicated = new DedicatedChunks(global, reservation, stats);
         this.growth = memory.isPresent()
-                ? new MappedGrowth(memory.get(), global, reservation, stats, streams, dedicated, this::config, growLock, clock)
+                ? new MappedGrowth(memory.get(), global, reservation, stats, streams, dedicated, this::config, growLock)
                 : new ChunkGrowth(policy, global, reservation, stats, streams, dedicated, this::config, growLock);
         this.metrics = new PoolMetricsView(streams, global, growth, reservation, stats, this::config);
         this.recovery = new Recovery(streams, global, dedicated, growth, reservation, stats, metrics, this::config, growLock);
