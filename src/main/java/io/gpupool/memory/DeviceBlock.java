@@ -9,6 +9,21 @@ import java.lang.invoke.VarHandle;
  * <p>Created with one reference. {@link #retain()} adds one, {@link #release()} removes one and
  * returns the memory to its owner when the count reaches zero. Releasing a block that is already
  * free is a bug in the caller and fails with a message naming the block.
+ *
+ * <h2>The count, and why the common case takes no atomic instruction</h2>
+ * The field holds the references beyond the first ({@code extra = count - 1}), so a new block needs no
+ * store at all: the default 0 is one reference. (A volatile field initialised to 1 would put a full
+ * fence in every allocation.) Freed is {@code -1}.
+ * <pre>
+ *   extra:   -1 freed  |  0 one reference (new block)  |  n  n + 1 references
+ *   retain:  CAS n -&gt; n + 1 (n &gt;= 0)
+ *   release: n &gt; 0: CAS n -&gt; n - 1                 (other holders may release at the same time)
+ *            n = 0: store -1, then free            (the caller holds the only reference: nobody else
+ *                                                     may legally touch the block, so no CAS is needed)
+ * </pre>
+ * A release that reads 0 while another thread retains or releases at the same moment is already a
+ * bug of the caller (it used a block whose last reference was being dropped); the check that
+ * catches a second release on the same thread, or on a thread that saw the first, stays exact.
  */
 public final class DeviceBlock {
 
@@ -18,11 +33,12 @@ public final class DeviceBlock {
         void free(DeviceBlock block);
     }
 
-    private static final VarHandle REF_COUNT;
+    private static final VarHandle EXTRA_REFS;
+    private static final int FREED = -1;
 
     static {
         try {
-            REF_COUNT = MethodHandles.lookup().findVarHandle(DeviceBlock.class, "refCount", int.class);
+            EXTRA_REFS = MethodHandles.lookup().findVarHandle(DeviceBlock.class, "extraRefs", int.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -37,8 +53,9 @@ public final class DeviceBlock {
     private final long handle;
     /** Where the block was allocated, when allocation-site tracking is on; otherwise null. */
     private final Throwable allocationSite;
-    @SuppressWarnings("unused") // accessed through REF_COUNT
-    private volatile int refCount = 1;
+    /** References beyond the first; {@value #FREED} once freed (see the class comment). */
+    @SuppressWarnings("unused") // accessed through EXTRA_REFS
+    private volatile int extraRefs;
 
     public DeviceBlock(Owner owner, long address, long size, long requestedBytes, AllocationStream stream,
                        long handle, Throwable allocationSite) {
@@ -78,17 +95,17 @@ public final class DeviceBlock {
     }
 
     public int refCount() {
-        return (int) REF_COUNT.getVolatile(this);
+        return (int) EXTRA_REFS.getVolatile(this) + 1;
     }
 
     /** Adds a reference; fails if the block was already freed. */
     public DeviceBlock retain() {
         while (true) {
-            int current = (int) REF_COUNT.getVolatile(this);
-            if (current <= 0) {
+            int extra = (int) EXTRA_REFS.getVolatile(this);
+            if (extra == FREED) {
                 throw new IllegalStateException("retain of a freed block: " + this);
             }
-            if (REF_COUNT.compareAndSet(this, current, current + 1)) {
+            if (EXTRA_REFS.compareAndSet(this, extra, extra + 1)) {
                 return this;
             }
         }
@@ -102,15 +119,16 @@ public final class DeviceBlock {
      */
     public boolean release() {
         while (true) {
-            int current = (int) REF_COUNT.getVolatile(this);
-            if (current <= 0) {
+            int extra = (int) EXTRA_REFS.getVolatile(this);
+            if (extra == FREED) {
                 throw new IllegalStateException("double release of " + this);
             }
-            if (REF_COUNT.compareAndSet(this, current, current - 1)) {
-                if (current == 1) {
-                    owner.free(this);
-                    return true;
-                }
+            if (extra == 0) {
+                EXTRA_REFS.setRelease(this, FREED);                  // the only reference: see the class comment
+                owner.free(this);
+                return true;
+            }
+            if (EXTRA_REFS.compareAndSet(this, extra, extra - 1)) {
                 return false;
             }
         }

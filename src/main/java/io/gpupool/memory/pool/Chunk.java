@@ -236,13 +236,12 @@ final class Chunk {
     /** Mapped units in [from, to). Caller holds {@code mapped}. */
     long countMapped(long from, long to) {
         long count = 0;
-        for (long u = from; u < to; u++) {
-            if ((u & 63) == 0 && u + 64 <= to) {
-                count += Long.bitCount(mapped[(int) (u >>> 6)]);
-                u += 63;
-            } else if ((mapped[(int) (u >>> 6)] & (1L << (u & 63))) != 0) {
-                count++;
-            }
+        for (long u = from; u < to; ) {
+            long wordEnd = Math.min(to, (u | 63) + 1);              // this word's part of the range
+            int bits = (int) (wordEnd - u);
+            long mask = (bits == 64 ? -1L : (1L << bits) - 1) << (u & 63);
+            count += Long.bitCount(mapped[(int) (u >>> 6)] & mask);
+            u = wordEnd;
         }
         return count;
     }

@@ -7,7 +7,8 @@ package io.gpupool.memory.pool;
  * <p>Every stream reads {@link #nanos} on every local operation; writing it on every global operation
  * of sixteen streams would keep invalidating that line. {@link #advance} therefore writes only when
  * the clock fell more than {@value #GRANULARITY_NANOS} ns behind. Written by global-level operations,
- * maintenance and every 1024th local operation of any stream.
+ * maintenance and every 1024th local operation of any stream; a global allocation writes it only for a
+ * stream with a local cache (GLOBAL_ONLY mode has none, so nothing there reads the clock).
  */
 final class CoarseClock {
 

@@ -15,7 +15,6 @@ import io.gpupool.memory.metric.PoolMetrics;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -114,7 +113,7 @@ public final class DevicePool implements DeviceAllocator {
         this.stats = new PoolStatistics(streams);
         this.dedicated = new DedicatedChunks(global, reservation, stats);
         this.growth = memory.isPresent()
-                ? new MappedGrowth(memory.get(), global, reservation, stats, streams, dedicated, this::config, growLock, clock)
+                ? new MappedGrowth(memory.get(), global, reservation, stats, streams, dedicated, this::config, growLock)
                 : new ChunkGrowth(policy, global, reservation, stats, streams, dedicated, this::config, growLock);
         this.metrics = new PoolMetricsView(streams, global, growth, reservation, stats, this::config);
         this.recovery = new Recovery(streams, global, dedicated, growth, reservation, stats, metrics, this::config, growLock);
@@ -143,36 +142,42 @@ public final class DevicePool implements DeviceAllocator {
         if (closed) {
             throw new IllegalStateException("pool on " + source.name() + " is closed");
         }
-        boolean sampled = ThreadLocalRandom.current().nextInt(PoolStatistics.LATENCY_SAMPLE_EVERY) == 0;
-        long start = sampled ? System.nanoTime() : 0;
-        DeviceBlock block;
         if (bytes > maxBlock) {
-            long handle = placement.allocateLarge(bytes, stream);  // a span or a dedicated chunk
-            long size = global.largeSize(handle);
-            stats.countAllocation(size, bytes);
-            stats.samplePeak();
-            block = new DeviceBlock(owner, global.address(handle), size, bytes, stream, handle, outstanding.site());
-        } else {
-            PoolConfig cfg = config;
-            int c = global.classIndex(bytes);
-            long size = global.classBytes()[c];
-            long handle = 0;
-            LocalCache cache = null;
-            if (cfg.mode() == AllocatorMode.TWO_LEVEL) {
-                cache = streams.cacheFor(stream);
-                handle = cache.pop(c, size, bytes, cfg);           // exit 1: local hit, no lock
-            }
-            if (handle == 0) {
-                handle = placement.allocateClass(c, stream, cache, cfg, bytes);   // exit 2 or 3: global level
-                size = global.classBytes()[global.classOf(handle)];   // a larger class where the cap left no slab
-                stats.countAllocation(size, bytes);
-                if (cache == null || size >= maxBlock >>> 3
-                        || cache.addUnsampled(size, stats.peakAllocated() >>> PoolStatistics.PEAK_LAG_SHIFT)) {
-                    stats.samplePeak();
-                }
-            }
-            block = new DeviceBlock(owner, global.address(handle), size, bytes, stream, handle, outstanding.site());
+            return allocateLarge(bytes, stream);
         }
+        PoolConfig cfg = config;
+        int c = global.classIndex(bytes);
+        long size = global.classBytes()[c];
+        LocalCache cache = cfg.mode() == AllocatorMode.TWO_LEVEL ? streams.cacheFor(stream) : null;
+        boolean sampled = cache != null ? cache.latencySampleDue() : PoolStatistics.latencySampleDue();
+        long start = sampled ? System.nanoTime() : 0;
+        long handle = cache != null ? cache.pop(c, size, bytes, cfg) : 0;   // exit 1: local hit, no lock
+        if (handle == 0) {
+            handle = placement.allocateClass(c, stream, cache, cfg, bytes);   // exit 2 or 3: global level
+            size = global.classBytes()[global.classOf(handle)];   // a larger class where the cap left no slab
+            stats.countAllocation(size, bytes);
+            if (cache == null || size >= maxBlock >>> 3
+                    || cache.addUnsampled(size, stats.peakAllocated() >>> PoolStatistics.PEAK_LAG_SHIFT)) {
+                stats.samplePeak();
+            }
+        }
+        DeviceBlock block = new DeviceBlock(owner, global.address(handle), size, bytes, stream, handle, outstanding.site());
+        outstanding.added(block);
+        if (sampled) {
+            stats.latency.record(System.nanoTime() - start);
+        }
+        return block;
+    }
+
+    /** A span or a dedicated chunk for a request above the maximum block. */
+    private DeviceBlock allocateLarge(long bytes, AllocationStream stream) {
+        boolean sampled = PoolStatistics.latencySampleDue();
+        long start = sampled ? System.nanoTime() : 0;
+        long handle = placement.allocateLarge(bytes, stream);
+        long size = global.largeSize(handle);
+        stats.countAllocation(size, bytes);
+        stats.samplePeak();
+        DeviceBlock block = new DeviceBlock(owner, global.address(handle), size, bytes, stream, handle, outstanding.site());
         outstanding.added(block);
         if (sampled) {
             stats.latency.record(System.nanoTime() - start);

@@ -3,8 +3,9 @@ package io.gpupool.memory.pool;
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.StreamFence;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.Arrays;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -22,11 +23,22 @@ final class FenceSet {
     /** A fence shared by several sets; closed when the last one lets go. */
     static final class Shared {
         private static final AtomicLong SEQUENCE = new AtomicLong();
+        private static final VarHandle REFERENCES;
+
+        static {
+            try {
+                REFERENCES = MethodHandles.lookup().findVarHandle(Shared.class, "references", int.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
 
         final StreamFence fence;
         final int ordinal;
         final long sequence;
-        private final AtomicInteger references = new AtomicInteger(1);
+        /** References held by sets and by the freeing batch; a field rather than an AtomicInteger, one object per fence. */
+        @SuppressWarnings("unused") // accessed through REFERENCES
+        private volatile int references = 1;
         /** Latched once the fence was seen complete: the many unit sets sharing it ask the driver once. */
         private volatile boolean complete;
 
@@ -56,13 +68,13 @@ final class FenceSet {
         }
 
         Shared retain() {
-            references.incrementAndGet();
+            REFERENCES.getAndAdd(this, 1);
             return this;
         }
 
         /** Adds {@code count} references at once (one atomic for the units of a run, {@link #addRetained}). */
         void retain(int count) {
-            references.addAndGet(count);
+            REFERENCES.getAndAdd(this, count);
         }
 
         void release() {
@@ -71,7 +83,7 @@ final class FenceSet {
 
         /** Drops {@code count} references at once; the last one closes the fence. */
         void release(int count) {
-            if (references.addAndGet(-count) == 0) {
+            if ((int) REFERENCES.getAndAdd(this, -count) == count) {
                 fence.close();
                 if (open != null) {
                     open.decrementAndGet();
@@ -81,9 +93,25 @@ final class FenceSet {
     }
 
     private static final Shared[] NONE = new Shared[0];
+    private static final VarHandle EMPTY;
+
+    static {
+        try {
+            EMPTY = MethodHandles.lookup().findVarHandle(FenceSet.class, "empty", boolean.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     private Shared[] byStream = NONE;
-    private volatile boolean empty = true;
+    /**
+     * No fence held. Written under the monitor with release semantics, read without it with acquire
+     * semantics: every decision that must not miss a fence is made by the holder of the memory, which
+     * got it through the order lock or class lock that the adding thread released after adding (so it
+     * sees the flag); everyone else reads it as a hint. No full fence per change, which a volatile
+     * store would cost on every unit of every run freed under a pending fence.
+     */
+    private boolean empty = true;
     /**
      * The only fence of this set, or null when it holds none or several; written under the monitor
      * (before {@link #empty}), read without it as a hint. Lets a {@link Scan} that already saw this
@@ -103,7 +131,7 @@ final class FenceSet {
     }
 
     boolean isEmpty() {
-        return empty;
+        return (boolean) EMPTY.getAcquire(this);
     }
 
     /** Adds a reference to {@code fence}, replacing an older fence of the same stream. */
@@ -130,7 +158,7 @@ final class FenceSet {
         }
         sole = held == 1 ? only : null;
         if (empty != (held == 0)) {
-            empty = held == 0;                                     // a volatile store only when it changes
+            EMPTY.setRelease(this, held == 0);                     // a store only when it changes
         }
     }
 
@@ -160,7 +188,7 @@ final class FenceSet {
 
     /** {@link #blocks(AllocationStream)}, sharing what {@code scan} (may be null) saw on earlier units. */
     boolean blocks(AllocationStream stream, Scan scan) {
-        if (empty) {
+        if (isEmpty()) {
             return false;
         }
         Shared only = sole;
@@ -176,7 +204,7 @@ final class FenceSet {
      * back with no wait (stream order) and nobody else can take without one. Drops completed fences.
      */
     boolean heldOnlyBy(AllocationStream stream, Scan scan) {
-        if (empty) {
+        if (isEmpty()) {
             return false;
         }
         Shared only = sole;
@@ -220,16 +248,19 @@ final class FenceSet {
 
     /**
      * Makes {@code stream} wait for every other stream's pending fence; drops completed ones. The
-     * stream's own fence needs no wait (its work is ordered).
+     * stream's own fence needs no wait (its work is ordered), finished or not, so a set that holds
+     * only the stream's own fence answers without asking the driver (the common case when a stream
+     * takes back what it freed); a finished one it keeps is dropped by the next look that asks.
      *
      * @return how many device-side waits were inserted (one per other stream with a pending fence)
      */
     int makeWait(AllocationStream stream) {
-        if (empty) {
+        if (isEmpty()) {
             return 0;
         }
         synchronized (this) {
-            if (dropCompleted(stream.ordinal(), null) != FOREIGN) {
+            int ordinal = stream.ordinal();
+            if (!holdsOtherThan(ordinal) || dropCompleted(ordinal, null) != FOREIGN) {
                 return 0;
             }
             int waits = 0;
@@ -244,9 +275,19 @@ final class FenceSet {
         }
     }
 
+    /** Whether a fence of a stream other than {@code ordinal} is held, finished or not; under the monitor. */
+    private boolean holdsOtherThan(int ordinal) {
+        for (int i = 0; i < byStream.length; i++) {
+            if (byStream[i] != null && i != ordinal) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Whether any fence is still unfinished; drops the completed ones. */
     boolean pending(Scan scan) {
-        if (empty) {
+        if (isEmpty()) {
             return false;
         }
         Shared only = sole;
@@ -277,7 +318,7 @@ final class FenceSet {
 
     /** Adds a reference to each of {@code other}'s fences (a slab's run going back to its units). */
     void copyFrom(FenceSet other) {
-        if (other.empty) {
+        if (other.isEmpty()) {
             return;
         }
         Shared[] taken;

@@ -122,11 +122,8 @@ final class FreeStamps {
 
     /** The order of the aligned piece at {@code p} that the buddy level pushes for a range ending at {@code to}. */
     static int pieceOrder(long p, long to, int top) {
-        int order = Math.min(Long.numberOfTrailingZeros(p), top);
-        while ((1L << order) > to - p) {
-            order--;
-        }
-        return order;
+        int fits = 63 - Long.numberOfLeadingZeros(to - p);      // the largest 2^k <= to - p (p < to)
+        return Math.min(Math.min(Long.numberOfTrailingZeros(p), top), fits);
     }
 
     private int index(int k, long offset) {

@@ -142,7 +142,10 @@ final class GlobalLevel implements LocalCache.GlobalFree {
         FenceSet fences = chunks.get(Handles.chunkId(handle))
                 .takeFences(Handles.offset(handle), Handles.length(handle), keep);
         if (fences != null) {
-            crossStreamWaits.add(fences.makeWait(stream));
+            int waits = fences.makeWait(stream);
+            if (waits > 0) {
+                crossStreamWaits.add(waits);
+            }
             if (fences != keep) {
                 fences.clear();
             }

@@ -16,7 +16,7 @@ import java.lang.invoke.VarHandle;
  *                   S + n - 1           buddy runs of n minimum blocks, n = 1 .. maxBlock/minBlock
  *
  *   hot (one long[] per cache; P = {@value #PAD} longs = 128 bytes of padding at each end):
- *   | P pad | owner | ops | unsampled | stats[0..8] | count[0] lastUse[0] | ... | P pad |
+ *   | P pad | owner | ops | unsampled | until sample | stats[0..8] | count[0] lastUse[0] | ... | P pad |
  *
  *   entries[c]  (long[P + 64 + P], allocated on first use of class c):
  *   | P pad | handle 0 (oldest) ... handle count[c]-1 (newest, top) | free | P pad |
@@ -62,7 +62,8 @@ import java.lang.invoke.VarHandle;
  * Single-writer counters in the padded {@code hot} array: written by the claimant with
  * {@code setOpaque}, read by metrics with {@code getOpaque}, never locked. The cached bytes counter
  * is also the cache's own byte count (one store, not two). The {@code unsampled} slot is the
- * trigger for sampling the pool's allocated peak ({@link #addUnsampled}, {@link PoolStatistics}).
+ * trigger for sampling the pool's allocated peak ({@link #addUnsampled}, {@link PoolStatistics});
+ * {@code until sample} counts down the allocations to the next timed one ({@link #latencySampleDue}).
  */
 final class LocalCache {
 
@@ -84,7 +85,8 @@ final class LocalCache {
     private static final int OWNER = PAD;
     private static final int OPERATIONS = PAD + 1;
     private static final int UNSAMPLED = PAD + 2;
-    private static final int STAT_BASE = PAD + 3;
+    private static final int UNTIL_SAMPLE = PAD + 3;
+    private static final int STAT_BASE = PAD + 4;
     /** hot[CLASS_BASE + 2c] = entries of class c, hot[CLASS_BASE + 2c + 1] = its last use (coarse nanos). */
     private static final int CLASS_BASE = STAT_BASE + STATS;
     private static final int ENTRIES = PoolConfig.MAX_LOCAL_COUNT_PER_CLASS;
@@ -188,6 +190,23 @@ final class LocalCache {
         boolean due = total > limit;
         hot[UNSAMPLED] = due ? 0 : total;
         return due;
+    }
+
+    /**
+     * Whether the allocation about to start on this stream is one whose latency the pool records. The
+     * gaps between timed allocations are drawn at random (mean {@value PoolStatistics#LATENCY_SAMPLE_EVERY}),
+     * so a request's fixed pattern of allocations cannot always put the same one under the clock, and
+     * the common case is one decrement on a line the stream writes anyway. Written without claiming,
+     * like {@link #addUnsampled}: a lost update only moves a sample.
+     */
+    boolean latencySampleDue() {
+        long left = hot[UNTIL_SAMPLE] - 1;
+        if (left > 0) {
+            hot[UNTIL_SAMPLE] = left;
+            return false;
+        }
+        hot[UNTIL_SAMPLE] = PoolStatistics.nextLatencyGap();
+        return left == 0;
     }
 
     private int count(int c) {

@@ -91,7 +91,6 @@ final class MappedGrowth extends Growth {
     final RetainedHandles handles;
     /** The source's mapping granularity: the size of a small chunk's physical allocations. */
     private final long granule;
-    private final CoarseClock clock;
     /** Bytes of address space reserved (mapped or not). */
     private final AtomicLong addressSpace = new AtomicLong();
     /** The most bytes allocated at once since {@link #maintain} last reset it; see {@link #budget}. */
@@ -100,13 +99,11 @@ final class MappedGrowth extends Growth {
     private volatile long highWaterRaisedNanos;
 
     MappedGrowth(VirtualMemory memory, GlobalLevel global, Reservation reservation, PoolStatistics stats,
-                 StreamLevel streams, DedicatedChunks dedicated, Supplier<PoolConfig> config, ReentrantLock growLock,
-                 CoarseClock clock) {
+                 StreamLevel streams, DedicatedChunks dedicated, Supplier<PoolConfig> config, ReentrantLock growLock) {
         super(global, reservation, stats, streams, dedicated, config, growLock);
         this.memory = memory;
         this.handles = new RetainedHandles(memory, reservation, config);
         this.granule = memory.granularity();
-        this.clock = clock;
     }
 
     /** Runs of at least this many units come from large chunks. */
@@ -470,7 +467,7 @@ final class MappedGrowth extends Growth {
     private void makeRoomToMap(long bytes) {
         long allocatedAfter = stats.allocatedBytes() + bytes;
         if (Peaks.raise(highWater, allocatedAfter)) {
-            highWaterRaisedNanos = clock.nanos();
+            highWaterRaisedNanos = System.nanoTime();             // beside a map call, a clock read is nothing
         }
         if (config.get().budgetReclaim() == BudgetReclaim.PERIODIC) {
             long cap = reservation.capBytes();

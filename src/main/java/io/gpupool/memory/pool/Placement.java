@@ -53,7 +53,9 @@ final class Placement implements Growth.RunAllocator {
      * Under a cap a small class may be served from a larger one (step 4): the handle names its class.
      */
     long allocateClass(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg, long requested) {
-        clock.advance(System.nanoTime());
+        if (cache != null) {
+            clock.advance(System.nanoTime());                      // for the idle stamps of the local caches
+        }
         if (c >= global.smallCount) {
             return allocateRun(c - global.smallCount + 1, stream, requested, null);
         }

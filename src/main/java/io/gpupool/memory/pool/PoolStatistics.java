@@ -3,6 +3,7 @@ package io.gpupool.memory.pool;
 import io.gpupool.memory.metric.Log2Histogram;
 import io.gpupool.memory.metric.Peaks;
 
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -29,14 +30,17 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * A sample also refreshes the stream share behind the local caches' bytes cap ({@link StreamLevel#capBytes}).
  *
- * <p>Allocation latency is recorded for one allocation in {@value #LATENCY_SAMPLE_EVERY}, chosen at
- * random by the facade, to keep the clock off the common path; the histogram is striped.
+ * <p>Allocation latency is recorded for one allocation in {@value #LATENCY_SAMPLE_EVERY} on average,
+ * chosen at random, to keep the clock (two clock reads per timed allocation) off the common path: a
+ * stream's cache counts down a random gap ({@link #nextLatencyGap}, {@link LocalCache#latencySampleDue}),
+ * GLOBAL_ONLY allocations and those above the maximum block draw each time ({@link #latencySampleDue}).
+ * The histogram is striped.
  */
 final class PoolStatistics {
 
     /** A stream samples the allocated peak after taking peak / 2^this from the global level. */
     static final int PEAK_LAG_SHIFT = 6;
-    static final int LATENCY_SAMPLE_EVERY = 16;
+    static final int LATENCY_SAMPLE_EVERY = 64;
 
     final LongAdder allocations = new LongAdder();
     final LongAdder frees = new LongAdder();
@@ -63,6 +67,16 @@ final class PoolStatistics {
 
     PoolStatistics(StreamLevel streams) {
         this.streams = streams;
+    }
+
+    /** Whether an allocation without a stream cache (GLOBAL_ONLY, above the maximum block) is timed. */
+    static boolean latencySampleDue() {
+        return ThreadLocalRandom.current().nextInt(LATENCY_SAMPLE_EVERY) == 0;
+    }
+
+    /** A random gap between two timed allocations of one stream: 1 .. 2 x LATENCY_SAMPLE_EVERY - 1, mean LATENCY_SAMPLE_EVERY. */
+    static long nextLatencyGap() {
+        return ThreadLocalRandom.current().nextInt(1, 2 * LATENCY_SAMPLE_EVERY);
     }
 
     /** Counts one block handed out by the global level. */

@@ -110,7 +110,10 @@ final class SmallObjects {
             int n = 0;
             while (n < max && arena.roomCount > 0) {
                 Slab slab = preferClear(arena, taker);
-                crossStreamWaits.add(slab.fences.makeWait(taker));
+                int waits = slab.fences.makeWait(taker);
+                if (waits > 0) {
+                    crossStreamWaits.add(waits);                   // an adder's add is an atomic even for 0
+                }
                 while (n < max && slab.used < slab.capacity) {
                     int index = claim(slab);
                     out[outFrom + n++] = Handles.small(slab.id, index, c);

@@ -6,6 +6,7 @@ import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.replay.SimulatedChunkSource;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -24,8 +25,17 @@ import java.util.function.Supplier;
  * (cuMemAllocAsync/cuMemFreeAsync with a caching default pool), at 512 B, 64 KiB, 2 MiB and 64 MiB,
  * then the aggregate pairs per second with 1, 4, 8 and 16 threads each owning a stream.
  *
- * <p>Method: per (allocator, size), warm up, then time rounds of back-to-back pairs on one stream for
- * about {@code roundMillis} each and report the best round (the least disturbed one) and the median.
+ * <p>Method: per (allocator, size), warm up for one round, then time rounds of back-to-back pairs on one
+ * stream for about {@code roundMillis} each and report the best round (the least disturbed one) and the
+ * median, in wall-clock time and in the thread's CPU time ({@code bestCpuNanos}, {@code medianCpuNanos}:
+ * what the pair costs the core, without the time the thread was descheduled). The JSON also records
+ * what one clock read costs on the machine ({@code nanoTimeNanos}, {@code clocksource}): the pool
+ * times a sample of its allocations, and a slow clock source makes every sample expensive. Row
+ * {@code fence} is not an allocator: it is the fence that a free into the global level records on
+ * its stream (record, completion query, close), alone, so that the global pairs can be split into
+ * the pool's bookkeeping and the driver's work. Rows {@code host-pool} and {@code host-pool-global-only}
+ * run the pool over a simulated device that maps, on streams whose fences complete at once: the same
+ * bookkeeping as the host's benchmarks, on this machine's processor.
  * Aggregate points: one platform thread per stream, a warm-up round, then {@value #AGGREGATE_ROUNDS}
  * rounds of {@code roundMillis}, best and median reported with the slowest and fastest stream and the
  * garbage collections during the rounds (see {@link #aggregate}). Earlier each point was a single
@@ -88,12 +98,41 @@ public final class AllocBench {
         json.append("  \"totalMemoryBytes\": ").append(device.totalMemory()).append(",\n");
         json.append("  \"roundMillis\": ").append(roundMillis).append(",\n");
         json.append("  \"availableProcessors\": ").append(Runtime.getRuntime().availableProcessors()).append(",\n");
+        json.append("  \"nanoTimeNanos\": ").append(String.format(Locale.ROOT, "%.1f", nanoTimeCost())).append(",\n");
+        json.append("  \"clocksource\": \"").append(clocksource()).append("\",\n");
         json.append("  \"maxHeapBytes\": ").append(Runtime.getRuntime().maxMemory()).append(",\n");
         json.append("  \"jvmArguments\": \"").append(String.join(" ",
                 java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
                 .replace("\\", "/").replace("\"", "'")).append("\",\n");
         json.append("  \"pairNanos\": [\n");
-        boolean first = true;
+        boolean first;
+        double[] fence = timedRounds(() -> {
+            var recorded = streams.getFirst().recordFence();
+            recorded.isComplete();
+            recorded.close();
+        }, roundMillis);
+        System.out.printf(Locale.ROOT, "%-27s %10s    best %10.0f ns/pair  median %10.0f ns/pair  cpu %6.0f / %6.0f%n",
+                "fence", "-", fence[0], fence[1], fence[3], fence[4]);
+        json.append(String.format(Locale.ROOT,
+                "    {\"allocator\": \"fence\", \"bytes\": 0, \"bestNanos\": %.1f, \"medianNanos\": %.1f,"
+                        + " \"pairs\": %d, \"bestCpuNanos\": %.1f, \"medianCpuNanos\": %.1f}",
+                fence[0], fence[1], (long) fence[2], fence[3], fence[4]));
+        for (var mode : List.of(AllocatorMode.TWO_LEVEL, AllocatorMode.GLOBAL_ONLY)) {
+            String name = mode == AllocatorMode.TWO_LEVEL ? "host-pool" : "host-pool-global-only";
+            DeviceAllocator allocator = new DevicePool(SimulatedChunkSource.withMapping("host", device.totalMemory()),
+                    PoolConfig.defaults().withMode(mode));
+            AllocationStream stream = new HostStream(0);
+            for (long size : SIZES) {
+                double[] result = singleStream(allocator, stream, size, roundMillis);
+                System.out.printf(Locale.ROOT, "%-27s %10d B  best %10.0f ns/pair  median %10.0f ns/pair  cpu %6.0f / %6.0f%n",
+                        name, size, result[0], result[1], result[3], result[4]);
+                json.append(",\n").append(String.format(Locale.ROOT,
+                        "    {\"allocator\": \"%s\", \"bytes\": %d, \"bestNanos\": %.1f, \"medianNanos\": %.1f,"
+                                + " \"pairs\": %d, \"bestCpuNanos\": %.1f, \"medianCpuNanos\": %.1f}",
+                        name, size, result[0], result[1], (long) result[2], result[3], result[4]));
+            }
+            allocator.close();
+        }
         for (var entry : allocators.entrySet()) {
             DeviceAllocator allocator = entry.getValue().allocator().get();
             CudaStream stream = entry.getValue().streams().getFirst();
@@ -102,13 +141,12 @@ public final class AllocBench {
                 double[] result = singleStream(allocator, stream, size, roundMillis);
                 long eventsCreated = stream.events().created() - createdBefore;
                 System.out.printf(Locale.ROOT, "%-27s %10d B  best %10.0f ns/pair  median %10.0f ns/pair"
-                        + "  %d events created for %d pairs%n",
-                        entry.getKey(), size, result[0], result[1], eventsCreated, (long) result[2]);
-                json.append(first ? "" : ",\n").append(String.format(Locale.ROOT,
+                        + "  cpu %6.0f / %6.0f  %d events created for %d pairs%n",
+                        entry.getKey(), size, result[0], result[1], result[3], result[4], eventsCreated, (long) result[2]);
+                json.append(",\n").append(String.format(Locale.ROOT,
                         "    {\"allocator\": \"%s\", \"bytes\": %d, \"bestNanos\": %.1f, \"medianNanos\": %.1f,"
-                                + " \"pairs\": %d, \"eventsCreated\": %d}",
-                        entry.getKey(), size, result[0], result[1], (long) result[2], eventsCreated));
-                first = false;
+                                + " \"pairs\": %d, \"eventsCreated\": %d, \"bestCpuNanos\": %.1f, \"medianCpuNanos\": %.1f}",
+                        entry.getKey(), size, result[0], result[1], (long) result[2], eventsCreated, result[3], result[4]));
             }
             stream.synchronize();
             allocator.close();
@@ -150,35 +188,78 @@ public final class AllocBench {
         System.out.println("wrote " + out.toAbsolutePath());
     }
 
+    /** A stream whose fences complete at once (the {@code host-pool} rows: the pool's bookkeeping without a driver). */
+    private record HostStream(int ordinal) implements AllocationStream {
+        @Override
+        public io.gpupool.memory.StreamFence recordFence() {
+            return io.gpupool.memory.StreamFence.completed();
+        }
+    }
+
     /** An allocator under test and the streams it runs on. */
     private record Variant(Supplier<DeviceAllocator> allocator, List<CudaStream> streams) {
     }
 
-    /** {best, median} nanoseconds per allocate+release pair on one stream, then the pairs run (warm-up included). */
+    /**
+     * {best, median} wall-clock nanoseconds per allocate+release pair on one stream, the pairs run
+     * (warm-up included), {best, median} thread CPU nanoseconds per pair.
+     */
     private static double[] singleStream(DeviceAllocator allocator, AllocationStream stream, long size, long roundMillis) {
-        for (int i = 0; i < 200; i++) {
-            allocator.allocate(size, stream).release();
-        }
+        return timedRounds(() -> allocator.allocate(size, stream).release(), roundMillis);
+    }
+
+    /** One warm-up round, then 7 rounds of {@code pair} for {@code roundMillis} each; see {@link #singleStream}. */
+    private static double[] timedRounds(Runnable pair, long roundMillis) {
+        var threads = java.lang.management.ManagementFactory.getThreadMXBean();
         int rounds = 7;
-        long total = 200;
+        long total = 0;
         double[] perPair = new double[rounds];
-        for (int r = 0; r < rounds; r++) {
+        double[] cpuPerPair = new double[rounds];
+        for (int r = -1; r < rounds; r++) {                        // round -1: warm-up, not measured
             long deadline = System.nanoTime() + roundMillis * 1_000_000;
             long pairs = 0;
+            long cpuStart = threads.getCurrentThreadCpuTime();
             long start = System.nanoTime();
             long now;
             do {
                 for (int i = 0; i < 16; i++) {
-                    allocator.allocate(size, stream).release();
+                    pair.run();
                 }
                 pairs += 16;
                 now = System.nanoTime();
             } while (now < deadline);
-            perPair[r] = (double) (now - start) / pairs;
+            long cpu = threads.getCurrentThreadCpuTime() - cpuStart;
             total += pairs;
+            if (r >= 0) {
+                perPair[r] = (double) (now - start) / pairs;
+                cpuPerPair[r] = (double) cpu / pairs;
+            }
         }
         java.util.Arrays.sort(perPair);
-        return new double[] {perPair[0], perPair[rounds / 2], total};
+        java.util.Arrays.sort(cpuPerPair);
+        return new double[] {perPair[0], perPair[rounds / 2], total, cpuPerPair[0], cpuPerPair[rounds / 2]};
+    }
+
+    /** Nanoseconds one System.nanoTime() call costs here (the best of 5 runs of 200 000 calls). */
+    private static double nanoTimeCost() {
+        double best = Double.MAX_VALUE;
+        long sink = 0;
+        for (int r = 0; r < 5; r++) {
+            long start = System.nanoTime();
+            for (int i = 0; i < 200_000; i++) {
+                sink += System.nanoTime();
+            }
+            best = Math.min(best, (System.nanoTime() - start) / 200_000.0);
+        }
+        return sink == 42 ? -1 : best;
+    }
+
+    private static String clocksource() {
+        try {
+            return Files.readString(Path.of("/sys/devices/system/clocksource/clocksource0/current_clocksource")).strip();
+        } catch (java.io.IOException | RuntimeException e) {
+            return "unknown";
+        }
     }
 
     /**
