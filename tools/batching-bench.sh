@@ -70,7 +70,7 @@ def batcher(folder, row):
         section = json.load(open(path)).get("pool_after", {}).get("batching", {})
     except (OSError, ValueError):
         return None
-    return {model: {k: m.get(k) for k in ("layout", "executions", "requests", "meanRequestsPerExecution",
+    return {model: {k: m.get(k) for k in ("layout", "executions", "requests", "meanRequestsPerExecution", "meanRowsPerExecution", "phases",
                                           "meanTokensPerExecution", "bypassed", "splitsForMemory", "queueDelay")}
             for model, m in section.items()} or None
 

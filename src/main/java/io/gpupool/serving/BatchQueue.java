@@ -369,9 +369,11 @@ final class BatchQueue {
         }
         statistics.executed(model, live.size(), rows, tokens);
         long inferred = System.nanoTime();
+        statistics.forward(model, inferred - start);
         modelStatistics.recordExecution(rows, inferStart - start, inferred - inferStart);
         Execution execution = new Execution(rows, live.size());
         return () -> {
+            execution.forwardEnded = System.nanoTime();
             for (int i = 0; i < live.size(); i++) {
                 Entry entry = live.get(i);
                 List<HostTensor> own = outputs.get(i);
@@ -397,7 +399,9 @@ final class BatchQueue {
                 failure = e;
             }
         }
-        execution.encoded(System.nanoTime() - begin);
+        long encoded = System.nanoTime() - begin;
+        execution.encoded(encoded);
+        statistics.answered(model, begin - execution.forwardEnded, encoded);
         if (failure != null) {
             entry.sink.error(failure);
         } else if (!entry.cancelled) {
@@ -413,6 +417,8 @@ final class BatchQueue {
         private final int rows;
         private final AtomicInteger left;
         private final AtomicLong outputNanos = new AtomicLong();
+        /** When the lease went back and the members were handed to the answering executor; read after that hand-over. */
+        private long forwardEnded;
 
         Execution(int rows, int members) {
             this.rows = rows;

@@ -219,6 +219,12 @@ class DynamicBatchingTest {
         assertThat(counts.tokens()).isEqualTo(4 + 30 + 5 + 34 + 1);
         assertThat(counts.queueDelay().count()).as("every request waited in the queue").isEqualTo(5);
         assertThat(counts.bypassed()).isZero();
+        await("all five members answered", () -> batching.statistics().snapshot(MODEL).phases().answers() == 5);
+        BatchStatistics.Phases phases = batching.statistics().snapshot(MODEL).phases();
+        assertThat(phases.forwards()).as("both batched forwards timed").isEqualTo(2);
+        assertThat(phases.meanForwardNanos()).as("the blocker's forward held the stream while the gate was closed")
+                .isPositive();
+        assertThat(phases.meanEncodeNanos()).isPositive();
     }
 
     @Test
