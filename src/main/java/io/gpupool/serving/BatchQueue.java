@@ -126,9 +126,9 @@ final class BatchQueue {
      * service counts it as bypassed once its forward ran: a request the device queue refuses never ran). It does
      * when no other request could join its forward anyway: its tokens reach {@code maxTokens}, a batch holds one
      * request ({@code maxRequests} = 1), or the model's layout would not take even the smallest request beside it
-     * (the padded layout at the model's largest batch). Queued, such a request could only wait out the delay when it
-     * is alone, and its forward would go through the batched path's conversions and not through the wrappers of a
-     * request alone (CUDA graphs).
+     * (the padded layout beside a request of the model's largest shape). Queued, such a request could only wait out
+     * the delay when it is alone, and its forward would go through the batched path's conversions and not through
+     * the wrappers of a request alone (CUDA graphs).
      *
      * @param rows           the request's batch rows
      * @param tokens         rows × sequence length, or rows for a model without a sequence axis

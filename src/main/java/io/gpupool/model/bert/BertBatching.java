@@ -118,9 +118,17 @@ final class BertBatching {
                 : model.peakActivationBytes(totals.sequences, totals.maxSeq, blockBytes);
     }
 
-    /** The padded layout runs through {@link BertModel#infer}, bounded by the model's largest batch. */
+    /**
+     * The padded layout's [N, S*] forward holds at most the cells of the largest request the model takes alone
+     * (max_batch_size × max_sequence_length), which it was warmed up for: short sequences may pad more rows than
+     * max_batch_size together, a batch never plans more than that largest request would.
+     */
     boolean fitsOneForward(List<? extends Member> members) {
-        return packed != null || Totals.of(members).sequences <= model.maxBatchSize();
+        if (packed != null) {
+            return true;
+        }
+        Totals totals = Totals.of(members);
+        return (long) totals.sequences * totals.maxSeq <= (long) model.maxBatchSize() * model.maxSequenceLength();
     }
 
     List<List<HostTensor>> run(List<? extends Member> members, ExecutionContext context) {
