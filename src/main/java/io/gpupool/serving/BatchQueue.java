@@ -49,7 +49,8 @@ import java.util.function.LongSupplier;
  * </pre>
  * Triton's meaning of the delay: it bounds how long a request is held back for company, measured from its
  * arrival, and only while a stream is free; while all {@code slots} batches run, requests accumulate anyway.
- * {@code slots} is the device's stream count, so the batcher never queues batches behind batches.
+ * {@code slots} is at most the device's stream count (by default equal to it), so the batcher never queues batches
+ * behind batches.
  *
  * <p>Encoding a response (JSON numbers for hundreds of floats per row) costs about as much host time per member
  * as the whole batch's forward enqueue, so it runs after the lease went back and off the worker thread, one task
@@ -96,14 +97,19 @@ final class BatchQueue {
     /** Written under the monitor, read without it (load balancing). */
     private final AtomicInteger depth = new AtomicInteger();
 
-    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int capacity,
+    /** @param slots batches that may run at once, at most the device's streams */
+    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int slots, int capacity,
                LongSupplier headroom, ScheduledExecutorService timer, Executor answering, BatchStatistics statistics,
                ModelStatistics modelStatistics) {
+        if (slots < 1 || slots > worker.streams().size()) {
+            throw new IllegalArgumentException("slots = " + slots + ", expected 1 to the device's "
+                    + worker.streams().size() + " streams");
+        }
         this.model = model;
         this.replica = replica;
         this.policy = policy;
         this.worker = worker;
-        this.slots = worker.streams().size();
+        this.slots = slots;
         this.capacity = capacity;
         this.headroom = headroom;
         this.timer = timer;
