@@ -271,14 +271,26 @@ public class GpuPoolEndpoint {
      * execution; {@code bypassed}: requests that filled a batch alone and ran at once outside the queue (counted
      * with their execution, not in the queue delay; one refused with 503 never ran and is not counted); {@code splitsForMemory}: batches closed early because one more
      * request would have passed the pool's cap; {@code cancelledWhileWaiting}: requests that left the queue
-     * (cancelled, timed out) before their batch ran. The counters are read one by one, not at one instant.
+     * (cancelled, timed out) before their batch ran; {@code phases}: where a batched execution's time went. The
+     * counters are read one by one, not at one instant.
      */
     public record BatchingDescriptor(String model, String version, String layout, long maxQueueDelayMicros,
                                      int maxRequests, int maxTokens, List<Integer> preferredBatchSizes, int waiting,
                                      Map<String, Integer> waitingByDevice, long executions, long requests,
                                      long inferences, long tokens, double meanRequestsPerExecution,
                                      double meanRowsPerExecution, double meanTokensPerExecution, long bypassed,
-                                     long splitsForMemory, long cancelledWhileWaiting, QueueDelayDescriptor queueDelay) {
+                                     long splitsForMemory, long cancelledWhileWaiting, QueueDelayDescriptor queueDelay,
+                                     PhasesDescriptor phases) {
+    }
+
+    /**
+     * Means since start, in nanoseconds, over the batched executions ({@code forwards}) and their members
+     * ({@code answers}): {@code meanForwardNanos}, how long a batch held its stream (inputs staged, forward enqueued
+     * and synchronised, outputs sliced); {@code meanAnswerWaitNanos}, how long a member then waited for the answering
+     * executor; {@code meanEncodeNanos}, how long its response took to encode.
+     */
+    public record PhasesDescriptor(long forwards, long meanForwardNanos, long answers, long meanAnswerWaitNanos,
+                                   long meanEncodeNanos) {
     }
 
     /**

@@ -1,6 +1,7 @@
 package io.gpupool.config;
 
 import io.gpupool.actuate.GpuPoolEndpoint.BatchingDescriptor;
+import io.gpupool.actuate.GpuPoolEndpoint.PhasesDescriptor;
 import io.gpupool.actuate.GpuPoolEndpoint.QueueDelayDescriptor;
 import io.gpupool.actuate.ManagedBatching;
 import io.gpupool.backend.ComputeBackend;
@@ -62,7 +63,9 @@ final class BatchingDescriptors implements ManagedBatching {
                 mean(s.requests(), s.executions()), mean(s.inferences(), s.executions()), mean(s.tokens(), s.executions()),
                 s.bypassed(), s.splitsForMemory(), s.cancelledWhileWaiting(),
                 new QueueDelayDescriptor(delay.count(), delay.meanNanos(), delay.p50Nanos(), delay.p90Nanos(),
-                        delay.p99Nanos(), delay.maxNanos()));
+                        delay.p99Nanos(), delay.maxNanos()),
+                new PhasesDescriptor(s.phases().forwards(), s.phases().meanForwardNanos(), s.phases().answers(),
+                        s.phases().meanAnswerWaitNanos(), s.phases().meanEncodeNanos()));
     }
 
     private static double mean(long total, long executions) {

@@ -33,6 +33,13 @@ public class BatchingProperties {
     /** Batch sizes (summed batch rows) dispatched at once without waiting out the delay; empty: none. */
     private List<Integer> preferredBatchSizes = new ArrayList<>();
 
+    /**
+     * Most batches of one model running at once on a device; 0: one per stream (gpupool.serving.streams-per-device).
+     * Fewer makes each batch larger under load, since requests gather while the batches run, and leaves the other
+     * streams to requests that run alone.
+     */
+    private int maxBatchesInFlight = 0;
+
     /** The validated defaults; a bad value names its property. */
     BatchPolicy.Defaults toDefaults() {
         try {
@@ -42,6 +49,15 @@ public class BatchingProperties {
                     + " (max-queue-delay in [0, 10s], max-requests in [1, 4096], max-tokens >= 1,"
                     + " preferred-batch-sizes >= 1)", e);
         }
+    }
+
+    /** The validated {@link #maxBatchesInFlight}. */
+    int batchesPerDevice() {
+        if (maxBatchesInFlight < 0) {
+            throw new IllegalArgumentException("gpupool.batching.max-batches-in-flight = " + maxBatchesInFlight
+                    + " is invalid; allowed: >= 0 (0: one per stream)");
+        }
+        return maxBatchesInFlight;
     }
 
     public boolean isEnabled() { return enabled; }
@@ -54,4 +70,6 @@ public class BatchingProperties {
     public void setMaxTokens(int maxTokens) { this.maxTokens = maxTokens; }
     public List<Integer> getPreferredBatchSizes() { return preferredBatchSizes; }
     public void setPreferredBatchSizes(List<Integer> preferredBatchSizes) { this.preferredBatchSizes = preferredBatchSizes; }
+    public int getMaxBatchesInFlight() { return maxBatchesInFlight; }
+    public void setMaxBatchesInFlight(int maxBatchesInFlight) { this.maxBatchesInFlight = maxBatchesInFlight; }
 }

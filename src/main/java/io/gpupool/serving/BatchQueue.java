@@ -49,7 +49,8 @@ import java.util.function.LongSupplier;
  * </pre>
  * Triton's meaning of the delay: it bounds how long a request is held back for company, measured from its
  * arrival, and only while a stream is free; while all {@code slots} batches run, requests accumulate anyway.
- * {@code slots} is the device's stream count, so the batcher never queues batches behind batches.
+ * {@code slots} is at most the device's stream count (by default equal to it), so the batcher never queues batches
+ * behind batches.
  *
  * <p>Encoding a response (JSON numbers for hundreds of floats per row) costs about as much host time per member
  * as the whole batch's forward enqueue, so it runs after the lease went back and off the worker thread, one task
@@ -96,14 +97,19 @@ final class BatchQueue {
     /** Written under the monitor, read without it (load balancing). */
     private final AtomicInteger depth = new AtomicInteger();
 
-    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int capacity,
+    /** @param slots batches that may run at once, at most the device's streams */
+    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int slots, int capacity,
                LongSupplier headroom, ScheduledExecutorService timer, Executor answering, BatchStatistics statistics,
                ModelStatistics modelStatistics) {
+        if (slots < 1 || slots > worker.streams().size()) {
+            throw new IllegalArgumentException("slots = " + slots + ", expected 1 to the device's "
+                    + worker.streams().size() + " streams");
+        }
         this.model = model;
         this.replica = replica;
         this.policy = policy;
         this.worker = worker;
-        this.slots = worker.streams().size();
+        this.slots = slots;
         this.capacity = capacity;
         this.headroom = headroom;
         this.timer = timer;
@@ -126,9 +132,9 @@ final class BatchQueue {
      * service counts it as bypassed once its forward ran: a request the device queue refuses never ran). It does
      * when no other request could join its forward anyway: its tokens reach {@code maxTokens}, a batch holds one
      * request ({@code maxRequests} = 1), or the model's layout would not take even the smallest request beside it
-     * (the padded layout at the model's largest batch). Queued, such a request could only wait out the delay when it
-     * is alone, and its forward would go through the batched path's conversions and not through the wrappers of a
-     * request alone (CUDA graphs).
+     * (the padded layout beside a request of the model's largest shape). Queued, such a request could only wait out
+     * the delay when it is alone, and its forward would go through the batched path's conversions and not through
+     * the wrappers of a request alone (CUDA graphs).
      *
      * @param rows           the request's batch rows
      * @param tokens         rows × sequence length, or rows for a model without a sequence axis
@@ -369,9 +375,11 @@ final class BatchQueue {
         }
         statistics.executed(model, live.size(), rows, tokens);
         long inferred = System.nanoTime();
+        statistics.forward(model, inferred - start);
         modelStatistics.recordExecution(rows, inferStart - start, inferred - inferStart);
         Execution execution = new Execution(rows, live.size());
         return () -> {
+            execution.forwardEnded = System.nanoTime();
             for (int i = 0; i < live.size(); i++) {
                 Entry entry = live.get(i);
                 List<HostTensor> own = outputs.get(i);
@@ -397,7 +405,9 @@ final class BatchQueue {
                 failure = e;
             }
         }
-        execution.encoded(System.nanoTime() - begin);
+        long encoded = System.nanoTime() - begin;
+        execution.encoded(encoded);
+        statistics.answered(model, begin - execution.forwardEnded, encoded);
         if (failure != null) {
             entry.sink.error(failure);
         } else if (!entry.cancelled) {
@@ -413,6 +423,8 @@ final class BatchQueue {
         private final int rows;
         private final AtomicInteger left;
         private final AtomicLong outputNanos = new AtomicLong();
+        /** When the lease went back and the members were handed to the answering executor; read after that hand-over. */
+        private long forwardEnded;
 
         Execution(int rows, int members) {
             this.rows = rows;

@@ -29,7 +29,32 @@ public final class BatchStatistics {
 
     /** Counts of one model since start. */
     public record Snapshot(String model, long executions, long requests, long inferences, long tokens,
-                           long splitsForMemory, long cancelledWhileWaiting, long bypassed, QueueDelay queueDelay) {
+                           long splitsForMemory, long cancelledWhileWaiting, long bypassed, QueueDelay queueDelay,
+                           Phases phases) {
+    }
+
+    /**
+     * Where a batched execution's time goes, summed since start: {@code forwards} batched forwards took
+     * {@code forwardNanos} on their stream (inputs staged, the forward enqueued and synchronised, outputs sliced);
+     * {@code answers} members then waited {@code answerWaitNanos} for the answering executor after their forward
+     * ended and took {@code encodeNanos} to encode. Requests that ran alone are in none of these.
+     */
+    public record Phases(long forwards, long forwardNanos, long answers, long answerWaitNanos, long encodeNanos) {
+
+        /** Mean nanoseconds a batched forward held its stream; 0 when none ran. */
+        public long meanForwardNanos() {
+            return forwards == 0 ? 0 : forwardNanos / forwards;
+        }
+
+        /** Mean nanoseconds from a forward's end to its member's encoding start; 0 when none was answered. */
+        public long meanAnswerWaitNanos() {
+            return answers == 0 ? 0 : answerWaitNanos / answers;
+        }
+
+        /** Mean nanoseconds to encode one member's response; 0 when none was answered. */
+        public long meanEncodeNanos() {
+            return answers == 0 ? 0 : encodeNanos / answers;
+        }
     }
 
     /**
@@ -60,6 +85,11 @@ public final class BatchStatistics {
         final LongAdder bypassed = new LongAdder();
         final LongAdder queueDelayNanos = new LongAdder();
         final Log2Histogram queueDelay = new Log2Histogram();
+        final LongAdder forwards = new LongAdder();
+        final LongAdder forwardNanos = new LongAdder();
+        final LongAdder answers = new LongAdder();
+        final LongAdder answerWaitNanos = new LongAdder();
+        final LongAdder encodeNanos = new LongAdder();
     }
 
     private final ConcurrentMap<String, Counters> models = new ConcurrentHashMap<>();
@@ -90,6 +120,24 @@ public final class BatchStatistics {
         c.queueDelayNanos.add(Math.max(0, nanos));
         c.queueDelay.record(nanos);
         observer.queueDelay(model, nanos);
+    }
+
+    /** A batched forward of {@code model} held its stream for {@code nanos} (staging, forward, slicing). */
+    void forward(String model, long nanos) {
+        Counters c = of(model);
+        c.forwards.increment();
+        c.forwardNanos.add(Math.max(0, nanos));
+    }
+
+    /**
+     * A member of a batched forward of {@code model} waited {@code waitNanos} for the answering executor after the
+     * forward ended, then took {@code encodeNanos} to encode.
+     */
+    void answered(String model, long waitNanos, long encodeNanos) {
+        Counters c = of(model);
+        c.answers.increment();
+        c.answerWaitNanos.add(Math.max(0, waitNanos));
+        c.encodeNanos.add(Math.max(0, encodeNanos));
     }
 
     /**
@@ -141,6 +189,8 @@ public final class BatchStatistics {
 
     private static Snapshot snapshot(String model, Counters c) {
         return new Snapshot(model, c.executions.sum(), c.requests.sum(), c.inferences.sum(), c.tokens.sum(),
-                c.splits.sum(), c.cancelled.sum(), c.bypassed.sum(), QueueDelay.of(c.queueDelayNanos.sum(), c.queueDelay));
+                c.splits.sum(), c.cancelled.sum(), c.bypassed.sum(), QueueDelay.of(c.queueDelayNanos.sum(), c.queueDelay),
+                new Phases(c.forwards.sum(), c.forwardNanos.sum(), c.answers.sum(), c.answerWaitNanos.sum(),
+                        c.encodeNanos.sum()));
     }
 }

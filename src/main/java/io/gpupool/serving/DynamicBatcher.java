@@ -41,6 +41,8 @@ public final class DynamicBatcher implements AutoCloseable {
     private final Map<Integer, LongSupplier> headroom;
     private final BatchPolicy.Defaults defaults;
     private final int queueCapacity;
+    /** 0: one batch per stream. */
+    private final int batchesPerDevice;
     private final BatchStatistics statistics;
     private final ScheduledExecutorService timer;
     private final Executor answering;
@@ -67,6 +69,22 @@ public final class DynamicBatcher implements AutoCloseable {
      */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
                           Map<Integer, LongSupplier> headroom, BatchStatistics statistics, @Nullable Executor answering) {
+        this(devices, defaults, queueCapacity, headroom, statistics, answering, 0);
+    }
+
+    /**
+     * @param batchesPerDevice most batches of one model running at once on a device; 0: one per stream. Fewer than
+     *                         the streams makes the batches larger under load (requests gather while the batches
+     *                         run), and leaves the other streams to requests that run alone
+     */
+    public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
+                          Map<Integer, LongSupplier> headroom, BatchStatistics statistics, @Nullable Executor answering,
+                          int batchesPerDevice) {
+        if (batchesPerDevice < 0) {
+            throw new IllegalArgumentException("batches per device = " + batchesPerDevice
+                    + " is invalid; allowed: >= 0 (0: one per stream)");
+        }
+        this.batchesPerDevice = batchesPerDevice;
         this.ownAnswering = answering != null ? null
                 : Executors.newFixedThreadPool(Math.max(2, Runtime.getRuntime().availableProcessors()),
                         Thread.ofPlatform().name("gpupool-batch-answer-", 0).daemon(true).factory());
@@ -109,9 +127,11 @@ public final class DynamicBatcher implements AutoCloseable {
         LongSupplier room = headroom.getOrDefault(device, () -> Long.MAX_VALUE);
         return queues.computeIfAbsent(key, k -> {
             BatchableModel batchable = (BatchableModel) replica;
-            log.info("Model '{}' version {} batches on device {} ({} layout): {}", model.name(), model.version(), device,
-                    batchable.batchLayout(), policy);
-            return new BatchQueue(model.name(), batchable, policy, worker, queueCapacity, room, timer, answering,
+            int streams = worker.streams().size();
+            int slots = batchesPerDevice == 0 ? streams : Math.min(batchesPerDevice, streams);
+            log.info("Model '{}' version {} batches on device {} ({} layout, {} of {} streams): {}", model.name(),
+                    model.version(), device, batchable.batchLayout(), slots, streams, policy);
+            return new BatchQueue(model.name(), batchable, policy, worker, slots, queueCapacity, room, timer, answering,
                     statistics, model.statistics());
         });
     }

@@ -28,7 +28,7 @@ final class ResponseEncoder {
         for (HostTensor tensor : produced) {
             byName.put(tensor.name(), tensor);
         }
-        ByteArrayOutputStream out = new ByteArrayOutputStream(256);
+        ByteArrayOutputStream out = new ByteArrayOutputStream(expectedBytes(request, byName));
         try (JsonGenerator generator = json.createGenerator(out)) {
             generator.writeStartObject();
             generator.writeStringProperty("model_name", request.model().name());
@@ -58,7 +58,7 @@ final class ResponseEncoder {
                     generator.writeEndObject();
                 } else {
                     generator.writeName("data");
-                    TensorCodec.writeJson(generator, tensor.dataType(), tensor.data());
+                    TensorCodec.writeJson(generator, out, tensor.dataType(), tensor.data());
                 }
                 generator.writeEndObject();
             }
@@ -73,6 +73,23 @@ final class ResponseEncoder {
             }
         }
         return new EncodedResponse(out.toByteArray(), jsonLength);
+    }
+
+    /**
+     * About what the response takes, so that its buffer is not regrown and copied a few times on the way: the
+     * JSON around the data, up to 16 characters per number written as JSON, the bytes of binary outputs.
+     */
+    private static int expectedBytes(ValidatedRequest request, Map<String, HostTensor> byName) {
+        long bytes = 512;
+        for (ValidatedRequest.Output selected : request.outputs()) {
+            HostTensor tensor = byName.get(selected.name());
+            if (tensor != null) {
+                long size = tensor.data().byteSize();
+                bytes += selected.binary() || !tensor.dataType().isFixedSize() ? size
+                        : size / tensor.dataType().byteSize() * 16;
+            }
+        }
+        return (int) Math.min(bytes, 1 << 26);
     }
 
     /**

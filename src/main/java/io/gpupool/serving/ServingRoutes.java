@@ -6,8 +6,8 @@ import org.springframework.web.reactive.function.server.HandlerFunction;
 import org.springframework.web.reactive.function.server.RequestPredicate;
 import org.springframework.web.reactive.function.server.RequestPredicates;
 import org.springframework.web.reactive.function.server.RouterFunction;
-import org.springframework.web.reactive.function.server.RouterFunctions;
 import org.springframework.web.reactive.function.server.ServerResponse;
+import reactor.core.publisher.Mono;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -75,28 +75,40 @@ public final class ServingRoutes {
             paths.computeIfAbsent(pattern, p -> new LinkedHashMap<>()).put(HttpMethod.POST, handler);
         }
 
+        /**
+         * One router over every route, tried in order on the calling thread: the first whose predicate holds
+         * answers, as {@code and}-composed routes would, but without a reactive step per route tried (composed,
+         * each route is a concatenated Mono, and an inference request passes some forty before its own).
+         */
         RouterFunction<ServerResponse> build(InferenceHandler handler) {
-            List<RouterFunction<ServerResponse>> routes = new ArrayList<>();
+            List<Route> routes = new ArrayList<>();
             paths.forEach((pattern, methods) -> {
                 String allow = allowed(methods.keySet());
                 methods.forEach((method, function) -> {
-                    RequestPredicate matches = RequestPredicates.method(method).and(path(pattern));
-                    routes.add(RouterFunctions.route(matches, function));
+                    routes.add(new Route(RequestPredicates.method(method).and(path(pattern)), function));
                     if (method == HttpMethod.GET) {
                         // WebFlux drops the body of a HEAD answer and keeps its headers.
-                        routes.add(RouterFunctions.route(RequestPredicates.method(HttpMethod.HEAD).and(path(pattern)),
-                                function));
+                        routes.add(new Route(RequestPredicates.method(HttpMethod.HEAD).and(path(pattern)), function));
                     }
                 });
-                routes.add(RouterFunctions.route(RequestPredicates.method(HttpMethod.OPTIONS).and(path(pattern)),
+                routes.add(new Route(RequestPredicates.method(HttpMethod.OPTIONS).and(path(pattern)),
                         request -> ServerResponse.noContent().header(HttpHeaders.ALLOW, allow).build()));
-                routes.add(RouterFunctions.route(path(pattern), request -> handler.wrongMethod(request, allow)));
+                routes.add(new Route(path(pattern), request -> handler.wrongMethod(request, allow)));
             });
-            RouterFunction<ServerResponse> all = routes.getFirst();
-            for (RouterFunction<ServerResponse> route : routes.subList(1, routes.size())) {
-                all = all.and(route);
-            }
-            return all.andRoute(path("/v2/**"), handler::noSuchEndpoint);
+            routes.add(new Route(path("/v2/**"), handler::noSuchEndpoint));
+            List<Route> ordered = List.copyOf(routes);
+            return request -> {
+                for (Route route : ordered) {
+                    if (route.predicate().test(request)) {         // a path predicate binds its variables here
+                        return Mono.just(route.handler());
+                    }
+                }
+                return Mono.empty();
+            };
+        }
+
+        /** A predicate and the handler that answers when it holds. */
+        private record Route(RequestPredicate predicate, HandlerFunction<ServerResponse> handler) {
         }
 
         private static String allowed(java.util.Set<HttpMethod> methods) {

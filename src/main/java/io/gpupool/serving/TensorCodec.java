@@ -5,6 +5,9 @@ import io.gpupool.model.DataType;
 import tools.jackson.core.JsonGenerator;
 import tools.jackson.databind.JsonNode;
 
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
@@ -270,8 +273,12 @@ final class TensorCodec {
         return Float.intBitsToFloat((bits & 0xFFFF) << 16);
     }
 
-    /** Writes the elements of {@code data} as a flat JSON array (the protocol's row-major form). */
-    static void writeJson(JsonGenerator json, DataType type, MemorySegment data) {
+    /**
+     * Writes the elements of {@code data} as a flat JSON array (the protocol's row-major form).
+     *
+     * @param out where {@code json} writes to: float arrays go there directly, after the generator's buffer
+     */
+    static void writeJson(JsonGenerator json, OutputStream out, DataType type, MemorySegment data) {
         if (!type.isFixedSize()) {
             json.writeStartArray();
             for (byte[] element : BytesElements.decode(data)) {
@@ -282,7 +289,7 @@ final class TensorCodec {
         }
         long count = data.byteSize() / type.byteSize();
         if (type == DataType.FP32 || type == DataType.FP16 || type == DataType.BF16) {
-            writeFloats(json, type, data, count);
+            writeFloats(json, out, type, data, count);
             return;
         }
         json.writeStartArray();
@@ -306,37 +313,44 @@ final class TensorCodec {
     }
 
     /**
-     * A float tensor as a JSON array whose numbers are written as raw text: {@link Float#toString}'s, which is what the
-     * generator's {@code writeNumber(float)} writes too, separated by commas, appended to a builder and handed to the
-     * generator a few thousand characters at a time. Per number the generator would make a String and check its state,
-     * which costs about as much as the conversion itself, and responses of embeddings carry thousands of numbers. The
-     * generator opens and closes the array itself, so the object around it goes on as after any value. The caller has
-     * refused non-finite values ({@link #firstNonFinite}), which JSON cannot hold.
+     * A float tensor as a JSON array of {@link Float#toString}'s text ({@link FloatText}), which is what the
+     * generator's {@code writeNumber(float)} writes too, separated by commas. The text goes to {@code out} as ASCII
+     * bytes a few thousand at a time, between the generator's {@code [} (flushed first) and its {@code ]}: through
+     * the generator each number would become a String and have its state checked, or, as raw text, every character
+     * would be widened to a char and encoded back to UTF-8, each costing about as much as the conversion itself,
+     * and responses of embeddings carry thousands of numbers. The generator sees an empty array, so the object
+     * around it goes on as after any value. The caller has refused non-finite values ({@link #firstNonFinite}),
+     * which JSON cannot hold.
      */
-    private static void writeFloats(JsonGenerator json, DataType type, MemorySegment data, long count) {
+    private static void writeFloats(JsonGenerator json, OutputStream out, DataType type, MemorySegment data,
+                                    long count) {
         json.writeStartArray();
-        StringBuilder text = new StringBuilder(FLOAT_CHUNK_CHARS + 32);
-        char[] chunk = new char[FLOAT_CHUNK_CHARS + 32];
-        for (long i = 0; i < count; i++) {
-            if (i > 0) {
-                text.append(',');
+        json.flush();
+        int room = FloatText.MAX_CHARS + 1;                                  // a comma and a number
+        byte[] text = new byte[(int) Math.min(FLOAT_CHUNK_BYTES + room, count * room)];
+        int at = 0;
+        try {
+            for (long i = 0; i < count; i++) {
+                if (i > 0) {
+                    text[at++] = ',';
+                }
+                long offset = i * type.byteSize();
+                at = FloatText.append(switch (type) {
+                    case FP16 -> Float.float16ToFloat(data.get(SHORT, offset));
+                    case BF16 -> fromBfloat16(data.get(SHORT, offset));
+                    default -> data.get(FLOAT, offset);
+                }, text, at);
+                if (at > text.length - room || i == count - 1) {
+                    out.write(text, 0, at);
+                    at = 0;
+                }
             }
-            long offset = i * type.byteSize();
-            text.append(switch (type) {
-                case FP16 -> Float.float16ToFloat(data.get(SHORT, offset));
-                case BF16 -> fromBfloat16(data.get(SHORT, offset));
-                default -> data.get(FLOAT, offset);
-            });
-            if (text.length() >= FLOAT_CHUNK_CHARS || i == count - 1) {
-                int length = text.length();
-                text.getChars(0, length, chunk, 0);
-                json.writeRaw(chunk, 0, length);
-                text.setLength(0);
-            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
         json.writeEndArray();
     }
 
-    /** Characters of float text collected before they go to the generator (a number takes at most 15 and a comma). */
-    private static final int FLOAT_CHUNK_CHARS = 8192;
+    /** Bytes of float text collected before they go out. */
+    private static final int FLOAT_CHUNK_BYTES = 8192;
 }

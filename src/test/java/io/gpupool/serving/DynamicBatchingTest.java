@@ -219,6 +219,12 @@ class DynamicBatchingTest {
         assertThat(counts.tokens()).isEqualTo(4 + 30 + 5 + 34 + 1);
         assertThat(counts.queueDelay().count()).as("every request waited in the queue").isEqualTo(5);
         assertThat(counts.bypassed()).isZero();
+        await("all five members answered", () -> batching.statistics().snapshot(MODEL).phases().answers() == 5);
+        BatchStatistics.Phases phases = batching.statistics().snapshot(MODEL).phases();
+        assertThat(phases.forwards()).as("both batched forwards timed").isEqualTo(2);
+        assertThat(phases.meanForwardNanos()).as("the blocker's forward held the stream while the gate was closed")
+                .isPositive();
+        assertThat(phases.meanEncodeNanos()).isPositive();
     }
 
     @Test
@@ -425,5 +431,42 @@ class DynamicBatchingTest {
         assertThat(slow.get(20, TimeUnit.SECONDS)).isEqualTo("slow");
         assertThat(bert.batchSizes).containsExactly(1, 1);
         await("the slow member's encoding is counted", () -> served.statistics().computeOutput().count() == 2);
+    }
+
+    @Test
+    void withOneBatchInFlightPerDeviceRequestsGatherWhileABatchRunsThoughAStreamIsIdle() throws Exception {
+        DeviceWorker twoStreams = new DeviceWorker(device, activations, ops, 2, 16);
+        List<DeviceRuntime> runtimes = List.of(new DeviceRuntime(device, activations, weights, ops, twoStreams));
+        DynamicBatcher oneAtATime = new DynamicBatcher(runtimes, BatchPolicy.Defaults.off(), 16, Map.of(),
+                new BatchStatistics(), null, 1);
+        InferenceService service = new InferenceService(runtimes, ServingFixture.JSON, InferenceObserver.NONE, oneAtATime);
+        try {
+            bert.hold();
+            CompletableFuture<EncodedResponse> first = service.infer(validated("1", 1, 1, 5, Duration.ofSeconds(20)))
+                    .toFuture();
+            await("the first batch holds a stream", () -> bert.entered.get() == 1);
+            CompletableFuture<EncodedResponse> second = service.infer(validated("2", 2, 2, 5, Duration.ofSeconds(20)))
+                    .toFuture();
+            CompletableFuture<EncodedResponse> third = service.infer(validated("3", 3, 1, 7, Duration.ofSeconds(20)))
+                    .toFuture();
+            await("two wait for the running batch", () -> oneAtATime.waiting(0) == 2);
+            assertThat(twoStreams.inFlight()).as("the second stream stays idle").isEqualTo(1);
+
+            bert.release();
+            for (var answer : List.of(first, second, third)) {
+                assertThat(new String(answer.get(20, TimeUnit.SECONDS).body())).contains("\"outputs\"");
+            }
+            assertThat(bert.batchSizes).as("the first alone, then the two that gathered").containsExactly(1, 2);
+        } finally {
+            oneAtATime.close();
+            twoStreams.close();
+        }
+    }
+
+    @Test
+    void aNegativeNumberOfBatchesPerDeviceIsRefusedNamingIt() {
+        assertThatThrownBy(() -> new DynamicBatcher(List.of(), BatchPolicy.Defaults.off(), 16, Map.of(),
+                new BatchStatistics(), null, -1)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("batches per device = -1");
     }
 }

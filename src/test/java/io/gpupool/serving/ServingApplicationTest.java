@@ -187,6 +187,23 @@ class ServingApplicationTest {
     }
 
     @Test
+    void theHttpMetricsNameTheMatchedRoutesPatternNotTheModel() {
+        client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}""")
+                .exchange().expectStatus().isOk();
+
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (meters.find("http.server.requests").tag("uri", "/v2/models/{model}/infer").timer() == null) {
+            assertThat(System.nanoTime()).as("the inference request is timed under its route's pattern")
+                    .isLessThan(deadline);
+            sleepBriefly();
+        }
+        assertThat(meters.find("http.server.requests").tag("uri", "/v2/models/iris-mlp/infer").timer())
+                .as("one series per route, not per model").isNull();
+    }
+
+    @Test
     void theGpupoolEndpointShowsEachBatchingModelsPolicyQueueAndCounters() {
         client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue("""
@@ -208,6 +225,8 @@ class ServingApplicationTest {
                         n -> assertThat(n.doubleValue()).isGreaterThanOrEqualTo(1.0))
                 .jsonPath("$.batching['iris-mlp'].queueDelay.samples").value(Number.class,
                         n -> assertThat(n.longValue()).as("3 rows < max_batch_tokens: queued").isPositive())
+                .jsonPath("$.batching['iris-mlp'].phases.forwards").value(Number.class,
+                        n -> assertThat(n.longValue()).isPositive())
                 .jsonPath("$.batching['tiny-bert'].maxTokens").isEqualTo(4096)             // listed before any request
                 .jsonPath("$.batching['tiny-bert'].bypassed").isEqualTo(0);
     }

@@ -109,7 +109,7 @@ class TensorCodecTest {
             try (tools.jackson.core.JsonGenerator generator = ServingFixture.JSON.createGenerator(out)) {
                 generator.writeStartObject();
                 generator.writeName("data");
-                TensorCodec.writeJson(generator, type, data);
+                TensorCodec.writeJson(generator, out, type, data);
                 generator.writeStringProperty("after", "x");
                 generator.writeEndObject();
             }
@@ -132,12 +132,38 @@ class TensorCodecTest {
         }
         java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
         try (tools.jackson.core.JsonGenerator generator = ServingFixture.JSON.createGenerator(out)) {
-            TensorCodec.writeJson(generator, DataType.FP32, MemorySegment.ofArray(values));
+            TensorCodec.writeJson(generator, out, DataType.FP32, MemorySegment.ofArray(values));
         }
         JsonNode read = json(out.toString(java.nio.charset.StandardCharsets.UTF_8));
         assertThat(read.size()).isEqualTo(values.length);
         for (int i = 0; i < values.length; i++) {
             assertThat(Float.parseFloat(read.get(i).asString())).as("element %d", i).isEqualTo(values[i]);
         }
+    }
+
+    @Test
+    void floatArraysReadExactlyAsTheGeneratorWritesEachNumber() {
+        float[] values = {0f, -0f, 1f, -1.5f, 1e-7f, 3.4028235e38f, Float.MIN_VALUE, 0.001f, 1e7f, 123456.79f, -0.0012817383f,
+                0.59375f, -0.0012817383f, 1.0E-5f};
+        java.io.ByteArrayOutputStream ours = new java.io.ByteArrayOutputStream();
+        try (tools.jackson.core.JsonGenerator generator = ServingFixture.JSON.createGenerator(ours)) {
+            generator.writeStartObject();
+            generator.writeName("data");
+            TensorCodec.writeJson(generator, ours, DataType.FP32, MemorySegment.ofArray(values));
+            generator.writeEndObject();
+        }
+        java.io.ByteArrayOutputStream theirs = new java.io.ByteArrayOutputStream();
+        try (tools.jackson.core.JsonGenerator generator = ServingFixture.JSON.createGenerator(theirs)) {
+            generator.writeStartObject();
+            generator.writeName("data");
+            generator.writeStartArray();
+            for (float value : values) {
+                generator.writeNumber(value);
+            }
+            generator.writeEndArray();
+            generator.writeEndObject();
+        }
+        assertThat(ours.toString(java.nio.charset.StandardCharsets.UTF_8))
+                .isEqualTo(theirs.toString(java.nio.charset.StandardCharsets.UTF_8));
     }
 }

@@ -43,7 +43,12 @@ final class BertBatching {
 
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT;
 
-    /** Inputs as INT32 on the Java heap: nothing native is held between validation and the batch's run. */
+    /**
+     * INT32 arrays on the Java heap, zeroed: the members' inputs between validation and their batch's run, and the
+     * batch's staged inputs. Nothing native is held while a request waits, and the staging needs no arena to close:
+     * closing a shared arena stops every Java thread in a handshake (once per batch, on the device's worker thread),
+     * while a confined one cannot be read by a stream that copies on a thread of its own (the host backend's).
+     */
     private static final SegmentAllocator HEAP = (bytes, alignment) -> MemorySegment.ofArray(new int[(int) (bytes / Integer.BYTES)]);
 
     /** One validated request: INT32 ids, mask and types of batch × seq (mask and types null when absent). */
@@ -113,9 +118,17 @@ final class BertBatching {
                 : model.peakActivationBytes(totals.sequences, totals.maxSeq, blockBytes);
     }
 
-    /** The padded layout runs through {@link BertModel#infer}, bounded by the model's largest batch. */
+    /**
+     * The padded layout's [N, S*] forward holds at most the cells of the largest request the model takes alone
+     * (max_batch_size × max_sequence_length), which it was warmed up for: short sequences may pad more rows than
+     * max_batch_size together, a batch never plans more than that largest request would.
+     */
     boolean fitsOneForward(List<? extends Member> members) {
-        return packed != null || Totals.of(members).sequences <= model.maxBatchSize();
+        if (packed != null) {
+            return true;
+        }
+        Totals totals = Totals.of(members);
+        return (long) totals.sequences * totals.maxSeq <= (long) model.maxBatchSize() * model.maxSequenceLength();
     }
 
     List<List<HostTensor>> run(List<? extends Member> members, ExecutionContext context) {
@@ -138,31 +151,7 @@ final class BertBatching {
             int cols = name.equals(BertModel.LOGITS) ? model.numLabels() : h;
             outputs.put(name, results.allocate(rows * cols * Float.BYTES, 64));
         }
-        try (Arena staging = Arena.ofShared()) {
-            long tokenBytes = (long) totals.tokens * Integer.BYTES;
-            MemorySegment ids = staging.allocate(tokenBytes, 64);
-            MemorySegment mask = anyMask ? staging.allocate(tokenBytes, 64) : null;
-            MemorySegment types = anyTypes ? staging.allocate(tokenBytes, 64) : null;
-            MemorySegment positions = staging.allocate(tokenBytes, 64);
-            MemorySegment offsets = staging.allocate((long) (totals.sequences + 1) * Integer.BYTES, 64);
-            long token = 0;
-            int sequence = 0;
-            for (Sequences m : members) {
-                long bytes = (long) m.tokens() * Integer.BYTES;
-                MemorySegment.copy(m.ids(), 0, ids, token * Integer.BYTES, bytes);
-                fill(mask, m.mask(), token, m.tokens(), 1);
-                fill(types, m.types(), token, m.tokens(), 0);
-                for (int b = 0; b < m.batch(); b++) {
-                    offsets.setAtIndex(INT, sequence++, (int) token);
-                    for (int s = 0; s < m.seq(); s++) {
-                        positions.setAtIndex(INT, token++, s);
-                    }
-                }
-            }
-            offsets.setAtIndex(INT, sequence, (int) token);
-            packed.run(context, totals.sequences, totals.tokens,
-                    new PackedBertForward.Batch(ids, mask, types, positions, offsets, totals.maxSeq, null), outputs);
-        }
+        packed.run(context, totals.sequences, totals.tokens, stagePacked(members, totals, anyMask, anyTypes), outputs);
         List<List<HostTensor>> perMember = new ArrayList<>(members.size());
         long token = 0;
         long sequence = 0;
@@ -181,6 +170,33 @@ final class BertBatching {
             sequence += m.batch();
         }
         return perMember;
+    }
+
+    /** The members' INT32 inputs concatenated, with the positions restarting and an offset at each sequence. */
+    private static PackedBertForward.Batch stagePacked(List<Sequences> members, Totals totals, boolean anyMask,
+                                                       boolean anyTypes) {
+        long tokenBytes = (long) totals.tokens * Integer.BYTES;
+        MemorySegment ids = HEAP.allocate(tokenBytes);
+        MemorySegment mask = anyMask ? HEAP.allocate(tokenBytes) : null;
+        MemorySegment types = anyTypes ? HEAP.allocate(tokenBytes) : null;
+        MemorySegment positions = HEAP.allocate(tokenBytes);
+        MemorySegment offsets = HEAP.allocate((long) (totals.sequences + 1) * Integer.BYTES);
+        long token = 0;
+        int sequence = 0;
+        for (Sequences m : members) {
+            long bytes = (long) m.tokens() * Integer.BYTES;
+            MemorySegment.copy(m.ids(), 0, ids, token * Integer.BYTES, bytes);
+            fill(mask, m.mask(), token, m.tokens(), 1);
+            fill(types, m.types(), token, m.tokens(), 0);
+            for (int b = 0; b < m.batch(); b++) {
+                offsets.setAtIndex(INT, sequence++, (int) token);
+                for (int s = 0; s < m.seq(); s++) {
+                    positions.setAtIndex(INT, token++, s);
+                }
+            }
+        }
+        offsets.setAtIndex(INT, sequence, (int) token);
+        return new PackedBertForward.Batch(ids, mask, types, positions, offsets, totals.maxSeq, null);
     }
 
     /** Copies a member's INT32 input into the packed array at {@code token}, or fills in its default. */
@@ -207,35 +223,33 @@ final class BertBatching {
         Map<String, HostTensor> outputs = new LinkedHashMap<>();
         // Row by row, each member's own INT32 rows (checked when it was prepared) are copied in whole; the padding
         // stays as allocated: id 0, mask 0, type 0.
-        try (Arena staging = Arena.ofShared()) {
-            MemorySegment ids = staging.allocate(cells * Integer.BYTES, 64);
-            MemorySegment mask = anyMask ? staging.allocate(cells * Integer.BYTES, 64) : null;
-            MemorySegment types = anyTypes ? staging.allocate(cells * Integer.BYTES, 64) : null;
-            long row = 0;
-            for (Sequences m : members) {
-                long rowBytes = (long) m.seq() * Integer.BYTES;
-                for (int b = 0; b < m.batch(); b++, row++) {
-                    long own = b * rowBytes;
-                    long cell = row * width * Integer.BYTES;
-                    MemorySegment.copy(m.ids(), own, ids, cell, rowBytes);
-                    if (mask != null) {
-                        if (m.mask() != null) {
-                            MemorySegment.copy(m.mask(), own, mask, cell, rowBytes);
-                        } else {
-                            for (int t = 0; t < m.seq(); t++) {
-                                mask.setAtIndex(INT, row * width + t, 1);
-                            }
+        MemorySegment ids = HEAP.allocate(cells * Integer.BYTES);
+        MemorySegment mask = anyMask ? HEAP.allocate(cells * Integer.BYTES) : null;
+        MemorySegment types = anyTypes ? HEAP.allocate(cells * Integer.BYTES) : null;
+        long row = 0;
+        for (Sequences m : members) {
+            long rowBytes = (long) m.seq() * Integer.BYTES;
+            for (int b = 0; b < m.batch(); b++, row++) {
+                long own = b * rowBytes;
+                long cell = row * width * Integer.BYTES;
+                MemorySegment.copy(m.ids(), own, ids, cell, rowBytes);
+                if (mask != null) {
+                    if (m.mask() != null) {
+                        MemorySegment.copy(m.mask(), own, mask, cell, rowBytes);
+                    } else {
+                        for (int t = 0; t < m.seq(); t++) {
+                            mask.setAtIndex(INT, row * width + t, 1);
                         }
                     }
-                    if (types != null && m.types() != null) {
-                        MemorySegment.copy(m.types(), own, types, cell, rowBytes);
-                    }
+                }
+                if (types != null && m.types() != null) {
+                    MemorySegment.copy(m.types(), own, types, cell, rowBytes);
                 }
             }
-            for (HostTensor output : model.forward(totals.sequences, width, ids, mask, types,
-                    model.selectOutputs(wantedNames(members)), context)) {
-                outputs.put(output.name(), output);
-            }
+        }
+        for (HostTensor output : model.forward(totals.sequences, width, ids, mask, types,
+                model.selectOutputs(wantedNames(members)), context)) {
+            outputs.put(output.name(), output);
         }
         Arena results = Arena.ofAuto();
         List<List<HostTensor>> perMember = new ArrayList<>(members.size());

@@ -387,7 +387,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
      * types within their vocabularies, mask 0 or 1): {@link #infer} after its checks, and the padded batch, which
      * checked each member when it was prepared.
      *
-     * @param ids   batch × seq INT32, row-major, in native memory
+     * @param ids   batch × seq INT32, row-major, on the heap or native; read by the stream until it is synchronised
      * @param mask  the same shape, or null: every token real
      * @param types the same shape, or null: every token of type 0
      * @return the selected outputs, in automatic arenas: they outlive the call and the stream lease

@@ -163,13 +163,36 @@ class BertBatchingTest {
                 bert(1, 3, 10, 4, true, true, Set.of()),
                 bert(2, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT)),
                 bert(3, 1, 17, 3, true, false, Set.of(BertModel.LAST_HIDDEN_STATE))));
-        // The padded layout is one [N, S*] forward through the model, so N stays within its largest batch.
-        List<BatchableModel.Member> nine = new ArrayList<>();
-        for (int i = 0; i < 3; i++) {
-            nine.add(model.prepare(bert(i, 3, 4, 0, false, false, Set.of()).inputs(), Set.of()));
+    }
+
+    @Test
+    void aPaddedBatchOfShortSequencesMayHoldMoreRowsThanTheLargestBatchAndStillEqualsEachRequestAlone() {
+        TensorOps ops = withoutPackedOps(new HostTensorOps());
+        BatchableModel model = load("tiny-bert", ops);
+        List<Request> twelveRows = List.of(
+                bert(1, 4, 6, 2, true, false, Set.of()),
+                bert(2, 3, 3, 0, false, true, Set.of(BertModel.POOLER_OUTPUT)),
+                bert(3, 4, 9, 0, false, false, Set.of(BertModel.LAST_HIDDEN_STATE)),
+                bert(4, 1, 2, 1, true, true, Set.of()));
+        List<BatchableModel.Member> members = new ArrayList<>();
+        for (Request r : twelveRows) {
+            members.add(model.prepare(r.inputs(), r.outputs()));
         }
-        assertThat(model.fitsOneForward(nine.subList(0, 2))).isTrue();
-        assertThat(model.fitsOneForward(nine)).as("9 rows > max_batch_size 8").isFalse();
+        assertThat(model.fitsOneForward(members)).as("12 rows x 9 = 108 cells, within 8 x 64").isTrue();
+
+        assertBatchEqualsAlone(model, ops, twelveRows);
+    }
+
+    @Test
+    void aPaddedBatchNeverHoldsMoreCellsThanTheLargestRequestAlone() {
+        BatchableModel model = load("tiny-bert", withoutPackedOps(new HostTensorOps()));
+        BatchableModel.Member largest = model.prepare(bert(1, 8, 64, 0, false, false, Set.of()).inputs(), Set.of());
+        BatchableModel.Member oneToken = model.prepare(bert(2, 1, 1, 0, false, false, Set.of()).inputs(), Set.of());
+        BatchableModel.Member half = model.prepare(bert(3, 4, 64, 0, false, false, Set.of()).inputs(), Set.of());
+
+        assertThat(model.fitsOneForward(List.of(half, half))).as("8 x 64: the largest request's cells").isTrue();
+        assertThat(model.fitsOneForward(List.of(largest, oneToken))).as("9 rows padded to 64 > 8 x 64").isFalse();
+        assertThat(model.fitsOneForward(List.of(half, half, oneToken))).isFalse();
     }
 
     @Test
