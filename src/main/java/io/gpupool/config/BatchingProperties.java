@@ -1,6 +1,7 @@
 package io.gpupool.config;
 
 import io.gpupool.serving.BatchPolicy;
+import io.gpupool.serving.DynamicBatcher;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
 import java.time.Duration;
@@ -40,6 +41,13 @@ public class BatchingProperties {
      */
     private int maxBatchesInFlight = 0;
 
+    /**
+     * A batched forward takes its activations as one block of the pool, placed by the model's plan (tensors whose
+     * lifetimes do not overlap share bytes), instead of one block per tensor: one pool call per forward instead of
+     * one per tensor and release. Off by default until a GPU run has shown it.
+     */
+    private boolean oneBlockForwards = false;
+
     /** The validated defaults; a bad value names its property. */
     BatchPolicy.Defaults toDefaults() {
         try {
@@ -51,13 +59,13 @@ public class BatchingProperties {
         }
     }
 
-    /** The validated {@link #maxBatchesInFlight}. */
-    int batchesPerDevice() {
+    /** The validated {@link #maxBatchesInFlight} and {@link #oneBlockForwards}. */
+    DynamicBatcher.Options toOptions() {
         if (maxBatchesInFlight < 0) {
             throw new IllegalArgumentException("gpupool.batching.max-batches-in-flight = " + maxBatchesInFlight
                     + " is invalid; allowed: >= 0 (0: one per stream)");
         }
-        return maxBatchesInFlight;
+        return new DynamicBatcher.Options(maxBatchesInFlight, oneBlockForwards);
     }
 
     public boolean isEnabled() { return enabled; }
@@ -72,4 +80,6 @@ public class BatchingProperties {
     public void setPreferredBatchSizes(List<Integer> preferredBatchSizes) { this.preferredBatchSizes = preferredBatchSizes; }
     public int getMaxBatchesInFlight() { return maxBatchesInFlight; }
     public void setMaxBatchesInFlight(int maxBatchesInFlight) { this.maxBatchesInFlight = maxBatchesInFlight; }
+    public boolean isOneBlockForwards() { return oneBlockForwards; }
+    public void setOneBlockForwards(boolean oneBlockForwards) { this.oneBlockForwards = oneBlockForwards; }
 }

@@ -74,6 +74,7 @@ final class BatchQueue {
     private final BatchPolicy policy;
     private final DeviceWorker worker;
     private final int slots;
+    private final boolean oneBlock;
     private final int capacity;
     /** Bytes the next batch may plan for: the pool's cap minus what it hands out now; Long.MAX_VALUE: no cap. */
     private final LongSupplier headroom;
@@ -97,8 +98,13 @@ final class BatchQueue {
     /** Written under the monitor, read without it (load balancing). */
     private final AtomicInteger depth = new AtomicInteger();
 
-    /** @param slots batches that may run at once, at most the device's streams */
-    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int slots, int capacity,
+    /**
+     * @param slots    batches that may run at once, at most the device's streams
+     * @param oneBlock each forward takes its activations as one block ({@link BatchableModel#inferBatch(List,
+     *                 io.gpupool.model.ExecutionContext, boolean)}), and is planned so
+     */
+    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int slots,
+               boolean oneBlock, int capacity,
                LongSupplier headroom, ScheduledExecutorService timer, Executor answering, BatchStatistics statistics,
                ModelStatistics modelStatistics) {
         if (slots < 1 || slots > worker.streams().size()) {
@@ -110,6 +116,7 @@ final class BatchQueue {
         this.policy = policy;
         this.worker = worker;
         this.slots = slots;
+        this.oneBlock = oneBlock;
         this.capacity = capacity;
         this.headroom = headroom;
         this.timer = timer;
@@ -254,13 +261,13 @@ final class BatchQueue {
         // The planned peak only grows with each member taken, so the longest prefix within the headroom is found
         // from the end: one plan when the batch fits, as it does unless the pool is nearly full.
         if (room != Long.MAX_VALUE && batch.size() > 1
-                && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room) {
+                && replica.batchPeakBytes(members, worker.admission()::blockBytes, oneBlock) > room) {
             split = true;
             full = true;
             do {
                 batch.removeLast();
                 members.removeLast();
-            } while (batch.size() > 1 && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room);
+            } while (batch.size() > 1 && replica.batchPeakBytes(members, worker.admission()::blockBytes, oneBlock) > room);
         }
         full |= batch.size() == policy.maxRequests();
         if (!full) {
@@ -310,7 +317,7 @@ final class BatchQueue {
     private void launch(List<Entry> batch) {
         List<Member> members = new ArrayList<>(batch.size());
         batch.forEach(entry -> members.add(entry.member));
-        long charge = replica.batchPeakBytes(members, worker.admission()::blockBytes);
+        long charge = replica.batchPeakBytes(members, worker.admission()::blockBytes, oneBlock);
         worker.submit(charge, context -> run(batch, context)).subscribe(
                 answers -> {
                     finished();
@@ -359,7 +366,7 @@ final class BatchQueue {
         List<List<HostTensor>> outputs;
         long inferStart = System.nanoTime();
         try {
-            outputs = replica.inferBatch(members, context);
+            outputs = replica.inferBatch(members, context, oneBlock);
         } catch (IllegalArgumentException e) {
             statistics.executed(model, live.size(), rows, tokens);
             // Input the model checks itself beyond what prepare() checked; as a request alone is answered.

@@ -41,8 +41,30 @@ public final class DynamicBatcher implements AutoCloseable {
     private final Map<Integer, LongSupplier> headroom;
     private final BatchPolicy.Defaults defaults;
     private final int queueCapacity;
-    /** 0: one batch per stream. */
-    private final int batchesPerDevice;
+    private final Options options;
+
+    /**
+     * How batches run on a device, for every model.
+     *
+     * @param batchesPerDevice most batches of one model running at once on a device; 0: one per stream. Fewer than
+     *                         the streams makes the batches larger under load (requests gather while the batches
+     *                         run), and leaves the other streams to requests that run alone
+     * @param oneBlock         a batched forward takes its activations as one block of the pool, placed by the
+     *                         model's plan, instead of one block per tensor ({@link BatchableModel#inferBatch(List,
+     *                         io.gpupool.model.ExecutionContext, boolean)}); its planned peak is that block's size
+     */
+    public record Options(int batchesPerDevice, boolean oneBlock) {
+
+        /** One batch per stream, a block per tensor. */
+        public static final Options DEFAULT = new Options(0, false);
+
+        public Options {
+            if (batchesPerDevice < 0) {
+                throw new IllegalArgumentException("batches per device = " + batchesPerDevice
+                        + " is invalid; allowed: >= 0 (0: one per stream)");
+            }
+        }
+    }
     private final BatchStatistics statistics;
     private final ScheduledExecutorService timer;
     private final Executor answering;
@@ -69,22 +91,14 @@ public final class DynamicBatcher implements AutoCloseable {
      */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
                           Map<Integer, LongSupplier> headroom, BatchStatistics statistics, @Nullable Executor answering) {
-        this(devices, defaults, queueCapacity, headroom, statistics, answering, 0);
+        this(devices, defaults, queueCapacity, headroom, statistics, answering, Options.DEFAULT);
     }
 
-    /**
-     * @param batchesPerDevice most batches of one model running at once on a device; 0: one per stream. Fewer than
-     *                         the streams makes the batches larger under load (requests gather while the batches
-     *                         run), and leaves the other streams to requests that run alone
-     */
+    /** @param options how batches run on a device */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
                           Map<Integer, LongSupplier> headroom, BatchStatistics statistics, @Nullable Executor answering,
-                          int batchesPerDevice) {
-        if (batchesPerDevice < 0) {
-            throw new IllegalArgumentException("batches per device = " + batchesPerDevice
-                    + " is invalid; allowed: >= 0 (0: one per stream)");
-        }
-        this.batchesPerDevice = batchesPerDevice;
+                          Options options) {
+        this.options = java.util.Objects.requireNonNull(options, "options");
         this.ownAnswering = answering != null ? null
                 : Executors.newFixedThreadPool(Math.max(2, Runtime.getRuntime().availableProcessors()),
                         Thread.ofPlatform().name("gpupool-batch-answer-", 0).daemon(true).factory());
@@ -128,11 +142,12 @@ public final class DynamicBatcher implements AutoCloseable {
         return queues.computeIfAbsent(key, k -> {
             BatchableModel batchable = (BatchableModel) replica;
             int streams = worker.streams().size();
-            int slots = batchesPerDevice == 0 ? streams : Math.min(batchesPerDevice, streams);
-            log.info("Model '{}' version {} batches on device {} ({} layout, {} of {} streams): {}", model.name(),
-                    model.version(), device, batchable.batchLayout(), slots, streams, policy);
-            return new BatchQueue(model.name(), batchable, policy, worker, slots, queueCapacity, room, timer, answering,
-                    statistics, model.statistics());
+            int slots = options.batchesPerDevice() == 0 ? streams : Math.min(options.batchesPerDevice(), streams);
+            log.info("Model '{}' version {} batches on device {} ({} layout, {} of {} streams{}): {}", model.name(),
+                    model.version(), device, batchable.batchLayout(), slots, streams,
+                    options.oneBlock() ? ", one block per forward" : "", policy);
+            return new BatchQueue(model.name(), batchable, policy, worker, slots, options.oneBlock(), queueCapacity,
+                    room, timer, answering, statistics, model.statistics());
         });
     }
 
