@@ -1,9 +1,7 @@
 package io.gpupool.model.graph;
 
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
-import java.util.List;
 
 /**
  * Where, inside one pool block, each allocation of a captured forward pass lives: offsets packed from
@@ -87,17 +85,23 @@ public final class GraphMemoryLayout {
         long[] offsets = new long[n];
         boolean[] placed = new boolean[n];
         long blockBytes = 0;
-        List<Integer> conflicts = new ArrayList<>();
+        int[] conflicts = new int[n];
         for (int i : order) {
-            conflicts.clear();
+            int count = 0;
             for (int j = 0; j < n; j++) {
                 if (placed[j] && births[i] < deaths[j] && births[j] < deaths[i]) {
-                    conflicts.add(j);
+                    // insertion by offset: the conflicts of one allocation are few (those alive beside it)
+                    int k = count++;
+                    while (k > 0 && offsets[conflicts[k - 1]] > offsets[j]) {
+                        conflicts[k] = conflicts[k - 1];
+                        k--;
+                    }
+                    conflicts[k] = j;
                 }
             }
-            conflicts.sort(Comparator.comparingLong(j -> offsets[j]));
             long candidate = 0;
-            for (int j : conflicts) {
+            for (int c = 0; c < count; c++) {
+                int j = conflicts[c];
                 if (candidate + rounded[i] <= offsets[j]) {
                     break;                                        // fits in the gap before j
                 }

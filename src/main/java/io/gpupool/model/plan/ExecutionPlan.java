@@ -6,7 +6,9 @@ import io.gpupool.model.graph.GraphMemoryLayout;
 
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.LongUnaryOperator;
 
 /**
@@ -176,6 +178,34 @@ public final class ExecutionPlan {
      * request has. Tensors of no bytes get none.
      */
     public OneBlock oneBlock(int batch, int seq) {
+        long key = (long) batch << 32 | (seq & 0xFFFF_FFFFL);
+        synchronized (oneBlocks) {
+            OneBlock known = oneBlocks.get(key);
+            if (known != null) {
+                return known;
+            }
+        }
+        OneBlock layout = layOut(batch, seq);
+        synchronized (oneBlocks) {
+            oneBlocks.put(key, layout);
+        }
+        return layout;
+    }
+
+    /**
+     * The layouts of the shapes asked last: a batch's is asked when it is formed, when it is charged and when it
+     * runs, and packing costs tens of microseconds. Access order, at most {@link #ONE_BLOCK_SHAPES} entries.
+     */
+    private final Map<Long, OneBlock> oneBlocks = new LinkedHashMap<>(ONE_BLOCK_SHAPES * 2, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<Long, OneBlock> eldest) {
+            return size() > ONE_BLOCK_SHAPES;
+        }
+    };
+
+    private static final int ONE_BLOCK_SHAPES = 64;
+
+    private OneBlock layOut(int batch, int seq) {
         int n = tensors.size();
         int[] index = new int[n];
         Arrays.fill(index, -1);
