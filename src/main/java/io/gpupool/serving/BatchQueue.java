@@ -104,9 +104,8 @@ final class BatchQueue {
      *                 io.gpupool.model.ExecutionContext, boolean)}), and is planned so
      */
     BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int slots,
-               boolean oneBlock, int capacity,
-               LongSupplier headroom, ScheduledExecutorService timer, Executor answering, BatchStatistics statistics,
-               ModelStatistics modelStatistics) {
+               boolean oneBlock, int capacity, LongSupplier headroom, ScheduledExecutorService timer,
+               Executor answering, BatchStatistics statistics, ModelStatistics modelStatistics) {
         if (slots < 1 || slots > worker.streams().size()) {
             throw new IllegalArgumentException("slots = " + slots + ", expected 1 to the device's "
                     + worker.streams().size() + " streams");
@@ -267,7 +266,8 @@ final class BatchQueue {
             do {
                 batch.removeLast();
                 members.removeLast();
-            } while (batch.size() > 1 && replica.batchPeakBytes(members, worker.admission()::blockBytes, oneBlock) > room);
+            } while (batch.size() > 1
+                    && replica.batchPeakBytes(members, worker.admission()::blockBytes, oneBlock) > room);
         }
         full |= batch.size() == policy.maxRequests();
         if (!full) {
@@ -430,7 +430,7 @@ final class BatchQueue {
         private final int rows;
         private final AtomicInteger left;
         private final AtomicLong outputNanos = new AtomicLong();
-        /** When the lease went back and the members were handed to the answering executor; read after that hand-over. */
+        /** When the lease went back and the members went to the answering executor; read after that hand-over. */
         private long forwardEnded;
 
         Execution(int rows, int members) {

@@ -190,7 +190,8 @@ class ServingApplicationTest {
     void theHttpMetricsNameTheMatchedRoutesPatternNotTheModel() {
         client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue("""
-                        {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}""")
+                        {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32",
+                          "data": [5.1, 3.5, 1.4, 0.2]}]}""")
                 .exchange().expectStatus().isOk();
 
         long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();

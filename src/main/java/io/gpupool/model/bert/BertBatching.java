@@ -136,7 +136,10 @@ final class BertBatching {
         return (long) totals.sequences * totals.maxSeq <= (long) model.maxBatchSize() * model.maxSequenceLength();
     }
 
-    /** @param oneBlock every activation of the forward inside one block ({@link io.gpupool.model.plan.ExecutionPlan#runInOneBlock}) */
+    /**
+     * @param oneBlock every activation of the forward inside one block
+     *                 ({@link io.gpupool.model.plan.ExecutionPlan#runInOneBlock})
+     */
     List<List<HostTensor>> run(List<? extends Member> members, ExecutionContext context, boolean oneBlock) {
         List<Sequences> batch = new ArrayList<>(members.size());
         for (Member member : members) {

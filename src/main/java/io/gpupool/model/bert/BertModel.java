@@ -397,7 +397,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         return forward(batch, seq, ids, mask, types, selected, context, false);
     }
 
-    /** {@link #forward}; with {@code oneBlock}, every activation inside one block ({@link ExecutionPlan#runInOneBlock}). */
+    /** {@link #forward}; with {@code oneBlock}, every activation in one block ({@link ExecutionPlan#runInOneBlock}) */
     List<HostTensor> forward(int batch, int seq, MemorySegment ids, MemorySegment mask, MemorySegment types,
                              List<TensorSpec> selected, ExecutionContext context, boolean oneBlock) {
         Arena results = Arena.ofAuto();
