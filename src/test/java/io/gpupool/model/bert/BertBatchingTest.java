@@ -107,11 +107,17 @@ class BertBatchingTest {
 
     static void assertBatchEqualsAlone(BatchableModel model, java.util.function.Supplier<ExecutionContext> context,
                                        List<Request> batch, double tolerance) {
+        assertBatchEqualsAlone(model, context, batch, tolerance, false);
+    }
+
+    /** @param oneBlock the batch runs with its activations in one block */
+    static void assertBatchEqualsAlone(BatchableModel model, java.util.function.Supplier<ExecutionContext> context,
+                                       List<Request> batch, double tolerance, boolean oneBlock) {
         List<BatchableModel.Member> members = new ArrayList<>();
         for (Request r : batch) {
             members.add(model.prepare(r.inputs(), r.outputs()));
         }
-        List<List<HostTensor>> together = model.inferBatch(members, context.get());
+        List<List<HostTensor>> together = model.inferBatch(members, context.get(), oneBlock);
         assertThat(together).hasSameSizeAs(batch);
         for (int i = 0; i < batch.size(); i++) {
             List<HostTensor> alone = model.infer(batch.get(i).inputs(), batch.get(i).outputs(), context.get());
