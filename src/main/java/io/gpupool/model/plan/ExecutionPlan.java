@@ -194,7 +194,7 @@ public final class ExecutionPlan {
 
     /**
      * The layouts of the shapes asked last: a batch's is asked when it is formed, when it is charged and when it
-     * runs, and packing costs tens of microseconds. Access order, at most {@link #ONE_BLOCK_SHAPES} entries.
+     * runs, and packing is quadratic in the tensors. Access order, at most {@link #ONE_BLOCK_SHAPES} entries.
      */
     private final Map<Long, OneBlock> oneBlocks = new LinkedHashMap<>(ONE_BLOCK_SHAPES * 2, 0.75f, true) {
         @Override
