@@ -62,7 +62,7 @@ public class BatchingConfiguration {
             headroom.put(device.index(), headroom(device, settings));
         }
         return new DynamicBatcher(devices.devices(), properties.toDefaults(), settings.serving().queueCapacity(),
-                headroom, statistics, null, properties.toOptions());
+                headroom, statistics, null, properties.batchesPerDevice());
     }
 
     static LongSupplier headroom(DeviceRuntime device, GpuPoolSettings settings) {

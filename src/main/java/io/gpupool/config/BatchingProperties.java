@@ -1,7 +1,6 @@
 package io.gpupool.config;
 
 import io.gpupool.serving.BatchPolicy;
-import io.gpupool.serving.DynamicBatcher;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
 import java.time.Duration;
@@ -36,17 +35,11 @@ public class BatchingProperties {
 
     /**
      * Most batches of one model running at once on a device; 0: one per stream (gpupool.serving.streams-per-device).
-     * Fewer makes each batch larger under load, since requests gather while the batches run, and leaves the other
-     * streams to requests that run alone.
+     * Fewer than the streams makes each batch larger under load, since requests gather while the batches run, and
+     * leaves the other streams to requests that run alone. Two: under the short-request load on the H200, two larger
+     * batches at once served more than four smaller ones (docs/benchmarks.md, "Batches in flight").
      */
-    private int maxBatchesInFlight = 0;
-
-    /**
-     * A batched forward takes its activations as one block of the pool, placed by the model's plan (tensors whose
-     * lifetimes do not overlap share bytes), instead of one block per tensor: one pool call per forward instead of
-     * one per tensor and release. Off by default until a GPU run has shown it.
-     */
-    private boolean oneBlockForwards = false;
+    private int maxBatchesInFlight = 2;
 
     /** The validated defaults; a bad value names its property. */
     BatchPolicy.Defaults toDefaults() {
@@ -59,13 +52,13 @@ public class BatchingProperties {
         }
     }
 
-    /** The validated {@link #maxBatchesInFlight} and {@link #oneBlockForwards}. */
-    DynamicBatcher.Options toOptions() {
+    /** The validated {@link #maxBatchesInFlight}. */
+    int batchesPerDevice() {
         if (maxBatchesInFlight < 0) {
             throw new IllegalArgumentException("gpupool.batching.max-batches-in-flight = " + maxBatchesInFlight
                     + " is invalid; allowed: >= 0 (0: one per stream)");
         }
-        return new DynamicBatcher.Options(maxBatchesInFlight, oneBlockForwards);
+        return maxBatchesInFlight;
     }
 
     public boolean isEnabled() { return enabled; }
@@ -80,6 +73,4 @@ public class BatchingProperties {
     public void setPreferredBatchSizes(List<Integer> preferredBatchSizes) { this.preferredBatchSizes = preferredBatchSizes; }
     public int getMaxBatchesInFlight() { return maxBatchesInFlight; }
     public void setMaxBatchesInFlight(int maxBatchesInFlight) { this.maxBatchesInFlight = maxBatchesInFlight; }
-    public boolean isOneBlockForwards() { return oneBlockForwards; }
-    public void setOneBlockForwards(boolean oneBlockForwards) { this.oneBlockForwards = oneBlockForwards; }
 }

@@ -48,15 +48,6 @@ public interface BatchableModel extends InferenceModel {
     }
 
     /**
-     * The peak of one forward over {@code members} as {@link #inferBatch(List, ExecutionContext, boolean)} takes it:
-     * with {@code oneBlock}, the one block its activations are placed in (rounded by {@code blockBytes}); without,
-     * {@link #batchPeakBytes(List, LongUnaryOperator)}. A model that has no one-block forward plans as without.
-     */
-    default long batchPeakBytes(List<? extends Member> members, LongUnaryOperator blockBytes, boolean oneBlock) {
-        return batchPeakBytes(members, blockBytes);
-    }
-
-    /**
      * Whether {@code members} may run as one forward at all (e.g. a padded layout bounded by the model's largest
      * batch); a batcher stops adding members at the first that would break it. Reads only the members'
      * {@link Member#rows}, {@link Member#tokens} and {@link Member#sequenceLength}: a batcher also asks it about
@@ -73,16 +64,6 @@ public interface BatchableModel extends InferenceModel {
      * @return per member, its selected outputs (all outputs when it selected none), in {@link #outputs()} order
      */
     List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context);
-
-    /**
-     * {@link #inferBatch(List, ExecutionContext)}; with {@code oneBlock}, the forward's activations may take one
-     * block of the allocator, placed by the model's plan, instead of one per tensor (same outputs). A model that has
-     * no such forward runs as without.
-     */
-    default List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context,
-                                              boolean oneBlock) {
-        return inferBatch(members, context);
-    }
 
     /**
      * How batched members share a forward on this replica: {@code "packed"} (rows or tokens concatenated, no

@@ -30,11 +30,6 @@ public interface ForwardingBatchableModel extends BatchableModel {
     }
 
     @Override
-    default long batchPeakBytes(List<? extends Member> members, LongUnaryOperator blockBytes, boolean oneBlock) {
-        return batchable().batchPeakBytes(members, blockBytes, oneBlock);
-    }
-
-    @Override
     default boolean fitsOneForward(List<? extends Member> members) {
         return batchable().fitsOneForward(members);
     }
@@ -42,12 +37,6 @@ public interface ForwardingBatchableModel extends BatchableModel {
     @Override
     default List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
         return batchable().inferBatch(members, context);
-    }
-
-    @Override
-    default List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context,
-                                              boolean oneBlock) {
-        return batchable().inferBatch(members, context, oneBlock);
     }
 
     @Override

@@ -74,7 +74,6 @@ final class BatchQueue {
     private final BatchPolicy policy;
     private final DeviceWorker worker;
     private final int slots;
-    private final boolean oneBlock;
     private final int capacity;
     /** Bytes the next batch may plan for: the pool's cap minus what it hands out now; Long.MAX_VALUE: no cap. */
     private final LongSupplier headroom;
@@ -98,14 +97,10 @@ final class BatchQueue {
     /** Written under the monitor, read without it (load balancing). */
     private final AtomicInteger depth = new AtomicInteger();
 
-    /**
-     * @param slots    batches that may run at once, at most the device's streams
-     * @param oneBlock each forward takes its activations as one block ({@link BatchableModel#inferBatch(List,
-     *                 io.gpupool.model.ExecutionContext, boolean)}), and is planned so
-     */
-    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int slots,
-               boolean oneBlock, int capacity, LongSupplier headroom, ScheduledExecutorService timer,
-               Executor answering, BatchStatistics statistics, ModelStatistics modelStatistics) {
+    /** @param slots batches that may run at once, at most the device's streams */
+    BatchQueue(String model, BatchableModel replica, BatchPolicy policy, DeviceWorker worker, int slots, int capacity,
+               LongSupplier headroom, ScheduledExecutorService timer, Executor answering, BatchStatistics statistics,
+               ModelStatistics modelStatistics) {
         if (slots < 1 || slots > worker.streams().size()) {
             throw new IllegalArgumentException("slots = " + slots + ", expected 1 to the device's "
                     + worker.streams().size() + " streams");
@@ -115,7 +110,6 @@ final class BatchQueue {
         this.policy = policy;
         this.worker = worker;
         this.slots = slots;
-        this.oneBlock = oneBlock;
         this.capacity = capacity;
         this.headroom = headroom;
         this.timer = timer;
@@ -127,6 +121,11 @@ final class BatchQueue {
 
     BatchPolicy policy() {
         return policy;
+    }
+
+    /** Most batches of this queue running at once. */
+    int slots() {
+        return slots;
     }
 
     BatchableModel replica() {
@@ -260,14 +259,13 @@ final class BatchQueue {
         // The planned peak only grows with each member taken, so the longest prefix within the headroom is found
         // from the end: one plan when the batch fits, as it does unless the pool is nearly full.
         if (room != Long.MAX_VALUE && batch.size() > 1
-                && replica.batchPeakBytes(members, worker.admission()::blockBytes, oneBlock) > room) {
+                && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room) {
             split = true;
             full = true;
             do {
                 batch.removeLast();
                 members.removeLast();
-            } while (batch.size() > 1
-                    && replica.batchPeakBytes(members, worker.admission()::blockBytes, oneBlock) > room);
+            } while (batch.size() > 1 && replica.batchPeakBytes(members, worker.admission()::blockBytes) > room);
         }
         full |= batch.size() == policy.maxRequests();
         if (!full) {
@@ -317,7 +315,7 @@ final class BatchQueue {
     private void launch(List<Entry> batch) {
         List<Member> members = new ArrayList<>(batch.size());
         batch.forEach(entry -> members.add(entry.member));
-        long charge = replica.batchPeakBytes(members, worker.admission()::blockBytes, oneBlock);
+        long charge = replica.batchPeakBytes(members, worker.admission()::blockBytes);
         worker.submit(charge, context -> run(batch, context)).subscribe(
                 answers -> {
                     finished();
@@ -366,7 +364,7 @@ final class BatchQueue {
         List<List<HostTensor>> outputs;
         long inferStart = System.nanoTime();
         try {
-            outputs = replica.inferBatch(members, context, oneBlock);
+            outputs = replica.inferBatch(members, context);
         } catch (IllegalArgumentException e) {
             statistics.executed(model, live.size(), rows, tokens);
             // Input the model checks itself beyond what prepare() checked; as a request alone is answered.

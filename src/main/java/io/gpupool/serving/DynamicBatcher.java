@@ -33,38 +33,20 @@ public final class DynamicBatcher implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(DynamicBatcher.class);
 
-    /** One model's batching as a replica runs it, for the actuator and logs. */
-    public record Description(String model, String version, int device, String layout, BatchPolicy policy) {
+    /**
+     * One model's batching as a replica runs it, for the actuator and logs; {@code batchesInFlight}: most of its
+     * batches running at once on the device.
+     */
+    public record Description(String model, String version, int device, String layout, BatchPolicy policy,
+                              int batchesInFlight) {
     }
 
     private final Map<Integer, DeviceWorker> workers;
     private final Map<Integer, LongSupplier> headroom;
     private final BatchPolicy.Defaults defaults;
     private final int queueCapacity;
-    private final Options options;
-
-    /**
-     * How batches run on a device, for every model.
-     *
-     * @param batchesPerDevice most batches of one model running at once on a device; 0: one per stream. Fewer than
-     *                         the streams makes the batches larger under load (requests gather while the batches
-     *                         run), and leaves the other streams to requests that run alone
-     * @param oneBlock         a batched forward takes its activations as one block of the pool, placed by the
-     *                         model's plan, instead of one block per tensor ({@link BatchableModel#inferBatch(List,
-     *                         io.gpupool.model.ExecutionContext, boolean)}); its planned peak is that block's size
-     */
-    public record Options(int batchesPerDevice, boolean oneBlock) {
-
-        /** One batch per stream, a block per tensor. */
-        public static final Options DEFAULT = new Options(0, false);
-
-        public Options {
-            if (batchesPerDevice < 0) {
-                throw new IllegalArgumentException("batches per device = " + batchesPerDevice
-                        + " is invalid; allowed: >= 0 (0: one per stream)");
-            }
-        }
-    }
+    /** 0: one batch per stream. */
+    private final int batchesPerDevice;
     private final BatchStatistics statistics;
     private final ScheduledExecutorService timer;
     private final Executor answering;
@@ -91,14 +73,22 @@ public final class DynamicBatcher implements AutoCloseable {
      */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
                           Map<Integer, LongSupplier> headroom, BatchStatistics statistics, @Nullable Executor answering) {
-        this(devices, defaults, queueCapacity, headroom, statistics, answering, Options.DEFAULT);
+        this(devices, defaults, queueCapacity, headroom, statistics, answering, 0);
     }
 
-    /** @param options how batches run on a device */
+    /**
+     * @param batchesPerDevice most batches of one model running at once on a device; 0: one per stream. Fewer than
+     *                         the streams makes the batches larger under load (requests gather while the batches
+     *                         run), and leaves the other streams to requests that run alone
+     */
     public DynamicBatcher(List<DeviceRuntime> devices, BatchPolicy.Defaults defaults, int queueCapacity,
                           Map<Integer, LongSupplier> headroom, BatchStatistics statistics, @Nullable Executor answering,
-                          Options options) {
-        this.options = java.util.Objects.requireNonNull(options, "options");
+                          int batchesPerDevice) {
+        if (batchesPerDevice < 0) {
+            throw new IllegalArgumentException("batches per device = " + batchesPerDevice
+                    + " is invalid; allowed: >= 0 (0: one per stream)");
+        }
+        this.batchesPerDevice = batchesPerDevice;
         this.ownAnswering = answering != null ? null
                 : Executors.newFixedThreadPool(Math.max(2, Runtime.getRuntime().availableProcessors()),
                         Thread.ofPlatform().name("gpupool-batch-answer-", 0).daemon(true).factory());
@@ -142,12 +132,11 @@ public final class DynamicBatcher implements AutoCloseable {
         return queues.computeIfAbsent(key, k -> {
             BatchableModel batchable = (BatchableModel) replica;
             int streams = worker.streams().size();
-            int slots = options.batchesPerDevice() == 0 ? streams : Math.min(options.batchesPerDevice(), streams);
-            log.info("Model '{}' version {} batches on device {} ({} layout, {} of {} streams{}): {}", model.name(),
-                    model.version(), device, batchable.batchLayout(), slots, streams,
-                    options.oneBlock() ? ", one block per forward" : "", policy);
-            return new BatchQueue(model.name(), batchable, policy, worker, slots, options.oneBlock(), queueCapacity,
-                    room, timer, answering, statistics, model.statistics());
+            int slots = batchesPerDevice == 0 ? streams : Math.min(batchesPerDevice, streams);
+            log.info("Model '{}' version {} batches on device {} ({} layout, {} of {} streams): {}", model.name(),
+                    model.version(), device, batchable.batchLayout(), slots, streams, policy);
+            return new BatchQueue(model.name(), batchable, policy, worker, slots, queueCapacity, room, timer, answering,
+                    statistics, model.statistics());
         });
     }
 
@@ -212,7 +201,7 @@ public final class DynamicBatcher implements AutoCloseable {
         List<Description> out = new ArrayList<>();
         queues.forEach((key, queue) -> {
             out.add(new Description(key.model().name(), key.model().version(), key.device(), queue.replica().batchLayout(),
-                    queue.policy()));
+                    queue.policy(), queue.slots()));
         });
         out.sort(java.util.Comparator.comparing(Description::model).thenComparingInt(Description::device));
         return out;

@@ -438,7 +438,7 @@ class DynamicBatchingTest {
         DeviceWorker twoStreams = new DeviceWorker(device, activations, ops, 2, 16);
         List<DeviceRuntime> runtimes = List.of(new DeviceRuntime(device, activations, weights, ops, twoStreams));
         DynamicBatcher oneAtATime = new DynamicBatcher(runtimes, BatchPolicy.Defaults.off(), 16, Map.of(),
-                new BatchStatistics(), null, new DynamicBatcher.Options(1, false));
+                new BatchStatistics(), null, 1);
         InferenceService service = new InferenceService(runtimes, ServingFixture.JSON, InferenceObserver.NONE,
                 oneAtATime);
         try {
@@ -466,42 +466,8 @@ class DynamicBatchingTest {
 
     @Test
     void aNegativeNumberOfBatchesPerDeviceIsRefusedNamingIt() {
-        assertThatThrownBy(() -> new DynamicBatcher.Options(-1, false)).isInstanceOf(IllegalArgumentException.class)
+        assertThatThrownBy(() -> new DynamicBatcher(List.of(), BatchPolicy.Defaults.off(), 16, Map.of(),
+                new BatchStatistics(), null, -1)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("batches per device = -1");
-    }
-
-    @Test
-    void withOneBlockForwardsABatchStillGivesEachRequestWhatItGetsAlone() throws Exception {
-        List<DeviceRuntime> runtimes = List.of(new DeviceRuntime(device, activations, weights, ops, worker));
-        DynamicBatcher oneBlock = new DynamicBatcher(runtimes, BatchPolicy.Defaults.off(), 16, Map.of(),
-                new BatchStatistics(), null, new DynamicBatcher.Options(0, true));
-        InferenceService service = new InferenceService(runtimes, ServingFixture.JSON, InferenceObserver.NONE,
-                oneBlock);
-        InferenceService unbatched = new InferenceService(runtimes, ServingFixture.JSON);
-        try {
-            bert.hold();
-            CompletableFuture<EncodedResponse> blocker = service.infer(validated("b", 9, 1, 3, Duration.ofSeconds(20)))
-                    .toFuture();
-            await("the blocker holds the stream", () -> bert.entered.get() == 1);
-            List<ValidatedRequest> requests = List.of(validated("x", 1, 2, 7, Duration.ofSeconds(20)),
-                    validated("y", 2, 1, 12, Duration.ofSeconds(20)), validated("z", 3, 3, 4, Duration.ofSeconds(20)));
-            List<CompletableFuture<EncodedResponse>> answers = new ArrayList<>();
-            for (ValidatedRequest request : requests) {
-                answers.add(service.infer(request).toFuture());
-            }
-            await("three wait", () -> oneBlock.waiting(0) == 3);
-            bert.release();
-
-            assertThat(blocker.get(20, TimeUnit.SECONDS).body()).isNotEmpty();
-            for (int i = 0; i < requests.size(); i++) {
-                JsonNode batched = ServingFixture.JSON.readTree(answers.get(i).get(20, TimeUnit.SECONDS).body());
-                JsonNode expected = ServingFixture.JSON.readTree(unbatched.infer(requests.get(i))
-                        .block(Duration.ofSeconds(20)).body());
-                assertSameOutputs(batched, expected);
-            }
-            assertThat(bert.batchSizes).containsExactly(1, 3);
-        } finally {
-            oneBlock.close();
-        }
     }
 }

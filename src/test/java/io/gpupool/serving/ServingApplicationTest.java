@@ -179,6 +179,7 @@ class ServingApplicationTest {
             assertThat(d.model()).isEqualTo("iris-mlp");
             assertThat(d.layout()).isEqualTo("packed");
             assertThat(d.policy().maxRequests()).as("models/iris-mlp/config.json").isEqualTo(64);
+            assertThat(d.batchesInFlight()).as("gpupool.batching.max-batches-in-flight, of 4 streams").isEqualTo(2);
         });
         assertThat(batcher.statistics().executionCount("iris-mlp")).isPositive();
         assertThat(batcher.statistics().inferenceCount("iris-mlp")).isGreaterThanOrEqualTo(2);

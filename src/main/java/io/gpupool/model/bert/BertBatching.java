@@ -112,13 +112,8 @@ final class BertBatching {
         return new Sequences((int) shape[0], (int) shape[1], idSegment, mask, types, selected);
     }
 
-    /** The planned peak of one forward over {@code members}; with {@code oneBlock}, its one block's bytes. */
-    long peakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes, boolean oneBlock) {
+    long peakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes) {
         Totals totals = Totals.of(members);
-        if (oneBlock) {
-            return blockBytes.applyAsLong(packed != null ? packed.oneBlockBytes(totals.sequences, totals.tokens)
-                    : model.oneBlockBytes(totals.sequences, totals.maxSeq));
-        }
         return packed != null ? packed.peakBytes(totals.sequences, totals.tokens, blockBytes)
                 : model.peakActivationBytes(totals.sequences, totals.maxSeq, blockBytes);
     }
@@ -136,19 +131,15 @@ final class BertBatching {
         return (long) totals.sequences * totals.maxSeq <= (long) model.maxBatchSize() * model.maxSequenceLength();
     }
 
-    /**
-     * @param oneBlock every activation of the forward inside one block
-     *                 ({@link io.gpupool.model.plan.ExecutionPlan#runInOneBlock})
-     */
-    List<List<HostTensor>> run(List<? extends Member> members, ExecutionContext context, boolean oneBlock) {
+    List<List<HostTensor>> run(List<? extends Member> members, ExecutionContext context) {
         List<Sequences> batch = new ArrayList<>(members.size());
         for (Member member : members) {
             batch.add((Sequences) member);
         }
-        return packed != null ? runPacked(batch, context, oneBlock) : runPadded(batch, context, oneBlock);
+        return packed != null ? runPacked(batch, context) : runPadded(batch, context);
     }
 
-    private List<List<HostTensor>> runPacked(List<Sequences> members, ExecutionContext context, boolean oneBlock) {
+    private List<List<HostTensor>> runPacked(List<Sequences> members, ExecutionContext context) {
         Totals totals = Totals.of(members);
         boolean anyMask = members.stream().anyMatch(m -> m.mask() != null);
         boolean anyTypes = members.stream().anyMatch(m -> m.types() != null);
@@ -160,8 +151,7 @@ final class BertBatching {
             int cols = name.equals(BertModel.LOGITS) ? model.numLabels() : h;
             outputs.put(name, results.allocate(rows * cols * Float.BYTES, 64));
         }
-        packed.run(context, totals.sequences, totals.tokens, stagePacked(members, totals, anyMask, anyTypes), outputs,
-                oneBlock);
+        packed.run(context, totals.sequences, totals.tokens, stagePacked(members, totals, anyMask, anyTypes), outputs);
         List<List<HostTensor>> perMember = new ArrayList<>(members.size());
         long token = 0;
         long sequence = 0;
@@ -223,7 +213,7 @@ final class BertBatching {
         }
     }
 
-    private List<List<HostTensor>> runPadded(List<Sequences> members, ExecutionContext context, boolean oneBlock) {
+    private List<List<HostTensor>> runPadded(List<Sequences> members, ExecutionContext context) {
         Totals totals = Totals.of(members);
         int width = totals.maxSeq;
         boolean ragged = members.stream().anyMatch(m -> m.seq() != width);
@@ -258,7 +248,7 @@ final class BertBatching {
             }
         }
         for (HostTensor output : model.forward(totals.sequences, width, ids, mask, types,
-                model.selectOutputs(wantedNames(members)), context, oneBlock)) {
+                model.selectOutputs(wantedNames(members)), context)) {
             outputs.put(output.name(), output);
         }
         Arena results = Arena.ofAuto();

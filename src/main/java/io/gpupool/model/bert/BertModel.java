@@ -394,12 +394,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
      */
     List<HostTensor> forward(int batch, int seq, MemorySegment ids, MemorySegment mask, MemorySegment types,
                              List<TensorSpec> selected, ExecutionContext context) {
-        return forward(batch, seq, ids, mask, types, selected, context, false);
-    }
-
-    /** {@link #forward}; with {@code oneBlock}, every activation in one block ({@link ExecutionPlan#runInOneBlock}) */
-    List<HostTensor> forward(int batch, int seq, MemorySegment ids, MemorySegment mask, MemorySegment types,
-                             List<TensorSpec> selected, ExecutionContext context, boolean oneBlock) {
         Arena results = Arena.ofAuto();
         Map<Integer, MemorySegment> hostOutputs = new LinkedHashMap<>();
         List<HostTensor> result = new ArrayList<>();
@@ -412,12 +406,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         boolean[] absent = new boolean[plan.tensorCount()];
         absent[maskTensor] = mask == null;
         absent[typesTensor] = types == null;
-        Request request = new Request(ids, mask, types, hostOutputs);
-        if (oneBlock) {
-            plan.runInOneBlock(context, batch, seq, absent, request);
-        } else {
-            plan.run(context, batch, seq, absent, request);
-        }
+        plan.run(context, batch, seq, absent, new Request(ids, mask, types, hostOutputs));
         return result;
     }
 
@@ -522,12 +511,12 @@ public final class BertModel implements BatchableModel, PlannedMemory {
 
     @Override
     public long batchPeakBytes(List<? extends Member> members) {
-        return batching.peakBytes(members, ExecutionPlan.ALIGNED, false);
+        return batching.peakBytes(members, ExecutionPlan.ALIGNED);
     }
 
     @Override
     public long batchPeakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes) {
-        return batching.peakBytes(members, blockBytes, false);
+        return batching.peakBytes(members, blockBytes);
     }
 
     @Override
@@ -537,22 +526,10 @@ public final class BertModel implements BatchableModel, PlannedMemory {
 
     @Override
     public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
-        return inferBatch(members, context, false);
-    }
-
-    @Override
-    public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context,
-                                             boolean oneBlock) {
         if (closed) {
             throw new IllegalStateException("model '" + name() + "' is closed");
         }
-        return batching.run(members, context, oneBlock);
-    }
-
-    @Override
-    public long batchPeakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes,
-                               boolean oneBlock) {
-        return batching.peakBytes(members, blockBytes, oneBlock);
+        return batching.run(members, context);
     }
 
     @Override
@@ -586,11 +563,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     @Override
     public long peakActivationBytes(int batch, int seq, java.util.function.LongUnaryOperator blockBytes) {
         return plan.peakBytes(batch, seq, blockBytes);
-    }
-
-    /** Bytes of the one block a forward of this shape takes with {@link ExecutionPlan#runInOneBlock}. */
-    long oneBlockBytes(int batch, int seq) {
-        return plan.oneBlock(batch, seq).bytes();
     }
 
     /** The largest single activation a request of this shape allocates. */

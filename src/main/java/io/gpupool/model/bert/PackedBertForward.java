@@ -167,29 +167,17 @@ final class PackedBertForward {
         return plan.peakBytes(sequences, tokens, blockBytes);
     }
 
-    /** Bytes of the one block a packed forward takes with {@link ExecutionPlan#runInOneBlock}. */
-    long oneBlockBytes(int sequences, int tokens) {
-        return plan.oneBlock(sequences, tokens).bytes();
-    }
-
     /**
      * Runs one packed forward; {@code outputs} maps output names to host buffers of [T, H] (last hidden
-     * state) or [N, ·] (the pooled outputs), filled when this returns; with {@code oneBlock} every activation
-     * inside one block ({@link ExecutionPlan#runInOneBlock}).
+     * state) or [N, ·] (the pooled outputs), filled when this returns.
      */
-    void run(ExecutionContext context, int sequences, int tokens, Batch batch, Map<String, MemorySegment> outputs,
-             boolean oneBlock) {
+    void run(ExecutionContext context, int sequences, int tokens, Batch batch, Map<String, MemorySegment> outputs) {
         Map<Integer, MemorySegment> byTensor = new LinkedHashMap<>();
         outputs.forEach((name, buffer) -> byTensor.put(outputTensors.get(name), buffer));
         boolean[] absent = new boolean[plan.tensorCount()];
         absent[maskTensor] = batch.mask() == null;
         absent[typesTensor] = batch.types() == null;
-        Batch withOutputs = new Batch(batch.ids(), batch.mask(), batch.types(), batch.positions(), batch.offsets(),
-                batch.maxSeq(), byTensor);
-        if (oneBlock) {
-            plan.runInOneBlock(context, sequences, tokens, absent, withOutputs);
-        } else {
-            plan.run(context, sequences, tokens, absent, withOutputs);
-        }
+        plan.run(context, sequences, tokens, absent, new Batch(batch.ids(), batch.mask(), batch.types(),
+                batch.positions(), batch.offsets(), batch.maxSeq(), byTensor));
     }
 }

@@ -1,7 +1,9 @@
 package io.gpupool.model.graph;
 
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.List;
 
 /**
  * Where, inside one pool block, each allocation of a captured forward pass lives: offsets packed from
@@ -85,23 +87,17 @@ public final class GraphMemoryLayout {
         long[] offsets = new long[n];
         boolean[] placed = new boolean[n];
         long blockBytes = 0;
-        int[] conflicts = new int[n];
+        List<Integer> conflicts = new ArrayList<>();
         for (int i : order) {
-            int count = 0;
+            conflicts.clear();
             for (int j = 0; j < n; j++) {
                 if (placed[j] && births[i] < deaths[j] && births[j] < deaths[i]) {
-                    // insertion by offset: the conflicts of one allocation are few (those alive beside it)
-                    int k = count++;
-                    while (k > 0 && offsets[conflicts[k - 1]] > offsets[j]) {
-                        conflicts[k] = conflicts[k - 1];
-                        k--;
-                    }
-                    conflicts[k] = j;
+                    conflicts.add(j);
                 }
             }
+            conflicts.sort(Comparator.comparingLong(j -> offsets[j]));
             long candidate = 0;
-            for (int c = 0; c < count; c++) {
-                int j = conflicts[c];
+            for (int j : conflicts) {
                 if (candidate + rounded[i] <= offsets[j]) {
                     break;                                        // fits in the gap before j
                 }

@@ -2,13 +2,10 @@ package io.gpupool.model.plan;
 
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.model.ExecutionContext;
-import io.gpupool.model.graph.GraphMemoryLayout;
 
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.function.LongUnaryOperator;
 
 /**
@@ -169,145 +166,6 @@ public final class ExecutionPlan {
             largest = Math.max(largest, allocated(t, batch, seq));
         }
         return largest;
-    }
-
-    /**
-     * Where each tensor of a request of this shape lives inside one block ({@link #runInOneBlock}): offsets packed
-     * from the tensors' lifetimes ({@link GraphMemoryLayout#pack}, with events in the order {@link #run} allocates
-     * and releases), every tensor counted as present, so the block size does not depend on which optional inputs a
-     * request has. Tensors of no bytes get none.
-     */
-    public OneBlock oneBlock(int batch, int seq) {
-        long key = (long) batch << 32 | (seq & 0xFFFF_FFFFL);
-        synchronized (oneBlocks) {
-            OneBlock known = oneBlocks.get(key);
-            if (known != null) {
-                return known;
-            }
-        }
-        OneBlock layout = layOut(batch, seq);
-        synchronized (oneBlocks) {
-            oneBlocks.put(key, layout);
-        }
-        return layout;
-    }
-
-    /**
-     * The layouts of the shapes asked last: a batch's is asked when it is formed, when it is charged and when it
-     * runs, and packing is quadratic in the tensors. Access order, at most {@link #ONE_BLOCK_SHAPES} entries.
-     */
-    private final Map<Long, OneBlock> oneBlocks = new LinkedHashMap<>(ONE_BLOCK_SHAPES * 2, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<Long, OneBlock> eldest) {
-            return size() > ONE_BLOCK_SHAPES;
-        }
-    };
-
-    private static final int ONE_BLOCK_SHAPES = 64;
-
-    private OneBlock layOut(int batch, int seq) {
-        int n = tensors.size();
-        int[] index = new int[n];
-        Arrays.fill(index, -1);
-        long[] sizes = new long[n];
-        int[] born = new int[n];
-        int[] died = new int[n];
-        int count = 0;
-        int event = 0;
-        for (int i = 0; i < steps.size(); i++) {
-            for (int t : births[i]) {
-                long bytes = tensors.get(t).size().bytes(batch, seq);
-                if (bytes > 0) {
-                    index[t] = count;
-                    sizes[count] = bytes;
-                    born[count++] = event++;
-                }
-            }
-            for (int t : deaths[i]) {
-                if (index[t] >= 0) {
-                    died[index[t]] = event++;
-                }
-            }
-        }
-        GraphMemoryLayout layout = GraphMemoryLayout.pack(Arrays.copyOf(sizes, count), Arrays.copyOf(born, count),
-                Arrays.copyOf(died, count));
-        long[] offsets = new long[n];
-        Arrays.fill(offsets, -1);
-        for (int t = 0; t < n; t++) {
-            if (index[t] >= 0) {
-                offsets[t] = layout.offset(index[t]);
-            }
-        }
-        return new OneBlock(offsets, layout.blockBytes());
-    }
-
-    /**
-     * The tensors of one request placed inside one block of {@code bytes}: tensor t at {@code offset(t)}, or at no
-     * address (-1) when it has no bytes. Tensors whose lifetimes overlap never share a byte; the others may, since a
-     * stream runs the steps in order.
-     */
-    public static final class OneBlock {
-        private final long[] offsets;
-        private final long bytes;
-
-        OneBlock(long[] offsets, long bytes) {
-            this.offsets = offsets;
-            this.bytes = bytes;
-        }
-
-        /** Offset of tensor {@code t} in the block, or -1 when it takes no bytes. */
-        public long offset(int t) {
-            return offsets[t];
-        }
-
-        /** Bytes the block must hold (at least {@link #peakBytes}). */
-        public long bytes() {
-            return bytes;
-        }
-    }
-
-    /**
-     * {@link #run}, with every tensor inside one block taken once from the request's allocator at the offsets of
-     * {@link #oneBlock}, instead of one block per tensor: one pool call per forward instead of one per tensor and
-     * release, for forwards whose tensors are too large for the stream's cache (batches). The block is released
-     * after the stream is synchronised, on failure too.
-     */
-    public void runInOneBlock(ExecutionContext context, int batch, int seq, boolean[] absent, Object state) {
-        OneBlock layout = oneBlock(batch, seq);
-        int n = tensors.size();
-        Invocation invocation = new Invocation(context, batch, seq, new long[n], state);
-        for (int t = 0; t < n; t++) {
-            if (absent != null && absent[t] && !tensors.get(t).optional()) {
-                throw new IllegalArgumentException("tensor '" + tensors.get(t).name() + "' is required");
-            }
-        }
-        DeviceBlock block = layout.bytes() > 0 ? context.allocator().allocate(layout.bytes(), context.stream()) : null;
-        try {
-            for (int i = 0; i < steps.size(); i++) {
-                for (int t : births[i]) {                           // as run(): an address from birth to death
-                    boolean missing = absent != null && absent[t];
-                    invocation.addresses[t] = missing || layout.offset(t) < 0 ? 0 : block.address() + layout.offset(t);
-                }
-                steps.get(i).kernel().enqueue(invocation);
-                for (int t : deaths[i]) {
-                    invocation.addresses[t] = 0;
-                }
-            }
-            context.stream().synchronize();
-        } catch (RuntimeException | Error failure) {
-            try {
-                context.stream().synchronize();
-            } catch (RuntimeException drain) {
-                if (drain != failure) {
-                    failure.addSuppressed(drain);
-                }
-            }
-            throw failure;
-        } finally {
-            if (block != null) {
-                block.release();
-            }
-        }
     }
 
     /** Number of tensors; ids handed out by the builder are 0..tensorCount()-1. */

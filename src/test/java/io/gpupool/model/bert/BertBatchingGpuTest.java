@@ -132,33 +132,4 @@ class BertBatchingGpuTest {
             padding.close();
         }
     }
-
-    @Test
-    void batchesInOneBlockStayAsCloseToEachRequestAloneAsWithABlockPerTensor() {
-        CudaTensorOps fp32 = new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
-        try (BatchableModel model = load("tiny-bert", fp32)) {
-            assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, requests, fp32), mixedBertRequests(), 1e-5,
-                    true);
-        }
-        CudaTensorOps bf16 = new CudaTensorOps(device, CudaTensorOps.Precision.BF16);
-        try (BatchableModel model = load("tiny-bert", bf16)) {
-            assertThat(model.batchLayout()).isEqualTo("padded");
-            assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, requests, bf16), List.of(
-                    bert(1, 3, 10, 4, true, true, Set.of()),
-                    bert(2, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT)),
-                    bert(3, 1, 17, 3, true, false, Set.of(BertModel.LAST_HIDDEN_STATE))), 1e-3, true);
-        }
-        MatmulLibrary library = device.matmulLibrary(null).orElse(null);
-        Assumptions.assumeTrue(library != null, "cuBLASLt not loadable: no bf16 activations");
-        CudaTensorOps packedBf16 = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, requests,
-                new CudaTensorOps.Options(true, false, CudaTensorOps.Options.DEFAULT.warpLayerNorm()));
-        try (BatchableModel model = load("tiny-bert", packedBf16)) {
-            assertThat(model.batchLayout()).isEqualTo("packed");
-            assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, requests, packedBf16),
-                    mixedBertRequests(), BF16_TOLERANCE, true);
-        } finally {
-            stream.synchronize();
-            packedBf16.close();
-        }
-    }
 }

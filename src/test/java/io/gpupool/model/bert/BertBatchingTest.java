@@ -107,17 +107,11 @@ class BertBatchingTest {
 
     static void assertBatchEqualsAlone(BatchableModel model, java.util.function.Supplier<ExecutionContext> context,
                                        List<Request> batch, double tolerance) {
-        assertBatchEqualsAlone(model, context, batch, tolerance, false);
-    }
-
-    /** @param oneBlock the batch runs with its activations in one block */
-    static void assertBatchEqualsAlone(BatchableModel model, java.util.function.Supplier<ExecutionContext> context,
-                                       List<Request> batch, double tolerance, boolean oneBlock) {
         List<BatchableModel.Member> members = new ArrayList<>();
         for (Request r : batch) {
             members.add(model.prepare(r.inputs(), r.outputs()));
         }
-        List<List<HostTensor>> together = model.inferBatch(members, context.get(), oneBlock);
+        List<List<HostTensor>> together = model.inferBatch(members, context.get());
         assertThat(together).hasSameSizeAs(batch);
         for (int i = 0; i < batch.size(); i++) {
             List<HostTensor> alone = model.infer(batch.get(i).inputs(), batch.get(i).outputs(), context.get());
@@ -134,40 +128,6 @@ class BertBatchingTest {
                 } else {
                     assertThat(batched.get(o).data().toArray(java.lang.foreign.ValueLayout.JAVA_LONG))
                             .isEqualTo(alone.get(o).data().toArray(java.lang.foreign.ValueLayout.JAVA_LONG));
-                }
-            }
-        }
-    }
-
-    @Test
-    void inOneBlockAPackedOrPaddedBatchTakesOneAllocationOfItsPlannedBytesAndEqualsEachRequestAlone() {
-        for (TensorOps ops : List.of(new HostTensorOps(), withoutPackedOps(new HostTensorOps()))) {
-            BatchableModel model = load("tiny-bert", ops);
-            List<Request> batch = mixedBertRequests();
-            List<BatchableModel.Member> members = new ArrayList<>();
-            for (Request r : batch) {
-                members.add(model.prepare(r.inputs(), r.outputs()));
-            }
-            long planned = model.batchPeakBytes(members, io.gpupool.model.plan.ExecutionPlan.ALIGNED, true);
-            assertThat(planned).as("%s: the block holds the liveness peak", model.batchLayout())
-                    .isGreaterThanOrEqualTo(model.batchPeakBytes(members));
-            requests.resetPeak();
-            requests.failAtAllocation(2);                               // a second allocation would fail
-
-            List<List<HostTensor>> together = model.inferBatch(members, context(ops), true);
-
-            requests.failAtAllocation(0);
-            assertThat(requests.peakBytes()).as("%s: one block of the planned bytes", model.batchLayout())
-                    .isEqualTo(planned);
-            assertThat(requests.currentBytes()).isZero();
-            for (int i = 0; i < batch.size(); i++) {
-                List<HostTensor> alone = model.infer(batch.get(i).inputs(), batch.get(i).outputs(), context(ops));
-                assertThat(together.get(i)).hasSameSizeAs(alone);
-                for (int o = 0; o < alone.size(); o++) {
-                    assertThat(together.get(i).get(o).shape()).isEqualTo(alone.get(o).shape());
-                    assertThat(maxAbsDiff(floats(alone.get(o)), floats(together.get(i).get(o))))
-                            .as("%s request %d %s", model.batchLayout(), i, alone.get(o).name())
-                            .isLessThanOrEqualTo(TOLERANCE);
                 }
             }
         }

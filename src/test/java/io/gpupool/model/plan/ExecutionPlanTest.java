@@ -69,69 +69,6 @@ class ExecutionPlanTest {
     }
 
     @Test
-    void inOneBlockTensorsAliveTogetherNeverShareAByteAndTheBlockHoldsThePeak() {
-        ExecutionPlan plan = chain();
-        ExecutionPlan.OneBlock layout = plan.oneBlock(1, 0);
-        long[][] spans = {{0, 1024}, {0, 2048}, {0, 512}, {0, 256}};
-        for (int t = 0; t < 4; t++) {
-            spans[t] = new long[]{layout.offset(t), layout.offset(t) + spans[t][1]};
-            assertThat(layout.offset(t) % ExecutionPlan.ALIGNMENT).isZero();
-        }
-        // alive together: a-b, a-d, b-c, b-d, c-d (a and c never are)
-        int[][] together = {{0, 1}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
-        for (int[] pair : together) {
-            long[] x = spans[pair[0]];
-            long[] y = spans[pair[1]];
-            assertThat(x[1] <= y[0] || y[1] <= x[0]).as("tensors %d and %d are apart", pair[0], pair[1]).isTrue();
-        }
-        assertThat(layout.bytes()).isGreaterThanOrEqualTo(plan.peakBytes(1, 0)).isEqualTo(plan.peakBytes(1, 0));
-    }
-
-    @Test
-    void runInOneBlockTakesOneBlockGivesAddressesFromBirthToDeathAndReleasesIt() {
-        ExecutionPlan plan = chain();
-        TrackingAllocator allocator = new TrackingAllocator();
-        try (TestStream stream = new TestStream(0)) {
-            allocator.failAtAllocation(2);                              // a second allocation would fail
-            plan.runInOneBlock(new ExecutionContext(stream, allocator, null), 2, 0, null, null);
-
-            assertThat(events).containsExactly("0:true,true", "1", "2:a=0", "3");
-            assertThat(allocator.peakBytes()).isEqualTo(plan.oneBlock(2, 0).bytes());
-            assertThat(allocator.outstandingBlocks()).isZero();
-            allocator.failAtAllocation(0);
-
-            events.clear();
-            boolean[] absent = new boolean[plan.tensorCount()];
-            absent[3] = true;
-            plan.runInOneBlock(new ExecutionContext(stream, allocator, null), 1, 0, absent, null);
-            assertThat(events.getFirst()).isEqualTo("0:true,false");
-            boolean[] requiredAbsent = new boolean[plan.tensorCount()];
-            requiredAbsent[0] = true;
-            assertThatThrownBy(() -> plan.runInOneBlock(new ExecutionContext(stream, allocator, null), 1, 0,
-                    requiredAbsent, null)).hasMessageContaining("tensor 'a' is required");
-            assertThat(allocator.outstandingBlocks()).isZero();
-        }
-        allocator.close();
-    }
-
-    @Test
-    void aStepThatThrowsInOneBlockReleasesTheBlock() {
-        ExecutionPlan.Builder b = ExecutionPlan.builder();
-        int a = b.tensor("a", (batch, seq) -> 64);
-        b.step("write a", ids(), ids(a), inv -> {
-            throw new IllegalStateException("boom");
-        });
-        b.step("read a", ids(a), ids(), inv -> { });
-        TrackingAllocator allocator = new TrackingAllocator();
-        try (TestStream stream = new TestStream(0)) {
-            assertThatThrownBy(() -> b.build().runInOneBlock(new ExecutionContext(stream, allocator, null), 1, 0, null,
-                    null)).hasMessage("boom");
-            assertThat(allocator.outstandingBlocks()).isZero();
-        }
-        allocator.close();
-    }
-
-    @Test
     void aStepThatThrowsReleasesEverythingTaken() {
         ExecutionPlan.Builder b = ExecutionPlan.builder();
         int a = b.tensor("a", (batch, seq) -> 64);

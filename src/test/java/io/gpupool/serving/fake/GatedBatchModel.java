@@ -49,12 +49,6 @@ public final class GatedBatchModel implements BatchableModel {
 
     @Override
     public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
-        return inferBatch(members, context, false);
-    }
-
-    @Override
-    public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context,
-                                             boolean oneBlock) {
         batchSizes.add(members.size());
         entered.incrementAndGet();
         try {
@@ -71,7 +65,7 @@ public final class GatedBatchModel implements BatchableModel {
                 throw planted;
             }
         }
-        return model.inferBatch(members, context, oneBlock);
+        return model.inferBatch(members, context);
     }
 
     @Override
@@ -82,12 +76,6 @@ public final class GatedBatchModel implements BatchableModel {
     @Override
     public long batchPeakBytes(List<? extends Member> members) {
         return model.batchPeakBytes(members);
-    }
-
-    @Override
-    public long batchPeakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes,
-                               boolean oneBlock) {
-        return model.batchPeakBytes(members, blockBytes, oneBlock);
     }
 
     @Override
