@@ -35,10 +35,11 @@ public class BatchingProperties {
 
     /**
      * Most batches of one model running at once on a device; 0: one per stream (gpupool.serving.streams-per-device).
-     * Fewer makes each batch larger under load, since requests gather while the batches run, and leaves the other
-     * streams to requests that run alone.
+     * Fewer than the streams makes each batch larger under load, since requests gather while the batches run, and
+     * leaves the other streams to requests that run alone. Two: under the short-request load on the H200, two larger
+     * batches at once served more than four smaller ones (docs/benchmarks.md, "Batches in flight").
      */
-    private int maxBatchesInFlight = 0;
+    private int maxBatchesInFlight = 2;
 
     /** The validated defaults; a bad value names its property. */
     BatchPolicy.Defaults toDefaults() {

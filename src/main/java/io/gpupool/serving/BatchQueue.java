@@ -123,6 +123,11 @@ final class BatchQueue {
         return policy;
     }
 
+    /** Most batches of this queue running at once. */
+    int slots() {
+        return slots;
+    }
+
     BatchableModel replica() {
         return replica;
     }
@@ -423,7 +428,7 @@ final class BatchQueue {
         private final int rows;
         private final AtomicInteger left;
         private final AtomicLong outputNanos = new AtomicLong();
-        /** When the lease went back and the members were handed to the answering executor; read after that hand-over. */
+        /** When the lease went back and the members went to the answering executor; read after that hand-over. */
         private long forwardEnded;
 
         Execution(int rows, int members) {

@@ -189,7 +189,8 @@ public final class BatchStatistics {
 
     private static Snapshot snapshot(String model, Counters c) {
         return new Snapshot(model, c.executions.sum(), c.requests.sum(), c.inferences.sum(), c.tokens.sum(),
-                c.splits.sum(), c.cancelled.sum(), c.bypassed.sum(), QueueDelay.of(c.queueDelayNanos.sum(), c.queueDelay),
+                c.splits.sum(), c.cancelled.sum(), c.bypassed.sum(),
+                QueueDelay.of(c.queueDelayNanos.sum(), c.queueDelay),
                 new Phases(c.forwards.sum(), c.forwardNanos.sum(), c.answers.sum(), c.answerWaitNanos.sum(),
                         c.encodeNanos.sum()));
     }

@@ -33,8 +33,12 @@ public final class DynamicBatcher implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(DynamicBatcher.class);
 
-    /** One model's batching as a replica runs it, for the actuator and logs. */
-    public record Description(String model, String version, int device, String layout, BatchPolicy policy) {
+    /**
+     * One model's batching as a replica runs it, for the actuator and logs; {@code batchesInFlight}: most of its
+     * batches running at once on the device.
+     */
+    public record Description(String model, String version, int device, String layout, BatchPolicy policy,
+                              int batchesInFlight) {
     }
 
     private final Map<Integer, DeviceWorker> workers;
@@ -197,7 +201,7 @@ public final class DynamicBatcher implements AutoCloseable {
         List<Description> out = new ArrayList<>();
         queues.forEach((key, queue) -> {
             out.add(new Description(key.model().name(), key.model().version(), key.device(), queue.replica().batchLayout(),
-                    queue.policy()));
+                    queue.policy(), queue.slots()));
         });
         out.sort(java.util.Comparator.comparing(Description::model).thenComparingInt(Description::device));
         return out;

@@ -10,8 +10,8 @@ package io.gpupool.serving;
  *   TEXT    [ "0.0" | "9.18355E-41" | ... | "1.0" | ... ]          every text, ASCII, in bit-pattern order
  *   START   [ 0, 3, 14, ... ]   65 537 offsets: the text of bits b&lt;&lt;16 is TEXT[START[b] .. START[b+1])
  * </pre>
- * (about 0.8 MB, built by 65 536 calls of {@link Float#toString} in a few milliseconds). Any other float is
- * formatted by {@link Float#toString} as it comes. Either way the bytes are exactly that method's text.
+ * (built once, by 65 536 calls of {@link Float#toString}). Any other float is formatted by {@link Float#toString}
+ * as it comes. Either way the bytes are exactly that method's text.
  */
 final class FloatText {
 

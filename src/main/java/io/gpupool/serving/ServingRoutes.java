@@ -6,6 +6,8 @@ import org.springframework.web.reactive.function.server.HandlerFunction;
 import org.springframework.web.reactive.function.server.RequestPredicate;
 import org.springframework.web.reactive.function.server.RequestPredicates;
 import org.springframework.web.reactive.function.server.RouterFunction;
+import org.springframework.web.reactive.function.server.RouterFunctions;
+import org.springframework.web.reactive.function.server.ServerRequest;
 import org.springframework.web.reactive.function.server.ServerResponse;
 import reactor.core.publisher.Mono;
 
@@ -96,19 +98,30 @@ public final class ServingRoutes {
                 routes.add(new Route(path(pattern), request -> handler.wrongMethod(request, allow)));
             });
             routes.add(new Route(path("/v2/**"), handler::noSuchEndpoint));
-            List<Route> ordered = List.copyOf(routes);
-            return request -> {
-                for (Route route : ordered) {
+            return new InOrder(List.copyOf(routes));
+        }
+
+        /** A predicate and the handler that answers when it holds. */
+        private record Route(RequestPredicate predicate, HandlerFunction<ServerResponse> handler) {
+        }
+
+        /** The routes, tried in order; visitors (the actuator's mappings) see each route as composed ones would. */
+        private record InOrder(List<Route> routes) implements RouterFunction<ServerResponse> {
+
+            @Override
+            public Mono<HandlerFunction<ServerResponse>> route(ServerRequest request) {
+                for (Route route : routes) {
                     if (route.predicate().test(request)) {         // a path predicate binds its variables here
                         return Mono.just(route.handler());
                     }
                 }
                 return Mono.empty();
-            };
-        }
+            }
 
-        /** A predicate and the handler that answers when it holds. */
-        private record Route(RequestPredicate predicate, HandlerFunction<ServerResponse> handler) {
+            @Override
+            public void accept(RouterFunctions.Visitor visitor) {
+                routes.forEach(route -> visitor.route(route.predicate(), route.handler()));
+            }
         }
 
         private static String allowed(java.util.Set<HttpMethod> methods) {

@@ -439,7 +439,8 @@ class DynamicBatchingTest {
         List<DeviceRuntime> runtimes = List.of(new DeviceRuntime(device, activations, weights, ops, twoStreams));
         DynamicBatcher oneAtATime = new DynamicBatcher(runtimes, BatchPolicy.Defaults.off(), 16, Map.of(),
                 new BatchStatistics(), null, 1);
-        InferenceService service = new InferenceService(runtimes, ServingFixture.JSON, InferenceObserver.NONE, oneAtATime);
+        InferenceService service = new InferenceService(runtimes, ServingFixture.JSON, InferenceObserver.NONE,
+                oneAtATime);
         try {
             bert.hold();
             CompletableFuture<EncodedResponse> first = service.infer(validated("1", 1, 1, 5, Duration.ofSeconds(20)))

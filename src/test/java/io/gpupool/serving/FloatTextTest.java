@@ -32,10 +32,12 @@ class FloatTextTest {
         for (int i = 0; i < 200_000; i++) {
             float value = Float.intBitsToFloat(random.nextInt());
             if (Float.isFinite(value)) {
-                assertThat(written(value)).as("bits 0x%08x", Float.floatToRawIntBits(value)).isEqualTo(Float.toString(value));
+                assertThat(written(value)).as("bits 0x%08x", Float.floatToRawIntBits(value))
+                        .isEqualTo(Float.toString(value));
             }
         }
-        for (float value : new float[]{-Float.MIN_NORMAL, -1.1754942E-38f, Float.MIN_VALUE, -Float.MAX_VALUE, 0.1f, 1e7f}) {
+        for (float value : new float[]{-Float.MIN_NORMAL, -1.1754942E-38f, Float.MIN_VALUE, -Float.MAX_VALUE, 0.1f,
+                1e7f}) {
             assertThat(written(value)).isEqualTo(Float.toString(value));
             assertThat(Float.toString(value).length()).isLessThanOrEqualTo(FloatText.MAX_CHARS);
         }

@@ -14,6 +14,8 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
@@ -51,6 +53,45 @@ class InferenceEndpointsTest {
     }
 
     // ---- health and metadata ----
+
+    @Test
+    void everyRouteIsShownToAVisitorSuchAsTheActuatorsMappingsInMatchOrder() {
+        client();
+        List<String> shown = new ArrayList<>();
+        fixture.routes.accept(new org.springframework.web.reactive.function.server.RouterFunctions.Visitor() {
+            @Override
+            public void route(org.springframework.web.reactive.function.server.RequestPredicate predicate,
+                              org.springframework.web.reactive.function.server.HandlerFunction<?> handler) {
+                shown.add(predicate.toString());
+            }
+
+            @Override
+            public void startNested(org.springframework.web.reactive.function.server.RequestPredicate predicate) {
+            }
+
+            @Override
+            public void endNested(org.springframework.web.reactive.function.server.RequestPredicate predicate) {
+            }
+
+            @Override
+            public void resources(java.util.function.Function<org.springframework.web.reactive.function.server
+                    .ServerRequest, reactor.core.publisher.Mono<org.springframework.core.io.Resource>> lookup) {
+            }
+
+            @Override
+            public void attributes(java.util.Map<String, Object> attributes) {
+            }
+
+            @Override
+            public void unknown(org.springframework.web.reactive.function.server.RouterFunction<?> routerFunction) {
+                shown.add("unknown");
+            }
+        });
+        assertThat(shown).doesNotContain("unknown").hasSizeGreaterThan(40);
+        assertThat(shown.getFirst()).contains("GET").contains("/v2/health/live");
+        assertThat(shown).anySatisfy(p -> assertThat(p).contains("POST").contains("/v2/models/{model}/infer"));
+        assertThat(shown.getLast()).contains("/v2/**");
+    }
 
     @Test
     void liveAndReadyAnswer200WithTheFlagsKServesClientReads() {

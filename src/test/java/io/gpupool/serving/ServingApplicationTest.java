@@ -179,6 +179,7 @@ class ServingApplicationTest {
             assertThat(d.model()).isEqualTo("iris-mlp");
             assertThat(d.layout()).isEqualTo("packed");
             assertThat(d.policy().maxRequests()).as("models/iris-mlp/config.json").isEqualTo(64);
+            assertThat(d.batchesInFlight()).as("gpupool.batching.max-batches-in-flight, of 4 streams").isEqualTo(2);
         });
         assertThat(batcher.statistics().executionCount("iris-mlp")).isPositive();
         assertThat(batcher.statistics().inferenceCount("iris-mlp")).isGreaterThanOrEqualTo(2);
@@ -190,7 +191,8 @@ class ServingApplicationTest {
     void theHttpMetricsNameTheMatchedRoutesPatternNotTheModel() {
         client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue("""
-                        {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}""")
+                        {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32",
+                          "data": [5.1, 3.5, 1.4, 0.2]}]}""")
                 .exchange().expectStatus().isOk();
 
         long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();

@@ -46,6 +46,7 @@ final class ServingFixture implements AutoCloseable {
     /** Null unless the builder asked for batching. */
     final DynamicBatcher batcher;
     final WebTestClient client;
+    final org.springframework.web.reactive.function.server.RouterFunction<?> routes;
 
     static Builder builder() {
         return new Builder();
@@ -175,7 +176,8 @@ final class ServingFixture implements AutoCloseable {
         ProtocolExtensions extensions = new ProtocolExtensions(new StatisticsHandler(registry, "CPU"),
                 new ModelConfigHandler(registry, 64, b.streams, "KIND_CPU", model -> null), new SharedMemoryHandler(),
                 repository);
-        client = WebTestClient.bindToRouterFunction(ServingRoutes.routes(handler, extensions)).build();
+        routes = ServingRoutes.routes(handler, extensions);
+        client = WebTestClient.bindToRouterFunction(routes).build();
     }
 
     /**

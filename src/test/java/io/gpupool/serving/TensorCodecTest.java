@@ -143,8 +143,8 @@ class TensorCodecTest {
 
     @Test
     void floatArraysReadExactlyAsTheGeneratorWritesEachNumber() {
-        float[] values = {0f, -0f, 1f, -1.5f, 1e-7f, 3.4028235e38f, Float.MIN_VALUE, 0.001f, 1e7f, 123456.79f, -0.0012817383f,
-                0.59375f, -0.0012817383f, 1.0E-5f};
+        float[] values = {0f, -0f, 1f, -1.5f, 1e-7f, 3.4028235e38f, Float.MIN_VALUE, 0.001f, 1e7f, 123456.79f,
+                -0.0012817383f, 0.59375f, 1.0E-5f};
         java.io.ByteArrayOutputStream ours = new java.io.ByteArrayOutputStream();
         try (tools.jackson.core.JsonGenerator generator = ServingFixture.JSON.createGenerator(ours)) {
             generator.writeStartObject();
