@@ -577,7 +577,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     /** The largest single activation a request of this shape allocates. */
     @Override
     public long largestActivationBytes(int batch, int seq) {
-        return plan.largestTensorBytes(batch, seq);
+        return plan.largestAllocationBytes(batch, seq);
     }
 
     /** Runs padded to a shape bucket with the padding masked (see {@link BertPadding}), when the mask is an input. */

@@ -327,7 +327,7 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
 
     @Override
     public long largestActivationBytes(int batch, int seq) {
-        return plan.largestTensorBytes(batch, 0);
+        return plan.largestAllocationBytes(batch, 0);
     }
 
     public long weightBytes() {

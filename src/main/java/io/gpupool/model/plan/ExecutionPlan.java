@@ -218,11 +218,6 @@ public final class ExecutionPlan {
         return arenas.get(batch, seq).blockBytes();
     }
 
-    /** Offset of tensor {@code id} in the arena of a request of this shape (0 for a tensor of no bytes). */
-    public long arenaOffset(int batch, int seq, int id) {
-        return arenas.get(batch, seq).offset(id);
-    }
-
     /** Shapes whose packing is kept now (at most {@link ArenaLayouts#CAPACITY}). */
     int cachedArenaShapes() {
         return arenas.size();
@@ -244,7 +239,7 @@ public final class ExecutionPlan {
      * The largest single allocation a request of this shape makes: its arena with a request arena, else its
      * largest tensor.
      */
-    public long largestTensorBytes(int batch, int seq) {
+    public long largestAllocationBytes(int batch, int seq) {
         if (requestArena) {
             return arenaBytes(batch, seq);
         }

@@ -49,7 +49,7 @@ class ExecutionPlanArenaTest {
         assertThat(plan.livenessPeakBytes(1, 0)).isEqualTo(1024 + 2048 + 256);
         assertThat(plan.arenaBytes(1, 0)).isEqualTo(plan.livenessPeakBytes(1, 0));
         assertThat(plan.peakBytes(1, 0)).isEqualTo(plan.arenaBytes(1, 0));
-        assertThat(plan.largestTensorBytes(1, 0)).as("the arena is the one allocation").isEqualTo(3328);
+        assertThat(plan.largestAllocationBytes(1, 0)).as("the arena is the one allocation").isEqualTo(3328);
         // A pool handing out 2 KiB blocks rounds the one arena, not each tensor.
         assertThat(plan.peakBytes(1, 0, bytes -> (bytes + 2047) / 2048 * 2048)).isEqualTo(4096);
         assertThat(chain(false).peakBytes(1, 0, bytes -> (bytes + 2047) / 2048 * 2048)).isEqualTo(3 * 2048);
