@@ -18,9 +18,9 @@ import java.util.Arrays;
  *   blockBytes   max over i of offset(i) + size(i)
  *   peak         max over instants of the sum of size(i) alive then: no packing can need fewer bytes
  * </pre>
- * For a plan, a tensor written first at step s and read last at step e lives over {@code [s, e + 1)}: a
- * tensor first written at step e + 1 may take its bytes, as it may take a released block in the pool (the release is
- * stream-ordered, the later step runs after the reads).
+ * For a plan, a tensor written first at step s and read last at step e lives over {@code [s, e + 1)}:
+ * a tensor first written at step e + 1 may take its bytes, as it may take a released block in the pool
+ * (the release is stream-ordered, the later step runs after the reads).
  * <pre>
  *   a 2K steps 0-1,  b 4K steps 1-2,  c 1K steps 2-3,  d 256 B steps 0-3;  placed in the order b, a, c, d
  *
@@ -46,9 +46,11 @@ import java.util.Arrays;
  *   <li>{@code blockBytes} = the highest end of any placement.</li>
  * </ol>
  * The result is never below the peak, and no two conflicting buffers overlap (step 3 skips every
- * conflicting placement). For chain-shaped forwards, whose tensors mostly live a step or two, it equals
- * the peak or lies a few per cent above it; the property test in {@code LifetimePackingTest} holds
- * it to the conflict rule on random plans. O(n² log n) for n buffers (a few hundred), once per shape.
+ * conflicting placement). For the chain-shaped forwards of our models, whose tensors mostly live a step
+ * or two, it meets the peak where measured (docs/benchmarks.md, "Request arenas"). Property tests hold it
+ * to the conflict rule on random buffers ({@code LifetimePackingTest}) and on random plans run in arenas
+ * ({@code ExecutionPlanArenaTest}). Cost: n² conflict checks for n buffers (a few hundred) and a sort of
+ * each buffer's conflicts, once per shape.
  */
 public final class LifetimePacking {
 
