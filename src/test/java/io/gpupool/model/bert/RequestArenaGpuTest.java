@@ -2,6 +2,7 @@ package io.gpupool.model.bert;
 
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
+import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.memory.DeviceAllocator;
@@ -28,6 +29,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.Set;
 
+import static io.gpupool.model.bert.BertBatchingTest.assertBatchEqualsAlone;
 import static io.gpupool.model.bert.BertBatchingTest.bert;
 import static io.gpupool.model.bert.BertBatchingTest.mixedBertRequests;
 import static io.gpupool.model.testing.Fixtures.fixture;
@@ -37,7 +39,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Request arenas on the CUDA kernels ({@code gpupool.serving.request-arena}): tiny BERT alone and batched, FP32
- * (packed) and BF16 (padded), gives what it gives with a block per tensor; on the two-level pool each forward takes
+ * (packed) and BF16 (padded), gives what it gives with a block per tensor; batches in arenas (FP32 packed, BF16
+ * padded, BF16 packed on cuBLASLt) give each request what it gets alone; on the two-level pool each forward takes
  * one block and the pool is empty afterwards; a graph captured from an arena forward replays the eager outputs.
  * Skipped, not failed, where no driver or device is present.
  */
@@ -133,6 +136,38 @@ class RequestArenaGpuTest {
                 bert(1, 3, 10, 4, true, true, Set.of()),
                 bert(2, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT)),
                 bert(3, 1, 17, 3, true, false, Set.of(BertModel.LAST_HIDDEN_STATE))), 1e-3);
+    }
+
+    @Test
+    void batchesInArenasEqualEachRequestAloneFp32PackedAndBf16Padded() {
+        CudaTensorOps fp32 = new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
+        BatchableModel packed = load(fp32, true);
+        assertThat(packed.batchLayout()).isEqualTo("packed");
+        assertBatchEqualsAlone(packed, () -> new ExecutionContext(stream, pool, fp32), mixedBertRequests(), 1e-5);
+        CudaTensorOps bf16 = new CudaTensorOps(device, CudaTensorOps.Precision.BF16);
+        BatchableModel padded = load(bf16, true);
+        assertThat(padded.batchLayout()).isEqualTo("padded");
+        assertBatchEqualsAlone(padded, () -> new ExecutionContext(stream, pool, bf16), List.of(
+                bert(1, 3, 10, 4, true, true, Set.of()),
+                bert(2, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT)),
+                bert(3, 1, 17, 3, true, false, Set.of(BertModel.LAST_HIDDEN_STATE))), 1e-3);
+    }
+
+    @Test
+    void bf16PackedBatchesInArenasStayCloseToEachRequestAlone() {
+        MatmulLibrary library = device.matmulLibrary(null).orElse(null);
+        Assumptions.assumeTrue(library != null, "cuBLASLt not loadable: no bf16 activations");
+        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, pool,
+                new CudaTensorOps.Options(true, false, CudaTensorOps.Options.DEFAULT.warpLayerNorm()));
+        try {
+            BatchableModel model = load(ops, true);
+            assertThat(model.batchLayout()).isEqualTo("packed");
+            assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, pool, ops), mixedBertRequests(),
+                    BertBatchingGpuTest.BF16_TOLERANCE);
+        } finally {
+            stream.synchronize();
+            ops.close();
+        }
     }
 
     @Test

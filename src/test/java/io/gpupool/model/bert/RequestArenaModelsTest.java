@@ -151,6 +151,34 @@ class RequestArenaModelsTest {
         }
     }
 
+    /** One batch: a single allocation of exactly its planned bytes, released when the batch returns. */
+    private void assertOneBlock(BatchableModel model, TensorOps ops, List<BertBatchingTest.Request> batch) {
+        List<BatchableModel.Member> members = new ArrayList<>();
+        for (BertBatchingTest.Request r : batch) {
+            members.add(model.prepare(r.inputs(), r.outputs()));
+        }
+        long before = requests.metrics().counters().allocations();
+        requests.resetPeak();
+        model.inferBatch(members, context(ops));
+        assertThat(requests.metrics().counters().allocations() - before).as("%s batch", model.batchLayout())
+                .isEqualTo(1);
+        assertThat(requests.peakBytes()).isEqualTo(model.batchPeakBytes(members));
+        assertThat(requests.currentBytes()).isZero();
+    }
+
+    @Test
+    void packedPaddedAndMlpBatchesEachRunInOneBlock() {
+        HostTensorOps ops = new HostTensorOps();
+        assertOneBlock(load("tiny-bert", ops, true), ops, mixedBertRequests());
+        TensorOps padding = withoutPackedOps(new HostTensorOps());
+        BatchableModel padded = load("tiny-bert", padding, true);
+        assertThat(padded.batchLayout()).isEqualTo("padded");
+        assertOneBlock(padded, padding, mixedBertRequests().subList(0, 3));
+        assertOneBlock(load("iris-mlp", ops, true), ops, List.of(
+                mlp(new float[]{5.1f, 3.5f, 1.4f, 0.2f, 6.7f, 3.0f, 5.2f, 2.3f}, java.util.Set.of()),
+                mlp(new float[]{5.9f, 3.0f, 4.2f, 1.5f}, java.util.Set.of("label"))));
+    }
+
     @Test
     void aFailureMidForwardLeavesThePoolAtZeroAllocated() {
         HostTensorOps ops = new HostTensorOps();
