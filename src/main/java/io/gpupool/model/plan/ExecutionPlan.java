@@ -258,7 +258,8 @@ public final class ExecutionPlan {
     /**
      * Runs every step for one request, then synchronises the stream. On success and on failure
      * alike, every block taken is released before this returns; a failure is rethrown after the
-     * stream has been drained (a failure to drain is attached as suppressed).
+     * stream has been drained (a failure to drain is attached as suppressed). With a request arena
+     * the request takes one block, released after the synchronisation (see the class comment).
      *
      * @param absent tensors (optional ones) this request does not have; steps see address 0
      * @param state  request-specific host state the kernels read (inputs, output buffers)
