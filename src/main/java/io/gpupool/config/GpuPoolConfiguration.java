@@ -239,7 +239,8 @@ public class GpuPoolConfiguration {
 
     @Bean
     ModelSource repositoryModelSource(GpuPoolSettings settings, DeviceGraphSet graphs) {
-        return new RepositoryModelSource(settings.models().path(), settings.serving().streamsPerDevice(), graphs);
+        return new RepositoryModelSource(settings.models().path(), settings.serving().streamsPerDevice(), graphs,
+                settings.serving().requestArena());
     }
 
     @Bean(destroyMethod = "close")

@@ -268,9 +268,15 @@ public class GpuPoolProperties {
         /** Run each model once at its largest size before reporting ready (sizes the pools, proves the models run). */
         private boolean warmUp = true;
 
+        /**
+         * Each forward takes one block (its arena) sized by the execution plan, its tensors at offsets packed from
+         * their lifetimes, released once the stream has finished; false: one allocation per tensor.
+         */
+        private boolean requestArena = false;
+
         ServingSettings toSettings() {
             return new ServingSettings(streamsPerDevice, queueCapacity, defaultTimeout, maxBodySize, maxBatchSize,
-                    maxSequenceLength, warmUp);
+                    maxSequenceLength, warmUp, requestArena);
         }
 
         public int getStreamsPerDevice() { return streamsPerDevice; }
@@ -287,6 +293,8 @@ public class GpuPoolProperties {
         public void setMaxSequenceLength(int maxSequenceLength) { this.maxSequenceLength = maxSequenceLength; }
         public boolean isWarmUp() { return warmUp; }
         public void setWarmUp(boolean warmUp) { this.warmUp = warmUp; }
+        public boolean isRequestArena() { return requestArena; }
+        public void setRequestArena(boolean requestArena) { this.requestArena = requestArena; }
     }
 
     /** {@code gpupool.models.*}: where the models come from. */

@@ -45,7 +45,7 @@ final class RepositoryModelSource implements ModelSource {
                 try (DeviceStream stream = device.device().createStream(loadStreamOrdinal)) {
                     device.device().bindToCurrentThread();
                     replicas.put(device.index(), ModelRepository.loadModel(name, folder,
-                            new LoadTarget(stream, device.weightsAllocator(), device.ops())));
+                            new LoadTarget(stream, device.weightsAllocator(), device.ops(), requestArena)));
                 }
             }
             return new ServedModel(replicas);
@@ -68,11 +68,14 @@ final class RepositoryModelSource implements ModelSource {
     private final int loadStreamOrdinal;
     /** Puts a model loaded on a device behind that device's graphs (identity where it has none). */
     private final DeviceGraphSet graphs;
+    /** The models run each forward in one arena ({@code gpupool.serving.request-arena}). */
+    private final boolean requestArena;
 
-    RepositoryModelSource(Path root, int loadStreamOrdinal, DeviceGraphSet graphs) {
+    RepositoryModelSource(Path root, int loadStreamOrdinal, DeviceGraphSet graphs, boolean requestArena) {
         this.root = root;
         this.loadStreamOrdinal = loadStreamOrdinal;
         this.graphs = graphs;
+        this.requestArena = requestArena;
     }
 
     @Override
@@ -84,7 +87,8 @@ final class RepositoryModelSource implements ModelSource {
             ModelRepository repository;
             try (DeviceStream stream = device.device().createStream(loadStreamOrdinal)) {
                 device.device().bindToCurrentThread();
-                repository = new ModelRepository(root, new LoadTarget(stream, device.weightsAllocator(), device.ops()));
+                repository = new ModelRepository(root, new LoadTarget(stream, device.weightsAllocator(), device.ops(),
+                        requestArena));
                 try {
                     index = repository.load();
                 } catch (IllegalStateException e) {

@@ -9,7 +9,7 @@ import java.time.Duration;
  * property, the value and the allowed range.
  */
 public record ServingSettings(int streamsPerDevice, int queueCapacity, Duration defaultTimeout, DataSize maxBodySize,
-                              int maxBatchSize, int maxSequenceLength, boolean warmUp) {
+                              int maxBatchSize, int maxSequenceLength, boolean warmUp, boolean requestArena) {
 
     /** Bodies are read whole into one array. */
     static final long MAX_BODY_LIMIT = Integer.MAX_VALUE - 8;

@@ -20,6 +20,8 @@ import java.util.Locale;
  *       --requests N        requests to generate (2000)
  *       --streams N         concurrent streams (16)
  *       --seed N            random seed (42)
+ *     --request-arena       replay each request as one allocation of its arena (RequestArenaTrace), as the
+ *                           server allocates with gpupool.serving.request-arena
  *     --write-trace FILE    also write the (generated) trace as CSV
  *     --strategies A,B      strategies to replay against (default: all known)
  *     --capacity-gib N      size of the simulated device (141)
@@ -53,6 +55,7 @@ public final class TraceReplayMain {
         List<TraceReplayer.Strategy> strategies = ReplayStrategies.all();
         long capacity = 141L << 30;
         boolean minCapacity = false;
+        boolean requestArena = false;
         FenceTiming fenceTiming = FenceTiming.IMMEDIATE;
         for (int i = 0; i < args.length; i++) {
             String arg = args[i];
@@ -60,6 +63,7 @@ public final class TraceReplayMain {
                 case "--trace" -> tracePath = Path.of(value(args, ++i, arg));
                 case "--generate" -> generate = true;
                 case "--min-capacity" -> minCapacity = true;
+                case "--request-arena" -> requestArena = true;
                 case "--fence-lag" -> fenceTiming = FenceTiming.parse(value(args, ++i, arg));
                 case "--requests" -> config = config.withRequests(Integer.parseInt(value(args, ++i, arg)));
                 case "--streams" -> config = config.withStreams(Integer.parseInt(value(args, ++i, arg)));
@@ -87,10 +91,13 @@ public final class TraceReplayMain {
             throw new IllegalArgumentException("give exactly one of --trace FILE or --generate");
         }
         Trace trace = generate ? new InferenceTraceGenerator(config).generate() : Trace.read(tracePath);
+        if (requestArena) {
+            trace = RequestArenaTrace.of(trace);
+        }
         if (writeTrace != null) {
             trace.write(writeTrace);
         }
-        String what = generate ? "generated " + config : tracePath.toString();
+        String what = (generate ? "generated " + config : tracePath.toString()) + (requestArena ? ", request arenas" : "");
         System.out.printf(Locale.ROOT, "trace: %s, %d events%n", what, trace.size());
         if (lagging) {
             long peakLive = TraceReplayer.peakLive(trace);

@@ -19,8 +19,9 @@ import java.util.Set;
  * The start-up sizing and dry run.
  *
  * <ol>
- *   <li>Per device: the largest single tensor any of its models allocates at its largest accepted
- *       size (maximum batch, maximum sequence length), as the models' liveness plans report it; the
+ *   <li>Per device: the largest single allocation any of its models makes at its largest accepted
+ *       size (maximum batch, maximum sequence length), as the models' liveness plans report it (a
+ *       tensor, or with {@code gpupool.serving.request-arena} a forward's whole arena); the
  *       device's pool reserves 1.5 × that up front (less makes the first requests grow the pool,
  *       more reserves memory no request uses).</li>
  *   <li>Every model runs once per device at that size, through the same stream lease a request takes. That

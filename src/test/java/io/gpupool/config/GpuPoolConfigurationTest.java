@@ -11,6 +11,8 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.jackson.autoconfigure.JacksonAutoConfiguration;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
+import java.util.List;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The wiring: which backend, allocator, streams and models a set of properties produces. */
@@ -34,6 +36,19 @@ class GpuPoolConfigurationTest {
                     assertThat(context.getBean(ModelRegistry.class).models()).extracting(ServedModel::name)
                             .contains("iris-mlp", "tiny-bert");
                 });
+    }
+
+    @Test
+    void requestArenasAreOffByDefaultAndTheSettingReachesEveryLoadedModel() {
+        // With an arena a forward's one allocation is its whole planned peak; without, its largest tensor.
+        java.util.function.Function<org.springframework.context.ApplicationContext, List<Boolean>> oneBlock = context ->
+                context.getBean(ModelRegistry.class).models().stream()
+                        .map(model -> (io.gpupool.model.PlannedMemory) model.replicas().values().iterator().next())
+                        .map(planned -> planned.largestActivationBytes(2, 16) == planned.peakActivationBytes(2, 16))
+                        .toList();
+        runner.run(context -> assertThat(oneBlock.apply(context)).hasSize(2).containsOnly(false));
+        runner.withPropertyValues("gpupool.serving.request-arena=true")
+                .run(context -> assertThat(oneBlock.apply(context)).hasSize(2).containsOnly(true));
     }
 
     @Test

@@ -67,12 +67,17 @@ class DynamicBatchingTest {
     WebTestClient client;
     WebTestClient alone;
 
+    /** Whether the model runs each forward in one arena; {@link DynamicBatchingInArenasTest} runs every test so. */
+    boolean requestArena() {
+        return false;
+    }
+
     @BeforeEach
     void start() {
         worker = new DeviceWorker(device, activations, ops, 1, 16);
         DeviceStream loading = device.createStream(7);
         bert = new GatedBatchModel((BatchableModel) ModelRepository.loadModel(MODEL, fixture(MODEL),
-                new LoadTarget(loading, weights, ops)));
+                new LoadTarget(loading, weights, ops, requestArena())));
         loading.close();
         served = new ServedModel(Map.of(0, bert));
         ModelRegistry registry = new ModelRegistry(List.of(served), List.of());

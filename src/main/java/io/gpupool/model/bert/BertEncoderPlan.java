@@ -125,9 +125,11 @@ final class BertEncoderPlan {
     /**
      * Builds the forward of {@code model}'s weights under {@code prefix} on {@code layout}.
      *
-     * @param elem bytes per activation element (2: bf16, and then every output gets a widening step)
+     * @param elem         bytes per activation element (2: bf16, and then every output gets a widening step)
+     * @param requestArena run each forward in one arena ({@link ExecutionPlan.Builder#requestArena})
      */
-    static Built build(TokenLayout layout, BertModel model, String prefix, boolean pooler, int elem) {
+    static Built build(TokenLayout layout, BertModel model, String prefix, boolean pooler, int elem,
+                       boolean requestArena) {
         ModelConfig.Bert arch = model.arch();
         DeviceWeights weights = model.weights();
         int numLabels = model.numLabels();
@@ -137,7 +139,7 @@ final class BertEncoderPlan {
         ExecutionPlan.Size tokensH = layout.perToken((long) h * elem);
         ExecutionPlan.Size sequencesH = (sequences, tokens) -> (long) sequences * h * elem;
         ExecutionPlan.Size sequencesC = (sequences, tokens) -> (long) sequences * numLabels * elem;
-        ExecutionPlan.Builder b = ExecutionPlan.builder();
+        ExecutionPlan.Builder b = ExecutionPlan.builder().requestArena(requestArena);
         OptionalInputs inputs = layout.inputs(b);
         int hidden = layout.embed(b, new Embeddings(
                 weights.address(prefix + "embeddings.word_embeddings.weight"),

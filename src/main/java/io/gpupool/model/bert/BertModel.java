@@ -46,7 +46,8 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  * The op sequence is {@link BertEncoderPlan}'s, shared with the packed forward of a batch of requests
  * ({@link PackedBertForward}); this class supplies its padded layout ({@code PaddedTokens}). The steps and their
  * tensors form an {@link ExecutionPlan} built once at load; each intermediate is released right after its last
- * reader. Batches of requests run through {@link BertBatching}.
+ * reader, or, with a request arena ({@link LoadTarget#requestArena}), lives at its packed offset in one block per
+ * forward. Batches of requests run through {@link BertBatching}.
  *
  * <p>Activations take {@link TensorOps#activationBytes()} bytes per element (2 where the kernels hold them in
  * bf16); the linear weights and biases are then uploaded as bf16 too, and each output a request asks for is widened
@@ -91,9 +92,13 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     private final BertPadding padding;
     private volatile boolean closed;
 
+    /** Forwards run in one arena per request (LoadTarget#requestArena), the padded and the packed plan alike. */
+    private final boolean requestArena;
+
     private BertModel(ModelConfig config, DeviceWeights weights, String prefix, boolean pooler, int numLabels,
-                      TensorOps planningOps) {
+                      TensorOps planningOps, boolean requestArena) {
         this.config = config;
+        this.requestArena = requestArena;
         this.arch = (ModelConfig.Bert) config.architecture();
         this.weights = weights;
         this.numLabels = numLabels;
@@ -120,7 +125,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
                 inputs.stream().anyMatch(s -> s.name().equals(TOKEN_TYPE_IDS)));
 
         BertEncoderPlan.Built built = BertEncoderPlan.build(new PaddedTokens(arch, planningOps), this, prefix, pooler,
-                planningOps.activationBytes());
+                planningOps.activationBytes(), requestArena);
         this.plan = built.plan();
         this.maskTensor = built.inputs().mask();
         this.typesTensor = built.inputs().types();
@@ -221,7 +226,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
                 }
             }
             weights.finish();
-            return new BertModel(config, weights, prefix, pooler, numLabels, target.ops());
+            return new BertModel(config, weights, prefix, pooler, numLabels, target.ops(), target.requestArena());
         } catch (RuntimeException | Error e) {
             try {
                 weights.close();
@@ -561,6 +566,10 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         return numLabels;
     }
 
+    boolean requestArena() {
+        return requestArena;
+    }
+
     /** Bytes of activations one request of this shape holds at its peak (see {@link ExecutionPlan#peakBytes}). */
     @Override
     public long peakActivationBytes(int batch, int seq) {
@@ -575,7 +584,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     /** The largest single activation a request of this shape allocates. */
     @Override
     public long largestActivationBytes(int batch, int seq) {
-        return plan.largestTensorBytes(batch, seq);
+        return plan.largestAllocationBytes(batch, seq);
     }
 
     /** Runs padded to a shape bucket with the padding masked (see {@link BertPadding}), when the mask is an input. */

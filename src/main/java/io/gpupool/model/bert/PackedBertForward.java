@@ -51,7 +51,7 @@ final class PackedBertForward {
     /** @param elem bytes per activation element of the kernels it runs on (2: bf16) */
     PackedBertForward(BertModel model, String prefix, boolean pooler, int elem) {
         BertEncoderPlan.Built built = BertEncoderPlan.build(new PackedTokens(model.arch(), elem), model, prefix,
-                pooler, elem);
+                pooler, elem, model.requestArena());
         this.plan = built.plan();
         this.maskTensor = built.inputs().mask();
         this.typesTensor = built.inputs().types();

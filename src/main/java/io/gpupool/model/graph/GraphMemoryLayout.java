@@ -1,9 +1,6 @@
 package io.gpupool.model.graph;
 
-import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.Comparator;
-import java.util.List;
+import io.gpupool.model.plan.LifetimePacking;
 
 /**
  * Where, inside one pool block, each allocation of a captured forward pass lives: offsets packed from
@@ -23,36 +20,23 @@ import java.util.List;
  *   event 3    [ ids ]                    [ emb.out ........ ]
  *   event 5    [ ids ][ qkv ................... ]  (emb.sum's bytes reused)
  * </pre>
- * Packing, greedy by size (largest first, the order that makes small tensors fill the holes):
- * <ol>
- *   <li>sort allocations by size descending (ties: earlier birth first);</li>
- *   <li>for each, collect the placed allocations it conflicts with, sorted by offset;</li>
- *   <li>walk the gaps between them from offset 0 and take the first gap it fits in (else the end of
- *       the last one);</li>
- *   <li>{@code blockBytes} = the highest end of any placement.</li>
- * </ol>
- * The result is never below the plan's peak (the sum of sizes alive at the busiest event) and, for
- * the chain-shaped forwards of our models, equals it or comes close. O(n² log n) for n allocations:
- * a few hundred, once per captured shape.
+ * The packing itself (greedy by size, never below the trace's peak) is {@link LifetimePacking}'s, the same
+ * that places a request's tensors in its arena.
  */
 public final class GraphMemoryLayout {
 
     /** Every offset and size is a multiple of this, as every allocator in the server aligns. */
-    public static final long ALIGNMENT = 256;
+    public static final long ALIGNMENT = LifetimePacking.ALIGNMENT;
 
-    private final long[] sizes;
-    private final long[] offsets;
-    private final long blockBytes;
+    private final LifetimePacking packing;
 
-    private GraphMemoryLayout(long[] sizes, long[] offsets, long blockBytes) {
-        this.sizes = sizes;
-        this.offsets = offsets;
-        this.blockBytes = blockBytes;
+    private GraphMemoryLayout(LifetimePacking packing) {
+        this.packing = packing;
     }
 
     /** Rounds {@code bytes} up to {@link #ALIGNMENT}. */
     public static long aligned(long bytes) {
-        return (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+        return LifetimePacking.aligned(bytes);
     }
 
     /**
@@ -68,7 +52,6 @@ public final class GraphMemoryLayout {
             throw new IllegalArgumentException("sizes, births and deaths differ in length: " + n + ", "
                     + births.length + ", " + deaths.length);
         }
-        long[] rounded = new long[n];
         for (int i = 0; i < n; i++) {
             if (sizes[i] <= 0) {
                 throw new IllegalArgumentException("allocation " + i + " has size " + sizes[i] + ", expected > 0");
@@ -77,56 +60,27 @@ public final class GraphMemoryLayout {
                 throw new IllegalArgumentException("allocation " + i + " dies at event " + deaths[i]
                         + ", not after its birth at " + births[i]);
             }
-            rounded[i] = aligned(sizes[i]);
         }
-        Integer[] order = new Integer[n];
-        for (int i = 0; i < n; i++) {
-            order[i] = i;
-        }
-        Arrays.sort(order, Comparator.<Integer>comparingLong(i -> -rounded[i]).thenComparingInt(i -> births[i]));
-        long[] offsets = new long[n];
-        boolean[] placed = new boolean[n];
-        long blockBytes = 0;
-        List<Integer> conflicts = new ArrayList<>();
-        for (int i : order) {
-            conflicts.clear();
-            for (int j = 0; j < n; j++) {
-                if (placed[j] && births[i] < deaths[j] && births[j] < deaths[i]) {
-                    conflicts.add(j);
-                }
-            }
-            conflicts.sort(Comparator.comparingLong(j -> offsets[j]));
-            long candidate = 0;
-            for (int j : conflicts) {
-                if (candidate + rounded[i] <= offsets[j]) {
-                    break;                                        // fits in the gap before j
-                }
-                candidate = Math.max(candidate, offsets[j] + rounded[j]);
-            }
-            offsets[i] = candidate;
-            placed[i] = true;
-            blockBytes = Math.max(blockBytes, candidate + rounded[i]);
-        }
-        return new GraphMemoryLayout(rounded, offsets, blockBytes);
+        return new GraphMemoryLayout(LifetimePacking.pack(sizes, births, deaths));
     }
 
     /** Number of allocations. */
     public int count() {
-        return sizes.length;
+        return packing.count();
     }
 
     /** Rounded size of allocation {@code i}. */
     public long size(int i) {
-        return sizes[i];
+        return packing.size(i);
     }
 
     /** Offset of allocation {@code i} from the start of the block. */
     public long offset(int i) {
-        return offsets[i];
+        return packing.offset(i);
     }
 
     /** Bytes the block must have. */
     public long blockBytes() {
-        return blockBytes;
+        return packing.blockBytes();
     }
 }

@@ -64,7 +64,8 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
     private record Request(MemorySegment input, MemorySegment scores) {
     }
 
-    private MlpModel(ModelConfig config, DeviceWeights weights) {
+    /** @param requestArena each forward in one arena (LoadTarget#requestArena) */
+    private MlpModel(ModelConfig config, DeviceWeights weights, boolean requestArena) {
         this.config = config;
         this.arch = (ModelConfig.Mlp) config.architecture();
         this.weights = weights;
@@ -89,7 +90,7 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
         this.outputs = selected.isEmpty() ? allOutputs : List.copyOf(selected);
         this.signature = ModelSignature.of(config, PLATFORM, inputs, outputs, 0);
 
-        ExecutionPlan.Builder b = ExecutionPlan.builder();
+        ExecutionPlan.Builder b = ExecutionPlan.builder().requestArena(requestArena);
         int in = b.tensor(INPUT, (bs, s) -> (long) bs * arch.inputFeatures() * Float.BYTES);
         b.step("upload input", ids(), ids(in), inv -> {
             Request r = inv.state();
@@ -167,7 +168,7 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
                 weights.upload(name, file, name);
             }
             weights.finish();
-            return new MlpModel(config, weights);
+            return new MlpModel(config, weights, target.requestArena());
         } catch (RuntimeException | Error e) {
             try {
                 weights.close();
@@ -325,7 +326,7 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
 
     @Override
     public long largestActivationBytes(int batch, int seq) {
-        return plan.largestTensorBytes(batch, 0);
+        return plan.largestAllocationBytes(batch, 0);
     }
 
     public long weightBytes() {

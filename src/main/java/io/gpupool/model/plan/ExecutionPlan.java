@@ -31,16 +31,38 @@ import java.util.function.LongUnaryOperator;
  * </ol>
  * So at any moment only the tensors a later step still needs are held, and the peak is
  * {@code max over i of sum(size(t) for t alive at i)} (sizes rounded up to the allocator's 256-byte
- * alignment), computable without running anything: {@link #peakBytes}. This is the minimum for
+ * alignment), computable without running anything: {@link #livenessPeakBytes}. This is the minimum for
  * this step order, since every tensor alive at step i is read at or after i.
  *
  * <p>Tensors marked optional may be absent in a request (e.g. no attention mask): they are then
  * not allocated and steps see address 0. The planned peak counts them as present (an upper bound).
+ *
+ * <h2>Request arena ({@link Builder#requestArena}, {@code gpupool.serving.request-arena})</h2>
+ * Instead of one allocation per tensor, a request takes one block, its arena, and each tensor lives at a
+ * fixed offset inside it: {@link LifetimePacking} places the tensors' step lifetimes once per shape
+ * ({@link ArenaLayouts} keeps the recent shapes).
+ * <pre>
+ *   the steps above in one arena (emb and hidden of one size, ids and pooled small):
+ *            base ─►                               base + arenaBytes
+ *   step 0                    [ ids ]
+ *   step 1   [ emb ......... ][ ids ]
+ *   step 2   [ emb ......... ][ hidden ........ ]      hidden takes the bytes ids left
+ *   step 3   [pooled]         [ hidden ........ ]      pooled takes the bytes emb left
+ *
+ *   run: allocate(arenaBytes) before step 0; address(t) = base + offset(t); no release per tensor;
+ *        release the arena after the final synchronize()
+ * </pre>
+ * The pool then sees one allocation and one release per request instead of one pair per tensor, and the
+ * release comes when the stream's work on the arena has finished, so the freed block carries no pending
+ * work. {@code arenaBytes} is at least the liveness peak (the packing may leave holes) and is what
+ * {@link #peakBytes} answers in this mode, so an admission charges what the run takes. Absent optional
+ * tensors keep their place (they are a request's inputs, a few bytes per token): the arena depends on
+ * the shape alone, and the charge made before the run is exactly the block the run allocates.
  */
 public final class ExecutionPlan {
 
     /** Allocations are rounded up to this by every allocator (see DeviceAllocator#allocate). */
-    public static final long ALIGNMENT = 256;
+    public static final long ALIGNMENT = LifetimePacking.ALIGNMENT;
 
     /** The size of a tensor for a request of {@code batch} sequences of {@code seq} tokens. */
     @FunctionalInterface
@@ -66,10 +88,17 @@ public final class ExecutionPlan {
     private final int[][] births;
     /** deaths[i]: tensors released just after step i. */
     private final int[][] deaths;
+    /** birth[t], death[t]: the first step that writes tensor t, the last step that reads or writes it. */
+    private final int[] birth;
+    private final int[] death;
+    /** One arena per request instead of a block per tensor. */
+    private final boolean requestArena;
+    private final ArenaLayouts arenas = new ArenaLayouts(this::pack);
 
-    private ExecutionPlan(List<Tensor> tensors, List<Step> steps) {
+    private ExecutionPlan(List<Tensor> tensors, List<Step> steps, boolean requestArena) {
         this.tensors = List.copyOf(tensors);
         this.steps = List.copyOf(steps);
+        this.requestArena = requestArena;
         int n = tensors.size();
         int[] birth = new int[n];
         int[] death = new int[n];
@@ -97,6 +126,8 @@ public final class ExecutionPlan {
         }
         this.births = group(birth, steps.size());
         this.deaths = group(death, steps.size());
+        this.birth = birth;
+        this.death = death;
     }
 
     private static int[][] group(int[] stepOfTensor, int stepCount) {
@@ -131,20 +162,43 @@ public final class ExecutionPlan {
         return bytes <= 0 ? 0 : blockBytes.applyAsLong(bytes);
     }
 
-    /**
-     * The most bytes held at once by one request of this shape: the sum over the tensors alive at
-     * the busiest step, each rounded up to {@link #ALIGNMENT}. A buddy pool may round further (to a
-     * power of two); callers sizing such a pool should apply its rounding per tensor.
-     */
-    public long peakBytes(int batch, int seq) {
-        return peakBytes(batch, seq, ALIGNED);
+    /** Whether requests run in one arena ({@link Builder#requestArena}). */
+    public boolean requestArena() {
+        return requestArena;
     }
 
     /**
-     * The peak as an allocator with coarser blocks holds it: each tensor rounded by {@code blockBytes}
-     * (bytes asked -&gt; bytes the allocator hands out, at least the bytes asked) before the sum.
+     * The most bytes one request of this shape holds at once from its allocator: with a request arena the
+     * arena ({@link #arenaBytes}); else the sum over the tensors alive at the busiest step, each rounded up
+     * to {@link #ALIGNMENT} ({@link #livenessPeakBytes}). A buddy pool may round further (to a power of
+     * two); callers sizing such a pool should pass its rounding to {@link #peakBytes(int, int, LongUnaryOperator)}.
+     */
+    public long peakBytes(int batch, int seq) {
+        return requestArena ? arenaBytes(batch, seq) : livenessPeakBytes(batch, seq);
+    }
+
+    /**
+     * The peak as an allocator with coarser blocks holds it (bytes asked -&gt; bytes the allocator hands
+     * out, at least the bytes asked): with a request arena the arena's one block, else each tensor
+     * rounded by {@code blockBytes} before the sum.
      */
     public long peakBytes(int batch, int seq, LongUnaryOperator blockBytes) {
+        if (requestArena) {
+            long arena = arenaBytes(batch, seq);
+            return arena == 0 ? 0 : blockBytes.applyAsLong(arena);
+        }
+        return livenessPeak(batch, seq, blockBytes);
+    }
+
+    /**
+     * The sum over the tensors alive at the busiest step, each rounded up to {@link #ALIGNMENT}: what a
+     * request holds at its peak with a block per tensor, and the least any arena can have.
+     */
+    public long livenessPeakBytes(int batch, int seq) {
+        return livenessPeak(batch, seq, ALIGNED);
+    }
+
+    private long livenessPeak(int batch, int seq, LongUnaryOperator blockBytes) {
         long live = 0;
         long peak = 0;
         for (int i = 0; i < steps.size(); i++) {
@@ -159,8 +213,36 @@ public final class ExecutionPlan {
         return peak;
     }
 
-    /** The largest single allocation a request of this shape makes. */
-    public long largestTensorBytes(int batch, int seq) {
+    /** Bytes of the arena of a request of this shape (whether or not this plan runs in arenas). */
+    public long arenaBytes(int batch, int seq) {
+        return arenas.get(batch, seq).blockBytes();
+    }
+
+    /** Shapes whose packing is kept now (at most {@link ArenaLayouts#CAPACITY}). */
+    int cachedArenaShapes() {
+        return arenas.size();
+    }
+
+    /** Each tensor of the shape at its step lifetime [birth, death + 1), every tensor counted as present. */
+    private LifetimePacking pack(int batch, int seq) {
+        int n = tensors.size();
+        long[] sizes = new long[n];
+        int[] to = new int[n];
+        for (int t = 0; t < n; t++) {
+            sizes[t] = Math.max(0, tensors.get(t).size().bytes(batch, seq));
+            to[t] = death[t] + 1;
+        }
+        return LifetimePacking.pack(sizes, birth, to);
+    }
+
+    /**
+     * The largest single allocation a request of this shape makes: its arena with a request arena, else its
+     * largest tensor.
+     */
+    public long largestAllocationBytes(int batch, int seq) {
+        if (requestArena) {
+            return arenaBytes(batch, seq);
+        }
         long largest = 0;
         for (int t = 0; t < tensors.size(); t++) {
             largest = Math.max(largest, allocated(t, batch, seq));
@@ -176,12 +258,17 @@ public final class ExecutionPlan {
     /**
      * Runs every step for one request, then synchronises the stream. On success and on failure
      * alike, every block taken is released before this returns; a failure is rethrown after the
-     * stream has been drained (a failure to drain is attached as suppressed).
+     * stream has been drained (a failure to drain is attached as suppressed). With a request arena
+     * the request takes one block, released after the synchronisation (see the class comment).
      *
      * @param absent tensors (optional ones) this request does not have; steps see address 0
      * @param state  request-specific host state the kernels read (inputs, output buffers)
      */
     public void run(ExecutionContext context, int batch, int seq, boolean[] absent, Object state) {
+        if (requestArena) {
+            runInArena(context, batch, seq, absent, state);
+            return;
+        }
         int n = tensors.size();
         Invocation invocation = new Invocation(context, batch, seq, new long[n], state);
         DeviceBlock[] blocks = new DeviceBlock[n];
@@ -233,6 +320,62 @@ public final class ExecutionPlan {
         }
     }
 
+    /**
+     * {@link #run} with one block for the whole request: the tensors at their arena offsets, released
+     * once after the stream is synchronised (on failure after it is drained).
+     */
+    private void runInArena(ExecutionContext context, int batch, int seq, boolean[] absent, Object state) {
+        int n = tensors.size();
+        if (absent != null) {
+            for (int t = 0; t < n; t++) {
+                if (absent[t] && !tensors.get(t).optional()) {
+                    throw new IllegalArgumentException("tensor '" + tensors.get(t).name() + "' is required");
+                }
+            }
+        }
+        LifetimePacking arena = arenas.get(batch, seq);
+        Invocation invocation = new Invocation(context, batch, seq, new long[n], state);
+        DeviceBlock block = null;
+        try {
+            long base = 0;
+            if (arena.blockBytes() > 0) {
+                block = context.allocator().allocate(arena.blockBytes(), context.stream());
+                base = block.address();
+            }
+            for (int i = 0; i < steps.size(); i++) {
+                for (int t : births[i]) {
+                    if (arena.size(t) > 0 && (absent == null || !absent[t])) {
+                        invocation.addresses[t] = base + arena.offset(t);
+                    }
+                }
+                steps.get(i).kernel().enqueue(invocation);
+                for (int t : deaths[i]) {
+                    invocation.addresses[t] = 0;      // its bytes belong to later tensors now
+                }
+            }
+            context.stream().synchronize();
+        } catch (RuntimeException | Error failure) {
+            try {
+                context.stream().synchronize();
+            } catch (RuntimeException drain) {
+                if (drain != failure) {
+                    failure.addSuppressed(drain);
+                }
+            }
+            if (block != null) {
+                try {
+                    block.release();
+                } catch (RuntimeException releaseFailure) {
+                    failure.addSuppressed(releaseFailure);
+                }
+            }
+            throw failure;
+        }
+        if (block != null) {
+            block.release();                          // the stream's work on it has finished
+        }
+    }
+
     /** What a step sees: the request's context and shape, the device address of each tensor. */
     public static final class Invocation {
         private final ExecutionContext context;
@@ -277,8 +420,18 @@ public final class ExecutionPlan {
     public static final class Builder {
         private final List<Tensor> tensors = new ArrayList<>();
         private final List<Step> steps = new ArrayList<>();
+        private boolean requestArena;
 
         private Builder() {
+        }
+
+        /**
+         * Runs each request in one arena, its tensors at offsets packed from their lifetimes, instead of a
+         * block per tensor (see the class comment); off by default.
+         */
+        public Builder requestArena(boolean requestArena) {
+            this.requestArena = requestArena;
+            return this;
         }
 
         /** Declares a tensor; returns its id. */
@@ -300,7 +453,7 @@ public final class ExecutionPlan {
         }
 
         public ExecutionPlan build() {
-            return new ExecutionPlan(tensors, steps);
+            return new ExecutionPlan(tensors, steps, requestArena);
         }
     }
 

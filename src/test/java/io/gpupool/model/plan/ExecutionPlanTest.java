@@ -39,7 +39,7 @@ class ExecutionPlanTest {
     void peakIsTheLargestSumOfLiveTensors() {
         ExecutionPlan plan = chain();
         assertThat(plan.peakBytes(1, 0)).isEqualTo(1024 + 2048 + 256);
-        assertThat(plan.largestTensorBytes(1, 0)).isEqualTo(2048);
+        assertThat(plan.largestAllocationBytes(1, 0)).isEqualTo(2048);
     }
 
     @Test
