@@ -375,7 +375,13 @@ public final class BertGpuBench {
                                         || elapsed(started) > o.budgetSeconds()) {
                                     continue;
                                 }
-                                profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
+                                Map<String, Object> profiled = profile(model, stream, pool, ops, label, bs[0], bs[1],
+                                        small, vocab(model));
+                                if (tunedOps != null) {
+                                    profiled.put("launches_tuned", launchesPerForward(model, stream, pool, tunedOps,
+                                            bs[0], bs[1], small, vocab(model)));
+                                }
+                                profiles.add(profiled);
                                 write(o.out(), doc);
                             }
                             if (tunedOps != null) {
@@ -611,6 +617,20 @@ public final class BertGpuBench {
         row.put("between_ops_ms", round(synced.betweenMs(), 3));
         log("profile " + row);
         return row;
+    }
+
+    /**
+     * Kernel launches plus library calls of one forward through {@code ops} (after one forward that plans, and with
+     * tuning measures, the shapes): the measured choice may trade one library call for several own kernels.
+     */
+    private static long launchesPerForward(InferenceModel model, DeviceStream stream, DevicePool pool,
+                                           CudaTensorOps ops, int batch, int seq, String output, int vocab) {
+        List<HostTensor> inputs = inputs(batch, seq, vocab, 42);
+        ExecutionContext context = new ExecutionContext(stream, pool, ops);
+        model.infer(inputs, Set.of(output), context);
+        long before = ops.launches();
+        model.infer(inputs, Set.of(output), context);
+        return ops.launches() - before;
     }
 
     /** Random ids in [1, vocab), all-ones mask, zero token types, INT64 as a client sends them. */
