@@ -97,8 +97,10 @@ import java.util.TreeMap;
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
  *                [--engine AUTO|CUBLASLT|OWN] [--cublaslt-dir DIR]
  *                [--kernel-options default|none|residual-in-gemm,warp-layer-norm,gemm-tuning]
- *                [--variants eager,tuned,graphs,tuned-graphs]
+ *                [--variants eager,tuned,graphs,tuned-graphs] [--jit-warmup 50]
  * </pre>
+ * Before each precision's first shape, {@code --jit-warmup} forwards at the smallest shape let the JIT compile the
+ * forward's host code (a few warm-up runs per shape do not, and batch-1 cells are enqueue-bound).
  * Each precision loads the model with its own {@link CudaTensorOps} (on cuBLASLt unless {@code --engine OWN} or the
  * library is absent; BF16 on cuBLASLt stores weights and activations in bf16); every row names its GEMM engine and
  * activation type. The profile's {@code launches} counts kernel launches plus library calls of one forward.
@@ -110,7 +112,8 @@ public final class BertGpuBench {
 
     record Options(Path model, Path out, String backend, List<String> precisions, int[] batches, int[] seqs,
                    int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile,
-                   GemmEngine engine, Path cublasLtDir, CudaTensorOps.Options kernelOptions, List<String> variants) {
+                   GemmEngine engine, Path cublasLtDir, CudaTensorOps.Options kernelOptions, List<String> variants,
+                   int jitWarmup) {
     }
 
     /** The variants of the class comment, in the order their columns print. */
@@ -136,6 +139,7 @@ public final class BertGpuBench {
         values.put("--engine", "AUTO");
         values.put("--kernel-options", "default");
         values.put("--variants", "eager");
+        values.put("--jit-warmup", "50");
         for (int i = 0; i < args.length; i++) {
             String key = args[i];
             if (!key.startsWith("--") || i + 1 >= args.length) {
@@ -169,7 +173,8 @@ public final class BertGpuBench {
                 Double.parseDouble(values.get("--budget-s")), Double.parseDouble(values.get("--shape-s")),
                 List.copyOf(profile), GemmEngine.valueOf(values.get("--engine").toUpperCase(Locale.ROOT)),
                 values.containsKey("--cublaslt-dir") ? Path.of(values.get("--cublaslt-dir")) : null,
-                kernelOptions(values.get("--kernel-options")), variants(values.get("--variants")));
+                kernelOptions(values.get("--kernel-options")), variants(values.get("--variants")),
+                Integer.parseInt(values.get("--jit-warmup")));
     }
 
     /** The variants named (eager always first, since the others are set against it). */
@@ -229,7 +234,7 @@ public final class BertGpuBench {
         doc.put("java", Runtime.version().toString());
         doc.put("model", o.model().toString());
         doc.put("options", Map.of("warmup", o.warmup(), "reps", o.reps(), "budget_s", o.budgetSeconds(),
-                "shape_s", o.shapeSeconds()));
+                "shape_s", o.shapeSeconds(), "jit_warmup", o.jitWarmup()));
         doc.put("kernel_options", Map.of("residual_in_gemm", o.kernelOptions().residualInGemm(),
                 "warp_layer_norm", o.kernelOptions().warpLayerNorm(), "gemm_tuning", o.kernelOptions().tuneGemms()));
         doc.put("variants", o.variants());
@@ -320,6 +325,7 @@ public final class BertGpuBench {
                                 profiles.add(profiled);
                                 write(o.out(), doc);
                             }
+                            jitWarmUp(o, model, context, small);
                             for (int batch : o.batches()) {
                                 for (int seq : o.seqs()) {
                                     String shape = label + " " + batch + "x" + seq;
@@ -478,6 +484,22 @@ public final class BertGpuBench {
     private static int vocab(InferenceModel model) {
         return ((BertModel) model).config().architecture() instanceof io.gpupool.model.ModelConfig.Bert bert
                 ? bert.vocabSize() : 2;
+    }
+
+    /**
+     * {@code --jit-warmup} forwards at the smallest shape before the first timed one: the few warm-up runs of a shape
+     * leave the forward's host code interpreted, which the first cells (enqueue-bound, batch 1) would pay for.
+     */
+    private static void jitWarmUp(Options o, InferenceModel model, ExecutionContext context, String output) {
+        int batch = Arrays.stream(o.batches()).min().orElse(1);
+        int seq = Arrays.stream(o.seqs()).min().orElse(1);
+        if (o.jitWarmup() <= 0 || batch > model.maxBatchSize() || seq > model.maxSequenceLength()) {
+            return;
+        }
+        List<HostTensor> inputs = inputs(batch, seq, vocab(model), 7);
+        for (int i = 0; i < o.jitWarmup(); i++) {
+            model.infer(inputs, Set.of(output), context);
+        }
     }
 
     private static List<Integer> sorted(int[] values) {
