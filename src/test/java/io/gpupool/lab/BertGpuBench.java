@@ -377,13 +377,21 @@ public final class BertGpuBench {
                                         row.put("output", small);
                                         row.put("batch", batch);
                                         row.put("seq", seq);
-                                        if (variant.endsWith("graphs")) {
-                                            row.putAll(captureFirst(graphs, served, variantContext, inputs, small));
-                                            long hits = graphs.metrics().hits();
-                                            row.putAll(time(o, served, variantContext, inputs, small));
-                                            row.put("replays", graphs.metrics().hits() - hits);
-                                        } else {
-                                            row.putAll(time(o, model, variantContext, inputs, small));
+                                        try {
+                                            if (variant.endsWith("graphs")) {
+                                                row.putAll(captureFirst(graphs, served, variantContext, inputs, small));
+                                                long hits = graphs.metrics().hits();
+                                                row.putAll(time(o, served, variantContext, inputs, small));
+                                                row.put("replays", graphs.metrics().hits() - hits);
+                                            } else {
+                                                row.putAll(time(o, model, variantContext, inputs, small));
+                                            }
+                                        } catch (RuntimeException e) {
+                                            // one column failing leaves the others (and the eager one) measured
+                                            errors.add(shape + " " + variant + ": " + e);
+                                            log("FAILED " + shape + " " + variant + ": " + e);
+                                            stream.synchronize();
+                                            continue;
                                         }
                                         results.add(row);
                                         log(row.toString());
