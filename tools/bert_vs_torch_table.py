@@ -119,6 +119,12 @@ def main():
                      if best else "")
                   + (f"; own kernels at {', '.join(own)}" if own else "; own kernels nowhere"))
 
+    graphs = ours_doc.get("graphs")
+    if graphs:
+        print()
+        print(f"CUDA graphs (graph columns): {graphs.get('captures')} captured, {graphs.get('capture_failures')} "
+              f"captures and {graphs.get('replay_failures')} replays failed, {graphs.get('hits')} replays")
+
     acc = ours_doc.get("accuracy", [])
     if acc:
         print()
@@ -129,7 +135,8 @@ def main():
         dev = p.get("device_ms", {})
         top = sorted(dev.items(), key=lambda kv: -kv[1]["ms"])[:4]
         print(f"- profile {p['precision']} {p['batch']}x{p['seq']}: wall {p['wall_ms']} ms, "
-              f"{p.get('ops', '?')} ops ({p.get('launches', '?')} kernel launches + library calls) "
+              f"{p.get('ops', '?')} ops ({p.get('launches', '?')} kernel launches + library calls"
+              + (f"; {p['launches_tuned']} with the measured GEMM choice" if "launches_tuned" in p else "") + ") "
               f"enqueued in {p['enqueue_ms_total']} ms; synced per op: "
               + ", ".join(f"{k} {v['ms']} ms/{v['calls']}" for k, v in top)
               + f"; between ops {p['between_ops_ms']} ms")

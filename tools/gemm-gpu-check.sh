@@ -55,7 +55,7 @@ if has tests; then
 fi
 
 if has gemm; then
-  timeout "${GEMM_S:-30}" "${JAVA[@]}" -cp "$CP" io.gpupool.lab.GemmGpuBench "$OUT_DIR/gemm-bench.json" 20 \
+  timeout "${GEMM_S:-30}" "${JAVA[@]}" -cp "$CP" io.gpupool.lab.GemmGpuBench "$OUT_DIR/gemm-bench.json" 10 \
     16,128,1024,4096,16384 > "$OUT_DIR/gemm-bench.log" 2>&1
   rc=$?
   [ "$rc" -eq 0 ] || STATUS=1

@@ -97,8 +97,10 @@ import java.util.TreeMap;
  *                [--budget-s 150] [--shape-s 4] [--profile 1x128,32x512|none]
  *                [--engine AUTO|CUBLASLT|OWN] [--cublaslt-dir DIR]
  *                [--kernel-options default|none|residual-in-gemm,warp-layer-norm,gemm-tuning]
- *                [--variants eager,tuned,graphs,tuned-graphs]
+ *                [--variants eager,tuned,graphs,tuned-graphs] [--jit-warmup 50]
  * </pre>
+ * Before each precision's first shape, {@code --jit-warmup} forwards at the smallest shape let the JIT compile the
+ * forward's host code (a few warm-up runs per shape do not, and batch-1 cells are enqueue-bound).
  * Each precision loads the model with its own {@link CudaTensorOps} (on cuBLASLt unless {@code --engine OWN} or the
  * library is absent; BF16 on cuBLASLt stores weights and activations in bf16); every row names its GEMM engine and
  * activation type. The profile's {@code launches} counts kernel launches plus library calls of one forward.
@@ -110,7 +112,8 @@ public final class BertGpuBench {
 
     record Options(Path model, Path out, String backend, List<String> precisions, int[] batches, int[] seqs,
                    int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile,
-                   GemmEngine engine, Path cublasLtDir, CudaTensorOps.Options kernelOptions, List<String> variants) {
+                   GemmEngine engine, Path cublasLtDir, CudaTensorOps.Options kernelOptions, List<String> variants,
+                   int jitWarmup) {
     }
 
     /** The variants of the class comment, in the order their columns print. */
@@ -136,6 +139,7 @@ public final class BertGpuBench {
         values.put("--engine", "AUTO");
         values.put("--kernel-options", "default");
         values.put("--variants", "eager");
+        values.put("--jit-warmup", "50");
         for (int i = 0; i < args.length; i++) {
             String key = args[i];
             if (!key.startsWith("--") || i + 1 >= args.length) {
@@ -169,7 +173,8 @@ public final class BertGpuBench {
                 Double.parseDouble(values.get("--budget-s")), Double.parseDouble(values.get("--shape-s")),
                 List.copyOf(profile), GemmEngine.valueOf(values.get("--engine").toUpperCase(Locale.ROOT)),
                 values.containsKey("--cublaslt-dir") ? Path.of(values.get("--cublaslt-dir")) : null,
-                kernelOptions(values.get("--kernel-options")), variants(values.get("--variants")));
+                kernelOptions(values.get("--kernel-options")), variants(values.get("--variants")),
+                Integer.parseInt(values.get("--jit-warmup")));
     }
 
     /** The variants named (eager always first, since the others are set against it). */
@@ -229,7 +234,7 @@ public final class BertGpuBench {
         doc.put("java", Runtime.version().toString());
         doc.put("model", o.model().toString());
         doc.put("options", Map.of("warmup", o.warmup(), "reps", o.reps(), "budget_s", o.budgetSeconds(),
-                "shape_s", o.shapeSeconds()));
+                "shape_s", o.shapeSeconds(), "jit_warmup", o.jitWarmup()));
         doc.put("kernel_options", Map.of("residual_in_gemm", o.kernelOptions().residualInGemm(),
                 "warp_layer_norm", o.kernelOptions().warpLayerNorm(), "gemm_tuning", o.kernelOptions().tuneGemms()));
         doc.put("variants", o.variants());
@@ -305,6 +310,22 @@ public final class BertGpuBench {
                                         accuracy);
                             }
                             write(o.out(), doc);
+                            // profiles first: later the pool also holds the graph columns' memory
+                            for (int[] bs : o.profile()) {
+                                if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
+                                        || elapsed(started) > o.budgetSeconds()) {
+                                    continue;
+                                }
+                                Map<String, Object> profiled = profile(model, stream, pool, ops, label, bs[0], bs[1],
+                                        small, vocab(model));
+                                if (tunedOps != null) {
+                                    profiled.put("launches_tuned", launchesPerForward(model, stream, pool, tunedOps,
+                                            bs[0], bs[1], small, vocab(model)));
+                                }
+                                profiles.add(profiled);
+                                write(o.out(), doc);
+                            }
+                            jitWarmUp(o, model, context, small);
                             for (int batch : o.batches()) {
                                 for (int seq : o.seqs()) {
                                     String shape = label + " " + batch + "x" + seq;
@@ -356,27 +377,27 @@ public final class BertGpuBench {
                                         row.put("output", small);
                                         row.put("batch", batch);
                                         row.put("seq", seq);
-                                        if (variant.endsWith("graphs")) {
-                                            row.putAll(captureFirst(graphs, served, variantContext, inputs, small));
-                                            long hits = graphs.metrics().hits();
-                                            row.putAll(time(o, served, variantContext, inputs, small));
-                                            row.put("replays", graphs.metrics().hits() - hits);
-                                        } else {
-                                            row.putAll(time(o, model, variantContext, inputs, small));
+                                        try {
+                                            if (variant.endsWith("graphs")) {
+                                                row.putAll(captureFirst(graphs, served, variantContext, inputs, small));
+                                                long hits = graphs.metrics().hits();
+                                                row.putAll(time(o, served, variantContext, inputs, small));
+                                                row.put("replays", graphs.metrics().hits() - hits);
+                                            } else {
+                                                row.putAll(time(o, model, variantContext, inputs, small));
+                                            }
+                                        } catch (RuntimeException e) {
+                                            // one column failing leaves the others (and the eager one) measured
+                                            errors.add(shape + " " + variant + ": " + e);
+                                            log("FAILED " + shape + " " + variant + ": " + e);
+                                            stream.synchronize();
+                                            continue;
                                         }
                                         results.add(row);
                                         log(row.toString());
                                     }
                                     write(o.out(), doc);
                                 }
-                            }
-                            for (int[] bs : o.profile()) {
-                                if (bs[0] > model.maxBatchSize() || bs[1] > model.maxSequenceLength()
-                                        || elapsed(started) > o.budgetSeconds()) {
-                                    continue;
-                                }
-                                profiles.add(profile(model, stream, pool, ops, label, bs[0], bs[1], small, vocab(model)));
-                                write(o.out(), doc);
                             }
                             if (tunedOps != null) {
                                 for (TensorOps.GemmChoice choice : tunedOps.gemmChoices()) {
@@ -471,6 +492,22 @@ public final class BertGpuBench {
     private static int vocab(InferenceModel model) {
         return ((BertModel) model).config().architecture() instanceof io.gpupool.model.ModelConfig.Bert bert
                 ? bert.vocabSize() : 2;
+    }
+
+    /**
+     * {@code --jit-warmup} forwards at the smallest shape before the first timed one: the few warm-up runs of a shape
+     * leave the forward's host code interpreted, which the first cells (enqueue-bound, batch 1) would pay for.
+     */
+    private static void jitWarmUp(Options o, InferenceModel model, ExecutionContext context, String output) {
+        int batch = Arrays.stream(o.batches()).min().orElse(1);
+        int seq = Arrays.stream(o.seqs()).min().orElse(1);
+        if (o.jitWarmup() <= 0 || batch > model.maxBatchSize() || seq > model.maxSequenceLength()) {
+            return;
+        }
+        List<HostTensor> inputs = inputs(batch, seq, vocab(model), 7);
+        for (int i = 0; i < o.jitWarmup(); i++) {
+            model.infer(inputs, Set.of(output), context);
+        }
     }
 
     private static List<Integer> sorted(int[] values) {
@@ -611,6 +648,20 @@ public final class BertGpuBench {
         row.put("between_ops_ms", round(synced.betweenMs(), 3));
         log("profile " + row);
         return row;
+    }
+
+    /**
+     * Kernel launches plus library calls of one forward through {@code ops} (after one forward that plans, and with
+     * tuning measures, the shapes): the measured choice may trade one library call for several own kernels.
+     */
+    private static long launchesPerForward(InferenceModel model, DeviceStream stream, DevicePool pool,
+                                           CudaTensorOps ops, int batch, int seq, String output, int vocab) {
+        List<HostTensor> inputs = inputs(batch, seq, vocab, 42);
+        ExecutionContext context = new ExecutionContext(stream, pool, ops);
+        model.infer(inputs, Set.of(output), context);
+        long before = ops.launches();
+        model.infer(inputs, Set.of(output), context);
+        return ops.launches() - before;
     }
 
     /** Random ids in [1, vocab), all-ones mask, zero token types, INT64 as a client sends them. */

@@ -33,8 +33,9 @@ import java.util.Random;
  * and the own kernel, measured in the warm-up, its name in the row's {@code chosen}) and on gpupool's own kernels.
  * Writes JSON with TFLOP/s (2·tokens·in·out per product) for each shape, precision and engine.
  *
- * <p>Timing: warm-up, then {@code reps} products enqueued back to back and one synchronisation; the mean per product
- * (enqueue overlaps the device, so at large shapes this is device time). BF16 on cuBLASLt reads and writes bf16
+ * <p>Timing: warm-up, then 5 batches of {@code reps} products enqueued back to back, each ended by a synchronisation;
+ * the median batch's mean per product (enqueue overlaps the device, so at large shapes this is device time). The
+ * heuristic's and the measured choice take turns shape by shape on the same buffers. BF16 on cuBLASLt reads and writes bf16
  * (the buffers hold bf16 values); the own BF16 kernels read FP32 and round as they load.
  *
  * <p>Accuracy at 64 tokens: each engine and precision against a double-precision host product of the same
@@ -104,43 +105,24 @@ public final class GemmGpuBench {
                 accuracy(stream, hostX, hostW, hostB, x, w, bias, y, own, lib, accuracy, errors, arena);
                 BertGpuBench.write(out, doc);
                 for (Precision p : own.keySet()) {
-                    for (String engine : List.of("cublaslt", "cublaslt-tuned", "own")) {
-                        CudaTensorOps ops = switch (engine) {
-                            case "own" -> own.get(p);
-                            case "cublaslt-tuned" -> tuned.get(p);
-                            default -> lib.get(p);
-                        };
-                        if (ops == null) {
+                    // the library with and without the measured choice side by side on the same buffers (they hold
+                    // the same activation type), taking turns shape by shape; the own kernels after, on theirs
+                    for (List<String> group : List.of(List.of("cublaslt", "cublaslt-tuned"), List.of("own"))) {
+                        CudaTensorOps first = group.size() == 1 ? own.get(p) : lib.get(p);
+                        if (first == null) {
                             continue;
                         }
-                        upload(stream, hostX, hostW, hostB, x, w, bias, ops.activationBytes() == 2, arena, maxFloats);
+                        upload(stream, hostX, hostW, hostB, x, w, bias, first.activationBytes() == 2, arena, maxFloats);
                         for (int tokens : tokensList) {
                             for (int[] shape : SHAPES) {
-                                Map<String, Object> row = new LinkedHashMap<>();
-                                row.put("precision", p.name());
-                                row.put("engine", engine);
-                                row.put("engine_name", ops.gemmEngine());
-                                row.put("tokens", tokens);
-                                row.put("in", shape[0]);
-                                row.put("out", shape[1]);
-                                Activation act = shape[1] == 3072 ? Activation.GELU : Activation.NONE;
-                                row.put("activation", act.name());
-                                try {
-                                    double ms = time(stream, ops, x, w, bias, y, tokens, shape[0], shape[1], act, reps);
-                                    row.put("ms", Math.round(ms * 10000) / 10000.0);
-                                    row.put("tflops", Math.round(2.0 * tokens * shape[0] * shape[1] / (ms * 1e-3) / 1e12
-                                            * 10) / 10.0);
-                                    if (engine.equals("cublaslt-tuned")) {
-                                        String prefix = tokens + "x" + shape[0] + "->" + shape[1] + " ";
-                                        ops.gemmChoices().stream().filter(c -> c.shape().startsWith(prefix))
-                                                .findFirst().ifPresent(c -> row.put("chosen", c.engine()));
-                                    }
-                                } catch (RuntimeException e) {
-                                    row.put("error", e.toString());
-                                    errors.add(p + " " + engine + " " + tokens + "x" + shape[0] + "->" + shape[1] + ": " + e);
+                                for (String engine : group) {
+                                    CudaTensorOps ops = switch (engine) {
+                                        case "own" -> own.get(p);
+                                        case "cublaslt-tuned" -> tuned.get(p);
+                                        default -> lib.get(p);
+                                    };
+                                    results.add(row(stream, ops, p, engine, x, w, bias, y, tokens, shape, reps, errors));
                                 }
-                                results.add(row);
-                                System.out.println("[gemm-bench] " + row);
                             }
                             BertGpuBench.write(out, doc);
                         }
@@ -163,19 +145,62 @@ public final class GemmGpuBench {
         BertGpuBench.write(out, doc);
     }
 
+    /** One row: the product timed on {@code ops} (see {@link #time}), with the measured choice where tuned. */
+    private static Map<String, Object> row(DeviceStream stream, CudaTensorOps ops, Precision p, String engine,
+                                           DeviceBlock x, DeviceBlock w, DeviceBlock bias, DeviceBlock y, int tokens,
+                                           int[] shape, int reps, List<String> errors) {
+        Map<String, Object> row = new LinkedHashMap<>();
+        row.put("precision", p.name());
+        row.put("engine", engine);
+        row.put("engine_name", ops.gemmEngine());
+        row.put("tokens", tokens);
+        row.put("in", shape[0]);
+        row.put("out", shape[1]);
+        Activation act = shape[1] == 3072 ? Activation.GELU : Activation.NONE;
+        row.put("activation", act.name());
+        try {
+            double ms = time(stream, ops, x, w, bias, y, tokens, shape[0], shape[1], act, reps);
+            row.put("ms", Math.round(ms * 10000) / 10000.0);
+            row.put("tflops", Math.round(2.0 * tokens * shape[0] * shape[1] / (ms * 1e-3) / 1e12 * 10) / 10.0);
+            if (engine.equals("cublaslt-tuned")) {
+                String prefix = tokens + "x" + shape[0] + "->" + shape[1] + " ";
+                ops.gemmChoices().stream().filter(c -> c.shape().startsWith(prefix))
+                        .findFirst().ifPresent(c -> row.put("chosen", c.engine()));
+            }
+        } catch (RuntimeException e) {
+            row.put("error", e.toString());
+            errors.add(p + " " + engine + " " + tokens + "x" + shape[0] + "->" + shape[1] + ": " + e);
+        }
+        System.out.println("[gemm-bench] " + row);
+        return row;
+    }
+
+    /**
+     * Warm-up (for a tuned ops, the first run measures the shape), then {@link #BATCHES} batches of {@code reps}
+     * products back to back, each timed from a synchronised stream to its synchronisation: the median batch's mean
+     * per product, so that one batch disturbed by the host does not decide the row.
+     */
     private static double time(DeviceStream stream, CudaTensorOps ops, DeviceBlock x, DeviceBlock w, DeviceBlock bias,
                                DeviceBlock y, int tokens, int in, int out, Activation act, int reps) {
         for (int i = 0; i < 3; i++) {
             ops.linear(stream, x.address(), w.address(), bias.address(), y.address(), tokens, in, out, act);
         }
         stream.synchronize();
-        long t0 = System.nanoTime();
-        for (int i = 0; i < reps; i++) {
-            ops.linear(stream, x.address(), w.address(), bias.address(), y.address(), tokens, in, out, act);
+        double[] batches = new double[BATCHES];
+        for (int b = 0; b < BATCHES; b++) {
+            long t0 = System.nanoTime();
+            for (int i = 0; i < reps; i++) {
+                ops.linear(stream, x.address(), w.address(), bias.address(), y.address(), tokens, in, out, act);
+            }
+            stream.synchronize();
+            batches[b] = (System.nanoTime() - t0) / 1e6 / reps;
         }
-        stream.synchronize();
-        return (System.nanoTime() - t0) / 1e6 / reps;
+        Arrays.sort(batches);
+        return batches[BATCHES / 2];
     }
+
+    /** Timed batches per row (see {@link #time}). */
+    static final int BATCHES = 5;
 
     private static void accuracy(DeviceStream stream, MemorySegment hostX, MemorySegment hostW, MemorySegment hostB,
                                  DeviceBlock x, DeviceBlock w, DeviceBlock bias, DeviceBlock y,

@@ -121,8 +121,9 @@ import java.util.concurrent.atomic.LongAdder;
  * time any stream runs a product shape (rows, in, out, epilogue, residual or not; a model's warm-up run for the shapes
  * it warms), {@link GemmTuner} times on that stream, with the product's own operands and workspace, the library's
  * first {@link #TUNING_CANDIDATES} algorithms ({@link MatmulLibrary#candidates}; each with its activation pass where
- * the epilogue does not fuse it) and, for a product without a residual, gpupool's own kernels for the shape; the
- * fastest is kept for the shape and the product then runs on it:
+ * the epilogue does not fuse it) and, for a product without a residual, gpupool's own kernels for the shape, each
+ * measurement queued behind fills of the workspace so that the device time is the runs' own; the library's first
+ * choice is kept unless another beats it clearly in a second comparison, and the product then runs on the choice:
  * <pre>
  *   tuned: key ──► Tuned { winning plan (the measuring stream's own; other streams run twins of it, Matmul.twin)
  *                          | gpupool's kernels | nothing ran: the heuristic's choice;  GemmChoice for operators }
@@ -220,6 +221,12 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      * ever new token counts does not keep timing on its requests' streams.
      */
     static final int MAX_TUNED_SHAPES = 1024;
+    /**
+     * Fills of the workspace each GEMM measurement starts behind, and their size: half a GiB of memset keeps the
+     * device busy for longer than the host takes to enqueue a measurement's runs of a small product.
+     */
+    static final int TUNING_DELAY_FILLS = 16;
+    static final long TUNING_DELAY_FILL_BYTES = 32L << 20;
 
     /** {@link #gemmEngine()} when gpupool's own kernels multiply. */
     public static final String OWN_ENGINE = "gpupool kernels";
@@ -787,7 +794,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
             candidates.add(new GemmTuner.Candidate(OWN_ENGINE + " (" + ownKernelName(rows, in, out) + ")",
                     () -> ownLinear(stream, x, weight, bias, y, rows, in, out, activation)));
         }
-        GemmTuner.Measured measured = tuner.choose(stream, shape, candidates);
+        GemmTuner.Measured measured = tuner.choose(stream, shape, candidates, delay(stream, workspace, workspaceBytes));
         int winner = measured.winner();
         Matmul kept = winner >= 0 && winner < plans.size() ? plans.get(winner) : null;
         for (Matmul plan : plans) {
@@ -799,10 +806,28 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         String engine = winner < 0 ? "heuristic (no candidate ran)" : candidates.get(winner).engine();
         GemmChoice report = new GemmChoice(shape, engine, measured.winnerMillis(),
                 heuristicOffered ? measured.millis()[0] : Double.NaN, candidates.size());
-        LOG.log(System.Logger.Level.INFO, "{0}: {1} runs on {2} ({3} ms; the heuristic''s first {4} ms; {5} candidates)",
+        // debug: a workload of ever new token counts measures a shape per new count (the endpoint lists them all)
+        LOG.log(System.Logger.Level.DEBUG, "{0}: {1} runs on {2} ({3} ms; the heuristic''s first {4} ms; {5} candidates)",
                 device.name(), shape, engine, String.format(java.util.Locale.ROOT, "%.4f", report.millis()),
                 String.format(java.util.Locale.ROOT, "%.4f", report.heuristicMillis()), candidates.size());
         return new Tuned(kept, own, report);
+    }
+
+    /**
+     * What a measurement starts behind ({@link GemmTuner}): {@link #TUNING_DELAY_FILLS} fills of the stream's
+     * workspace, scratch no product of the stream reads before writing it, so the device is busy for longer than
+     * the host takes to enqueue the measured runs; nothing without a workspace.
+     */
+    private static Runnable delay(DeviceStream stream, long workspace, long workspaceBytes) {
+        long bytes = Math.min(workspaceBytes, TUNING_DELAY_FILL_BYTES);
+        if (workspace == 0 || bytes == 0) {
+            return () -> { };
+        }
+        return () -> {
+            for (int i = 0; i < TUNING_DELAY_FILLS; i++) {
+                stream.fill(workspace, (byte) 0, bytes);
+            }
+        };
     }
 
     /** The kernel gpupool's own product would launch for this shape (for naming the choice). */
