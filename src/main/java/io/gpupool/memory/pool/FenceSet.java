@@ -142,8 +142,19 @@ final class FenceSet {
 
     /** Like {@link #add}, with the reference already taken by the caller ({@link Shared#retain(int)}). */
     synchronized void addRetained(Shared fence) {
+        boolean wasEmpty = isEmpty();
         put(fence);
-        refresh();
+        if (wasEmpty) {
+            holdOnly(fence);                                       // the usual case: no scan of the array
+        } else {
+            refresh();
+        }
+    }
+
+    /** The set now holds exactly {@code fence} (null: nothing); what {@link #refresh} would find. Under the monitor. */
+    private void holdOnly(Shared fence) {
+        sole = fence;
+        EMPTY.setRelease(this, fence == null);
     }
 
     /** Recomputes {@link #empty} and {@link #sole} from the fences held; under the monitor. */
@@ -353,7 +364,7 @@ final class FenceSet {
             Shared only = unit.sole;
             if (only != null && only == sole) {
                 unit.byStream[only.ordinal] = null;
-                unit.refresh();
+                unit.holdOnly(null);                               // it held only that one
                 return only;
             }
         }
