@@ -40,9 +40,13 @@ final class FenceSet {
         final StreamFence fence;
         final int ordinal;
         final long sequence;
-        /** References held by sets and by the freeing batch; a field rather than an AtomicInteger, one object per fence. */
+        /**
+         * References held by sets and by the freeing batch: a field rather than an AtomicInteger (one
+         * object per fence), set to 1 with a plain store (the fence reaches other threads only through
+         * the locks of the sets it joins).
+         */
         @SuppressWarnings("unused") // accessed through REFERENCES
-        private volatile int references = 1;
+        private volatile int references;
         /** Latched once the fence was seen complete: the many unit sets sharing it ask the driver once. */
         private volatile boolean complete;
 
@@ -58,6 +62,7 @@ final class FenceSet {
             this.fence = fence;
             this.ordinal = ordinal;
             this.sequence = SEQUENCE.incrementAndGet();
+            REFERENCES.set(this, 1);
             this.open = open;
             if (open != null) {
                 open.incrementAndGet();
@@ -128,8 +133,9 @@ final class FenceSet {
     /**
      * What one scan over the units of a run learnt: a fence it saw unfinished (under the lock). One
      * fence is shared by every unit a batch of frees touched, so the next units whose only fence is
-     * that one give the same answer at once: a run of n units costs one driver query, not n. The remembered fence is compared by identity only, never asked again.
-     * One scan per range check, on one thread.
+     * that one give the same answer at once: a run of n units costs one driver query, not n. The
+     * remembered fence is compared by identity only, never asked again. One scan per range check, on
+     * one thread.
      */
     static final class Scan {
         private Shared pending;
