@@ -30,8 +30,8 @@ final class Chunk {
     private final FenceSet[] fences;
     /**
      * Guards every unit set of this chunk, so that an operation on a run takes one lock, not one per
-     * unit; a leaf below the order locks and the mapping monitor, above the monitors of slab and
-     * gathering sets ({@link FenceSet}). Never held while waiting for a fence ({@link #awaitFences}).
+     * unit; a leaf below the order locks, never nested with the mapping monitor, above the monitors of
+     * slab and gathering sets ({@link FenceSet}). Never held while waiting for a fence ({@link #awaitFences}).
      */
     private final Object fenceLock = new Object();
     /** A dedicated chunk whose block was freed and that waits in the pool's large cache. */
@@ -283,7 +283,25 @@ final class Chunk {
         }
     }
 
-    /** Mapped units in [from, to). Caller holds {@code mapped}. */
+    /**
+     * Mapped units in [from, to) of a block whose bits cannot change now: a free block in a small chunk
+     * under the order lock of its list, or a run of a small chunk the caller holds. In a small chunk
+     * (one unit per extent) a unit's bit changes only while its holder has it, and that holder handed
+     * the block on through an order lock, so the bits are settled and visible without the monitor;
+     * other bits of a word may change meanwhile, but every write keeps these (the monitor orders those
+     * writes among themselves). In a large chunk a neighbour run may map an extent it shares with the
+     * block, so the count is taken under the monitor.
+     */
+    long countMappedSettled(long from, long to) {
+        if (extentUnits != 1) {
+            synchronized (mapped) {
+                return countMapped(from, to);
+            }
+        }
+        return countMapped(from, to);
+    }
+
+    /** Mapped units in [from, to). Caller holds {@code mapped} (or see {@link #countMappedSettled}). */
     long countMapped(long from, long to) {
         long count = 0;
         for (long u = from; u < to; ) {
