@@ -372,8 +372,8 @@ final class BuddyLevel {
     /**
      * Like {@link #popLowest} but only among keys whose first {@code runUnits} units' fences do not
      * block {@code stream} (null: any) and, when {@code mappedUnits} &gt; 0, whose block has its first
-     * {@code mappedUnits} units mapped (fence-set and bitmap monitors are leaves under the order
-     * lock); -1 when there is none.
+     * {@code mappedUnits} units mapped (fence and bitmap locks are leaves under the order lock; a
+     * small chunk's bits need none, {@link Chunk#countMappedSettled}); -1 when there is none.
      */
     private long popLowestClear(int k, AllocationStream stream, int mappedUnits, int runUnits) {
         long[] list = lists[k];
@@ -388,16 +388,9 @@ final class BuddyLevel {
             if (!servesRun(chunk, runUnits)) {
                 continue;
             }
-            if (mappedUnits > 0) {
-                if (!chunk.isAddressSpace()) {
-                    continue;
-                }
-                long offset = keyOffset(key);
-                synchronized (chunk.mapped) {
-                    if (chunk.countMapped(offset, offset + mappedUnits) != mappedUnits) {
-                        continue;
-                    }
-                }
+            if (mappedUnits > 0 && (!chunk.isAddressSpace()       // order lock k held: the bits are settled
+                    || chunk.countMappedSettled(keyOffset(key), keyOffset(key) + mappedUnits) != mappedUnits)) {
+                continue;
             }
             if (stream != null && chunk.fencesBlock(keyOffset(key), runUnits, stream)) {
                 continue;

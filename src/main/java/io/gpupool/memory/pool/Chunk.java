@@ -24,10 +24,16 @@ final class Chunk {
      * waits only for the streams that last freed those very units, and a reclaim can unmap the free
      * units whose fences completed while other units of the chunk are still in flight. A run's units
      * belong to whoever holds the run; their sets change only while it does (taking a run moves the
-     * fences out, giving it back puts the new fence in), the sets' own monitors cover the readers
+     * fences out, giving it back puts the new fence in), and {@link #fenceLock} covers the readers
      * that merely look ({@link #fencesBlock}, {@link #fencesPending}).
      */
     private final FenceSet[] fences;
+    /**
+     * Guards every unit set of this chunk, so that an operation on a run takes one lock, not one per
+     * unit; a leaf below the order locks, never nested with the mapping monitor, above the monitors of
+     * slab and gathering sets ({@link FenceSet}). Never held while waiting for a fence ({@link #awaitFences}).
+     */
+    private final Object fenceLock = new Object();
     /** A dedicated chunk whose block was freed and that waits in the pool's large cache. */
     volatile boolean idleDedicated;
     /**
@@ -75,7 +81,7 @@ final class Chunk {
         this.freeStamps = addressSpaceOnly ? new FreeStamps(units) : FreeStamps.NONE;
         this.fences = new FenceSet[dedicated ? 1 : (int) Math.max(1, units)];
         for (int i = 0; i < fences.length; i++) {
-            fences[i] = new FenceSet();
+            fences[i] = new FenceSet(fenceLock);
         }
     }
 
@@ -93,9 +99,23 @@ final class Chunk {
         int from = firstSlot(first);
         int end = endSlot(first, count);
         fence.retain(end - from);                              // one atomic for the run, not one per unit
-        for (int u = from; u < end; u++) {
-            fences[u].addRetained(fence);
+        synchronized (fenceLock) {
+            for (int u = from; u < end; u++) {
+                fences[u].addRetainedLocked(fence);
+            }
         }
+    }
+
+    /**
+     * The first unit set in slots [from, end) that holds a fence, or {@code end}: read without the lock,
+     * so a range with no fence (the common case while the device keeps up) costs no lock at all.
+     */
+    private int firstFenced(int from, int end) {
+        int u = from;
+        while (u < end && fences[u].isEmpty()) {
+            u++;
+        }
+        return u;
     }
 
     /**
@@ -103,22 +123,29 @@ final class Chunk {
      * latest per stream is kept) and returns it, or null when none were pending. Caller holds the run.
      */
     FenceSet takeFences(long first, long count, FenceSet into) {
+        int end = endSlot(first, count);
+        int start = firstFenced(firstSlot(first), end);
+        if (start == end) {
+            return into;
+        }
         FenceSet.Shared owed = null;                           // the units' references to drop, in one go
         int owedCount = 0;
-        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            FenceSet unit = fences[u];
-            if (!unit.isEmpty()) {
-                if (into == null) {
-                    into = new FenceSet();
-                }
-                FenceSet.Shared dropped = into.gather(unit);
-                if (dropped != null && dropped != owed && owedCount > 0) {
-                    owed.release(owedCount);
-                    owedCount = 0;
-                }
-                if (dropped != null) {
-                    owed = dropped;
-                    owedCount++;
+        synchronized (fenceLock) {
+            for (int u = start; u < end; u++) {
+                FenceSet unit = fences[u];
+                if (!unit.isEmpty()) {
+                    if (into == null) {
+                        into = new FenceSet();
+                    }
+                    FenceSet.Shared dropped = into.gatherLocked(unit);
+                    if (dropped != null && dropped != owed && owedCount > 0) {
+                        owed.release(owedCount);
+                        owedCount = 0;
+                    }
+                    if (dropped != null) {
+                        owed = dropped;
+                        owedCount++;
+                    }
                 }
             }
         }
@@ -133,17 +160,26 @@ final class Chunk {
         if (from.isEmpty()) {
             return;
         }
-        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            fences[u].copyFrom(from);
+        synchronized (fenceLock) {
+            for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
+                fences[u].copyFrom(from);
+            }
         }
     }
 
     /** Whether taking units [first, first + count) would make {@code stream} wait on another stream's unfinished work. */
     boolean fencesBlock(long first, long count, AllocationStream stream) {
+        int end = endSlot(first, count);
+        int start = firstFenced(firstSlot(first), end);
+        if (start == end) {
+            return false;
+        }
         FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
-        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            if (fences[u].blocks(stream, scan)) {
-                return true;
+        synchronized (fenceLock) {
+            for (int u = start; u < end; u++) {
+                if (fences[u].blocks(stream, scan)) {
+                    return true;
+                }
             }
         }
         return false;
@@ -154,14 +190,21 @@ final class Chunk {
      * one of {@code stream}'s own: memory the stream freed itself, reusable by it without a wait.
      */
     boolean heldOnlyBy(long first, long count, AllocationStream stream) {
+        int end = endSlot(first, count);
+        int start = firstFenced(firstSlot(first), end);
+        if (start == end) {
+            return false;
+        }
         boolean own = false;
         FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
-        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            FenceSet set = fences[u];
-            if (set.heldOnlyBy(stream, scan)) {
-                own = true;
-            } else if (set.blocks(stream, scan)) {
-                return false;
+        synchronized (fenceLock) {
+            for (int u = start; u < end; u++) {
+                FenceSet set = fences[u];
+                if (set.heldOnlyBy(stream, scan)) {
+                    own = true;
+                } else if (set.blocks(stream, scan)) {
+                    return false;
+                }
             }
         }
         return own;
@@ -169,10 +212,17 @@ final class Chunk {
 
     /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
     boolean fencesPending(long first, long count) {
+        int end = endSlot(first, count);
+        int start = firstFenced(firstSlot(first), end);
+        if (start == end) {
+            return false;
+        }
         FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
-        for (int u = firstSlot(first), end = endSlot(first, count); u < end; u++) {
-            if (fences[u].pending(scan)) {
-                return true;
+        synchronized (fenceLock) {
+            for (int u = start; u < end; u++) {
+                if (fences[u].pending(scan)) {
+                    return true;
+                }
             }
         }
         return false;
@@ -233,7 +283,25 @@ final class Chunk {
         }
     }
 
-    /** Mapped units in [from, to). Caller holds {@code mapped}. */
+    /**
+     * Mapped units in [from, to) of a block whose bits cannot change now: a free block in a small chunk
+     * under the order lock of its list, or a run of a small chunk the caller holds. In a small chunk
+     * (one unit per extent) a unit's bit changes only while its holder has it, and that holder handed
+     * the block on through an order lock, so the bits are settled and visible without the monitor;
+     * other bits of a word may change meanwhile, but every write keeps these (the monitor orders those
+     * writes among themselves). In a large chunk a neighbour run may map an extent it shares with the
+     * block, so the count is taken under the monitor.
+     */
+    long countMappedSettled(long from, long to) {
+        if (extentUnits != 1) {
+            synchronized (mapped) {
+                return countMapped(from, to);
+            }
+        }
+        return countMapped(from, to);
+    }
+
+    /** Mapped units in [from, to). Caller holds {@code mapped} (or see {@link #countMappedSettled}). */
     long countMapped(long from, long to) {
         long count = 0;
         for (long u = from; u < to; ) {

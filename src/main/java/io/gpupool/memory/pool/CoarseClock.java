@@ -6,9 +6,11 @@ package io.gpupool.memory.pool;
  *
  * <p>Every stream reads {@link #nanos} on every local operation; writing it on every global operation
  * of sixteen streams would keep invalidating that line. {@link #advance} therefore writes only when
- * the clock fell more than {@value #GRANULARITY_NANOS} ns behind. Written by global-level operations,
- * maintenance and every 1024th local operation of any stream; a global allocation writes it only for a
- * stream with a local cache (GLOBAL_ONLY mode has none, so nothing there reads the clock).
+ * the clock fell more than {@value #GRANULARITY_NANOS} ns behind. Written by maintenance (every second
+ * in the server), every 1024th local operation of any stream and every allocation whose latency is
+ * timed (one in {@value PoolStatistics#LATENCY_SAMPLE_EVERY} on average: it reads the time anyway), so
+ * no allocation reads the time for this clock alone. In the server it is at most a maintenance period
+ * behind, far below the idle ages it serves (seconds).
  */
 final class CoarseClock {
 

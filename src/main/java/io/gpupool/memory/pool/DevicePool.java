@@ -118,7 +118,7 @@ public final class DevicePool implements DeviceAllocator {
         this.metrics = new PoolMetricsView(streams, global, growth, reservation, stats, this::config);
         this.recovery = new Recovery(streams, global, dedicated, growth, reservation, stats, metrics, this::config, growLock);
         growth.bind(recovery);
-        this.placement = new Placement(global, growth, stats, clock);
+        this.placement = new Placement(global, growth, stats);
         this.outstanding = new OutstandingBlocks(config.trackAllocationSites(),
                 Set.of(DevicePool.class.getName(), OutstandingBlocks.class.getName()));
         if (config.growthPolicy() != GrowthPolicy.LAZY && config.initialBytes() > 0) {
@@ -150,7 +150,11 @@ public final class DevicePool implements DeviceAllocator {
         long size = global.classBytes()[c];
         LocalCache cache = cfg.mode() == AllocatorMode.TWO_LEVEL ? streams.cacheFor(stream) : null;
         boolean sampled = cache != null ? cache.latencySampleDue() : PoolStatistics.latencySampleDue();
-        long start = sampled ? System.nanoTime() : 0;
+        long start = 0;
+        if (sampled) {
+            start = System.nanoTime();
+            clock.advance(start);                                  // the idle stamps' clock, from a read made anyway
+        }
         long handle = cache != null ? cache.pop(c, size, bytes, cfg) : 0;   // exit 1: local hit, no lock
         if (handle == 0) {
             handle = placement.allocateClass(c, stream, cache, cfg, bytes);   // exit 2 or 3: global level

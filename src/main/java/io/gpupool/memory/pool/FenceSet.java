@@ -15,8 +15,12 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>A fence recorded for a batch of frees is shared by every set the batch touched, so fences are
  * wrapped in a reference-counted {@link Shared}; the underlying {@link StreamFence} is closed when
- * the last set drops it. All methods synchronise on the set; they run on the global path only and
- * {@link #isEmpty()} lets callers skip the monitor when there is nothing to wait for.
+ * the last set drops it. All methods hold the set's lock: its own monitor, or for the unit sets of a
+ * chunk the chunk's one fence lock, so that an operation on a run's units takes one lock for all of
+ * them (a monitor per unit was most of the cost of a 64 MiB pair under pending fences). They run on
+ * the global path only and {@link #isEmpty()} lets callers skip the lock when there is nothing to
+ * wait for. Lock order: a chunk's fence lock, then a set with a monitor of its own (a slab's, or a
+ * run's gathering set); never the other way round.
  */
 final class FenceSet {
 
@@ -36,9 +40,13 @@ final class FenceSet {
         final StreamFence fence;
         final int ordinal;
         final long sequence;
-        /** References held by sets and by the freeing batch; a field rather than an AtomicInteger, one object per fence. */
+        /**
+         * References held by sets and by the freeing batch: a field rather than an AtomicInteger (one
+         * object per fence), set to 1 with a plain store (the fence reaches other threads only through
+         * the locks of the sets it joins).
+         */
         @SuppressWarnings("unused") // accessed through REFERENCES
-        private volatile int references = 1;
+        private volatile int references;
         /** Latched once the fence was seen complete: the many unit sets sharing it ask the driver once. */
         private volatile boolean complete;
 
@@ -54,6 +62,7 @@ final class FenceSet {
             this.fence = fence;
             this.ordinal = ordinal;
             this.sequence = SEQUENCE.incrementAndGet();
+            REFERENCES.set(this, 1);
             this.open = open;
             if (open != null) {
                 open.incrementAndGet();
@@ -103,9 +112,11 @@ final class FenceSet {
         }
     }
 
+    /** What the methods synchronise on: this set, or the fence lock of the chunk whose unit it is. */
+    private final Object lock;
     private Shared[] byStream = NONE;
     /**
-     * No fence held. Written under the monitor with release semantics, read without it with acquire
+     * No fence held. Written under the lock with release semantics, read without it with acquire
      * semantics: every decision that must not miss a fence is made by the holder of the memory, which
      * got it through the order lock or class lock that the adding thread released after adding (so it
      * sees the flag); everyone else reads it as a hint. No full fence per change, which a volatile
@@ -113,21 +124,31 @@ final class FenceSet {
      */
     private boolean empty = true;
     /**
-     * The only fence of this set, or null when it holds none or several; written under the monitor
+     * The only fence of this set, or null when it holds none or several; written under the lock
      * (before {@link #empty}), read without it as a hint. Lets a {@link Scan} that already saw this
-     * very fence unfinished answer for this set without the monitor and without asking the driver.
+     * very fence unfinished answer for this set without the lock and without asking the driver.
      */
     private Shared sole;
 
     /**
-     * What one scan over the units of a run learnt: a fence it saw unfinished (under that unit's
-     * monitor). One fence is shared by every unit a batch of frees touched, so the next units whose
-     * only fence is that one give the same answer at once: a run of n units costs one monitor and one
-     * driver query, not n. The remembered fence is compared by identity only, never asked again.
-     * One scan per range check, on one thread.
+     * What one scan over the units of a run learnt: a fence it saw unfinished (under the lock). One
+     * fence is shared by every unit a batch of frees touched, so the next units whose only fence is
+     * that one give the same answer at once: a run of n units costs one driver query, not n. The
+     * remembered fence is compared by identity only, never asked again. One scan per range check, on
+     * one thread.
      */
     static final class Scan {
         private Shared pending;
+    }
+
+    /** A set with a monitor of its own (a slab's, a run's gathering set). */
+    FenceSet() {
+        this.lock = this;
+    }
+
+    /** A set guarded by {@code lock}, shared with other sets (the units of one chunk). */
+    FenceSet(Object lock) {
+        this.lock = lock;
     }
 
     boolean isEmpty() {
@@ -135,18 +156,36 @@ final class FenceSet {
     }
 
     /** Adds a reference to {@code fence}, replacing an older fence of the same stream. */
-    synchronized void add(Shared fence) {
+    void add(Shared fence) {
         fence.retain();
         addRetained(fence);
     }
 
     /** Like {@link #add}, with the reference already taken by the caller ({@link Shared#retain(int)}). */
-    synchronized void addRetained(Shared fence) {
-        put(fence);
-        refresh();
+    void addRetained(Shared fence) {
+        synchronized (lock) {
+            addRetainedLocked(fence);
+        }
     }
 
-    /** Recomputes {@link #empty} and {@link #sole} from the fences held; under the monitor. */
+    /** {@link #addRetained} for a caller that holds this set's lock (a chunk's loop over a run's units). */
+    void addRetainedLocked(Shared fence) {
+        boolean wasEmpty = isEmpty();
+        put(fence);
+        if (wasEmpty) {
+            holdOnly(fence);                                       // the usual case: no scan of the array
+        } else {
+            refresh();
+        }
+    }
+
+    /** The set now holds exactly {@code fence} (null: nothing); what {@link #refresh} would find. Under the lock. */
+    private void holdOnly(Shared fence) {
+        sole = fence;
+        EMPTY.setRelease(this, fence == null);
+    }
+
+    /** Recomputes {@link #empty} and {@link #sole} from the fences held; under the lock. */
     private void refresh() {
         Shared only = null;
         int held = 0;
@@ -223,7 +262,13 @@ final class FenceSet {
      * other than {@code ordinal} (-1: every stream counts as other). A fence {@code scan} (may be
      * null) saw unfinished counts as unfinished; the first one found unfinished here is remembered in it.
      */
-    private synchronized int dropCompleted(int ordinal, Scan scan) {
+    private int dropCompleted(int ordinal, Scan scan) {
+        synchronized (lock) {
+            return dropCompletedLocked(ordinal, scan);
+        }
+    }
+
+    private int dropCompletedLocked(int ordinal, Scan scan) {
         boolean any = false;
         boolean foreign = false;
         for (int i = 0; i < byStream.length; i++) {
@@ -258,9 +303,9 @@ final class FenceSet {
         if (isEmpty()) {
             return 0;
         }
-        synchronized (this) {
+        synchronized (lock) {
             int ordinal = stream.ordinal();
-            if (!holdsOtherThan(ordinal) || dropCompleted(ordinal, null) != FOREIGN) {
+            if (!holdsOtherThan(ordinal) || dropCompletedLocked(ordinal, null) != FOREIGN) {
                 return 0;
             }
             int waits = 0;
@@ -275,7 +320,7 @@ final class FenceSet {
         }
     }
 
-    /** Whether a fence of a stream other than {@code ordinal} is held, finished or not; under the monitor. */
+    /** Whether a fence of a stream other than {@code ordinal} is held, finished or not; under the lock. */
     private boolean holdsOtherThan(int ordinal) {
         for (int i = 0; i < byStream.length; i++) {
             if (byStream[i] != null && i != ordinal) {
@@ -294,26 +339,57 @@ final class FenceSet {
         return (scan != null && only != null && only == scan.pending) || dropCompleted(-1, scan) != NONE_PENDING;
     }
 
-    /** Blocks until every fence completed, then drops them (before the memory goes back to the source). */
-    synchronized void awaitAll() {
-        for (Shared shared : byStream) {
+    /**
+     * Blocks until every fence held now completed, then drops them (before the memory goes back to the
+     * source). The wait happens outside the lock, which may be a whole chunk's: the fences are taken
+     * with a reference under it and dropped under it afterwards, unless a newer fence replaced one.
+     */
+    void awaitAll() {
+        Shared[] held;
+        synchronized (lock) {
+            if (isEmpty()) {
+                return;
+            }
+            held = byStream.clone();
+            for (Shared shared : held) {
+                if (shared != null) {
+                    shared.retain();
+                }
+            }
+        }
+        for (Shared shared : held) {
             if (shared != null) {
                 shared.fence.await();
             }
         }
-        clear();
+        synchronized (lock) {
+            for (int i = 0; i < held.length; i++) {
+                Shared shared = held[i];
+                if (shared == null) {
+                    continue;
+                }
+                if (i < byStream.length && byStream[i] == shared) {
+                    byStream[i] = null;
+                    shared.release();
+                }
+                shared.release();                                  // the reference taken for the wait
+            }
+            refresh();
+        }
     }
 
     /** Drops every fence without waiting (the memory's new owner has been made to wait for them). */
-    synchronized void clear() {
-        for (int i = 0; i < byStream.length; i++) {
-            Shared shared = byStream[i];
-            if (shared != null) {
-                byStream[i] = null;
-                shared.release();
+    void clear() {
+        synchronized (lock) {
+            for (int i = 0; i < byStream.length; i++) {
+                Shared shared = byStream[i];
+                if (shared != null) {
+                    byStream[i] = null;
+                    shared.release();
+                }
             }
+            refresh();
         }
-        refresh();
     }
 
     /** Adds a reference to each of {@code other}'s fences (a slab's run going back to its units). */
@@ -322,7 +398,7 @@ final class FenceSet {
             return;
         }
         Shared[] taken;
-        synchronized (other) {
+        synchronized (other.lock) {
             taken = other.byStream.clone();
             for (Shared shared : taken) {
                 if (shared != null) {
@@ -330,7 +406,7 @@ final class FenceSet {
                 }
             }
         }
-        synchronized (this) {
+        synchronized (lock) {
             for (Shared shared : taken) {
                 if (shared != null) {
                     put(shared);
@@ -349,27 +425,32 @@ final class FenceSet {
      * @return the fence whose reference the caller now holds for the unit, or null (moved here)
      */
     Shared gather(FenceSet unit) {
-        synchronized (unit) {
-            Shared only = unit.sole;
-            if (only != null && only == sole) {
-                unit.byStream[only.ordinal] = null;
-                unit.refresh();
-                return only;
-            }
+        synchronized (unit.lock) {
+            return gatherLocked(unit);
         }
-        absorb(unit);
+    }
+
+    /** {@link #gather} for a caller that holds {@code unit}'s lock (a chunk's loop over a run's units). */
+    Shared gatherLocked(FenceSet unit) {
+        Shared only = unit.sole;
+        if (only != null && only == sole) {
+            unit.byStream[only.ordinal] = null;
+            unit.holdOnly(null);                                   // it held only that one
+            return only;
+        }
+        absorb(unit);                                              // re-enters the unit's lock
         return null;
     }
 
     /**
      * Moves all of {@code other}'s fences into this set (gathering the fences of a run's units). Holds
-     * {@code other}'s monitor, then this one's: a gathering set is never a unit's, so the order is
-     * always unit, then gatherer. {@code other} keeps its array, so its next fence allocates nothing.
+     * {@code other}'s lock, then this one's: a gathering set is never a unit's, so the order is
+     * always unit (its chunk's fence lock), then gatherer. {@code other} keeps its array, so its next fence allocates nothing.
      */
     void absorb(FenceSet other) {
-        synchronized (other) {
+        synchronized (other.lock) {
             Shared[] taken = other.byStream;
-            synchronized (this) {
+            synchronized (lock) {
                 for (int i = 0; i < taken.length; i++) {
                     if (taken[i] != null) {
                         put(taken[i]);

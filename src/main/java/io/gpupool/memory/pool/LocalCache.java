@@ -5,6 +5,7 @@ import io.gpupool.memory.PoolConfig;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.util.concurrent.ThreadLocalRandom;
 
 /**
  * One stream's local cache: free buddy runs and small objects by class, used by the owning stream
@@ -205,7 +206,9 @@ final class LocalCache {
             hot[UNTIL_SAMPLE] = left;
             return false;
         }
-        hot[UNTIL_SAMPLE] = PoolStatistics.nextLatencyGap();
+        // the next gap: 1 .. 2 x LATENCY_SAMPLE_EVERY - 1, whose mean is the constant (a compile-time
+        // constant: no dependency on PoolStatistics, which reads these caches)
+        hot[UNTIL_SAMPLE] = ThreadLocalRandom.current().nextInt(1, 2 * PoolStatistics.LATENCY_SAMPLE_EVERY);
         return left == 0;
     }
 

@@ -345,6 +345,9 @@ final class MappedGrowth extends Growth {
 
     /** Maps each unmapped stretch of [position, to), in extents of {@code extentBytes} (0: granules). */
     private void mapStretches(Chunk chunk, long position, long to, long extentBytes, long requested) {
+        if (chunk.countMappedSettled(position, to) == to - position) {
+            return;                                                // all mapped (the usual case): no monitor
+        }
         forEachStretch(chunk, position, to, false, (start, end) -> mapUnits(chunk, start, end, extentBytes, requested));
     }
 

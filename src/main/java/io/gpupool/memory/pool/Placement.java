@@ -34,15 +34,13 @@ final class Placement implements Growth.RunAllocator {
     private final GlobalLevel global;
     private final Growth growth;
     private final PoolStatistics stats;
-    private final CoarseClock clock;
     private final OwnFreedFirst ownFreed;
     private final SpanChoice spans;
 
-    Placement(GlobalLevel global, Growth growth, PoolStatistics stats, CoarseClock clock) {
+    Placement(GlobalLevel global, Growth growth, PoolStatistics stats) {
         this.global = global;
         this.growth = growth;
         this.stats = stats;
-        this.clock = clock;
         this.ownFreed = new OwnFreedFirst(global);
         this.spans = new SpanChoice(global, () -> growth.config.get().waitBeyondBudget());
     }
@@ -53,9 +51,6 @@ final class Placement implements Growth.RunAllocator {
      * Under a cap a small class may be served from a larger one (step 4): the handle names its class.
      */
     long allocateClass(int c, AllocationStream stream, LocalCache cache, PoolConfig cfg, long requested) {
-        if (cache != null) {
-            clock.advance(System.nanoTime());                      // for the idle stamps of the local caches
-        }
         if (c >= global.smallCount) {
             return allocateRun(c - global.smallCount + 1, stream, requested, null);
         }

@@ -32,7 +32,7 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Allocation latency is recorded for one allocation in {@value #LATENCY_SAMPLE_EVERY} on average,
  * chosen at random, to keep the clock (two clock reads per timed allocation) off the common path: a
- * stream's cache counts down a random gap ({@link #nextLatencyGap}, {@link LocalCache#latencySampleDue}),
+ * stream's cache counts down a random gap of 1 .. 2 x that - 1 ({@link LocalCache#latencySampleDue}),
  * GLOBAL_ONLY allocations and those above the maximum block draw each time ({@link #latencySampleDue}).
  * The histogram is striped.
  */
@@ -72,11 +72,6 @@ final class PoolStatistics {
     /** Whether an allocation without a stream cache (GLOBAL_ONLY, above the maximum block) is timed. */
     static boolean latencySampleDue() {
         return ThreadLocalRandom.current().nextInt(LATENCY_SAMPLE_EVERY) == 0;
-    }
-
-    /** A random gap between two timed allocations of one stream: 1 .. 2 x LATENCY_SAMPLE_EVERY - 1, mean LATENCY_SAMPLE_EVERY. */
-    static long nextLatencyGap() {
-        return ThreadLocalRandom.current().nextInt(1, 2 * LATENCY_SAMPLE_EVERY);
     }
 
     /** Counts one block handed out by the global level. */
