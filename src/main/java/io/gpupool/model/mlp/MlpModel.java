@@ -243,15 +243,16 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
         long rowBytes = (long) arch.inputFeatures() * Float.BYTES;
         Arena results = Arena.ofAuto();
         MemorySegment scores = results.allocate((long) batch * classes * Float.BYTES, 64);
-        // the rows on the heap: closing a shared arena per forward would stop every Java thread in a handshake
-        MemorySegment host = MemorySegment.ofArray(new float[Math.toIntExact(batch * rowBytes / Float.BYTES)]);
-        long offset = 0;
-        for (Member member : members) {
-            Rows rows = (Rows) member;
-            MemorySegment.copy(rows.input(), 0, host, offset, rows.rows() * rowBytes);
-            offset += rows.rows() * rowBytes;
+        try (Arena staging = Arena.ofShared()) {
+            MemorySegment host = staging.allocate(batch * rowBytes, 64);
+            long offset = 0;
+            for (Member member : members) {
+                Rows rows = (Rows) member;
+                MemorySegment.copy(rows.input(), 0, host, offset, rows.rows() * rowBytes);
+                offset += rows.rows() * rowBytes;
+            }
+            plan.run(context, batch, 0, null, new Request(host, scores));
         }
-        plan.run(context, batch, 0, null, new Request(host, scores));
         List<List<HostTensor>> perMember = new ArrayList<>(members.size());
         long firstRow = 0;
         for (Member member : members) {
