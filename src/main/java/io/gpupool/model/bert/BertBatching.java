@@ -43,7 +43,13 @@ final class BertBatching {
 
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT;
 
-    private static final SegmentAllocator HEAP = BertModel.HEAP_INT32;
+    /**
+     * INT32 arrays on the Java heap, zeroed: the members' inputs between validation and their batch's run, and the
+     * batch's staged inputs. Nothing native is held while a request waits, and the staging needs no arena to close:
+     * closing a shared arena stops every Java thread in a handshake (once per batch, on the device's worker thread),
+     * while a confined one cannot be read by a stream that copies on a thread of its own (the host backend's).
+     */
+    private static final SegmentAllocator HEAP = (bytes, alignment) -> MemorySegment.ofArray(new int[(int) (bytes / Integer.BYTES)]);
 
     /** One validated request: INT32 ids, mask and types of batch × seq (mask and types null when absent). */
     record Sequences(int batch, int seq, MemorySegment ids, MemorySegment mask, MemorySegment types,

@@ -60,15 +60,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     public static final String ATTENTION_MASK = "attention_mask";
     public static final String TOKEN_TYPE_IDS = "token_type_ids";
     public static final String LAST_HIDDEN_STATE = "last_hidden_state";
-
-    /**
-     * INT32 arrays on the Java heap, zeroed: a request's checked inputs (alone, or as a batch member between
-     * validation and its batch's run) and a batch's staged inputs. Nothing native is held while a request waits, and
-     * the staging needs no arena to close: closing a shared arena stops every Java thread in a handshake (once per
-     * forward, on the device's worker thread), while a confined one cannot be read by a stream that copies on a
-     * thread of its own (the host backend's).
-     */
-    static final SegmentAllocator HEAP_INT32 = (bytes, alignment) -> MemorySegment.ofArray(new int[(int) (bytes / Integer.BYTES)]);
     public static final String POOLER_OUTPUT = "pooler_output";
     public static final String EMBEDDING = "embedding";
     public static final String LOGITS = "logits";
@@ -385,13 +376,15 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         int batch = (int) shape[0];
         int seq = (int) shape[1];
         List<TensorSpec> selected = selectOutputs(requestedOutputs);
-        MemorySegment idSegment = toInt32(HEAP_INT32, ids, shape, arch.vocabSize(), "vocab_size");
-        HostTensor maskInput = find(requestInputs, ATTENTION_MASK);
-        HostTensor typeInput = find(requestInputs, TOKEN_TYPE_IDS);
-        MemorySegment mask = maskInput == null ? null : toMask(HEAP_INT32, maskInput, shape);
-        MemorySegment types = typeInput == null ? null
-                : toInt32(HEAP_INT32, typeInput, shape, arch.typeVocabSize(), "type_vocab_size");
-        return forward(batch, seq, idSegment, mask, types, selected, context);
+        try (Arena staging = Arena.ofShared()) {
+            MemorySegment idSegment = toInt32(staging, ids, shape, arch.vocabSize(), "vocab_size");
+            HostTensor maskInput = find(requestInputs, ATTENTION_MASK);
+            HostTensor typeInput = find(requestInputs, TOKEN_TYPE_IDS);
+            MemorySegment mask = maskInput == null ? null : toMask(staging, maskInput, shape);
+            MemorySegment types = typeInput == null ? null
+                    : toInt32(staging, typeInput, shape, arch.typeVocabSize(), "type_vocab_size");
+            return forward(batch, seq, idSegment, mask, types, selected, context);
+        }
     }
 
     /**
