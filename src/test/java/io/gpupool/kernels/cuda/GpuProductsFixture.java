@@ -194,10 +194,7 @@ abstract class GpuProductsFixture {
     }
 
     protected long upload(float[] values) {
-        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
+        return toDevice(arena.allocateFrom(ValueLayout.JAVA_FLOAT, values));
     }
 
     /** {@code values} rounded to bf16 on the host, then copied to the device. */
@@ -206,13 +203,15 @@ abstract class GpuProductsFixture {
         for (int i = 0; i < values.length; i++) {
             host.setAtIndex(ValueLayout.JAVA_SHORT, i, Bf16.fromFloat(values[i]));
         }
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
+        return toDevice(host);
     }
 
     protected long uploadInts(int[] values) {
-        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
+        return toDevice(arena.allocateFrom(ValueLayout.JAVA_INT, values));
+    }
+
+    /** A device copy of {@code host}, queued on the default stream. */
+    private long toDevice(MemorySegment host) {
         long address = allocate(host.byteSize());
         stream.copyHostToDevice(host, address, host.byteSize());
         return address;
