@@ -1,38 +1,21 @@
 package io.gpupool.kernels.cuda;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.memory.DeviceBlock;
-import io.gpupool.memory.pool.DevicePool;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.model.Bf16;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
-import java.util.SplittableRandom;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * {@link CudaTensorOps} on cuBLASLt (through the device's {@link MatmulLibrary}) on a real GPU, against plain Java
@@ -43,61 +26,21 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * without the library fails here rather than skipping, since the server would silently run slower.
  */
 @Tag("gpu")
-class CublasLtOpsGpuTest {
+class CublasLtOpsGpuTest extends GpuProductsFixture {
 
-    private static CudaBackend backend;
-    private static ComputeDevice device;
     private static MatmulLibrary library;
 
-    private final SplittableRandom random = new SplittableRandom(7);
-    private final List<long[]> allocations = new ArrayList<>();
-    private DeviceStream stream;
-    private Arena arena;
-    private DevicePool pool;
-    private final List<CudaTensorOps> opened = new ArrayList<>();
+    CublasLtOpsGpuTest() {
+        super(7, WITH_POOL);
+    }
 
     @BeforeAll
-    static void openBackend() {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        assumeTrue(created.isPresent(), "no CUDA driver or device");
-        backend = created.get();
-        device = backend.devices().getFirst();
-        String dir = System.getProperty("gpupool.kernels.cublas-lt-dir");
-        library = device.matmulLibrary(dir == null ? null : Path.of(dir)).orElseThrow(() ->
-                new AssertionError("cuBLASLt could not be loaded on this GPU machine (see the log)"));
-    }
-
-    @AfterAll
-    static void closeBackend() {
-        if (backend != null) {
-            backend.close();
-        }
-    }
-
-    @BeforeEach
-    void open() {
-        device.bindToCurrentThread();
-        stream = device.createStream(0);
-        arena = Arena.ofShared();
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-    }
-
-    @AfterEach
-    void release() {
-        stream.synchronize();
-        opened.forEach(CudaTensorOps::close);
-        for (long[] block : allocations) {
-            device.chunkSource().free(block[0], block[1]);
-        }
-        stream.close();
-        pool.close();
-        arena.close();
+    static void loadLibrary() {
+        library = cublasLt();
     }
 
     private CudaTensorOps ops(Precision precision) {
-        CudaTensorOps ops = new CudaTensorOps(device, precision, library, pool);
-        opened.add(ops);
-        return ops;
+        return opened(new CudaTensorOps(device, precision, library, pool));
     }
 
     @Test
@@ -396,10 +339,6 @@ class CublasLtOpsGpuTest {
                 + ops.gemmEngine() + (withBias ? "" : " no bias"), got, expected, tolerance);
     }
 
-    private static double bf(float v) {
-        return Bf16.toFloat(Bf16.fromFloat(v));
-    }
-
     private static double activate(double v, Activation activation) {
         return switch (activation) {
             case NONE -> v;
@@ -407,91 +346,5 @@ class CublasLtOpsGpuTest {
             case TANH -> Math.tanh(v);
             case GELU -> 0.5 * v * (1 + erf(v / Math.sqrt(2)));
         };
-    }
-
-    /** erf by its Maclaurin series (|x| < 3) or the continued-fraction tail; far below float rounding. */
-    private static double erf(double x) {
-        double ax = Math.abs(x);
-        if (ax < 3) {
-            double term = ax;
-            double sum = ax;
-            for (int n = 1; n < 200 && Math.abs(term) > 1e-17; n++) {
-                term *= -ax * ax / n;
-                sum += term / (2 * n + 1);
-            }
-            return Math.copySign(2 / Math.sqrt(Math.PI) * sum, x);
-        }
-        double fraction = 0;
-        for (int n = 60; n >= 1; n--) {
-            fraction = n / 2.0 / (ax + fraction);
-        }
-        double tail = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / (ax + fraction);
-        return Math.copySign(1 - tail, x);
-    }
-
-    private static void assertClose(String what, float[] got, double[] expected, double tolerance) {
-        double worst = 0;
-        int worstIndex = -1;
-        for (int i = 0; i < expected.length; i++) {
-            double error = Math.abs(got[i] - expected[i]);
-            if (!(error <= worst)) {
-                worst = Double.isNaN(error) ? Double.POSITIVE_INFINITY : error;
-                worstIndex = i;
-            }
-        }
-        double finalWorst = worst;
-        int index = worstIndex;
-        assertTrue(worst <= tolerance, () -> what + ": max abs error " + finalWorst + " at " + index + " (got "
-                + got[index] + ", expected " + expected[index] + "), tolerance " + tolerance);
-    }
-
-    private float[] randoms(int n, float scale) {
-        float[] values = new float[n];
-        for (int i = 0; i < n; i++) {
-            values[i] = (float) ((random.nextDouble() * 2 - 1) * scale);
-        }
-        return values;
-    }
-
-    private long allocate(long bytes) {
-        long address = device.chunkSource().allocate(bytes);
-        allocations.add(new long[] {address, bytes});
-        return address;
-    }
-
-    private long upload(float[] values) {
-        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
-    private long uploadBf16(float[] values) {
-        MemorySegment host = arena.allocate((long) values.length * 2, 16);
-        for (int i = 0; i < values.length; i++) {
-            host.setAtIndex(ValueLayout.JAVA_SHORT, i, Bf16.fromFloat(values[i]));
-        }
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
-    private long uploadInts(int[] values) {
-        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
-    /** Reads {@code count} activations (FP32 or bf16, as {@code ops} holds them) as floats. */
-    private float[] widen(CudaTensorOps ops, long address, int count) {
-        long wide = ops.activationBytes() == 2 ? allocate((long) count * Float.BYTES) : address;
-        if (wide != address) {
-            ops.toFloat32(stream, address, wide, count);
-        }
-        MemorySegment host = arena.allocate((long) count * Float.BYTES, 16);
-        stream.copyDeviceToHost(wide, host, host.byteSize());
-        stream.synchronize();
-        return host.toArray(ValueLayout.JAVA_FLOAT);
     }
 }

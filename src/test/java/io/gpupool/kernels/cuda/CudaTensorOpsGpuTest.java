@@ -1,76 +1,26 @@
 package io.gpupool.kernels.cuda;
 
-import io.gpupool.backend.ComputeDevice;
-import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Optional;
 import java.util.SplittableRandom;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Runs every {@link CudaTensorOps} op on a real GPU against a plain Java reference computed in double, on small
  * random inputs (fresh per test). Skipped (not failed) where no CUDA device is present.
  */
 @Tag("gpu")
-class CudaTensorOpsGpuTest {
+class CudaTensorOpsGpuTest extends GpuProductsFixture {
 
-    private static CudaBackend backend;
-    private static ComputeDevice device;
-
-    private final SplittableRandom random = new SplittableRandom(42);
-    private final List<long[]> allocations = new ArrayList<>();
-    private DeviceStream stream;
-    private Arena arena;
-
-    @BeforeAll
-    static void openBackend() {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        assumeTrue(created.isPresent(), "no CUDA driver or device");
-        backend = created.get();
-        device = backend.devices().getFirst();
-    }
-
-    @AfterAll
-    static void closeBackend() {
-        if (backend != null) {
-            backend.close();
-        }
-    }
-
-    @BeforeEach
-    void openStream() {
-        device.bindToCurrentThread();
-        stream = device.createStream(0);
-        arena = Arena.ofShared();   // the stream's worker thread copies into and out of it
-    }
-
-    @AfterEach
-    void release() {
-        stream.synchronize();
-        for (long[] block : allocations) {
-            device.chunkSource().free(block[0], block[1]);
-        }
-        stream.close();
-        arena.close();
+    CudaTensorOpsGpuTest() {
+        super(42, WITHOUT_POOL);
     }
 
     @ParameterizedTest
@@ -356,85 +306,10 @@ class CudaTensorOpsGpuTest {
         };
     }
 
-    /** erf by its Maclaurin series (|x| < 3) or the continued-fraction tail; far below float rounding. */
-    private static double erf(double x) {
-        double ax = Math.abs(x);
-        if (ax < 3) {
-            double term = ax;
-            double sum = ax;
-            for (int n = 1; n < 200 && Math.abs(term) > 1e-17; n++) {
-                term *= -ax * ax / n;
-                sum += term / (2 * n + 1);
-            }
-            return Math.copySign(2 / Math.sqrt(Math.PI) * sum, x);
-        }
-        double fraction = 0;
-        for (int n = 60; n >= 1; n--) {
-            fraction = n / 2.0 / (ax + fraction);
-        }
-        double tail = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / (ax + fraction);
-        return Math.copySign(1 - tail, x);
-    }
-
-    private static void assertClose(String what, float[] got, double[] expected, double tolerance) {
-        double worst = 0;
-        int worstIndex = -1;
-        for (int i = 0; i < expected.length; i++) {
-            double error = Math.abs(got[i] - expected[i]);
-            if (!(error <= worst)) {      // also catches NaN (an element the kernel never wrote)
-                worst = Double.isNaN(error) ? Double.POSITIVE_INFINITY : error;
-                worstIndex = i;
-            }
-        }
-        double finalWorst = worst;
-        int index = worstIndex;
-        assertTrue(worst <= tolerance, () -> what + ": max abs error " + finalWorst + " at " + index + " (got "
-                + got[index] + ", expected " + expected[index] + "), tolerance " + tolerance);
-    }
-
-    private float[] randoms(int n, float scale) {
-        return randoms(random, n, scale);
-    }
-
-    private static float[] randoms(SplittableRandom random, int n, float scale) {
-        float[] values = new float[n];
-        for (int i = 0; i < n; i++) {
-            values[i] = (float) ((random.nextDouble() * 2 - 1) * scale);
-        }
-        return values;
-    }
-
-    private long allocate(long bytes) {
-        long address = device.chunkSource().allocate(bytes);
-        allocations.add(new long[] {address, bytes});
-        return address;
-    }
-
-    private long upload(float[] values) {
-        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
-    private long uploadInts(int[] values) {
-        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
     /** Device floats filled with NaN bits, so an element a kernel skips fails the comparison. */
     private long poisoned(int count) {
         long address = allocate((long) count * Float.BYTES);
         stream.fill(address, (byte) 0xFF, (long) count * Float.BYTES);
         return address;
-    }
-
-    private float[] download(long address, int count) {
-        MemorySegment host = arena.allocate((long) count * Float.BYTES, 16);
-        stream.copyDeviceToHost(address, host, host.byteSize());
-        stream.synchronize();
-        return host.toArray(ValueLayout.JAVA_FLOAT);
     }
 }

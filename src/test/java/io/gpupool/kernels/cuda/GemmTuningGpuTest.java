@@ -1,19 +1,12 @@
 package io.gpupool.kernels.cuda;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.MatmulLibrary.Matmul;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.GemmChoice;
 import io.gpupool.kernels.cuda.CudaTensorOps.Options;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.pool.DevicePool;
-import io.gpupool.model.Bf16;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -21,18 +14,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
-import java.util.SplittableRandom;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * {@code gpupool.kernels.gemm-tuning} on a real GPU with cuBLASLt: at BERT-base shapes, for FP32, TF32 and BF16, the
@@ -43,10 +28,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * events measure a kernel.
  */
 @Tag("gpu")
-class GemmTuningGpuTest {
+class GemmTuningGpuTest extends GpuProductsFixture {
 
-    private static CudaBackend backend;
-    private static ComputeDevice device;
     private static MatmulLibrary library;
 
     /** A product shape and the activation after it. */
@@ -60,59 +43,24 @@ class GemmTuningGpuTest {
             new Shape(128, 768, 3072, Activation.GELU), new Shape(512, 3072, 768, Activation.NONE),
             new Shape(64, 768, 768, Activation.TANH));
 
-    private final SplittableRandom random = new SplittableRandom(11);
-    private final List<long[]> allocations = new ArrayList<>();
-    private final List<CudaTensorOps> opened = new ArrayList<>();
-    private DeviceStream stream;
     private DeviceStream second;
-    private Arena arena;
-    private DevicePool pool;
 
-    @BeforeAll
-    static void openBackend() {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        assumeTrue(created.isPresent(), "no CUDA driver or device");
-        backend = created.get();
-        device = backend.devices().getFirst();
-        String dir = System.getProperty("gpupool.kernels.cublas-lt-dir");
-        library = device.matmulLibrary(dir == null ? null : Path.of(dir)).orElseThrow(() ->
-                new AssertionError("cuBLASLt could not be loaded on this GPU machine (see the log)"));
+    GemmTuningGpuTest() {
+        super(11, WITH_POOL);
     }
 
-    @AfterAll
-    static void closeBackend() {
-        if (backend != null) {
-            backend.close();
-        }
+    @BeforeAll
+    static void loadLibrary() {
+        library = cublasLt();
     }
 
     @BeforeEach
-    void open() {
-        device.bindToCurrentThread();
-        stream = device.createStream(0);
-        second = device.createStream(1);
-        arena = Arena.ofShared();
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-    }
-
-    @AfterEach
-    void release() {
-        stream.synchronize();
-        second.synchronize();
-        opened.forEach(CudaTensorOps::close);
-        for (long[] block : allocations) {
-            device.chunkSource().free(block[0], block[1]);
-        }
-        stream.close();
-        second.close();
-        pool.close();
-        arena.close();
+    void openSecondStream() {
+        second = newStream(1);
     }
 
     private CudaTensorOps ops(Precision precision, boolean tuning) {
-        CudaTensorOps ops = new CudaTensorOps(device, precision, library, pool, new Options(false, false, true, tuning));
-        opened.add(ops);
-        return ops;
+        return opened(new CudaTensorOps(device, precision, library, pool, new Options(false, false, true, tuning)));
     }
 
     @ParameterizedTest
@@ -261,98 +209,11 @@ class GemmTuningGpuTest {
         return 0.5 * v * (1 + erf(v / Math.sqrt(2)));
     }
 
-    /** erf as CublasLtOpsGpuTest computes it: the Maclaurin series below 3, the continued-fraction tail above. */
-    private static double erf(double x) {
-        double ax = Math.abs(x);
-        if (ax < 3) {
-            double term = ax;
-            double sum = ax;
-            for (int n = 1; n < 200 && Math.abs(term) > 1e-17; n++) {
-                term *= -ax * ax / n;
-                sum += term / (2 * n + 1);
-            }
-            return Math.copySign(2 / Math.sqrt(Math.PI) * sum, x);
-        }
-        double fraction = 0;
-        for (int n = 60; n >= 1; n--) {
-            fraction = n / 2.0 / (ax + fraction);
-        }
-        double tail = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / (ax + fraction);
-        return Math.copySign(1 - tail, x);
-    }
-
-    private static double bf(float v) {
-        return Bf16.toFloat(Bf16.fromFloat(v));
-    }
-
     private static double[] widened(float[] values) {
         double[] out = new double[values.length];
         for (int i = 0; i < values.length; i++) {
             out[i] = values[i];
         }
         return out;
-    }
-
-    private static void assertClose(String what, float[] got, double[] expected, double tolerance) {
-        double worst = 0;
-        int worstIndex = -1;
-        for (int i = 0; i < expected.length; i++) {
-            double error = Math.abs(got[i] - expected[i]);
-            if (!(error <= worst)) {
-                worst = Double.isNaN(error) ? Double.POSITIVE_INFINITY : error;
-                worstIndex = i;
-            }
-        }
-        double finalWorst = worst;
-        int index = worstIndex;
-        assertTrue(worst <= tolerance, () -> what + ": max abs error " + finalWorst + " at " + index + " (got "
-                + got[index] + ", expected " + expected[index] + "), tolerance " + tolerance);
-    }
-
-    private float[] randoms(int n, float scale) {
-        float[] values = new float[n];
-        for (int i = 0; i < n; i++) {
-            values[i] = (float) ((random.nextDouble() * 2 - 1) * scale);
-        }
-        return values;
-    }
-
-    private long allocate(long bytes) {
-        long address = device.chunkSource().allocate(bytes);
-        allocations.add(new long[] {address, bytes});
-        return address;
-    }
-
-    private long upload(float[] values) {
-        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
-    private long uploadBf16(float[] values) {
-        MemorySegment host = arena.allocate((long) values.length * 2, 16);
-        for (int i = 0; i < values.length; i++) {
-            host.setAtIndex(ValueLayout.JAVA_SHORT, i, Bf16.fromFloat(values[i]));
-        }
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
-    private float[] download(long address, int count) {
-        MemorySegment host = arena.allocate((long) count * Float.BYTES, 16);
-        stream.copyDeviceToHost(address, host, host.byteSize());
-        stream.synchronize();
-        return host.toArray(ValueLayout.JAVA_FLOAT);
-    }
-
-    /** Reads {@code count} activations (FP32 or bf16, as {@code ops} holds them) as floats. */
-    private float[] widen(CudaTensorOps ops, long address, int count) {
-        long wide = ops.activationBytes() == 2 ? allocate((long) count * Float.BYTES) : address;
-        if (wide != address) {
-            ops.toFloat32(stream, address, wide, count);
-        }
-        return download(wide, count);
     }
 }

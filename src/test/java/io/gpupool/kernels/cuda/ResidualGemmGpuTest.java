@@ -1,37 +1,17 @@
 package io.gpupool.kernels.cuda;
 
-import io.gpupool.backend.ComputeDevice;
-import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.MatmulLibrary.Compute;
 import io.gpupool.backend.MatmulLibrary.ElementType;
 import io.gpupool.backend.MatmulLibrary.Epilogue;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps.Options;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.Bf16;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
-
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Optional;
-import java.util.SplittableRandom;
-
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The two opt-in paths of {@link CudaTensorOps.Options} on a real GPU: cuBLASLt adding the residual in the product
@@ -40,64 +20,24 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * 1e-4 with room), BF16 within bf16 rounding of outputs of magnitude ~1 to ~5.
  */
 @Tag("gpu")
-class ResidualGemmGpuTest {
+class ResidualGemmGpuTest extends GpuProductsFixture {
 
     private static final Options FUSED = new Options(false, true, true);
     private static final Options WARP = new Options(false, false, true);
 
-    private static CudaBackend backend;
-    private static ComputeDevice device;
     private static MatmulLibrary library;
 
-    private final SplittableRandom random = new SplittableRandom(11);
-    private final List<long[]> allocations = new ArrayList<>();
-    private final List<CudaTensorOps> opened = new ArrayList<>();
-    private DeviceStream stream;
-    private Arena arena;
-    private DevicePool pool;
+    ResidualGemmGpuTest() {
+        super(11, WITH_POOL);
+    }
 
     @BeforeAll
-    static void openBackend() {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        assumeTrue(created.isPresent(), "no CUDA driver or device");
-        backend = created.get();
-        device = backend.devices().getFirst();
-        String dir = System.getProperty("gpupool.kernels.cublas-lt-dir");
-        library = device.matmulLibrary(dir == null ? null : Path.of(dir)).orElseThrow(() ->
-                new AssertionError("cuBLASLt could not be loaded on this GPU machine (see the log)"));
-    }
-
-    @AfterAll
-    static void closeBackend() {
-        if (backend != null) {
-            backend.close();
-        }
-    }
-
-    @BeforeEach
-    void open() {
-        device.bindToCurrentThread();
-        stream = device.createStream(0);
-        arena = Arena.ofShared();
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-    }
-
-    @AfterEach
-    void release() {
-        stream.synchronize();
-        opened.forEach(CudaTensorOps::close);
-        for (long[] block : allocations) {
-            device.chunkSource().free(block[0], block[1]);
-        }
-        stream.close();
-        pool.close();
-        arena.close();
+    static void loadLibrary() {
+        library = cublasLt();
     }
 
     private CudaTensorOps ops(Precision precision, Options options) {
-        CudaTensorOps ops = new CudaTensorOps(device, precision, library, pool, options);
-        opened.add(ops);
-        return ops;
+        return opened(new CudaTensorOps(device, precision, library, pool, options));
     }
 
     /** The library's residual plan alone: y = x·wᵀ (+ bias) + residual, C and D different matrices. */
@@ -132,8 +72,8 @@ class ResidualGemmGpuTest {
                     }
                 }
                 assertClose("residual product " + rows + "x" + in + "->" + out + (withBias ? "" : " no bias"),
-                        read(dy, rows * out), expected, 1e-5);
-                assertClose("residual input untouched", read(dr, rows * out), toDouble(residual), 0);
+                        download(dy, rows * out), expected, 1e-5);
+                assertClose("residual input untouched", download(dr, rows * out), toDouble(residual), 0);
             }
         }
     }
@@ -269,75 +209,7 @@ class ResidualGemmGpuTest {
         return out;
     }
 
-    private static void assertClose(String what, float[] got, double[] expected, double tolerance) {
-        double worst = 0;
-        int worstIndex = -1;
-        for (int i = 0; i < expected.length; i++) {
-            double error = Math.abs(got[i] - expected[i]);
-            if (!(error <= worst)) {
-                worst = Double.isNaN(error) ? Double.POSITIVE_INFINITY : error;
-                worstIndex = i;
-            }
-        }
-        double finalWorst = worst;
-        int index = worstIndex;
-        assertTrue(worst <= tolerance, () -> what + ": max abs error " + finalWorst + " at " + index + " (got "
-                + got[index] + ", expected " + expected[index] + "), tolerance " + tolerance);
-    }
-
-    private float[] randoms(int n, float scale) {
-        float[] values = new float[n];
-        for (int i = 0; i < n; i++) {
-            values[i] = (float) ((random.nextDouble() * 2 - 1) * scale);
-        }
-        return values;
-    }
-
-    private long allocate(long bytes) {
-        long address = device.chunkSource().allocate(bytes);
-        allocations.add(new long[] {address, bytes});
-        return address;
-    }
-
-    private long upload(float[] values) {
-        return upload(values, false);
-    }
-
     private long upload(float[] values, boolean bf16) {
-        MemorySegment host;
-        if (bf16) {
-            host = arena.allocate((long) values.length * 2, 16);
-            for (int i = 0; i < values.length; i++) {
-                host.setAtIndex(ValueLayout.JAVA_SHORT, i, Bf16.fromFloat(values[i]));
-            }
-        } else {
-            host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
-        }
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
-    private long uploadInts(int[] values) {
-        MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
-        long address = allocate(host.byteSize());
-        stream.copyHostToDevice(host, address, host.byteSize());
-        return address;
-    }
-
-    private float[] read(long address, int count) {
-        MemorySegment host = arena.allocate((long) count * Float.BYTES, 16);
-        stream.copyDeviceToHost(address, host, host.byteSize());
-        stream.synchronize();
-        return host.toArray(ValueLayout.JAVA_FLOAT);
-    }
-
-    /** Reads {@code count} activations (FP32 or bf16, as {@code ops} holds them) as floats. */
-    private float[] widen(CudaTensorOps ops, long address, int count) {
-        long wide = ops.activationBytes() == 2 ? allocate((long) count * Float.BYTES) : address;
-        if (wide != address) {
-            ops.toFloat32(stream, address, wide, count);
-        }
-        return read(wide, count);
+        return bf16 ? uploadBf16(values) : upload(values);
     }
 }
