@@ -32,6 +32,12 @@ final class InferenceChainUnobserved implements BeanPostProcessor {
     /** The bean name of the inference API's chain ({@link InferenceApiSecurity}). */
     static final String INFERENCE_CHAIN = "inferenceApiSecurityChain";
 
+    /**
+     * Spring Security's name for its chain-decorator post-processor (its reactive observation configuration).
+     * Should it change, the inference chain is observed again, and ServingApplicationTest says so.
+     */
+    private static final String DECORATOR_POST_PROCESSOR = "filterChainDecoratorPostProcessor";
+
     /** The inference chain's first filter, identifying its filter list; null until that bean exists. */
     private volatile WebFilter inferenceChainFirstFilter;
 
@@ -42,7 +48,7 @@ final class InferenceChainUnobserved implements BeanPostProcessor {
             // on the thread creating the context: the filters are a list in memory, collected at once
             List<WebFilter> filters = chain.getWebFilters().collectList().block();
             inferenceChainFirstFilter = filters == null || filters.isEmpty() ? null : filters.getFirst();
-        } else if (bean instanceof ObjectPostProcessor<?> processor && "filterChainDecoratorPostProcessor".equals(beanName)) {
+        } else if (bean instanceof ObjectPostProcessor<?> processor && DECORATOR_POST_PROCESSOR.equals(beanName)) {
             return new RoutingPostProcessor((ObjectPostProcessor<WebFilterChainDecorator>) processor);
         }
         return bean;
