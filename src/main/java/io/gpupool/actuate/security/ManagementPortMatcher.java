@@ -14,16 +14,12 @@ import reactor.core.publisher.Mono;
  * it: the inference API's chain does not apply there, and the operations chain denies what is not an
  * endpoint.
  *
- * <p>It runs on every request, so the ports are looked up in the environment (a walk over all property
- * sources with conversion) only until both servers have published theirs; from then on the answer is a
- * comparison of two ints. Whether there is a separate port at all is known from the configuration.
+ * <p>Whether there is a separate port at all is fixed by the configuration and decided once. The ports
+ * themselves are read on every request: a server stopped and started again (a paused context, for
+ * one) listens on a new random port, and a remembered one would let its requests pass as the
+ * application port's.
  */
 public final class ManagementPortMatcher implements ServerWebExchangeMatcher {
-
-    /** {@link #managementPort}: not known yet (the servers are still starting). */
-    private static final int UNKNOWN = 0;
-    /** {@link #managementPort}: the management server listens on the application port after all. */
-    private static final int SHARED = -1;
 
     // a Mono.just is immutable and can be answered to any number of subscribers
     private static final Mono<MatchResult> MATCH = MatchResult.match();
@@ -31,8 +27,6 @@ public final class ManagementPortMatcher implements ServerWebExchangeMatcher {
 
     private final Environment environment;
     private final boolean separatePort;
-    /** The separate port once known, else {@link #UNKNOWN} or {@link #SHARED}; every thread computes the same value. */
-    private volatile int managementPort = UNKNOWN;
 
     public ManagementPortMatcher(Environment environment) {
         this.environment = environment;
@@ -48,23 +42,9 @@ public final class ManagementPortMatcher implements ServerWebExchangeMatcher {
         if (!separatePort) {
             return false;
         }
-        int port = managementPort();
+        Integer port = environment.getProperty("local.management.port", Integer.class);
         InetSocketAddress local = exchange.getRequest().getLocalAddress();
-        return port > 0 && local != null && local.getPort() == port;
-    }
-
-    private int managementPort() {
-        int port = managementPort;
-        if (port != UNKNOWN) {
-            return port;
-        }
-        Integer management = environment.getProperty("local.management.port", Integer.class);
-        Integer server = environment.getProperty("local.server.port", Integer.class);
-        if (management == null || management <= 0 || server == null) {
-            return UNKNOWN;         // not both started yet: look again on the next request
-        }
-        port = management.equals(server) ? SHARED : management;
-        managementPort = port;
-        return port;
+        return port != null && port > 0 && local != null && local.getPort() == port
+                && !port.equals(environment.getProperty("local.server.port", Integer.class));
     }
 }
