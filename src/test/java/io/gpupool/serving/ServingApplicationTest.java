@@ -17,6 +17,7 @@ import org.springframework.http.MediaType;
 import org.springframework.test.web.reactive.server.WebTestClient;
 
 import java.time.Duration;
+import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -231,6 +232,53 @@ class ServingApplicationTest {
                         n -> assertThat(n.longValue()).isPositive())
                 .jsonPath("$.batching['tiny-bert'].maxTokens").isEqualTo(4096)             // listed before any request
                 .jsonPath("$.batching['tiny-bert'].bypassed").isEqualTo(0);
+    }
+
+    @Test
+    void theInferenceApiAnswersWithoutCredentialsWhileTheOperatorsEndpointsStillNeedThem() {
+        client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32",
+                          "data": [5.1, 3.5, 1.4, 0.2]}]}""")
+                .exchange().expectStatus().isOk()
+                .expectHeader().valueEquals("X-Content-Type-Options", "nosniff")   // the security headers stay
+                .expectHeader().doesNotExist("Set-Cookie");                         // stateless: no session
+        client.get().uri("/v2").exchange().expectStatus().isOk();
+
+        WebTestClient management = WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort).build();
+        management.delete().uri("/actuator/gpupool").exchange().expectStatus().isUnauthorized();
+        management.post().uri("/actuator/gpupool").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue(Map.of("recording", true)).exchange().expectStatus().isUnauthorized();
+        management.get().uri("/actuator/gpupool/host:0/trace").exchange().expectStatus().isUnauthorized();
+        management.get().uri("/actuator/env").exchange().expectStatus().isUnauthorized();
+        // the inference chain does not apply on the management port: there only endpoints are served
+        management.get().uri("/v2/health/ready").exchange().expectStatus().isUnauthorized();
+        management.get().uri("/actuator/health").exchange().expectStatus().isOk();
+    }
+
+    @Test
+    void springSecurityObservesTheActuatorsChainButNotTheOpenInferenceApi() {
+        long before = securedRequestsObserved();
+        for (int i = 0; i < 3; i++) {
+            client.get().uri("/v2/health/ready").exchange().expectStatus().isOk();
+        }
+        WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort).build()
+                .get().uri("/actuator/health").exchange().expectStatus().isOk();
+
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (securedRequestsObserved() == before) {
+            assertThat(System.nanoTime()).as("the actuator's request is observed").isLessThan(deadline);
+            sleepBriefly();
+        }
+        assertThat(securedRequestsObserved()).as("only the actuator's request, none of the inference API's")
+                .isEqualTo(before + 1);
+        assertThat(meters.find("http.server.requests").tag("uri", "/v2/health/ready").timer())
+                .as("the inference API's requests are still timed").isNotNull()
+                .satisfies(timer -> assertThat(timer.count()).isGreaterThanOrEqualTo(3));
+    }
+
+    private long securedRequestsObserved() {
+        return meters.find("spring.security.http.secured.requests").timers().stream().mapToLong(t -> t.count()).sum();
     }
 
     static void sleepBriefly() {
