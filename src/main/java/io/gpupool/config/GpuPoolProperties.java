@@ -272,7 +272,7 @@ public class GpuPoolProperties {
          * Each forward takes one block (its arena) sized by the execution plan, its tensors at offsets packed from
          * their lifetimes, released once the stream has finished; false: one allocation per tensor.
          */
-        private boolean requestArena = false;
+        private boolean requestArena = true;
 
         ServingSettings toSettings() {
             return new ServingSettings(streamsPerDevice, queueCapacity, defaultTimeout, maxBodySize, maxBatchSize,

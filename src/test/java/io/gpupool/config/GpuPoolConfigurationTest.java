@@ -39,16 +39,16 @@ class GpuPoolConfigurationTest {
     }
 
     @Test
-    void requestArenasAreOffByDefaultAndTheSettingReachesEveryLoadedModel() {
+    void requestArenasAreOnByDefaultAndTheSettingReachesEveryLoadedModel() {
         // With an arena a forward's one allocation is its whole planned peak; without, its largest tensor.
         java.util.function.Function<org.springframework.context.ApplicationContext, List<Boolean>> oneBlock = context ->
                 context.getBean(ModelRegistry.class).models().stream()
                         .map(model -> (io.gpupool.model.PlannedMemory) model.replicas().values().iterator().next())
                         .map(planned -> planned.largestActivationBytes(2, 16) == planned.peakActivationBytes(2, 16))
                         .toList();
-        runner.run(context -> assertThat(oneBlock.apply(context)).hasSize(2).containsOnly(false));
-        runner.withPropertyValues("gpupool.serving.request-arena=true")
-                .run(context -> assertThat(oneBlock.apply(context)).hasSize(2).containsOnly(true));
+        runner.run(context -> assertThat(oneBlock.apply(context)).hasSize(2).containsOnly(true));
+        runner.withPropertyValues("gpupool.serving.request-arena=false")
+                .run(context -> assertThat(oneBlock.apply(context)).hasSize(2).containsOnly(false));
     }
 
     @Test
