@@ -20,6 +20,6 @@ timeout 300 bash tools/compare-allocators.sh full --rounds 3 --warmup 3s --durat
   --out-dir "$OUT/pool/bf16" > "$OUT/pool/compare.log" 2>&1; say "pool rc=$?"
 grep '^|' "$OUT/pool/bf16/comparison.md" | tail -5; pk pool
 say "soak"; mkdir -p "$OUT/soak"
-timeout 100 bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 --modes "TWO_LEVEL+gpupool.kernels.precision=BF16" \
+timeout 100 bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 --modes "TWO_LEVEL+gpupool.kernels.precision=BF16" --out-dir "$OUT/soak/run" \
   > "$OUT/soak/soak.log" 2>&1; say "soak rc=$?"; tail -5 "$OUT/soak/soak.log"; pk soak
 say done
