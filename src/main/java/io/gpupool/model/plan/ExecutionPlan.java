@@ -299,13 +299,7 @@ public final class ExecutionPlan {
             }
             context.stream().synchronize();
         } catch (RuntimeException | Error failure) {
-            try {
-                context.stream().synchronize();
-            } catch (RuntimeException drain) {
-                if (drain != failure) {
-                    failure.addSuppressed(drain);
-                }
-            }
+            drainAfter(context, failure);
             for (int t = 0; t < n; t++) {
                 if (blocks[t] != null) {
                     try {
@@ -317,6 +311,17 @@ public final class ExecutionPlan {
                 }
             }
             throw failure;
+        }
+    }
+
+    /** Waits for the stream's queued work after {@code failure}; a failure to drain is attached to it. */
+    private static void drainAfter(ExecutionContext context, Throwable failure) {
+        try {
+            context.stream().synchronize();
+        } catch (RuntimeException drain) {
+            if (drain != failure) {
+                failure.addSuppressed(drain);
+            }
         }
     }
 
@@ -355,13 +360,7 @@ public final class ExecutionPlan {
             }
             context.stream().synchronize();
         } catch (RuntimeException | Error failure) {
-            try {
-                context.stream().synchronize();
-            } catch (RuntimeException drain) {
-                if (drain != failure) {
-                    failure.addSuppressed(drain);
-                }
-            }
+            drainAfter(context, failure);
             if (block != null) {
                 try {
                     block.release();
