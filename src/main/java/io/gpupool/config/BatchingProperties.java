@@ -36,8 +36,8 @@ public class BatchingProperties {
     /**
      * Most batches of one model running at once on a device; 0: one per stream (gpupool.serving.streams-per-device).
      * Fewer than the streams makes each batch larger under load, since requests gather while the batches run, and
-     * leaves the other streams to requests that run alone. Two: under the short-request load on the H200, two larger
-     * batches at once served more than four smaller ones (docs/benchmarks.md, "Batches in flight").
+     * leaves the other streams to requests that run alone; each batch costs host time of its own, so fewer, larger
+     * batches serve more (why two: docs/benchmarks.md, "Batches in flight").
      */
     private int maxBatchesInFlight = 2;
 

@@ -49,9 +49,8 @@ public class KernelProperties {
     /**
      * With precision BF16 on cuBLASLt (bf16 activations): pack a batch of BERT requests without padding, on the bf16
      * forms of the packed-sequence kernels (FP32 attention over bf16 loads and stores), instead of padding it to its
-     * longest sequence. Off by default: on the H200 they agree with the padded path within bf16's reach, but a packed
-     * batch of short requests ran slower than a padded one (docs/benchmarks.md, "where the host time went"). No effect
-     * on FP32 activations.
+     * longest sequence. Off by default: it agrees with the padded path within bf16's reach but is the slower of the
+     * two for short requests (docs/benchmarks.md, "where the host time went"). No effect on FP32 activations.
      */
     private boolean packedBf16 = false;
 
