@@ -19,6 +19,7 @@ import tools.jackson.databind.ObjectMapper;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The Open Inference Protocol (KServe v2) REST endpoints. Handlers never block: request bodies are
@@ -125,6 +126,9 @@ public final class InferenceHandler {
     public Mono<ServerResponse> infer(ServerRequest request) {
         // Set once the request is queued; failures before that are reported here, later ones by the service.
         boolean[] queued = {false};
+        // A client that goes away mid-upload shows either as a failed read (onErrorResume) or, when the
+        // server notices the closed connection first, as a cancelled subscription: count it once either way.
+        AtomicBoolean reported = new AtomicBoolean();
         return Mono.defer(() -> {
             ServedModel model;
             try {
@@ -157,13 +161,21 @@ public final class InferenceHandler {
                     .flatMap(InferenceHandler::respond);
         }).onErrorResume(failure -> {
             boolean cancelled = ErrorStatus.clientWentAway(failure);
-            if (!queued[0]) {
-                String name = request.pathVariable("model");
-                boolean served = registry.models().stream().anyMatch(model -> model.name().equals(name));
-                observer.rejected(served ? name : null, cancelled ? InferenceObserver.CANCELLED : ErrorStatus.of(failure));
+            if (!queued[0] && reported.compareAndSet(false, true)) {
+                observer.rejected(servedName(request), cancelled ? InferenceObserver.CANCELLED : ErrorStatus.of(failure));
             }
             return cancelled ? Mono.empty() : error(failure);
+        }).doOnCancel(() -> {
+            if (!queued[0] && reported.compareAndSet(false, true)) {
+                observer.rejected(servedName(request), InferenceObserver.CANCELLED);
+            }
         });
+    }
+
+    /** The request's model name when it is one this server serves, else null (metrics must not take any name). */
+    private String servedName(ServerRequest request) {
+        String name = request.pathVariable("model");
+        return registry.models().stream().anyMatch(model -> model.name().equals(name)) ? name : null;
     }
 
     /** POST /v2/repository/index: every model found, with its state; {@code {"ready": true}} keeps ready ones. */
