@@ -38,7 +38,9 @@ import java.util.function.LongUnaryOperator;
  *       {@link OutOfDeviceMemoryException} naming the bytes needed and the ceiling: waiting cannot help,
  *       since even an idle pool would not hold it. Otherwise, when nobody waits and either the charge fits
  *       the room (under the limit) or nothing runs, the request is admitted on the caller's thread; else it
- *       joins the tail of the FIFO.</li>
+ *       joins the tail of the FIFO. An owner that must hold its ticket before any callback can run (the
+ *       callback may admit, run and send back the request on other threads before {@code acquire} returns)
+ *       makes it with {@link #ticket} and then calls {@link Ticket#enter}.</li>
  *   <li>release: the charge leaves {@code admitted}; then, from the head, every waiter that fits is
  *       admitted. Their callbacks run on the releasing thread after the monitor is dropped.</li>
  *   <li>cancel (timeout, disconnect): a waiting request leaves the queue and nothing else happens to it;
@@ -170,7 +172,7 @@ public final class MemoryAdmission implements AdmissionMetrics {
         private final Consumer<Ticket> whenAdmitted;
         private final boolean alone;
         /** Guarded by the admission's monitor. */
-        private State state = State.WAITING;
+        private State state = State.NEW;
         /** Guarded by the admission's monitor. */
         private boolean ranOutOfMemory;
 
@@ -184,6 +186,16 @@ public final class MemoryAdmission implements AdmissionMetrics {
         /** The planned bytes this request reserved. */
         public long charge() {
             return charge;
+        }
+
+        /**
+         * Enters the admission's FIFO: admitted at once (the callback runs on this thread before this returns) or
+         * queued. Once only.
+         *
+         * @throws OutOfDeviceMemoryException if the charge alone exceeds the ceiling (waiting cannot help)
+         */
+        public void enter() {
+            MemoryAdmission.this.enter(this);
         }
 
         /**
@@ -209,7 +221,25 @@ public final class MemoryAdmission implements AdmissionMetrics {
         }
     }
 
-    private enum State { WAITING, ADMITTED, RELEASED, CANCELLED }
+    /** NEW: made, not yet entered; REFUSED: entered and refused at once (waiting could not help). */
+    private enum State { NEW, WAITING, ADMITTED, RELEASED, CANCELLED, REFUSED }
+
+    /**
+     * A ticket for {@code charge} planned bytes that has not entered yet: its owner keeps it first and then calls
+     * {@link Ticket#enter}, so that a ticket admitted, run and sent back on other threads before {@code enter}
+     * returns is already the one the owner holds (with {@link #acquire} the owner learns it only on return).
+     */
+    public Ticket ticket(long charge, Consumer<Ticket> whenAdmitted) {
+        if (charge < 0) {
+            throw new IllegalArgumentException("charge = " + charge + " is invalid; allowed: >= 0");
+        }
+        return new Ticket(charge, Objects.requireNonNull(whenAdmitted, "whenAdmitted"), false);
+    }
+
+    /** As {@link #ticket}, for a request that ran out of memory: {@link Ticket#enter} queues it as {@link #acquireAlone}. */
+    public Ticket aloneTicket(long charge, Consumer<Ticket> whenAdmitted) {
+        return new Ticket(Math.max(0, charge), Objects.requireNonNull(whenAdmitted, "whenAdmitted"), true);
+    }
 
     /**
      * Reserves {@code charge} planned bytes. When admitted at once, {@code whenAdmitted} runs on this
@@ -219,34 +249,8 @@ public final class MemoryAdmission implements AdmissionMetrics {
      * @throws OutOfDeviceMemoryException if the charge alone exceeds the ceiling (waiting cannot help)
      */
     public Ticket acquire(long charge, Consumer<Ticket> whenAdmitted) {
-        if (charge < 0) {
-            throw new IllegalArgumentException("charge = " + charge + " is invalid; allowed: >= 0");
-        }
-        Objects.requireNonNull(whenAdmitted, "whenAdmitted");
-        Ticket ticket = new Ticket(charge, whenAdmitted, false);
-        boolean now;
-        synchronized (this) {
-            if (running == 0) {
-                sampleResident();
-            }
-            long ceiling = ceilingBytes();
-            if (enabled && charge > ceiling) {
-                refusedCount.increment();
-                throw refusal(charge, ceiling);
-            }
-            now = !enabled || waiters.isEmpty() && aloneWaiters.isEmpty()
-                    && (running == 0 || !aloneRunning && admitted + charge <= limit());
-            if (now) {
-                admit(ticket);
-            } else {
-                waiters.add(ticket);
-                waitingBytes += charge;
-                waitingCount = waiters.size() + aloneWaiters.size();
-            }
-        }
-        if (now) {
-            whenAdmitted.accept(ticket);
-        }
+        Ticket ticket = ticket(charge, whenAdmitted);
+        ticket.enter();
         return ticket;
     }
 
@@ -257,17 +261,61 @@ public final class MemoryAdmission implements AdmissionMetrics {
      * {@code whenAdmitted} runs as for {@link #acquire}.
      */
     public Ticket acquireAlone(long charge, Consumer<Ticket> whenAdmitted) {
-        Objects.requireNonNull(whenAdmitted, "whenAdmitted");
-        Ticket ticket = new Ticket(Math.max(0, charge), whenAdmitted, true);
+        Ticket ticket = aloneTicket(charge, whenAdmitted);
+        ticket.enter();
+        return ticket;
+    }
+
+    private void enter(Ticket ticket) {
+        if (ticket.alone) {
+            enterAlone(ticket);
+            return;
+        }
+        boolean now;
+        synchronized (this) {
+            requireNew(ticket);
+            if (running == 0) {
+                sampleResident();
+            }
+            long ceiling = ceilingBytes();
+            if (enabled && ticket.charge > ceiling) {
+                ticket.state = State.REFUSED;
+                refusedCount.increment();
+                throw refusal(ticket.charge, ceiling);
+            }
+            now = !enabled || waiters.isEmpty() && aloneWaiters.isEmpty()
+                    && (running == 0 || !aloneRunning && admitted + ticket.charge <= limit());
+            if (now) {
+                admit(ticket);
+            } else {
+                ticket.state = State.WAITING;
+                waiters.add(ticket);
+                waitingBytes += ticket.charge;
+                waitingCount = waiters.size() + aloneWaiters.size();
+            }
+        }
+        if (now) {
+            ticket.whenAdmitted.accept(ticket);
+        }
+    }
+
+    private void enterAlone(Ticket ticket) {
         List<Ticket> woken;
         synchronized (this) {
+            requireNew(ticket);
             aloneCount.increment();
+            ticket.state = State.WAITING;
             aloneWaiters.add(ticket);
             waitingBytes += ticket.charge;
             woken = admitWaiters();
         }
         wake(woken);
-        return ticket;
+    }
+
+    private static void requireNew(Ticket ticket) {
+        if (ticket.state != State.NEW) {
+            throw new IllegalStateException("a ticket enters the admission once; this one is " + ticket.state);
+        }
     }
 
     private boolean cancel(Ticket ticket) {

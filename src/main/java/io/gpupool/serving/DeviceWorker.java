@@ -212,23 +212,26 @@ public final class DeviceWorker implements AutoCloseable {
                     return;
                 }
             }
-            MemoryAdmission.Ticket ticket;
+            // The job holds its ticket before it enters: once admitted it may run, run out of memory and be sent
+            // back with a new ticket on other threads before enter() returns, and that ticket must not be
+            // replaced by this one afterwards (its charge would never be given back).
+            MemoryAdmission.Ticket ticket = admission.ticket(charge, admitted -> admitted(job));
+            job.ticket = ticket;
             try {
-                ticket = admission.acquire(charge, admitted -> admitted(job, admitted));
+                ticket.enter();
             } catch (OutOfDeviceMemoryException refused) {
                 sink.error(refused);
                 return;
             }
-            job.ticket = ticket;
             if (job.cancelled) {
-                ticket.cancel();                                   // cancelled before the ticket was known
+                ticket.cancel();                                   // cancelled while entering
             }
         });
     }
 
     /** The job's memory is reserved: lease a stream now, or wait for one. Runs on the thread that made room. */
-    private void admitted(Job<?> job, MemoryAdmission.Ticket ticket) {
-        job.ticket = ticket;
+    private void admitted(Job<?> job) {
+        MemoryAdmission.Ticket ticket = job.ticket;
         DeviceStream stream;
         synchronized (this) {
             if (closed || job.cancelled) {
@@ -310,8 +313,9 @@ public final class DeviceWorker implements AutoCloseable {
     private void runAlone(Job<?> job) {
         job.ranAlone = true;
         job.failure = null;
-        MemoryAdmission.Ticket ticket = admission.acquireAlone(job.charge, admitted -> admitted(job, admitted));
-        job.ticket = ticket;
+        MemoryAdmission.Ticket ticket = admission.aloneTicket(job.charge, admitted -> admitted(job));
+        job.ticket = ticket;                                       // before it enters, as in submit
+        ticket.enter();
         if (job.cancelled) {
             ticket.cancel();
         }
@@ -434,7 +438,7 @@ public final class DeviceWorker implements AutoCloseable {
         private final Function<ExecutionContext, T> work;
         private final MonoSink<T> sink;
         private volatile boolean cancelled;
-        /** Set when the job joins the admission (before or at its admission). */
+        /** The job's ticket in the admission, set before the ticket enters (a run alone gets a new one). */
         private volatile MemoryAdmission.Ticket ticket;
         private final long charge;
         /** What the last run threw, read by the worker thread that ran it. */

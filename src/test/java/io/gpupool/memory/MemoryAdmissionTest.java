@@ -232,4 +232,40 @@ class MemoryAdmissionTest {
         tickets.forEach(MemoryAdmission.Ticket::release);
         assertThat(off.admittedBytes()).isZero();
     }
+
+    @Test
+    void aTicketMadeBeforeItEntersIsTheOneItsOwnerHoldsWhenItsCallbackRunsAtOnceOrLater() {
+        List<MemoryAdmission.Ticket> seen = new ArrayList<>();
+        MemoryAdmission.Ticket running = admission.ticket(80, seen::add);
+        running.enter();                                         // admitted at once: the callback ran inside enter
+        assertThat(seen).containsExactly(running);
+        MemoryAdmission.Ticket waiting = admission.ticket(40, seen::add);
+        waiting.enter();                                         // 80 + 40 > 100: waits
+        assertThat(seen).containsExactly(running);
+        running.release();
+        assertThat(seen).containsExactly(running, waiting);
+        MemoryAdmission.Ticket alone = admission.aloneTicket(40, seen::add);
+        alone.enter();                                           // something runs: an alone ticket waits for it
+        assertThat(admission.waiting()).isEqualTo(1);
+        waiting.release();
+        assertThat(seen).containsExactly(running, waiting, alone);
+        alone.release();
+        assertThat(admission.running()).isZero();
+        assertThat(admission.admittedBytes()).isZero();
+    }
+
+    @Test
+    void aTicketEntersOnceAndARefusedOneHoldsNothing() {
+        MemoryAdmission.Ticket ticket = admission.ticket(10, t -> { });
+        ticket.enter();
+        assertThatThrownBy(ticket::enter).isInstanceOf(IllegalStateException.class).hasMessageContaining("once");
+        ticket.release();
+        MemoryAdmission.Ticket tooLarge = admission.ticket(101, t -> { });
+        assertThatThrownBy(tooLarge::enter).isInstanceOf(OutOfDeviceMemoryException.class);
+        tooLarge.release();                                      // a no-op: it was never admitted
+        assertThat(tooLarge.cancel()).isFalse();
+        assertThat(admission.admittedBytes()).isZero();
+        assertThat(admission.waiting()).isZero();
+        assertThat(admission.refusedCount()).isEqualTo(1);
+    }
 }

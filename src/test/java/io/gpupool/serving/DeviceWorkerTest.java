@@ -187,4 +187,50 @@ class DeviceWorkerTest {
             assertThat(admission.admittedBytes()).isZero();
         }
     }
+
+    /**
+     * Many threads submit jobs that run out of memory on their first run and are sent back to run alone. A job can
+     * be admitted, run, sent back with a new ticket and admitted again before the thread that submitted it returns
+     * from the admission; the charge of every run must still be given back, or the admission stays wedged.
+     */
+    @Test
+    void jobsSentBackToRunAloneUnderContentionGiveEveryChargeBack() throws Exception {
+        io.gpupool.memory.MemoryAdmission admission = new io.gpupool.memory.MemoryAdmission("device 0", true,
+                () -> 1 << 20, () -> 0, bytes -> bytes);
+        try (DeviceWorker capped = new DeviceWorker(new FakeDevice(1), allocator, null, 2, 10_000, admission)) {
+            int threads = 6;
+            int jobsPerThread = 300;
+            java.util.concurrent.atomic.AtomicInteger answered = new java.util.concurrent.atomic.AtomicInteger();
+            CountDownLatch allAnswered = new CountDownLatch(threads * jobsPerThread);
+            java.util.List<Thread> submitters = new java.util.ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                submitters.add(Thread.ofPlatform().start(() -> {
+                    for (int i = 0; i < jobsPerThread; i++) {
+                        AtomicBoolean ranOnce = new AtomicBoolean();
+                        capped.submit(1000, ctx -> {
+                            if (ranOnce.compareAndSet(false, true)) {
+                                throw new io.gpupool.memory.OutOfDeviceMemoryException(1000, "injected");
+                            }
+                            java.util.concurrent.locks.LockSupport.parkNanos(200_000);
+                            return "ok";
+                        }).subscribe(ok -> {
+                            answered.incrementAndGet();
+                            allAnswered.countDown();
+                        }, failure -> allAnswered.countDown());
+                    }
+                }));
+            }
+            for (Thread submitter : submitters) {
+                submitter.join();
+            }
+            assertThat(allAnswered.await(60, TimeUnit.SECONDS)).as("every job answered; admission: %d running, "
+                    + "%d bytes admitted, %d waiting", admission.running(), admission.admittedBytes(),
+                    admission.waiting()).isTrue();
+            assertThat(answered.get()).as("each succeeds when run alone").isEqualTo(threads * jobsPerThread);
+            waitFor(() -> admission.running() == 0);
+            assertThat(admission.admittedBytes()).isZero();
+            assertThat(admission.waiting()).isZero();
+            assertThat(capped.submit(1000, ctx -> "after").block(Duration.ofSeconds(5))).isEqualTo("after");
+        }
+    }
 }
