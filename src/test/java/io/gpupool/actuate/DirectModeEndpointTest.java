@@ -64,7 +64,7 @@ class DirectModeEndpointTest {
 
     @BeforeEach
     void client() {
-        management = WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort + "/actuator").build();
+        management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build();
     }
 
     @Test

@@ -49,7 +49,7 @@ class GpuPoolEndpointWebTests {
         cuda0.reset();
         cuda1.reset();
         modelsWarmedUp.set(true);
-        management = WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort + "/actuator").build();
+        management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build();
     }
 
     WebTestClient.RequestBodySpec operatorPost(String uri) {
@@ -290,13 +290,13 @@ class GpuPoolEndpointWebTests {
         management.get().uri("/env").headers(h -> h.setBasicAuth("operator", "s3cret")).exchange()
                 .expectStatus().isForbidden();
         management.get().uri("/beans").exchange().expectStatus().isUnauthorized();
-        WebTestClient root = WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort).build();
+        WebTestClient root = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort).build();
         root.get().uri("/anything").exchange().expectStatus().isUnauthorized();
     }
 
     @Test
     void theApplicationPortStaysOpenWithoutCredentialOrCsrfToken() {
-        WebTestClient app = WebTestClient.bindToServer().baseUrl("http://localhost:" + serverPort).build();
+        WebTestClient app = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + serverPort).build();
         app.post().uri("/v2/models/none/infer").contentType(MediaType.APPLICATION_JSON).bodyValue("{}").exchange()
                 .expectStatus().isNotFound();
         app.get().uri("/actuator/gpupool").exchange().expectStatus().isNotFound();

@@ -36,7 +36,7 @@ class GraphsEndpointWebTests {
     void client() {
         graphs.reset();
         cuda0.reset();
-        management = WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort + "/actuator").build();
+        management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build();
     }
 
     private WebTestClient.RequestHeadersSpec<?> tune(String device, Map<String, Object> body) {

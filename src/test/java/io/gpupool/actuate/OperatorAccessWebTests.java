@@ -33,7 +33,7 @@ class OperatorAccessWebTests {
     @BeforeEach
     void client() {
         throttle.succeeded("127.0.0.1");
-        management = WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort + "/actuator").build();
+        management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build();
     }
 
     @Test

@@ -111,7 +111,7 @@ class MonitoringQueriesTest {
             assertThat(System.nanoTime()).as("warm-up finished within 120 s").isLessThan(deadline);
             Thread.sleep(20);
         }
-        WebTestClient api = WebTestClient.bindToServer().baseUrl("http://localhost:" + serverPort)
+        WebTestClient api = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + serverPort)
                 .responseTimeout(TIMEOUT).build();
         for (int i = 0; i < 3; i++) {
             infer(api, "iris-mlp", """
@@ -124,7 +124,7 @@ class MonitoringQueriesTest {
         infer(api, "iris-mlp", "{\"inputs\": [").expectStatus().isBadRequest();
         infer(api, "no-such-model", "{\"inputs\": []}").expectStatus().isNotFound();
 
-        String body = WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort)
+        String body = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort)
                 .responseTimeout(TIMEOUT).build()
                 .get().uri("/actuator/prometheus").exchange()
                 .expectStatus().isOk().expectBody(String.class).returnResult().getResponseBody();

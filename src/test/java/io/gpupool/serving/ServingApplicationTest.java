@@ -214,7 +214,7 @@ class ServingApplicationTest {
                           "data": [5.1, 3.5, 1.4, 0.2, 6.7, 3.0, 5.2, 2.3, 5.9, 3.0, 4.2, 1.5]}]}""")
                 .exchange().expectStatus().isOk();
 
-        WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort + "/actuator").build()
+        WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build()
                 .get().uri("/gpupool").exchange().expectStatus().isOk().expectBody()
                 .jsonPath("$.batching['iris-mlp'].layout").isEqualTo("packed")
                 .jsonPath("$.batching['iris-mlp'].maxRequests").isEqualTo(64)              // models/iris-mlp/config.json
@@ -245,7 +245,7 @@ class ServingApplicationTest {
                 .expectHeader().doesNotExist("Set-Cookie");                         // stateless: no session
         client.get().uri("/v2").exchange().expectStatus().isOk();
 
-        WebTestClient management = WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort).build();
+        WebTestClient management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort).build();
         management.delete().uri("/actuator/gpupool").exchange().expectStatus().isUnauthorized();
         management.post().uri("/actuator/gpupool").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue(Map.of("recording", true)).exchange().expectStatus().isUnauthorized();
@@ -262,7 +262,7 @@ class ServingApplicationTest {
         for (int i = 0; i < 3; i++) {
             client.get().uri("/v2/health/ready").exchange().expectStatus().isOk();
         }
-        WebTestClient.bindToServer().baseUrl("http://localhost:" + managementPort).build()
+        WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort).build()
                 .get().uri("/actuator/health").exchange().expectStatus().isOk();
 
         long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
