@@ -27,7 +27,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.TreeSet;
 
 import static io.gpupool.model.plan.ExecutionPlan.ids;
 
@@ -63,9 +62,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     public static final String POOLER_OUTPUT = "pooler_output";
     public static final String EMBEDDING = "embedding";
     public static final String LOGITS = "logits";
-
-    /** Buffers transformers may save next to the weights; not parameters, ignored. */
-    private static final Set<String> IGNORED_BUFFERS = Set.of("embeddings.position_ids", "embeddings.token_type_ids");
 
     private final ModelConfig config;
     private final ModelConfig.Bert arch;
@@ -140,84 +136,19 @@ public final class BertModel implements BatchableModel, PlannedMemory {
 
     /**
      * Checks {@code file} against {@code config} (every expected tensor present with the shape the
-     * config implies, nothing unexpected), uploads the weights to {@code target} and builds the
-     * plan. On any failure nothing stays allocated.
+     * config implies, nothing unexpected: {@link BertCheckpoint}), uploads the weights to {@code target} and builds
+     * the plan. On any failure nothing stays allocated.
      */
     public static BertModel load(ModelConfig config, SafetensorsFile file, LoadTarget target) {
         if (!(config.architecture() instanceof ModelConfig.Bert arch)) {
             throw new IllegalArgumentException("model '" + config.name() + "' is not a BERT model");
         }
-        Map<String, long[]> expected = new LinkedHashMap<>();
-        String prefix = file.tensors().containsKey("bert.embeddings.word_embeddings.weight") ? "bert." : "";
-        int h = arch.hiddenSize();
-        expected.put(prefix + "embeddings.word_embeddings.weight", new long[]{arch.vocabSize(), h});
-        expected.put(prefix + "embeddings.position_embeddings.weight", new long[]{arch.maxPositionEmbeddings(), h});
-        expected.put(prefix + "embeddings.token_type_embeddings.weight", new long[]{arch.typeVocabSize(), h});
-        expected.put(prefix + "embeddings.LayerNorm.weight", new long[]{h});
-        expected.put(prefix + "embeddings.LayerNorm.bias", new long[]{h});
-        for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
-            String p = prefix + "encoder.layer." + layer + ".";
-            for (String qkv : List.of("query", "key", "value")) {
-                expected.put(p + "attention.self." + qkv + ".weight", new long[]{h, h});
-                expected.put(p + "attention.self." + qkv + ".bias", new long[]{h});
-            }
-            expected.put(p + "attention.output.dense.weight", new long[]{h, h});
-            expected.put(p + "attention.output.dense.bias", new long[]{h});
-            expected.put(p + "attention.output.LayerNorm.weight", new long[]{h});
-            expected.put(p + "attention.output.LayerNorm.bias", new long[]{h});
-            expected.put(p + "intermediate.dense.weight", new long[]{arch.intermediateSize(), h});
-            expected.put(p + "intermediate.dense.bias", new long[]{arch.intermediateSize()});
-            expected.put(p + "output.dense.weight", new long[]{h, arch.intermediateSize()});
-            expected.put(p + "output.dense.bias", new long[]{h});
-            expected.put(p + "output.LayerNorm.weight", new long[]{h});
-            expected.put(p + "output.LayerNorm.bias", new long[]{h});
-        }
-        boolean pooler = file.tensors().containsKey(prefix + "pooler.dense.weight")
-                || file.tensors().containsKey(prefix + "pooler.dense.bias");
-        if (pooler) {
-            expected.put(prefix + "pooler.dense.weight", new long[]{h, h});
-            expected.put(prefix + "pooler.dense.bias", new long[]{h});
-        }
-        int numLabels = 0;
-        if (file.tensors().containsKey("classifier.weight") || file.tensors().containsKey("classifier.bias")) {
-            if (!pooler) {
-                throw new ModelFormatException(file.path() + ": has classifier weights but no pooler (pooler.dense)");
-            }
-            SafetensorsFile.TensorInfo classifier = file.tensors().get("classifier.weight");
-            numLabels = arch.numLabels() > 0 ? arch.numLabels()
-                    : classifier != null && classifier.shape().length == 2 ? (int) classifier.shape()[0] : 1;
-            expected.put("classifier.weight", new long[]{numLabels, h});
-            expected.put("classifier.bias", new long[]{numLabels});
-        }
-        checkTensors(file, expected, prefix, config);
-
+        BertCheckpoint checkpoint = BertCheckpoint.check(config, arch, file);
         DeviceWeights weights = new DeviceWeights(target.stream(), target.weightAllocator());
-        boolean bf16 = target.ops().activationBytes() == 2;
         try {
-            for (String name : expected.keySet()) {
-                if (name.contains(".attention.self.")) {
-                    continue;
-                }
-                if (bf16 && isLinearParameter(name)) {
-                    weights.uploadBf16(name, file, name);
-                } else {
-                    weights.upload(name, file, name);
-                }
-            }
-            for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
-                String p = prefix + "encoder.layer." + layer + ".attention.self.";
-                String[] w = {p + "query.weight", p + "key.weight", p + "value.weight"};
-                String[] bias = {p + "query.bias", p + "key.bias", p + "value.bias"};
-                if (bf16) {
-                    weights.uploadBf16(p + "qkv.weight", file, w);
-                    weights.uploadBf16(p + "qkv.bias", file, bias);
-                } else {
-                    weights.upload(p + "qkv.weight", file, w);
-                    weights.upload(p + "qkv.bias", file, bias);
-                }
-            }
-            weights.finish();
-            return new BertModel(config, weights, prefix, pooler, numLabels, target.ops(), target.requestArena());
+            checkpoint.upload(weights, file, arch.numHiddenLayers(), target.ops().activationBytes() == 2);
+            return new BertModel(config, weights, checkpoint.prefix(), checkpoint.pooler(), checkpoint.numLabels(),
+                    target.ops(), target.requestArena());
         } catch (RuntimeException | Error e) {
             try {
                 weights.close();
@@ -226,47 +157,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
             }
             throw e;
         }
-    }
-
-    /**
-     * Whether {@code name} is the weight or bias of a linear layer (stored in the activation type), as opposed to
-     * an embedding table or a LayerNorm parameter (always FP32).
-     */
-    static boolean isLinearParameter(String name) {
-        return name.contains(".dense.") || name.startsWith("classifier.");
-    }
-
-    /** Fails naming every missing tensor, every unexpected one, and the first shape that disagrees. */
-    static void checkTensors(SafetensorsFile file, Map<String, long[]> expected, String prefix, ModelConfig config) {
-        Set<String> missing = new TreeSet<>(expected.keySet());
-        missing.removeAll(file.tensors().keySet());
-        if (!missing.isEmpty()) {
-            throw new ModelFormatException(file.path() + ": missing " + missing.size() + " tensor(s) the config of model '"
-                    + config.name() + "' needs: " + abbreviate(missing));
-        }
-        Set<String> extra = new TreeSet<>(file.tensors().keySet());
-        extra.removeAll(expected.keySet());
-        extra.removeIf(name -> name.startsWith(prefix) && IGNORED_BUFFERS.contains(name.substring(prefix.length())));
-        if (!extra.isEmpty()) {
-            throw new ModelFormatException(file.path() + ": " + extra.size() + " tensor(s) the config of model '"
-                    + config.name() + "' does not account for: " + abbreviate(extra));
-        }
-        for (Map.Entry<String, long[]> e : expected.entrySet()) {
-            SafetensorsFile.TensorInfo info = file.info(e.getKey());
-            if (!Arrays.equals(info.shape(), e.getValue())) {
-                throw new ModelFormatException(file.path() + ": tensor '" + e.getKey() + "' has shape "
-                        + Arrays.toString(info.shape()) + " but config.json implies " + Arrays.toString(e.getValue()));
-            }
-            if (!info.dtype().isFloatingPoint()) {
-                throw new ModelFormatException(file.path() + ": tensor '" + e.getKey() + "' is " + info.dtype()
-                        + ", expected F32, F16, BF16 or F64");
-            }
-        }
-    }
-
-    private static String abbreviate(Set<String> names) {
-        List<String> list = new ArrayList<>(names);
-        return list.size() <= 8 ? list.toString() : list.subList(0, 8) + " and " + (list.size() - 8) + " more";
     }
 
     // ---- serving ------------------------------------------------------------------------------
