@@ -17,10 +17,7 @@ import io.gpupool.model.safetensors.SafetensorsFile;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.SegmentAllocator;
-import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -75,6 +72,8 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     /** Batches of requests (dynamic batching): packed where the kernels allow, else padded. */
     private final BertBatching batching;
     private final BertPadding padding;
+    /** A request's inputs, checked and converted to INT32 (alone and in a batch alike). */
+    private final BertInputs inputChecks;
     private volatile boolean closed;
 
     /** Forwards run in one arena per request (LoadTarget#requestArena), the padded and the packed plan alike. */
@@ -115,6 +114,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         this.maskTensor = built.inputs().mask();
         this.typesTensor = built.inputs().types();
         this.outputTensors = built.outputTensors();
+        this.inputChecks = new BertInputs(this, arch);
         this.batching = new BertBatching(this, prefix, pooler, planningOps);
     }
 
@@ -169,37 +169,19 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         if (closed) {
             throw new IllegalStateException("model '" + name() + "' is closed");
         }
-        HostTensor ids = find(requestInputs, INPUT_IDS);
-        if (ids == null) {
-            throw new IllegalArgumentException("model '" + name() + "': input '" + INPUT_IDS + "' is required");
-        }
-        long[] shape = ids.shape();
-        if (shape.length != 2 || shape[0] < 1 || shape[1] < 1) {
-            throw new IllegalArgumentException("model '" + name() + "': " + INPUT_IDS + " has shape "
-                    + Arrays.toString(shape) + ", expected [batch >= 1, sequence >= 1]");
-        }
-        if (shape[0] > maxBatchSize() || shape[1] > maxSequenceLength()) {
-            throw new IllegalArgumentException("model '" + name() + "': " + INPUT_IDS + " has shape "
-                    + Arrays.toString(shape) + ", above the maximum [" + maxBatchSize() + ", " + maxSequenceLength() + "]");
-        }
-        int batch = (int) shape[0];
-        int seq = (int) shape[1];
+        long[] shape = inputChecks.shape(requestInputs);
         List<TensorSpec> selected = selectOutputs(requestedOutputs);
         try (Arena staging = Arena.ofShared()) {
-            MemorySegment idSegment = toInt32(staging, ids, shape, arch.vocabSize(), "vocab_size");
-            HostTensor maskInput = find(requestInputs, ATTENTION_MASK);
-            HostTensor typeInput = find(requestInputs, TOKEN_TYPE_IDS);
-            MemorySegment mask = maskInput == null ? null : toMask(staging, maskInput, shape);
-            MemorySegment types = typeInput == null ? null
-                    : toInt32(staging, typeInput, shape, arch.typeVocabSize(), "type_vocab_size");
-            return forward(batch, seq, idSegment, mask, types, selected, context);
+            BertInputs.Tokens tokens = inputChecks.convert(staging, requestInputs, shape);
+            return forward(tokens.batch(), tokens.seq(), tokens.ids(), tokens.mask(), tokens.types(), selected,
+                    context);
         }
     }
 
     /**
      * One forward of {@code batch} sequences of {@code seq} tokens whose INT32 inputs are already checked (ids and
-     * types within their vocabularies, mask 0 or 1): {@link #infer} after its checks, and the padded batch, which
-     * checked each member when it was prepared.
+     * types within their vocabularies, mask 0 or 1: {@link BertInputs}): {@link #infer} after its checks, and the
+     * padded batch, which checked each member when it was prepared.
      *
      * @param ids   batch × seq INT32, row-major, on the heap or native; read by the stream until it is synchronised
      * @param mask  the same shape, or null: every token real
@@ -252,67 +234,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         return shape;
     }
 
-    static HostTensor find(List<HostTensor> tensors, String name) {
-        for (HostTensor tensor : tensors) {
-            if (tensor.name().equals(name)) {
-                return tensor;
-            }
-        }
-        return null;
-    }
-
-    /** INT64 (or INT32) ids to INT32, each checked against {@code [0, limit)}. */
-    MemorySegment toInt32(SegmentAllocator arena, HostTensor tensor, long[] shape, int limit, String limitName) {
-        checkShape(tensor, shape);
-        int n = (int) tensor.elementCount();
-        MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
-        for (int i = 0; i < n; i++) {
-            long value = readInteger(tensor, i);
-            if (value < 0 || value >= limit) {
-                throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + "[" + (i / shape[1]) + ", "
-                        + (i % shape[1]) + "] = " + value + ", expected 0 <= id < " + limitName + " = " + limit);
-            }
-            out.setAtIndex(ValueLayout.JAVA_INT, i, (int) value);
-        }
-        return out;
-    }
-
-    /**
-     * Attention mask to INT32, each value 0 or 1 as transformers defines it; any other value is refused
-     * rather than read as "non-zero", since a client sending one meant something the model does not do.
-     */
-    MemorySegment toMask(SegmentAllocator arena, HostTensor tensor, long[] shape) {
-        checkShape(tensor, shape);
-        int n = (int) tensor.elementCount();
-        MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
-        for (int i = 0; i < n; i++) {
-            long value = readInteger(tensor, i);
-            if (value != 0 && value != 1) {
-                throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + "[" + (i / shape[1])
-                        + ", " + (i % shape[1]) + "] = " + value + ", expected 0 (padding) or 1 (token)");
-            }
-            out.setAtIndex(ValueLayout.JAVA_INT, i, (int) value);
-        }
-        return out;
-    }
-
-    private void checkShape(HostTensor tensor, long[] shape) {
-        if (!Arrays.equals(tensor.shape(), shape)) {
-            throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + " has shape "
-                    + Arrays.toString(tensor.shape()) + ", expected " + Arrays.toString(shape) + " like " + INPUT_IDS);
-        }
-        if (tensor.dataType() != DataType.INT64 && tensor.dataType() != DataType.INT32) {
-            throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + " is " + tensor.dataType()
-                    + ", expected INT64");
-        }
-    }
-
-    private static long readInteger(HostTensor tensor, int index) {
-        return tensor.dataType() == DataType.INT64
-                ? tensor.data().getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, index)
-                : tensor.data().getAtIndex(ValueLayout.JAVA_INT_UNALIGNED, index);
-    }
-
     // ---- batching (BertBatching), and what it reads of this model ------------------------------
 
     @Override
@@ -358,6 +279,10 @@ public final class BertModel implements BatchableModel, PlannedMemory {
 
     ModelConfig.Bert arch() {
         return arch;
+    }
+
+    BertInputs inputChecks() {
+        return inputChecks;
     }
 
     DeviceWeights weights() {
