@@ -21,36 +21,17 @@ cd "$(dirname "$0")/.."
 OUT_DIR=${1:?usage: tools/gemm-gpu-check.sh OUT_DIR [tests] [gemm] [bert]}
 shift
 STEPS=${*:-tests gemm bert}
-BUNDLE=${BUNDLE:-dist/gpupool-gpu-bundle.tar.xz}
-mkdir -p "$OUT_DIR"
-SUMMARY="$OUT_DIR/summary.txt"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gemm-gpu.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-STATUS=0
-say() { echo "[gemm-gpu +${SECONDS}s] $*" | tee -a "$SUMMARY"; }
-has() { [[ " $STEPS " == *" $1 "* ]]; }
-
-say "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
-tar -C "$WORK" -xJf "$BUNDLE" || { say "cannot unpack $BUNDLE"; exit 1; }
-B="$WORK/gpupool-gpu-bundle"
-JAVA=("$B/runtime/bin/java" --enable-native-access=ALL-UNNAMED -XX:+EnableDynamicAgentLoading)
-CP="$B/app/gpupool.jar:$B/test-classes:$B/lib/*"
-say "bundle unpacked"
+source tools/gpu-check-lib.sh
+gpu_check_start gemm-gpu name,driver_version,memory.total
+gpu_check_unpack
 
 if has tests; then
-  timeout "${TESTS_S:-50}" "${JAVA[@]}" -cp "$B/tools/junit-platform-console-standalone.jar:$CP" \
-    org.junit.platform.console.ConsoleLauncher execute --disable-banner --disable-ansi-colors --details=tree \
-    --include-engine=junit-jupiter --include-tag=gpu \
-    --select-class=io.gpupool.kernels.cuda.GemmTuningGpuTest \
-    --select-class=io.gpupool.kernels.cuda.CublasLtOpsGpuTest \
-    --select-class=io.gpupool.kernels.cuda.ResidualGemmGpuTest \
-    --select-class=io.gpupool.model.graph.CudaGraphsCublasLtGpuTest \
-    --select-class=io.gpupool.model.GpuCublasLtReferenceOutputsTest \
-    --reports-dir="$OUT_DIR/reports-tests" > "$OUT_DIR/tests.log" 2>&1
-  rc=$?
-  [ "$rc" -eq 0 ] || STATUS=1
-  say "gpu tests rc=$rc: $(grep -E 'tests (successful|failed|aborted)' "$OUT_DIR/tests.log" | tr -s ' ' | tr '\n' ' ')"
-  grep -E '✘' -A2 "$OUT_DIR/tests.log" | head -40 >> "$SUMMARY"
+  gpu_check_tests "${TESTS_S:-50}" "$OUT_DIR/tests.log" "$OUT_DIR/reports-tests" \
+    io.gpupool.kernels.cuda.GemmTuningGpuTest \
+    io.gpupool.kernels.cuda.CublasLtOpsGpuTest \
+    io.gpupool.kernels.cuda.ResidualGemmGpuTest \
+    io.gpupool.model.graph.CudaGraphsCublasLtGpuTest \
+    io.gpupool.model.GpuCublasLtReferenceOutputsTest
   grep '^\[gemm-tuning\]' "$OUT_DIR/tests.log" | head -40 >> "$SUMMARY"
 fi
 

@@ -24,16 +24,8 @@ cd "$(dirname "$0")/.."
 OUT_DIR=${1:?usage: tools/ops-gpu-check.sh OUT_DIR [harness] [tests] [bench] [residual]}
 shift
 STEPS=${*:-harness tests bench}
-BUNDLE=${BUNDLE:-dist/gpupool-gpu-bundle.tar.xz}
-mkdir -p "$OUT_DIR"
-SUMMARY="$OUT_DIR/summary.txt"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/ops-gpu.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-STATUS=0
-say() { echo "[ops-gpu +${SECONDS}s] $*" | tee -a "$SUMMARY"; }
-has() { [[ " $STEPS " == *" $1 "* ]]; }
-
-say "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null || echo none)"
+source tools/gpu-check-lib.sh
+gpu_check_start ops-gpu name,driver_version,clocks.sm,clocks.max.sm
 
 if has harness; then
   timeout "${HARNESS_S:-40}" target/cuda-harness/harness src/main/resources/ptx "$OUT_DIR/harness.json" --ops \
@@ -46,28 +38,17 @@ if has harness; then
 fi
 
 if has tests || has bench || has residual; then
-  tar -C "$WORK" -xJf "$BUNDLE" || { say "cannot unpack $BUNDLE"; exit 1; }
-  B="$WORK/gpupool-gpu-bundle"
-  JAVA=("$B/runtime/bin/java" --enable-native-access=ALL-UNNAMED -XX:+EnableDynamicAgentLoading)
-  CP="$B/app/gpupool.jar:$B/test-classes:$B/lib/*"
-  say "bundle unpacked"
+  gpu_check_unpack
 fi
 
 if has tests; then
-  timeout "${TESTS_S:-80}" "${JAVA[@]}" -cp "$B/tools/junit-platform-console-standalone.jar:$CP" \
-    org.junit.platform.console.ConsoleLauncher execute --disable-banner --disable-ansi-colors --details=tree \
-    --include-engine=junit-jupiter --include-tag=gpu \
-    --select-class=io.gpupool.kernels.cuda.ResidualGemmGpuTest \
-    --select-class=io.gpupool.kernels.cuda.CublasLtOpsGpuTest \
-    --select-class=io.gpupool.kernels.cuda.CudaTensorOpsGpuTest \
-    --select-class=io.gpupool.model.bert.BertBatchingGpuTest \
-    --select-class=io.gpupool.model.GpuCublasLtResidualReferenceOutputsTest \
-    --select-class=io.gpupool.model.GpuBf16ResidentOutputsTest \
-    --reports-dir="$OUT_DIR/reports" > "$OUT_DIR/gpu-tests.log" 2>&1
-  rc=$?
-  [ "$rc" -eq 0 ] || STATUS=1
-  say "gpu tests rc=$rc: $(grep -E 'tests (successful|failed|aborted)' "$OUT_DIR/gpu-tests.log" | tr -s ' ' | tr '\n' ' ')"
-  grep -E '✘' -A2 "$OUT_DIR/gpu-tests.log" | head -40 >> "$SUMMARY"
+  gpu_check_tests "${TESTS_S:-80}" "$OUT_DIR/gpu-tests.log" "$OUT_DIR/reports" \
+    io.gpupool.kernels.cuda.ResidualGemmGpuTest \
+    io.gpupool.kernels.cuda.CublasLtOpsGpuTest \
+    io.gpupool.kernels.cuda.CudaTensorOpsGpuTest \
+    io.gpupool.model.bert.BertBatchingGpuTest \
+    io.gpupool.model.GpuCublasLtResidualReferenceOutputsTest \
+    io.gpupool.model.GpuBf16ResidentOutputsTest
 fi
 
 if has residual; then

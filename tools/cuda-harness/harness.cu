@@ -157,7 +157,7 @@ static double activate(double v, int act) {
 static const char* ACT_NAMES[] = {"none", "gelu", "relu", "tanh"};
 
 // ---------------------------------------------------------------------------------------------------------------------
-// Split-K (the same plan as CudaTensorOps.splitSlices / splitChunk; keep the two in step)
+// Split-K (the same plan as GemmKernels.splitSlices / splitChunk; keep the two in step)
 // ---------------------------------------------------------------------------------------------------------------------
 
 static const int SPLIT_K_TARGET_BLOCKS = 264, SPLIT_K_MIN_CHUNK = 128, SPLIT_K_MAX = 16;

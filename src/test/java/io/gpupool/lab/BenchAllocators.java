@@ -1,5 +1,7 @@
 package io.gpupool.lab;
 
+import io.gpupool.memory.AllocationStream;
+import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
@@ -42,6 +44,17 @@ final class BenchAllocators {
     static void release(java.util.List<io.gpupool.memory.DeviceBlock> live) {
         live.forEach(io.gpupool.memory.DeviceBlock::release);
         live.clear();
+    }
+
+    /**
+     * One allocate and release of {@code bytes} on {@code stream}: the pair the pair benches time. Returns the
+     * block's address, so that the JIT cannot drop the allocation.
+     */
+    static long pair(DeviceAllocator allocator, long bytes, AllocationStream stream) {
+        DeviceBlock block = allocator.allocate(bytes, stream);
+        long address = block.address();
+        block.release();
+        return address;
     }
 
     static DeviceAllocator create(String name) {

@@ -1,9 +1,7 @@
 package io.gpupool.lab;
 
 import io.gpupool.memory.AllocationStream;
-import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.StreamFence;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.replay.SimulatedChunkSource;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -48,36 +46,6 @@ public class MappedPairBench {
     private DevicePool pool;
     private AllocationStream stream;
 
-    /** A fence that completes a fixed time after it was recorded. */
-    private record TimedFence(long dueNanos) implements StreamFence {
-        @Override
-        public boolean isComplete() {
-            return System.nanoTime() >= dueNanos;
-        }
-
-        @Override
-        public void makeWait(AllocationStream waiter) {
-        }
-
-        @Override
-        public void await() {
-            while (!isComplete()) {
-                Thread.onSpinWait();
-            }
-        }
-
-        @Override
-        public void close() {
-        }
-    }
-
-    private record LaggingStream(int ordinal, long lagNanos) implements AllocationStream {
-        @Override
-        public StreamFence recordFence() {
-            return lagNanos == 0 ? StreamFence.completed() : new TimedFence(System.nanoTime() + lagNanos);
-        }
-    }
-
     @Setup(Level.Trial)
     public void setUp() {
         pool = new DevicePool(SimulatedChunkSource.withMapping("bench", BenchAllocators.DEVICE_BYTES), PoolConfig.defaults());
@@ -92,9 +60,6 @@ public class MappedPairBench {
 
     @Benchmark
     public long pair() {
-        DeviceBlock block = pool.allocate(bytes, stream);
-        long address = block.address();
-        block.release();
-        return address;
+        return BenchAllocators.pair(pool, bytes, stream);
     }
 }

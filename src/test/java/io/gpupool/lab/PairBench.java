@@ -69,9 +69,6 @@ public class PairBench {
 
     @Benchmark
     public long pair() {
-        DeviceBlock block = pool.allocate(bytes, stream);
-        long address = block.address();
-        block.release();
-        return address;
+        return BenchAllocators.pair(pool, bytes, stream);
     }
 }

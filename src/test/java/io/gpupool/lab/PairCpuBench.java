@@ -1,10 +1,7 @@
 package io.gpupool.lab;
 
-import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.StreamFence;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.replay.SimulatedChunkSource;
@@ -39,43 +36,9 @@ import java.util.Locale;
  */
 public final class PairCpuBench {
 
-    private static long recorded;
-    private static long queried;
     private static long sink;
 
     private PairCpuBench() {
-    }
-
-    /** A fence that completes {@code dueNanos} after recording; counts its completion queries. */
-    private record TimedFence(long dueNanos) implements StreamFence {
-        @Override
-        public boolean isComplete() {
-            queried++;
-            return System.nanoTime() >= dueNanos;
-        }
-
-        @Override
-        public void makeWait(AllocationStream waiter) {
-        }
-
-        @Override
-        public void await() {
-            while (!isComplete()) {
-                Thread.onSpinWait();
-            }
-        }
-
-        @Override
-        public void close() {
-        }
-    }
-
-    private record Stream(int ordinal, long lagNanos) implements AllocationStream {
-        @Override
-        public StreamFence recordFence() {
-            recorded++;
-            return lagNanos == 0 ? StreamFence.completed() : new TimedFence(System.nanoTime() + lagNanos);
-        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -107,21 +70,19 @@ public final class PairCpuBench {
             };
             try (DeviceAllocator pool = new DevicePool(SimulatedChunkSource.withMapping("bench", BenchAllocators.DEVICE_BYTES),
                     PoolConfig.defaults().withMode(allocatorMode))) {
-                Stream stream = new Stream(0, lag);
+                LaggingStream stream = new LaggingStream(0, lag);
                 for (long size : sizes) {
                     double[] cpu = new double[rounds];
                     long pairs = 0;
-                    long recordedBefore = recorded;
-                    long queriedBefore = queried;
+                    long recordedBefore = stream.recorded;
+                    long queriedBefore = stream.queried;
                     for (int r = -1; r < rounds; r++) {            // round -1: warm-up, not measured
                         long deadline = System.nanoTime() + roundMillis * 1_000_000;
                         long start = threads.getCurrentThreadCpuTime();
                         long n = 0;
                         do {
                             for (int i = 0; i < 64; i++) {
-                                DeviceBlock block = pool.allocate(size, stream);
-                                sink += block.address();
-                                block.release();
+                                sink += BenchAllocators.pair(pool, size, stream);
                             }
                             n += 64;
                         } while (System.nanoTime() < deadline);
@@ -131,8 +92,8 @@ public final class PairCpuBench {
                         pairs += n;
                     }
                     Arrays.sort(cpu);
-                    double fences = (double) (recorded - recordedBefore) / pairs;
-                    double queries = (double) (queried - queriedBefore) / pairs;
+                    double fences = (double) (stream.recorded - recordedBefore) / pairs;
+                    double queries = (double) (stream.queried - queriedBefore) / pairs;
                     System.out.printf(Locale.ROOT, "%-12s %10d B  lag %6d ns  cpu best %7.1f  median %7.1f ns/pair"
                             + "  fences %.2f  queries %.2f per pair%n", mode, size, lag, cpu[0], cpu[rounds / 2], fences, queries);
                     rows.add(String.format(Locale.ROOT, "    {\"mode\": \"%s\", \"bytes\": %d, \"lagNanos\": %d,"

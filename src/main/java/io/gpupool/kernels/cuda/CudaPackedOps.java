@@ -38,7 +38,7 @@ final class CudaPackedOps {
     /** @param bf16 whether activations are bf16 (then attention and pooling take the {@code _bf16} kernels) */
     CudaPackedOps(ComputeDevice device, boolean bf16) {
         this.bf16 = bf16;
-        KernelModule packed = device.loadModule("packed", CudaTensorOps.ptx("packed"));
+        KernelModule packed = device.loadModule("packed", KernelLauncher.ptx("packed"));
         String suffix = bf16 ? "_bf16" : "";
         embeddingSum = packed.function("packed_embedding_sum");
         embeddingLayerNormBf16 = packed.function("packed_embedding_layer_norm_bf16");
@@ -50,7 +50,7 @@ final class CudaPackedOps {
     void embeddingSum(DeviceStream stream, long inputIds, long tokenTypeIds, long positionIds, long wordTable,
                       long positionTable, long tokenTypeTable, long out, int tokens, int hidden) {
         checkEmbeddings(inputIds, positionIds, wordTable, positionTable, tokenTypeTable, out, tokens, hidden);
-        stream.launch(embeddingSum, tokens, 1, 1, CudaTensorOps.rowBlock(hidden), 1, 1, 0,
+        stream.launch(embeddingSum, tokens, 1, 1, KernelLauncher.rowBlock(hidden), 1, 1, 0,
                 inputIds, tokenTypeIds, positionIds, wordTable, positionTable, tokenTypeTable, out, hidden);
     }
 
@@ -64,7 +64,7 @@ final class CudaPackedOps {
         checkEmbeddings(inputIds, positionIds, wordTable, positionTable, tokenTypeTable, out, tokens, hidden);
         pointer("gamma", gamma);
         pointer("beta", beta);
-        stream.launch(embeddingLayerNormBf16, tokens, 1, 1, CudaTensorOps.rowBlock(hidden), 1, 1, 0,
+        stream.launch(embeddingLayerNormBf16, tokens, 1, 1, KernelLauncher.rowBlock(hidden), 1, 1, 0,
                 inputIds, tokenTypeIds, positionIds, wordTable, positionTable, tokenTypeTable, gamma, beta, out, hidden,
                 eps);
     }
@@ -93,9 +93,9 @@ final class CudaPackedOps {
         pointer("offsets", offsets);
         pointer("out", out);
         if (pooling == Pooling.CLS) {
-            stream.launch(poolCls, sequences, 1, 1, CudaTensorOps.rowBlock(cols), 1, 1, 0, hidden, offsets, out, cols);
+            stream.launch(poolCls, sequences, 1, 1, KernelLauncher.rowBlock(cols), 1, 1, 0, hidden, offsets, out, cols);
         } else {
-            stream.launch(poolMean, sequences, 1, 1, CudaTensorOps.rowBlock(cols), 1, 1, 0,
+            stream.launch(poolMean, sequences, 1, 1, KernelLauncher.rowBlock(cols), 1, 1, 0,
                     hidden, attentionMask, offsets, out, cols);
         }
     }

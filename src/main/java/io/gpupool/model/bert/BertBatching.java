@@ -12,7 +12,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SegmentAllocator;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -87,29 +86,10 @@ final class BertBatching {
 
     /** The checks of {@link BertModel#infer}, with the same messages, and the INT32 conversion. */
     Sequences prepare(List<HostTensor> inputs, Set<String> requestedOutputs) {
-        HostTensor ids = BertModel.find(inputs, BertModel.INPUT_IDS);
-        if (ids == null) {
-            throw new IllegalArgumentException("model '" + model.name() + "': input '" + BertModel.INPUT_IDS
-                    + "' is required");
-        }
-        long[] shape = ids.shape();
-        if (shape.length != 2 || shape[0] < 1 || shape[1] < 1) {
-            throw new IllegalArgumentException("model '" + model.name() + "': " + BertModel.INPUT_IDS + " has shape "
-                    + Arrays.toString(shape) + ", expected [batch >= 1, sequence >= 1]");
-        }
-        if (shape[0] > model.maxBatchSize() || shape[1] > model.maxSequenceLength()) {
-            throw new IllegalArgumentException("model '" + model.name() + "': " + BertModel.INPUT_IDS + " has shape "
-                    + Arrays.toString(shape) + ", above the maximum [" + model.maxBatchSize() + ", "
-                    + model.maxSequenceLength() + "]");
-        }
+        long[] shape = model.inputChecks().shape(inputs);
         List<TensorSpec> selected = model.selectOutputs(requestedOutputs);
-        MemorySegment idSegment = model.toInt32(HEAP, ids, shape, model.arch().vocabSize(), "vocab_size");
-        HostTensor maskInput = BertModel.find(inputs, BertModel.ATTENTION_MASK);
-        HostTensor typeInput = BertModel.find(inputs, BertModel.TOKEN_TYPE_IDS);
-        MemorySegment mask = maskInput == null ? null : model.toMask(HEAP, maskInput, shape);
-        MemorySegment types = typeInput == null ? null
-                : model.toInt32(HEAP, typeInput, shape, model.arch().typeVocabSize(), "type_vocab_size");
-        return new Sequences((int) shape[0], (int) shape[1], idSegment, mask, types, selected);
+        BertInputs.Tokens tokens = model.inputChecks().convert(HEAP, inputs, shape);
+        return new Sequences(tokens.batch(), tokens.seq(), tokens.ids(), tokens.mask(), tokens.types(), selected);
     }
 
     long peakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes) {

@@ -1,6 +1,5 @@
 package io.gpupool.model.bert;
 
-import io.gpupool.kernels.TensorOps.Pooling;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.DataType;
@@ -18,18 +17,13 @@ import io.gpupool.model.safetensors.SafetensorsFile;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.SegmentAllocator;
-import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.TreeSet;
 
-import static io.gpupool.model.plan.ExecutionPlan.ids;
 
 /**
  * A BERT encoder as HuggingFace's {@code BertModel} computes it, from a checkpoint written by
@@ -64,9 +58,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     public static final String EMBEDDING = "embedding";
     public static final String LOGITS = "logits";
 
-    /** Buffers transformers may save next to the weights; not parameters, ignored. */
-    private static final Set<String> IGNORED_BUFFERS = Set.of("embeddings.position_ids", "embeddings.token_type_ids");
-
     private final ModelConfig config;
     private final ModelConfig.Bert arch;
     private final DeviceWeights weights;
@@ -81,6 +72,8 @@ public final class BertModel implements BatchableModel, PlannedMemory {
     /** Batches of requests (dynamic batching): packed where the kernels allow, else padded. */
     private final BertBatching batching;
     private final BertPadding padding;
+    /** A request's inputs, checked and converted to INT32 (alone and in a batch alike). */
+    private final BertInputs inputChecks;
     private volatile boolean closed;
 
     /** Forwards run in one arena per request (LoadTarget#requestArena), the padded and the packed plan alike. */
@@ -121,6 +114,7 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         this.maskTensor = built.inputs().mask();
         this.typesTensor = built.inputs().types();
         this.outputTensors = built.outputTensors();
+        this.inputChecks = new BertInputs(this, arch);
         this.batching = new BertBatching(this, prefix, pooler, planningOps);
     }
 
@@ -140,84 +134,19 @@ public final class BertModel implements BatchableModel, PlannedMemory {
 
     /**
      * Checks {@code file} against {@code config} (every expected tensor present with the shape the
-     * config implies, nothing unexpected), uploads the weights to {@code target} and builds the
-     * plan. On any failure nothing stays allocated.
+     * config implies, nothing unexpected: {@link BertCheckpoint}), uploads the weights to {@code target} and builds
+     * the plan. On any failure nothing stays allocated.
      */
     public static BertModel load(ModelConfig config, SafetensorsFile file, LoadTarget target) {
         if (!(config.architecture() instanceof ModelConfig.Bert arch)) {
             throw new IllegalArgumentException("model '" + config.name() + "' is not a BERT model");
         }
-        Map<String, long[]> expected = new LinkedHashMap<>();
-        String prefix = file.tensors().containsKey("bert.embeddings.word_embeddings.weight") ? "bert." : "";
-        int h = arch.hiddenSize();
-        expected.put(prefix + "embeddings.word_embeddings.weight", new long[]{arch.vocabSize(), h});
-        expected.put(prefix + "embeddings.position_embeddings.weight", new long[]{arch.maxPositionEmbeddings(), h});
-        expected.put(prefix + "embeddings.token_type_embeddings.weight", new long[]{arch.typeVocabSize(), h});
-        expected.put(prefix + "embeddings.LayerNorm.weight", new long[]{h});
-        expected.put(prefix + "embeddings.LayerNorm.bias", new long[]{h});
-        for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
-            String p = prefix + "encoder.layer." + layer + ".";
-            for (String qkv : List.of("query", "key", "value")) {
-                expected.put(p + "attention.self." + qkv + ".weight", new long[]{h, h});
-                expected.put(p + "attention.self." + qkv + ".bias", new long[]{h});
-            }
-            expected.put(p + "attention.output.dense.weight", new long[]{h, h});
-            expected.put(p + "attention.output.dense.bias", new long[]{h});
-            expected.put(p + "attention.output.LayerNorm.weight", new long[]{h});
-            expected.put(p + "attention.output.LayerNorm.bias", new long[]{h});
-            expected.put(p + "intermediate.dense.weight", new long[]{arch.intermediateSize(), h});
-            expected.put(p + "intermediate.dense.bias", new long[]{arch.intermediateSize()});
-            expected.put(p + "output.dense.weight", new long[]{h, arch.intermediateSize()});
-            expected.put(p + "output.dense.bias", new long[]{h});
-            expected.put(p + "output.LayerNorm.weight", new long[]{h});
-            expected.put(p + "output.LayerNorm.bias", new long[]{h});
-        }
-        boolean pooler = file.tensors().containsKey(prefix + "pooler.dense.weight")
-                || file.tensors().containsKey(prefix + "pooler.dense.bias");
-        if (pooler) {
-            expected.put(prefix + "pooler.dense.weight", new long[]{h, h});
-            expected.put(prefix + "pooler.dense.bias", new long[]{h});
-        }
-        int numLabels = 0;
-        if (file.tensors().containsKey("classifier.weight") || file.tensors().containsKey("classifier.bias")) {
-            if (!pooler) {
-                throw new ModelFormatException(file.path() + ": has classifier weights but no pooler (pooler.dense)");
-            }
-            SafetensorsFile.TensorInfo classifier = file.tensors().get("classifier.weight");
-            numLabels = arch.numLabels() > 0 ? arch.numLabels()
-                    : classifier != null && classifier.shape().length == 2 ? (int) classifier.shape()[0] : 1;
-            expected.put("classifier.weight", new long[]{numLabels, h});
-            expected.put("classifier.bias", new long[]{numLabels});
-        }
-        checkTensors(file, expected, prefix, config);
-
+        BertCheckpoint checkpoint = BertCheckpoint.check(config, arch, file);
         DeviceWeights weights = new DeviceWeights(target.stream(), target.weightAllocator());
-        boolean bf16 = target.ops().activationBytes() == 2;
         try {
-            for (String name : expected.keySet()) {
-                if (name.contains(".attention.self.")) {
-                    continue;
-                }
-                if (bf16 && isLinearParameter(name)) {
-                    weights.uploadBf16(name, file, name);
-                } else {
-                    weights.upload(name, file, name);
-                }
-            }
-            for (int layer = 0; layer < arch.numHiddenLayers(); layer++) {
-                String p = prefix + "encoder.layer." + layer + ".attention.self.";
-                String[] w = {p + "query.weight", p + "key.weight", p + "value.weight"};
-                String[] bias = {p + "query.bias", p + "key.bias", p + "value.bias"};
-                if (bf16) {
-                    weights.uploadBf16(p + "qkv.weight", file, w);
-                    weights.uploadBf16(p + "qkv.bias", file, bias);
-                } else {
-                    weights.upload(p + "qkv.weight", file, w);
-                    weights.upload(p + "qkv.bias", file, bias);
-                }
-            }
-            weights.finish();
-            return new BertModel(config, weights, prefix, pooler, numLabels, target.ops(), target.requestArena());
+            checkpoint.upload(weights, file, arch.numHiddenLayers(), target.ops().activationBytes() == 2);
+            return new BertModel(config, weights, checkpoint.prefix(), checkpoint.pooler(), checkpoint.numLabels(),
+                    target.ops(), target.requestArena());
         } catch (RuntimeException | Error e) {
             try {
                 weights.close();
@@ -228,47 +157,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         }
     }
 
-    /**
-     * Whether {@code name} is the weight or bias of a linear layer (stored in the activation type), as opposed to
-     * an embedding table or a LayerNorm parameter (always FP32).
-     */
-    static boolean isLinearParameter(String name) {
-        return name.contains(".dense.") || name.startsWith("classifier.");
-    }
-
-    /** Fails naming every missing tensor, every unexpected one, and the first shape that disagrees. */
-    static void checkTensors(SafetensorsFile file, Map<String, long[]> expected, String prefix, ModelConfig config) {
-        Set<String> missing = new TreeSet<>(expected.keySet());
-        missing.removeAll(file.tensors().keySet());
-        if (!missing.isEmpty()) {
-            throw new ModelFormatException(file.path() + ": missing " + missing.size() + " tensor(s) the config of model '"
-                    + config.name() + "' needs: " + abbreviate(missing));
-        }
-        Set<String> extra = new TreeSet<>(file.tensors().keySet());
-        extra.removeAll(expected.keySet());
-        extra.removeIf(name -> name.startsWith(prefix) && IGNORED_BUFFERS.contains(name.substring(prefix.length())));
-        if (!extra.isEmpty()) {
-            throw new ModelFormatException(file.path() + ": " + extra.size() + " tensor(s) the config of model '"
-                    + config.name() + "' does not account for: " + abbreviate(extra));
-        }
-        for (Map.Entry<String, long[]> e : expected.entrySet()) {
-            SafetensorsFile.TensorInfo info = file.info(e.getKey());
-            if (!Arrays.equals(info.shape(), e.getValue())) {
-                throw new ModelFormatException(file.path() + ": tensor '" + e.getKey() + "' has shape "
-                        + Arrays.toString(info.shape()) + " but config.json implies " + Arrays.toString(e.getValue()));
-            }
-            if (!info.dtype().isFloatingPoint()) {
-                throw new ModelFormatException(file.path() + ": tensor '" + e.getKey() + "' is " + info.dtype()
-                        + ", expected F32, F16, BF16 or F64");
-            }
-        }
-    }
-
-    private static String abbreviate(Set<String> names) {
-        List<String> list = new ArrayList<>(names);
-        return list.size() <= 8 ? list.toString() : list.subList(0, 8) + " and " + (list.size() - 8) + " more";
-    }
-
     // ---- serving ------------------------------------------------------------------------------
 
     /** Host-side state of one request, read by the upload and download steps. */
@@ -276,121 +164,24 @@ public final class BertModel implements BatchableModel, PlannedMemory {
                            Map<Integer, MemorySegment> outputs) implements BertEncoderPlan.State {
     }
 
-    /**
-     * The padded layout of {@link BertEncoderPlan}: B sequences of S tokens, invoked as (B, S), B·S token rows; the
-     * mask says which tokens are real, position ids are implied by the column.
-     */
-    private static final class PaddedTokens implements BertEncoderPlan.TokenLayout {
-
-        private final int hidden;
-        private final int heads;
-        private final int headDim;
-        private final int elem;
-        private final TensorOps planningOps;
-        private int idsTensor;
-        private int maskTensor;
-        private int typesTensor;
-
-        PaddedTokens(ModelConfig.Bert arch, TensorOps planningOps) {
-            this.hidden = arch.hiddenSize();
-            this.elem = planningOps.activationBytes();
-            this.heads = arch.numAttentionHeads();
-            this.headDim = arch.headDim();
-            this.planningOps = planningOps;
-        }
-
-        @Override
-        public ExecutionPlan.Size perToken(long bytesPerRow) {
-            return (batch, seq) -> (long) batch * seq * bytesPerRow;
-        }
-
-        @Override
-        public int rows(ExecutionPlan.Invocation inv) {
-            return inv.batch() * inv.seq();
-        }
-
-        @Override
-        public BertEncoderPlan.OptionalInputs inputs(ExecutionPlan.Builder b) {
-            ExecutionPlan.Size tokensInt = perToken(Integer.BYTES);
-            idsTensor = b.tensor(INPUT_IDS, tokensInt);
-            maskTensor = b.optionalTensor(ATTENTION_MASK, tokensInt);
-            typesTensor = b.optionalTensor(TOKEN_TYPE_IDS, tokensInt);
-            b.step("upload inputs", ids(), ids(idsTensor, maskTensor, typesTensor),
-                    inv -> BertEncoderPlan.uploadTokens(inv, idsTensor, maskTensor, typesTensor));
-            return new BertEncoderPlan.OptionalInputs(maskTensor, typesTensor);
-        }
-
-        @Override
-        public int embed(ExecutionPlan.Builder b, BertEncoderPlan.Embeddings e) {
-            int embedded = b.tensor("embeddings.out", perToken((long) hidden * elem));
-            b.step("embeddings", ids(idsTensor, typesTensor), ids(embedded), inv -> inv.context().ops()
-                    .embeddingLayerNorm(inv.context().stream(), inv.address(idsTensor), inv.address(typesTensor),
-                            e.word(), e.position(), e.tokenType(), e.gamma(), e.beta(), inv.address(embedded),
-                            inv.batch(), inv.seq(), e.hidden(), e.eps()));
-            return embedded;
-        }
-
-        @Override
-        public int attend(ExecutionPlan.Builder b, String layerPrefix, int qkv) {
-            int workspace = b.tensor(layerPrefix + "attention.workspace",
-                    (bs, s) -> planningOps.attentionWorkspaceBytes(bs, s, heads, headDim));
-            int context = b.tensor(layerPrefix + "attention.context", perToken((long) hidden * elem));
-            b.step(layerPrefix + "attention", ids(qkv, maskTensor), ids(workspace, context), inv -> inv.context().ops()
-                    .attention(inv.context().stream(), inv.address(qkv), inv.address(maskTensor),
-                            inv.address(workspace), inv.address(context), inv.batch(), inv.seq(), heads, headDim));
-            return context;
-        }
-
-        @Override
-        public void pool(ExecutionPlan.Builder b, String step, int states, boolean masked, Pooling pooling, int out,
-                         BertEncoderPlan.Readers readers) {
-            int[] reads = masked ? ids(states, maskTensor) : ids(states);
-            b.step(step, reads, ids(out), inv -> {
-                if (readers.anyDownloaded(inv.state())) {
-                    inv.context().ops().pool(inv.context().stream(), inv.address(states),
-                            masked ? inv.address(maskTensor) : 0, inv.address(out), inv.batch(), inv.seq(), hidden,
-                            pooling);
-                }
-            });
-        }
-    }
-
     @Override
     public List<HostTensor> infer(List<HostTensor> requestInputs, Set<String> requestedOutputs, ExecutionContext context) {
         if (closed) {
             throw new IllegalStateException("model '" + name() + "' is closed");
         }
-        HostTensor ids = find(requestInputs, INPUT_IDS);
-        if (ids == null) {
-            throw new IllegalArgumentException("model '" + name() + "': input '" + INPUT_IDS + "' is required");
-        }
-        long[] shape = ids.shape();
-        if (shape.length != 2 || shape[0] < 1 || shape[1] < 1) {
-            throw new IllegalArgumentException("model '" + name() + "': " + INPUT_IDS + " has shape "
-                    + Arrays.toString(shape) + ", expected [batch >= 1, sequence >= 1]");
-        }
-        if (shape[0] > maxBatchSize() || shape[1] > maxSequenceLength()) {
-            throw new IllegalArgumentException("model '" + name() + "': " + INPUT_IDS + " has shape "
-                    + Arrays.toString(shape) + ", above the maximum [" + maxBatchSize() + ", " + maxSequenceLength() + "]");
-        }
-        int batch = (int) shape[0];
-        int seq = (int) shape[1];
+        long[] shape = inputChecks.shape(requestInputs);
         List<TensorSpec> selected = selectOutputs(requestedOutputs);
         try (Arena staging = Arena.ofShared()) {
-            MemorySegment idSegment = toInt32(staging, ids, shape, arch.vocabSize(), "vocab_size");
-            HostTensor maskInput = find(requestInputs, ATTENTION_MASK);
-            HostTensor typeInput = find(requestInputs, TOKEN_TYPE_IDS);
-            MemorySegment mask = maskInput == null ? null : toMask(staging, maskInput, shape);
-            MemorySegment types = typeInput == null ? null
-                    : toInt32(staging, typeInput, shape, arch.typeVocabSize(), "type_vocab_size");
-            return forward(batch, seq, idSegment, mask, types, selected, context);
+            BertInputs.Tokens tokens = inputChecks.convert(staging, requestInputs, shape);
+            return forward(tokens.batch(), tokens.seq(), tokens.ids(), tokens.mask(), tokens.types(), selected,
+                    context);
         }
     }
 
     /**
      * One forward of {@code batch} sequences of {@code seq} tokens whose INT32 inputs are already checked (ids and
-     * types within their vocabularies, mask 0 or 1): {@link #infer} after its checks, and the padded batch, which
-     * checked each member when it was prepared.
+     * types within their vocabularies, mask 0 or 1: {@link BertInputs}): {@link #infer} after its checks, and the
+     * padded batch, which checked each member when it was prepared.
      *
      * @param ids   batch × seq INT32, row-major, on the heap or native; read by the stream until it is synchronised
      * @param mask  the same shape, or null: every token real
@@ -443,67 +234,6 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         return shape;
     }
 
-    static HostTensor find(List<HostTensor> tensors, String name) {
-        for (HostTensor tensor : tensors) {
-            if (tensor.name().equals(name)) {
-                return tensor;
-            }
-        }
-        return null;
-    }
-
-    /** INT64 (or INT32) ids to INT32, each checked against {@code [0, limit)}. */
-    MemorySegment toInt32(SegmentAllocator arena, HostTensor tensor, long[] shape, int limit, String limitName) {
-        checkShape(tensor, shape);
-        int n = (int) tensor.elementCount();
-        MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
-        for (int i = 0; i < n; i++) {
-            long value = readInteger(tensor, i);
-            if (value < 0 || value >= limit) {
-                throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + "[" + (i / shape[1]) + ", "
-                        + (i % shape[1]) + "] = " + value + ", expected 0 <= id < " + limitName + " = " + limit);
-            }
-            out.setAtIndex(ValueLayout.JAVA_INT, i, (int) value);
-        }
-        return out;
-    }
-
-    /**
-     * Attention mask to INT32, each value 0 or 1 as transformers defines it; any other value is refused
-     * rather than read as "non-zero", since a client sending one meant something the model does not do.
-     */
-    MemorySegment toMask(SegmentAllocator arena, HostTensor tensor, long[] shape) {
-        checkShape(tensor, shape);
-        int n = (int) tensor.elementCount();
-        MemorySegment out = arena.allocate((long) n * Integer.BYTES, 64);
-        for (int i = 0; i < n; i++) {
-            long value = readInteger(tensor, i);
-            if (value != 0 && value != 1) {
-                throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + "[" + (i / shape[1])
-                        + ", " + (i % shape[1]) + "] = " + value + ", expected 0 (padding) or 1 (token)");
-            }
-            out.setAtIndex(ValueLayout.JAVA_INT, i, (int) value);
-        }
-        return out;
-    }
-
-    private void checkShape(HostTensor tensor, long[] shape) {
-        if (!Arrays.equals(tensor.shape(), shape)) {
-            throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + " has shape "
-                    + Arrays.toString(tensor.shape()) + ", expected " + Arrays.toString(shape) + " like " + INPUT_IDS);
-        }
-        if (tensor.dataType() != DataType.INT64 && tensor.dataType() != DataType.INT32) {
-            throw new IllegalArgumentException("model '" + name() + "': " + tensor.name() + " is " + tensor.dataType()
-                    + ", expected INT64");
-        }
-    }
-
-    private static long readInteger(HostTensor tensor, int index) {
-        return tensor.dataType() == DataType.INT64
-                ? tensor.data().getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, index)
-                : tensor.data().getAtIndex(ValueLayout.JAVA_INT_UNALIGNED, index);
-    }
-
     // ---- batching (BertBatching), and what it reads of this model ------------------------------
 
     @Override
@@ -549,6 +279,10 @@ public final class BertModel implements BatchableModel, PlannedMemory {
 
     ModelConfig.Bert arch() {
         return arch;
+    }
+
+    BertInputs inputChecks() {
+        return inputChecks;
     }
 
     DeviceWeights weights() {

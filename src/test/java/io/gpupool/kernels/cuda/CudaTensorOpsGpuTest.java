@@ -59,7 +59,7 @@ class CudaTensorOpsGpuTest extends GpuProductsFixture {
             case BF16 -> 8e-2;
         };
         CudaTensorOps ops = new CudaTensorOps(device, precision, true);
-        assertTrue(CudaTensorOps.splitSlices(4, 520) == 4 && CudaTensorOps.splitSlices(12, 1000) == 7,
+        assertTrue(GemmKernels.splitSlices(4, 520) == 4 && GemmKernels.splitSlices(12, 1000) == 7,
                 "the shapes below are split");
         for (Activation activation : Activation.values()) {
             checkLinear(ops, 130, 520, 200, activation, tolerance, true);

@@ -143,9 +143,9 @@ class CudaTensorOpsLaunchTest {
         fp32.linear(stream, 0x1000, 0x2000, 0, 0x3000, 4, 200, 6, Activation.NONE);          // K < 2 slices
         assertThat(stream.launches).extracting(Launch::kernel)
                 .containsExactly("gemm_f32", "gemm_tc_tf32_64", "gemm_f32");
-        assertThat(CudaTensorOps.splitSlices(CudaTensorOps.SPLIT_K_TARGET_BLOCKS, 100_000)).isEqualTo(1);
-        assertThat(CudaTensorOps.splitSlices(1, 100_000)).isEqualTo(CudaTensorOps.SPLIT_K_MAX);
-        assertThat(CudaTensorOps.splitSlices(48, 3072)).isEqualTo(5);   // FP32 at 8 x 128: 264 / 48
+        assertThat(GemmKernels.splitSlices(GemmKernels.SPLIT_K_TARGET_BLOCKS, 100_000)).isEqualTo(1);
+        assertThat(GemmKernels.splitSlices(1, 100_000)).isEqualTo(GemmKernels.SPLIT_K_MAX);
+        assertThat(GemmKernels.splitSlices(48, 3072)).isEqualTo(5);   // FP32 at 8 x 128: 264 / 48
     }
 
     @Test

@@ -27,7 +27,7 @@ class CudaTensorOpsPtxTest {
     @Test
     void everyModuleDeclaresTheKernelsTheOpsLaunch() {
         KERNELS.forEach((module, kernels) -> {
-            String ptx = new String(CudaTensorOps.ptx(module), StandardCharsets.US_ASCII);
+            String ptx = new String(KernelLauncher.ptx(module), StandardCharsets.US_ASCII);
             assertThat(ptx).as(module).contains(".target sm_80");
             for (String kernel : kernels) {
                 assertThat(ptx).as(module + " declares " + kernel).contains(".visible .entry " + kernel + "(");
@@ -37,15 +37,15 @@ class CudaTensorOpsPtxTest {
 
     @Test
     void missingModuleIsReportedByName() {
-        assertThatThrownBy(() -> CudaTensorOps.ptx("no_such_module"))
+        assertThatThrownBy(() -> KernelLauncher.ptx("no_such_module"))
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("/ptx/no_such_module.ptx");
     }
 
     @Test
     void rowKernelsUseWholeWarpsUpToTheBlockLimit() {
-        assertThat(CudaTensorOps.rowBlock(1)).isEqualTo(32);
-        assertThat(CudaTensorOps.rowBlock(33)).isEqualTo(64);
-        assertThat(CudaTensorOps.rowBlock(768)).isEqualTo(256);
+        assertThat(KernelLauncher.rowBlock(1)).isEqualTo(32);
+        assertThat(KernelLauncher.rowBlock(33)).isEqualTo(64);
+        assertThat(KernelLauncher.rowBlock(768)).isEqualTo(256);
     }
 }

@@ -2,37 +2,30 @@ package io.gpupool.model.bert;
 
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.MatmulLibrary;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
-import io.gpupool.model.LoadTarget;
+import io.gpupool.model.bert.BertRequests.Request;
 import io.gpupool.model.graph.DeviceGraphs;
 import io.gpupool.model.graph.GraphLimits;
 import io.gpupool.model.graph.ShapeBuckets;
-import io.gpupool.model.repository.ModelRepository;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.Set;
 
-import static io.gpupool.model.bert.BertBatchingTest.assertBatchEqualsAlone;
-import static io.gpupool.model.bert.BertBatchingTest.bert;
-import static io.gpupool.model.bert.BertBatchingTest.mixedBertRequests;
-import static io.gpupool.model.testing.Fixtures.fixture;
+import static io.gpupool.model.bert.BertRequests.assertBatchEqualsAlone;
+import static io.gpupool.model.bert.BertRequests.bert;
+import static io.gpupool.model.bert.BertRequests.mixedBertRequests;
+import static io.gpupool.model.bert.BertRequests.shortBertRequests;
 import static io.gpupool.model.testing.Fixtures.floats;
 import static io.gpupool.model.testing.Fixtures.maxAbsDiff;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -47,57 +40,50 @@ import static org.assertj.core.api.Assertions.assertThat;
 @Tag("gpu")
 class RequestArenaGpuTest {
 
-    CudaBackend cuda;
+    CudaModels gpu;
     ComputeDevice device;
     DeviceStream stream;
-    DeviceAllocator weights;
     DevicePool pool;
     final List<AutoCloseable> loaded = new ArrayList<>();
 
     @BeforeEach
     void open() {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        Assumptions.assumeTrue(created.isPresent(), "no CUDA driver or device");
-        cuda = created.get();
-        device = cuda.devices().getFirst();
-        device.bindToCurrentThread();
-        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
+        gpu = CudaModels.openOrSkip();
+        device = gpu.device;
+        stream = gpu.stream;
         pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        stream = device.createStream(0);
     }
 
     @AfterEach
     void close() throws Exception {
-        if (cuda == null) {
+        if (gpu == null) {
             return;
         }
         for (AutoCloseable model : loaded) {
             model.close();
         }
-        stream.close();
-        try {
-            pool.trim();
-            assertThat(pool.metrics().allocatedBytes()).as("pool bytes after the test").isZero();
-        } finally {
-            pool.close();
-            weights.close();
-            cuda.close();
-        }
+        gpu.close(() -> {
+            try {
+                pool.trim();
+                assertThat(pool.metrics().allocatedBytes()).as("pool bytes after the test").isZero();
+            } finally {
+                pool.close();
+            }
+        });
     }
 
     BatchableModel load(CudaTensorOps ops, boolean arena) {
-        BatchableModel model = (BatchableModel) ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"),
-                new LoadTarget(stream, weights, ops, arena));
+        BatchableModel model = gpu.load("tiny-bert", ops, arena);
         loaded.add(model);
         return model;
     }
 
     /** Each request alone, then all of them as one batch: every output, in order. */
-    private List<HostTensor> outputs(BatchableModel model, CudaTensorOps ops, List<BertBatchingTest.Request> batch) {
+    private List<HostTensor> outputs(BatchableModel model, CudaTensorOps ops, List<Request> batch) {
         ExecutionContext context = new ExecutionContext(stream, pool, ops);
         List<HostTensor> all = new ArrayList<>();
         List<BatchableModel.Member> members = new ArrayList<>();
-        for (BertBatchingTest.Request r : batch) {
+        for (Request r : batch) {
             all.addAll(model.infer(r.inputs(), r.outputs(), context));
             members.add(model.prepare(r.inputs(), r.outputs()));
         }
@@ -105,7 +91,7 @@ class RequestArenaGpuTest {
         return all;
     }
 
-    private void assertSameOutputs(CudaTensorOps ops, String layout, List<BertBatchingTest.Request> batch,
+    private void assertSameOutputs(CudaTensorOps ops, String layout, List<Request> batch,
                                    double tolerance) {
         BatchableModel perTensor = load(ops, false);
         BatchableModel inArena = load(ops, true);
@@ -132,10 +118,7 @@ class RequestArenaGpuTest {
     @Test
     void bf16PaddedBatchesAndRequestsAloneGiveTheSameOutputsInArenas() {
         CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16);
-        assertSameOutputs(ops, "padded", List.of(
-                bert(1, 3, 10, 4, true, true, Set.of()),
-                bert(2, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT)),
-                bert(3, 1, 17, 3, true, false, Set.of(BertModel.LAST_HIDDEN_STATE))), 1e-3);
+        assertSameOutputs(ops, "padded", shortBertRequests(), 1e-3);
     }
 
     @Test
@@ -147,18 +130,12 @@ class RequestArenaGpuTest {
         CudaTensorOps bf16 = new CudaTensorOps(device, CudaTensorOps.Precision.BF16);
         BatchableModel padded = load(bf16, true);
         assertThat(padded.batchLayout()).isEqualTo("padded");
-        assertBatchEqualsAlone(padded, () -> new ExecutionContext(stream, pool, bf16), List.of(
-                bert(1, 3, 10, 4, true, true, Set.of()),
-                bert(2, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT)),
-                bert(3, 1, 17, 3, true, false, Set.of(BertModel.LAST_HIDDEN_STATE))), 1e-3);
+        assertBatchEqualsAlone(padded, () -> new ExecutionContext(stream, pool, bf16), shortBertRequests(), 1e-3);
     }
 
     @Test
     void bf16PackedBatchesInArenasStayCloseToEachRequestAlone() {
-        MatmulLibrary library = device.matmulLibrary(null).orElse(null);
-        Assumptions.assumeTrue(library != null, "cuBLASLt not loadable: no bf16 activations");
-        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, pool,
-                new CudaTensorOps.Options(true, false, CudaTensorOps.Options.DEFAULT.warpLayerNorm()));
+        CudaTensorOps ops = gpu.packedBf16Ops(gpu.libraryOrSkip(), pool);
         try {
             BatchableModel model = load(ops, true);
             assertThat(model.batchLayout()).isEqualTo("packed");
@@ -179,7 +156,7 @@ class RequestArenaGpuTest {
                 .orElseThrow()) {
             InferenceModel graphed = graphs.wrap(bertInArena);
             ExecutionContext context = new ExecutionContext(stream, pool, ops);
-            BertBatchingTest.Request request = bert(9, 2, 16, 3, true, true, Set.of());
+            Request request = bert(9, 2, 16, 3, true, true, Set.of());
             List<HostTensor> eager = bertInArena.infer(request.inputs(), request.outputs(), context);
             long deadline = System.nanoTime() + 20_000_000_000L;
             graphed.infer(request.inputs(), request.outputs(), context);   // a miss: eager, and a capture starts

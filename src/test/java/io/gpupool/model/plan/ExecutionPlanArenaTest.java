@@ -27,56 +27,39 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  */
 class ExecutionPlanArenaTest {
 
-    /** As ExecutionPlanTest's chain: a (1000 B) -> b (2000 B) -> c (300 B), d (100 B, optional) read last. */
-    private final List<String> events = new ArrayList<>();
-
-    private ExecutionPlan chain(boolean arena) {
-        ExecutionPlan.Builder b = ExecutionPlan.builder().requestArena(arena);
-        int a = b.tensor("a", (batch, seq) -> 1000L * batch);
-        int bb = b.tensor("b", (batch, seq) -> 2000L * batch);
-        int c = b.tensor("c", (batch, seq) -> 300L * batch);
-        int d = b.optionalTensor("d", (batch, seq) -> 100L * batch);
-        b.step("write a, d", ids(), ids(a, d), inv -> events.add("0:" + (inv.address(a) != 0) + "," + (inv.address(d) != 0)));
-        b.step("a -> b", ids(a), ids(bb), inv -> events.add("1"));
-        b.step("b -> c", ids(bb), ids(c), inv -> events.add("2:a=" + inv.address(a)));
-        b.step("read c, d", ids(c, d), ids(), inv -> events.add("3"));
-        return b.build();
-    }
+    /** The chain of {@link ChainPlan}; {@code build(true)} runs it in an arena. */
+    private final ChainPlan chain = new ChainPlan();
 
     @Test
     void aChainsArenaIsItsLivenessPeakAndIsWhatThePlanCharges() {
-        ExecutionPlan plan = chain(true);
+        ExecutionPlan plan = chain.build(true);
         assertThat(plan.livenessPeakBytes(1, 0)).isEqualTo(1024 + 2048 + 256);
         assertThat(plan.arenaBytes(1, 0)).isEqualTo(plan.livenessPeakBytes(1, 0));
         assertThat(plan.peakBytes(1, 0)).isEqualTo(plan.arenaBytes(1, 0));
         assertThat(plan.largestAllocationBytes(1, 0)).as("the arena is the one allocation").isEqualTo(3328);
         // A pool handing out 2 KiB blocks rounds the one arena, not each tensor.
         assertThat(plan.peakBytes(1, 0, bytes -> (bytes + 2047) / 2048 * 2048)).isEqualTo(4096);
-        assertThat(chain(false).peakBytes(1, 0, bytes -> (bytes + 2047) / 2048 * 2048)).isEqualTo(3 * 2048);
+        assertThat(chain.build(false).peakBytes(1, 0, bytes -> (bytes + 2047) / 2048 * 2048)).isEqualTo(3 * 2048);
     }
 
     @Test
     void stepsSeeWhatTheySeeWithABlockPerTensorAndOneBlockIsTakenAndGivenBack() {
-        ExecutionPlan plan = chain(true);
+        ExecutionPlan plan = chain.build(true);
         TrackingAllocator allocator = new TrackingAllocator();
         try (TestStream stream = new TestStream(0)) {
-            plan.run(new ExecutionContext(stream, allocator, null), 2, 0, null, null);
-            assertThat(events).containsExactly("0:true,true", "1", "2:a=0", "3");
+            ExecutionContext context = new ExecutionContext(stream, allocator, null);
+            plan.run(context, 2, 0, null, null);
+            assertThat(chain.events).containsExactly("0:true,true", "1", "2:a=0", "3");
             assertThat(allocator.metrics().counters().allocations()).isEqualTo(1);
             assertThat(allocator.peakBytes()).isEqualTo(plan.arenaBytes(2, 0));
             assertThat(allocator.outstandingBlocks()).isZero();
 
-            events.clear();
-            boolean[] absent = new boolean[plan.tensorCount()];
-            absent[3] = true;
-            plan.run(new ExecutionContext(stream, allocator, null), 1, 0, absent, null);
-            assertThat(events.getFirst()).isEqualTo("0:true,false");
+            chain.events.clear();
+            ChainPlan.runWithout(plan, context, ChainPlan.D);
+            assertThat(chain.events.getFirst()).isEqualTo("0:true,false");
 
-            absent = new boolean[plan.tensorCount()];
-            absent[0] = true;
-            boolean[] requiredAbsent = absent;
             long before = allocator.metrics().counters().allocations();
-            assertThatThrownBy(() -> plan.run(new ExecutionContext(stream, allocator, null), 1, 0, requiredAbsent, null))
+            assertThatThrownBy(() -> ChainPlan.runWithout(plan, context, ChainPlan.A))
                     .hasMessageContaining("tensor 'a' is required");
             assertThat(allocator.metrics().counters().allocations()).as("refused before allocating").isEqualTo(before);
             assertThat(allocator.outstandingBlocks()).isZero();
@@ -86,17 +69,9 @@ class ExecutionPlanArenaTest {
 
     @Test
     void aStepThatThrowsDrainsTheStreamAndGivesTheArenaBack() {
-        ExecutionPlan.Builder b = ExecutionPlan.builder().requestArena(true);
-        int a = b.tensor("a", (batch, seq) -> 64);
-        int c = b.tensor("c", (batch, seq) -> 64);
-        b.step("write a", ids(), ids(a), inv -> { });
-        b.step("explode", ids(a), ids(c), inv -> {
-            throw new IllegalStateException("boom");
-        });
-        b.step("read c", ids(c), ids(), inv -> { });
         TrackingAllocator allocator = new TrackingAllocator();
         try (TestStream stream = new TestStream(0)) {
-            assertThatThrownBy(() -> b.build().run(new ExecutionContext(stream, allocator, null), 1, 0, null, null))
+            assertThatThrownBy(() -> ChainPlan.exploding(true).run(new ExecutionContext(stream, allocator, null), 1, 0, null, null))
                     .hasMessage("boom");
             assertThat(allocator.outstandingBlocks()).isZero();
 
@@ -117,9 +92,9 @@ class ExecutionPlanArenaTest {
         TrackingAllocator allocator = new TrackingAllocator();
         allocator.failAtAllocation(1);
         try (TestStream stream = new TestStream(0)) {
-            assertThatThrownBy(() -> chain(true).run(new ExecutionContext(stream, allocator, null), 1, 0, null, null))
+            assertThatThrownBy(() -> chain.build(true).run(new ExecutionContext(stream, allocator, null), 1, 0, null, null))
                     .isInstanceOf(OutOfDeviceMemoryException.class);
-            assertThat(events).as("no step ran").isEmpty();
+            assertThat(chain.events).as("no step ran").isEmpty();
             assertThat(allocator.outstandingBlocks()).isZero();
         }
         allocator.close();
@@ -127,7 +102,7 @@ class ExecutionPlanArenaTest {
 
     @Test
     void packingsAreKeptForABoundedNumberOfShapes() {
-        ExecutionPlan plan = chain(true);
+        ExecutionPlan plan = chain.build(true);
         for (int batch = 1; batch <= ArenaLayouts.CAPACITY + 40; batch++) {
             assertThat(plan.peakBytes(batch, 0)).isGreaterThanOrEqualTo(plan.livenessPeakBytes(batch, 0));
         }
