@@ -1,6 +1,9 @@
 // Kernels over packed sequences (dynamic batching without padding): the tokens of several sequences of
 // different lengths are rows of one [T, H] matrix; sequence i occupies rows offsets[i] .. offsets[i+1]-1
-// (offsets: N+1 cumulative row counts, offsets[0] = 0). Each kernel has an FP32 form and a bf16 one (suffix _bf16:
+// (offsets: N+1 cumulative row counts, offsets[0] = 0, offsets[N] <= T). A sequence may be empty and rows from
+// offsets[N] on belong to no sequence: a CUDA graph replayed for every batch of its bucket runs at the bucket's
+// N and T, the padding being empty sequences and a tail of rows (model/bert/PackedPadding); no kernel reads a row
+// outside the sequence it works on. Each kernel has an FP32 form and a bf16 one (suffix _bf16:
 // bf16 activations in and out, as BF16 mode with cuBLASLt holds them); arithmetic is FP32 in both, and the bf16
 // forms round only where they store. Embedding tables and LayerNorm parameters are FP32 in both.
 #include "common.cuh"
@@ -23,11 +26,16 @@ extern "C" __global__ void packed_embedding_sum(const int* __restrict__ ids, con
     }
 }
 
-// out[i, :] = hidden[offsets[i], :]. Grid (N), block <= 256.
+// out[i, :] = hidden[offsets[i], :]; zeros for an empty sequence (whose offset may be T: no row to read). Grid (N),
+// block <= 256.
 template <typename T>
 __device__ __forceinline__ void packed_pool_cls_body(const T* __restrict__ hidden, const int* __restrict__ offsets,
                                                      T* __restrict__ out, int cols) {
     const int i = blockIdx.x;
+    if (offsets[i] >= offsets[i + 1]) {
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) gp_store(out, (size_t) i * cols + c, 0.0f);
+        return;
+    }
     const T* h = hidden + (size_t) offsets[i] * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) out[(size_t) i * cols + c] = h[c];
 }
@@ -44,7 +52,7 @@ extern "C" __global__ void packed_pool_cls_bf16(const __nv_bfloat16* __restrict_
 }
 
 // out[i, :] = mean of hidden[r, :] over sequence i's rows r whose mask is non-zero (mask may be null: all); FP32
-// sums. Grid (N), block <= 256.
+// sums; zeros for an empty sequence (no row, count 0). Grid (N), block <= 256.
 template <typename T>
 __device__ __forceinline__ void packed_pool_mean_body(const T* __restrict__ hidden, const int* __restrict__ mask,
                                                       const int* __restrict__ offsets, T* __restrict__ out, int cols) {
@@ -105,7 +113,9 @@ extern "C" __global__ void packed_embedding_layer_norm_bf16(const int* __restric
 // mask INT32 [T] (null: all real; a masked key gets -FLT_MAX added, as HuggingFace adds finfo.min),
 // context [T, heads·headDim]. headDim <= VA_MAX_HEAD_DIM.
 //
-// Grid (N, heads), block VA_WARPS·32. Each warp owns one query row at a time; keys are walked in tiles of
+// Grid (N, heads), block VA_WARPS·32; an empty sequence's blocks find no query and return at once (every loop
+// below runs to its length, and the block-wide syncs are inside them). Each warp owns one query row at a time; keys
+// are walked in tiles of
 // VA_TILE rows staged in shared memory (row stride headDim+1: lane j reads key j without bank conflicts):
 //   1. the warp's query goes to shared memory;
 //   2. per tile: lane j scores key j (q·k·scale + mask bias), the warp takes the tile's max, rescales its

@@ -162,8 +162,11 @@ public interface TensorOps {
     //
     // Several requests' sequences of different lengths share one forward: their tokens are rows of one
     // [tokens, hidden] matrix, sequence i occupying rows offsets[i] .. offsets[i+1]-1 (offsets: INT32 device
-    // array of sequences + 1 cumulative row counts, offsets[0] = 0). Row-wise ops (linear, LayerNorm) need
-    // nothing new; the three ops below are the ones that must know where a sequence starts.
+    // array of sequences + 1 cumulative row counts, offsets[0] = 0, offsets[sequences] <= tokens). Row-wise ops
+    // (linear, LayerNorm) need nothing new; the three ops below are the ones that must know where a sequence
+    // starts. A sequence may be empty (it pools to zeros), and rows from offsets[sequences] on belong to no
+    // sequence: attention writes no context for them and pooling never reads them (a CUDA graph's padding, which
+    // is replayed for batches of other lengths: model/bert/PackedPadding).
 
     /**
      * Whether this backend and precision implement {@link #packedEmbeddingSum}, {@link #varlenAttention}
@@ -203,7 +206,8 @@ public interface TensorOps {
     /**
      * {@link #attention} for packed sequences: each sequence attends only to its own rows. {@code qkv} is
      * [tokens, 3·heads·headDim], {@code attentionMask} INT32 [tokens] (optional: all real), {@code offsets} as
-     * above; {@code maxSeq} is the longest sequence. Writes context [tokens, heads·headDim]; needs no workspace.
+     * above; {@code maxSeq} bounds the longest sequence (a hint: the lengths come from the offsets). Writes context
+     * [tokens, heads·headDim] for the rows of sequences; needs no workspace.
      */
     default void varlenAttention(DeviceStream stream, long qkv, long attentionMask, long offsets, long context,
                                  int sequences, int tokens, int maxSeq, int heads, int headDim) {
@@ -211,7 +215,7 @@ public interface TensorOps {
     }
 
     /**
-     * out[i, :] = the first row of sequence i (CLS) or the mask-weighted mean of its rows;
+     * out[i, :] = the first row of sequence i (CLS) or the mask-weighted mean of its rows, zeros for an empty one;
      * {@code attentionMask} INT32 [tokens], optional.
      */
     default void packedPool(DeviceStream stream, long hidden, long attentionMask, long offsets, long out,

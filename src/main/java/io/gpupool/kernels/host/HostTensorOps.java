@@ -343,6 +343,10 @@ public final class HostTensorOps implements TensorOps {
     /** Pools rows {@code first .. first+seq-1} of hidden (and mask) into row {@code index} of y. */
     private static void poolSequence(MemorySegment h, MemorySegment mask, MemorySegment y, long index, long first,
                                      int seq, int cols, Pooling pooling, double[] acc) {
+        if (seq == 0) {
+            y.asSlice(index * cols * Float.BYTES, (long) cols * Float.BYTES).fill((byte) 0);   // an empty sequence
+            return;
+        }
         if (pooling == Pooling.CLS) {
             MemorySegment.copy(h, first * cols * Float.BYTES, y, index * cols * Float.BYTES, (long) cols * Float.BYTES);
             return;
@@ -456,12 +460,15 @@ public final class HostTensorOps implements TensorOps {
         });
     }
 
-    /** The offsets array, checked to rise from 0 to {@code tokens} (a wrong one would read out of bounds). */
+    /**
+     * The offsets array, checked to rise from 0 to at most {@code tokens} (a wrong one would read out of bounds); rows
+     * past the last offset belong to no sequence.
+     */
     private static int[] readOffsets(long offsets, int sequences, int tokens) {
         int[] starts = at(offsets, (long) (sequences + 1) * Integer.BYTES).toArray(ValueLayout.JAVA_INT);
-        if (starts[0] != 0 || starts[sequences] != tokens) {
+        if (starts[0] != 0 || starts[sequences] > tokens) {
             throw new IllegalArgumentException("offsets run from " + starts[0] + " to " + starts[sequences]
-                    + ", expected 0 to " + tokens);
+                    + ", expected 0 to at most " + tokens);
         }
         for (int i = 0; i < sequences; i++) {
             if (starts[i + 1] < starts[i]) {
