@@ -1,6 +1,7 @@
 package io.gpupool.model;
 
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import java.util.function.LongUnaryOperator;
 
@@ -70,6 +71,14 @@ public interface BatchableModel extends InferenceModel {
      * padding) or {@code "padded"} (sequences padded to the longest, masked), for metadata and the actuator.
      */
     String batchLayout();
+
+    /**
+     * How this model runs a batch padded to a larger packed shape, so that batches can replay CUDA graphs captured
+     * per shape bucket; empty (the default) where its batches do not run packed, and then they always run eagerly.
+     */
+    default Optional<BatchPadding> batchPadding() {
+        return Optional.empty();
+    }
 
     /** The model's {@code dynamic_batching} settings from its config.json (unset components: the server's). */
     ModelConfig.Batching batching();

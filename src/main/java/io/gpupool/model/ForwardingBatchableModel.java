@@ -1,6 +1,7 @@
 package io.gpupool.model;
 
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import java.util.function.LongUnaryOperator;
 
@@ -42,6 +43,11 @@ public interface ForwardingBatchableModel extends BatchableModel {
     @Override
     default String batchLayout() {
         return batchable().batchLayout();
+    }
+
+    @Override
+    default Optional<BatchPadding> batchPadding() {
+        return batchable().batchPadding();
     }
 
     @Override

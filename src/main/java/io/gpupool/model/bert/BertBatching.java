@@ -1,6 +1,7 @@
 package io.gpupool.model.bert;
 
 import io.gpupool.kernels.TensorOps;
+import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel.Member;
 import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
@@ -16,6 +17,7 @@ import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -37,6 +39,10 @@ import java.util.Set;
  * TF32X3, TF32 without TF32 attention; head size up to 128; and BF16 on cuBLASLt with
  * {@code gpupool.kernels.packed-bf16}, off by default), padded otherwise (CUDA BF16 and TF32, whose attention
  * runs on tensor cores and has no varlen form).
+ *
+ * <p>With CUDA graphs on, a packed batch replays the graph of its bucket (total tokens and sequences rounded up:
+ * {@code model.graph.ShapeBuckets}), run padded as {@link PackedPadding} explains; padded-layout batches always
+ * run eagerly.
  */
 final class BertBatching {
 
@@ -73,15 +79,28 @@ final class BertBatching {
     private final BertModel model;
     /** Null where the kernels have no packed-sequence ops: then the padded layout. */
     private final PackedBertForward packed;
+    /** Null with the padded layout, whose batches always run eagerly. */
+    private final PackedPadding padding;
 
     BertBatching(BertModel model, String prefix, boolean pooler, TensorOps ops) {
         this.model = model;
         this.packed = ops.supportsPackedSequences(model.arch().headDim())
                 ? new PackedBertForward(model, prefix, pooler, ops.activationBytes()) : null;
+        this.padding = packed != null ? new PackedPadding(this) : null;
     }
 
     String layout() {
         return packed != null ? "packed" : "padded";
+    }
+
+    /** The longest sequence a member may have (what {@link #prepare} accepts). */
+    int maxSequenceLength() {
+        return model.maxSequenceLength();
+    }
+
+    /** How packed batches run at a graph's bucket; empty with the padded layout. */
+    Optional<BatchPadding> padding() {
+        return Optional.ofNullable(padding);
     }
 
     /** The checks of {@link BertModel#infer}, with the same messages, and the INT32 conversion. */
@@ -121,6 +140,35 @@ final class BertBatching {
 
     private List<List<HostTensor>> runPacked(List<Sequences> members, ExecutionContext context) {
         Totals totals = Totals.of(members);
+        return runPacked(members, new BatchPadding.Shape(totals.sequences, totals.tokens), totals.maxSeq, context);
+    }
+
+    /**
+     * The packed forward of {@code members} padded to {@code shape} ({@link PackedPadding}); {@code maxSeq} bounds
+     * every sequence's length.
+     */
+    List<List<HostTensor>> runPackedAt(List<? extends Member> members, BatchPadding.Shape shape, int maxSeq,
+                                       ExecutionContext context) {
+        Totals totals = Totals.of(members);
+        if (shape.sequences() < totals.sequences || shape.tokens() < totals.tokens || maxSeq < totals.maxSeq) {
+            throw new IllegalStateException("a batch of " + totals.sequences + " sequences and " + totals.tokens
+                    + " tokens (longest " + totals.maxSeq + ") cannot run padded to " + shape + " (longest " + maxSeq
+                    + ")");
+        }
+        List<Sequences> batch = new ArrayList<>(members.size());
+        for (Member member : members) {
+            batch.add((Sequences) member);
+        }
+        return runPacked(batch, shape, maxSeq, context);
+    }
+
+    /**
+     * The packed forward of {@code members} at {@code shape}: their own totals (eager), or a graph's bucket, whose
+     * padding {@link PackedPadding} explains. Only the members' rows of each output are downloaded (they come first).
+     */
+    private List<List<HostTensor>> runPacked(List<Sequences> members, BatchPadding.Shape shape, int maxSeq,
+                                             ExecutionContext context) {
+        Totals totals = Totals.of(members);
         boolean anyMask = members.stream().anyMatch(m -> m.mask() != null);
         boolean anyTypes = members.stream().anyMatch(m -> m.types() != null);
         int h = model.arch().hiddenSize();
@@ -131,19 +179,20 @@ final class BertBatching {
             int cols = name.equals(BertModel.LOGITS) ? model.numLabels() : h;
             outputs.put(name, results.allocate(rows * cols * Float.BYTES, 64));
         }
-        packed.run(context, totals.sequences, totals.tokens, stagePacked(members, totals, anyMask, anyTypes), outputs);
+        packed.run(context, shape.sequences(), shape.tokens(),
+                stagePacked(members, shape, maxSeq, anyMask, anyTypes), outputs);
         List<List<HostTensor>> perMember = new ArrayList<>(members.size());
         long token = 0;
         long sequence = 0;
         for (Sequences m : members) {
             List<HostTensor> own = new ArrayList<>(m.selected().size());
             for (TensorSpec spec : m.selected()) {
-                long[] shape = BertModel.concrete(spec.shape(), m.batch(), m.seq());
-                long rowBytes = shape[shape.length - 1] * Float.BYTES;
+                long[] outShape = BertModel.concrete(spec.shape(), m.batch(), m.seq());
+                long rowBytes = outShape[outShape.length - 1] * Float.BYTES;
                 long first = spec.name().equals(BertModel.LAST_HIDDEN_STATE) ? token : sequence;
                 long rows = spec.name().equals(BertModel.LAST_HIDDEN_STATE) ? m.tokens() : m.batch();
                 MemorySegment data = outputs.get(spec.name()).asSlice(first * rowBytes, rows * rowBytes);
-                own.add(new HostTensor(spec.name(), DataType.FP32, shape, data));
+                own.add(new HostTensor(spec.name(), DataType.FP32, outShape, data));
             }
             perMember.add(own);
             token += m.tokens();
@@ -152,15 +201,19 @@ final class BertBatching {
         return perMember;
     }
 
-    /** The members' INT32 inputs concatenated, with the positions restarting and an offset at each sequence. */
-    private static PackedBertForward.Batch stagePacked(List<Sequences> members, Totals totals, boolean anyMask,
-                                                       boolean anyTypes) {
-        long tokenBytes = (long) totals.tokens * Integer.BYTES;
+    /**
+     * The members' INT32 inputs concatenated, with the positions restarting and an offset at each sequence, in arrays
+     * of {@code shape}: past the members' tokens every input stays 0 (a valid id, type and position), and the
+     * offsets of the sequences past theirs all point at the end of their tokens (empty sequences).
+     */
+    private static PackedBertForward.Batch stagePacked(List<Sequences> members, BatchPadding.Shape shape, int maxSeq,
+                                                       boolean anyMask, boolean anyTypes) {
+        long tokenBytes = (long) shape.tokens() * Integer.BYTES;
         MemorySegment ids = HEAP.allocate(tokenBytes);
         MemorySegment mask = anyMask ? HEAP.allocate(tokenBytes) : null;
         MemorySegment types = anyTypes ? HEAP.allocate(tokenBytes) : null;
         MemorySegment positions = HEAP.allocate(tokenBytes);
-        MemorySegment offsets = HEAP.allocate((long) (totals.sequences + 1) * Integer.BYTES);
+        MemorySegment offsets = HEAP.allocate((long) (shape.sequences() + 1) * Integer.BYTES);
         long token = 0;
         int sequence = 0;
         for (Sequences m : members) {
@@ -175,8 +228,10 @@ final class BertBatching {
                 }
             }
         }
-        offsets.setAtIndex(INT, sequence, (int) token);
-        return new PackedBertForward.Batch(ids, mask, types, positions, offsets, totals.maxSeq, null);
+        while (sequence <= shape.sequences()) {
+            offsets.setAtIndex(INT, sequence++, (int) token);
+        }
+        return new PackedBertForward.Batch(ids, mask, types, positions, offsets, maxSeq, null);
     }
 
     /** Copies a member's INT32 input into the packed array at {@code token}, or fills in its default. */
@@ -259,7 +314,7 @@ final class BertBatching {
     }
 
     /** The union of the members' selections, in the model's output order. */
-    private Set<String> wantedNames(List<Sequences> members) {
+    Set<String> wantedNames(List<Sequences> members) {
         Set<String> wanted = new LinkedHashSet<>();
         for (TensorSpec spec : model.outputs()) {
             for (Sequences m : members) {

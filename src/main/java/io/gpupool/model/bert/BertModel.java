@@ -272,6 +272,12 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         return batching.layout();
     }
 
+    /** Packed batches run at a graph's bucket ({@link PackedPadding}); padded-layout batches always run eagerly. */
+    @Override
+    public Optional<io.gpupool.model.BatchPadding> batchPadding() {
+        return batching.padding();
+    }
+
     @Override
     public ModelConfig.Batching batching() {
         return config.serving().batching();
