@@ -30,7 +30,7 @@ import java.util.concurrent.TimeUnit;
  * that capturing needs. The facade the wiring sees; the parts are package-private.
  *
  * <pre>
- *   serving streams 0..n-1   requests: eager runs and graph replays (GraphedModel)
+ *   serving streams 0..n-1   requests and packed batches: eager runs and graph replays (GraphedModel)
  *   graph stream             allocates and frees the graphs' pool blocks (the pool's stream for them; the
  *                            capture thread and evicting threads take turns under one lock, as the pool
  *                            lets one user at a time work on a stream's local cache)
@@ -164,22 +164,47 @@ public final class DeviceGraphs implements GraphCacheControl, AutoCloseable {
     void scheduleCapture(InferenceModel model, GraphKey key, List<HostTensor> inputs, ShapePadding.Shape bucket,
                          ShapePadding padding, List<String> outputs, TensorOps ops) {
         Arena arena = Arena.ofShared();
+        List<HostTensor> padded;
         try {
-            List<HostTensor> padded = padding.pad(inputs, bucket, arena);
-            Set<String> wanted = new HashSet<>(outputs);
+            padded = padding.pad(inputs, bucket, arena);
+        } catch (RuntimeException | Error e) {
+            arena.close();
+            cache.captureFailed(key);
+            throw e;
+        }
+        Set<String> wanted = new HashSet<>(outputs);
+        scheduleCapture(model.name(), key, context -> model.infer(padded, wanted, context), ops, arena::close);
+    }
+
+    /**
+     * Queues the capture of {@code forward} as the graph of {@code key}, whose claim the caller holds;
+     * {@code release} frees what the forward reads, once, when the capture has ended or was not queued.
+     */
+    void scheduleCapture(String model, GraphKey key, PaddedForward<?> forward, TensorOps ops, Runnable release) {
+        Runnable once = new Runnable() {
+            private final java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+
+            @Override
+            public void run() {
+                if (done.compareAndSet(false, true)) {
+                    release.run();
+                }
+            }
+        };
+        try {
             executor.execute(() -> {
                 try {
                     device.bindToCurrentThread();
-                    forwardCapture.capture(model, key, padded, wanted, ops);
+                    forwardCapture.capture(model, key, forward, ops);
                 } finally {
-                    arena.close();
+                    once.run();
                 }
             });
         } catch (RejectedExecutionException e) {
-            arena.close();
+            once.run();
             cache.unclaim(key);
         } catch (RuntimeException | Error e) {
-            arena.close();
+            once.run();
             cache.captureFailed(key);
             throw e;
         }

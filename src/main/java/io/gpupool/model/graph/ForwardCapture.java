@@ -7,17 +7,14 @@ import io.gpupool.kernels.TensorOps;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.model.ExecutionContext;
-import io.gpupool.model.HostTensor;
-import io.gpupool.model.InferenceModel;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.util.Arrays;
-import java.util.List;
-import java.util.Set;
 
 /**
- * Captures one model's forward for one padded shape, on the device's capture thread:
+ * Captures one model's forward for one padded shape (a request's or a packed batch's: {@link PaddedForward}), on
+ * the device's capture thread:
  * <ol>
  *   <li><b>dry run</b>: the forward's host code runs with {@link HostOnlyOps}, a {@link DryRunStream}
  *       and an {@link AllocationRecorder}; nothing reaches the device, and the recorder has every
@@ -69,23 +66,25 @@ final class ForwardCapture {
         this.cache = cache;
     }
 
-    void capture(InferenceModel model, GraphKey key, List<HostTensor> inputs, Set<String> outputs, TensorOps ops) {
+    /**
+     * Captures {@code forward} (of the model named {@code model}, for the logs) as the graph of {@code key} and
+     * caches it, or counts the failure.
+     */
+    void capture(String model, GraphKey key, PaddedForward<?> forward, TensorOps ops) {
         DeviceBlock block = null;
         try {
             AllocationRecorder recorder = new AllocationRecorder();
-            model.infer(inputs, outputs, new ExecutionContext(new DryRunStream(graphStream), recorder,
-                    HostOnlyOps.over(ops)));
+            forward.run(new ExecutionContext(new DryRunStream(graphStream), recorder, HostOnlyOps.over(ops)));
             GraphMemoryLayout layout = recorder.layout();
             long activations = GraphMemoryLayout.aligned(layout.blockBytes());
             if (activations > cache.maxBytes()) {
                 cache.reserve(key, activations); // refuses, and remembers the key: no warm-up for a graph that cannot fit
-                log.debug("No room for the graph of model '{}' at {} ({} bytes)", model.name(), key, activations);
+                log.debug("No room for the graph of model '{}' at {} ({} bytes)", model, key, activations);
                 return;
             }
-            long workspace = GraphMemoryLayout.aligned(warmUp(model, inputs, outputs, ops, layout, recorder,
-                    activations));
+            long workspace = GraphMemoryLayout.aligned(warmUp(forward, ops, layout, recorder, activations));
             if (!cache.reserve(key, activations + workspace)) {
-                log.debug("No room for the graph of model '{}' at {} ({} bytes)", model.name(), key,
+                log.debug("No room for the graph of model '{}' at {} ({} bytes)", model, key,
                         activations + workspace);
                 return;
             }
@@ -99,7 +98,7 @@ final class ForwardCapture {
             try {
                 DeviceStream stream = capture.begin(uploads);
                 try {
-                    model.infer(inputs, outputs, new ExecutionContext(stream, arena, ops));
+                    forward.run(new ExecutionContext(stream, arena, ops));
                     arena.checkComplete();
                 } catch (RuntimeException | Error e) {
                     capture.abort();
@@ -122,7 +121,7 @@ final class ForwardCapture {
                 }
             }
             cache.captureFailed(key);
-            log.warn("Capturing the graph of model '{}' at {} failed, that shape runs eagerly: {}", model.name(), key,
+            log.warn("Capturing the graph of model '{}' at {} failed, that shape runs eagerly: {}", model, key,
                     e.toString());
         }
     }
@@ -134,8 +133,8 @@ final class ForwardCapture {
      *
      * @return the workspace the forward's products use
      */
-    private long warmUp(InferenceModel model, List<HostTensor> inputs, Set<String> outputs, TensorOps ops,
-                        GraphMemoryLayout layout, AllocationRecorder recorder, long activations) {
+    private long warmUp(PaddedForward<?> forward, TensorOps ops, GraphMemoryLayout layout,
+                        AllocationRecorder recorder, long activations) {
         long bound = GraphMemoryLayout.aligned(ops.workspaceBound());
         DeviceBlock scratch = allocate(activations + bound);
         DeviceStream captureStream = capture.stream();
@@ -144,7 +143,7 @@ final class ForwardCapture {
             graphStream.synchronize();
             ops.useWorkspace(captureStream, bound == 0 ? 0 : scratch.address() + activations, bound);
             GraphArena arena = new GraphArena(layout, recorder.requestedSizes(), scratch.address());
-            model.infer(inputs, outputs, new ExecutionContext(captureStream, arena, ops));
+            forward.run(new ExecutionContext(captureStream, arena, ops));
             arena.checkComplete();
             captureStream.synchronize();
             return ops.workspaceNeeded(captureStream);

@@ -1,7 +1,9 @@
 package io.gpupool.model.graph;
 
 import io.gpupool.kernels.TensorOps;
+import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel;
+import io.gpupool.model.BatchableModel.Member;
 import io.gpupool.model.ModelSignature;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.ForwardingBatchableModel;
@@ -52,7 +54,7 @@ class GraphedModel implements InferenceModel, PlannedMemory {
 
     final InferenceModel delegate;
     private final ShapePadding padding;
-    private final DeviceGraphs graphs;
+    final DeviceGraphs graphs;
     /** The host-only view of the last kernels seen (one device: the same kernels on every stream). */
     private volatile OpsView opsView;
 
@@ -82,26 +84,10 @@ class GraphedModel implements InferenceModel, PlannedMemory {
         GraphKey key;
         try (Arena arena = Arena.ofConfined()) {
             List<HostTensor> padded = padding.pad(inputs, bucket, arena);
-            key = new GraphKey(this, context.ops(), bucket.batch(), bucket.sequence(), names(padded), outputs);
-            CapturedForward entry = cache.acquire(key);
-            if (entry != null) {
-                boolean mismatch = false;
-                try {
-                    return padding.trim(replay(entry, padded, requestedOutputs, context), shape);
-                } catch (IllegalArgumentException e) {
-                    throw e;                       // the request's own fault, refused as on an eager run
-                } catch (RuntimeException e) {
-                    // The graph does not fit the forward (GraphMismatchException) or its replay failed:
-                    // drop it and answer eagerly, which either works or fails with its own error.
-                    mismatch = true;
-                    cache.invalidate(entry);
-                    log.warn("The graph of model '{}' at {} failed its replay, running eagerly: {}", name(), key,
-                            e.toString());
-                } finally {
-                    if (!mismatch) {
-                        cache.release(entry);
-                    }
-                }
+            key = GraphKey.request(this, context.ops(), bucket.batch(), bucket.sequence(), names(padded), outputs);
+            List<HostTensor> replayed = replayIfCached(key, c -> delegate.infer(padded, requestedOutputs, c), context);
+            if (replayed != null) {
+                return padding.trim(replayed, shape);
             }
         }
         List<HostTensor> result = delegate.infer(inputs, requestedOutputs, context);
@@ -126,13 +112,43 @@ class GraphedModel implements InferenceModel, PlannedMemory {
         return sequence == 0 ? null : new Shape(batch, sequence);
     }
 
-    private List<HostTensor> replay(CapturedForward entry, List<HostTensor> padded, Set<String> requestedOutputs,
-                                    ExecutionContext context) {
+    /**
+     * The outputs of {@code forward} replayed from the cached graph of {@code key}; null when there is none idle
+     * (a miss) or its replay failed, and then the caller runs eagerly. A failed replay drops the graph.
+     *
+     * @throws IllegalArgumentException the request's own fault (a bad input), refused as on an eager run
+     */
+    <T> T replayIfCached(GraphKey key, PaddedForward<T> forward, ExecutionContext context) {
+        GraphCache cache = graphs.cache();
+        CapturedForward entry = cache.acquire(key);
+        if (entry == null) {
+            return null;
+        }
+        boolean mismatch = false;
+        try {
+            return replay(entry, forward, context);
+        } catch (IllegalArgumentException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            // The graph does not fit the forward (GraphMismatchException) or its replay failed:
+            // drop it and answer eagerly, which either works or fails with its own error.
+            mismatch = true;
+            cache.invalidate(entry);
+            log.warn("The graph of model '{}' at {} failed its replay, running eagerly: {}", name(), key,
+                    e.toString());
+            return null;
+        } finally {
+            if (!mismatch) {
+                cache.release(entry);
+            }
+        }
+    }
+
+    private <T> T replay(CapturedForward entry, PaddedForward<T> forward, ExecutionContext context) {
         GraphArena arena = entry.arena();
         arena.rewind();
         ReplayStream stream = new ReplayStream(context.stream(), entry);
-        List<HostTensor> outputs = delegate.infer(padded, requestedOutputs,
-                new ExecutionContext(stream, arena, hostOnly(context.ops())));
+        T outputs = forward.run(new ExecutionContext(stream, arena, hostOnly(context.ops())));
         arena.checkComplete();
         if (!stream.launched()) {
             throw new GraphMismatchException("the forward finished without launching its graph");
@@ -199,22 +215,60 @@ class GraphedModel implements InferenceModel, PlannedMemory {
     }
 
     /**
-     * The graphed form of a model that also batches. A batch of requests runs eagerly through the model's own
-     * batched forward: graphs are captured per request shape, and a batch's shape (its total tokens) is not one
-     * of those buckets. Requests of a model whose batching is off still replay their graphs.
+     * The graphed form of a model that also batches: a packed batch replays the graph of its bucket, as a request
+     * does. The batch's shape is its total tokens and sequences ({@link BatchPadding.Shape}), rounded up by
+     * {@link ShapeBuckets#packedBucket}; the model runs it padded to the bucket ({@link BatchPadding#inferPadded}),
+     * which gives every member what the eager batch gives it, so one graph serves every batch of the bucket.
+     * <pre>
+     *   batch (N, T) ── no batch padding (padded layout), graphs off, over the largest token bucket ──► eager
+     *         │
+     *   bucket (N', T') ── cache.acquire(key) ── hit ─► inferPadded at (N', T') replayed ─► each member's outputs
+     *         │ miss
+     *         ▼
+     *   eager batch right away; a first miss that succeeded queues a capture of inferPadded at (N', T')
+     * </pre>
+     * The capture keeps the members (their converted inputs live on the heap) until it has run; the cache's bounds,
+     * metrics, failure handling and memory rules are the requests' ({@link GraphCache}, {@link ForwardCapture}).
      */
     static final class Batchable extends GraphedModel implements ForwardingBatchableModel {
 
         private final BatchableModel batchable;
+        /** Null where the model's batches cannot run padded: then they always run eagerly. */
+        private final BatchPadding batchPadding;
 
         Batchable(BatchableModel delegate, ShapePadding padding, DeviceGraphs graphs) {
             super(delegate, padding, graphs);
             this.batchable = delegate;
+            this.batchPadding = delegate.batchPadding().orElse(null);
         }
 
         @Override
         public BatchableModel batchable() {
             return batchable;
+        }
+
+        @Override
+        public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
+            GraphCache cache = graphs.cache();
+            BatchPadding.Shape bucket = batchPadding == null || !cache.enabled() ? null
+                    : graphs.buckets().packedBucket(BatchPadding.Shape.of(members));
+            if (bucket == null) {
+                return batchable.inferBatch(members, context);
+            }
+            GraphKey key = GraphKey.packed(this, context.ops(), bucket.sequences(), bucket.tokens(),
+                    batchPadding.inputs(members), batchPadding.outputs(members));
+            List<? extends Member> batch = List.copyOf(members);
+            PaddedForward<List<List<HostTensor>>> padded = c -> batchPadding.inferPadded(batch, bucket, c);
+            List<List<HostTensor>> replayed = replayIfCached(key, padded, context);
+            if (replayed != null) {
+                return replayed;
+            }
+            List<List<HostTensor>> result = batchable.inferBatch(members, context);
+            // As for a request: only a batch the model ran is worth a capture.
+            if (cache.claimCapture(key)) {
+                graphs.scheduleCapture(name(), key, padded, context.ops(), () -> { });
+            }
+            return result;
         }
     }
 }
