@@ -43,6 +43,15 @@ public class GraphProperties {
     /** Batch sizes graphs are captured for, ascending; a request rounds up to the next; a larger one runs eagerly. */
     private List<Integer> batchBuckets = new ArrayList<>(List.of(1, 2, 4));
 
+    /**
+     * Total tokens graphs of packed batches (dynamic batching) are captured for, ascending; a batch rounds up to the
+     * next (its sequences to the next power of two), one with more tokens runs eagerly; empty: batches always run
+     * eagerly. Powers of two and their midpoints, so a batch pads at most 1.5x its tokens, up to where a forward is
+     * long enough that the launches a graph saves are a small share of it (model.graph.ShapeBuckets explains).
+     */
+    private List<Integer> tokenBuckets = new ArrayList<>(List.of(16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+            768, 1024, 1536, 2048));
+
     /** The limits, validated; the message names the property. */
     GraphLimits toLimits() {
         if (maxCount < 0 || maxCount > GraphLimits.MAX_COUNT_LIMIT) {
@@ -58,7 +67,7 @@ public class GraphProperties {
     /** The buckets, validated; the message names the property. */
     ShapeBuckets toBuckets() {
         try {
-            return new ShapeBuckets(batchBuckets, sequenceBuckets);
+            return new ShapeBuckets(batchBuckets, sequenceBuckets, tokenBuckets);
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException(PREFIX + e.getMessage());
         }
@@ -74,4 +83,6 @@ public class GraphProperties {
     public void setSequenceBuckets(List<Integer> sequenceBuckets) { this.sequenceBuckets = sequenceBuckets; }
     public List<Integer> getBatchBuckets() { return batchBuckets; }
     public void setBatchBuckets(List<Integer> batchBuckets) { this.batchBuckets = batchBuckets; }
+    public List<Integer> getTokenBuckets() { return tokenBuckets; }
+    public void setTokenBuckets(List<Integer> tokenBuckets) { this.tokenBuckets = tokenBuckets; }
 }

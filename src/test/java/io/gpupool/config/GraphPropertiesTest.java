@@ -41,5 +41,15 @@ class GraphPropertiesTest {
         runner.withPropertyValues("gpupool.kernels.graphs.batch-buckets=0,4").run(context ->
                 assertThat(context).getFailure().rootCause()
                         .hasMessageContaining("gpupool.kernels.graphs.batch-buckets"));
+        runner.withPropertyValues("gpupool.kernels.graphs.token-buckets=64,64").run(context ->
+                assertThat(context).getFailure().rootCause()
+                        .hasMessageContaining("gpupool.kernels.graphs.token-buckets")
+                        .hasMessageContaining("ascending"));
+    }
+
+    @Test
+    void noTokenBucketsIsAllowedAndMeansBatchesRunEagerly() {
+        runner.withPropertyValues("gpupool.kernels.graphs.token-buckets=").run(context ->
+                assertThat(context).hasNotFailed());
     }
 }
