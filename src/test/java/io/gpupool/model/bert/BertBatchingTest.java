@@ -2,6 +2,7 @@ package io.gpupool.model.bert;
 
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.host.HostTensorOps;
+import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.DataType;
 import io.gpupool.model.HostTensor;
@@ -111,6 +112,67 @@ class BertBatchingTest {
         assertThat(models.requests.currentBytes()).isZero();
         assertThat(model.batchPeakBytes(members)).as("more members plan more")
                 .isGreaterThan(model.batchPeakBytes(members.subList(0, 1)));
+    }
+
+    /**
+     * The host path a batch graph replays (BatchPadding.inferPadded at the bucket): padded with empty sequences, a
+     * tail of tokens in no sequence (left holding the allocator's garbage by attention), or both, every request gets
+     * what it gets alone.
+     */
+    @Test
+    void aPackedBatchPaddedToABucketGivesEachRequestWhatItGetsAlone() {
+        HostTensorOps ops = new HostTensorOps();
+        BatchableModel model = models.load("tiny-bert", ops);
+        BatchPadding padding = model.batchPadding().orElseThrow();
+        BatchPadding.Shape own = BatchPadding.Shape.of(members(model, mixedBertRequests()));
+        assertThat(own).as("11 sequences of 314 tokens").isEqualTo(new BatchPadding.Shape(11, 314));
+
+        List<BatchPadding.Shape> buckets = List.of(
+                new BatchPadding.Shape(16, 384),     // empty sequences and a tail
+                new BatchPadding.Shape(16, 314),     // empty sequences at T, no tail (CLS reads no row for them)
+                new BatchPadding.Shape(11, 320),     // a tail, no empty sequence
+                own);
+        for (BatchPadding.Shape bucket : buckets) {
+            BertRequests.assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members, bucket,
+                    context), () -> models.context(ops), mixedBertRequests(), TOLERANCE);
+        }
+    }
+
+    @Test
+    void meanPoolingAndTheClassifierOfAPaddedBatchSkipItsEmptySequencesAndTail() {
+        HostTensorOps ops = new HostTensorOps();
+        BatchableModel model = models.load("tiny-bert-cls", ops);
+        BatchPadding padding = model.batchPadding().orElseThrow();
+        BatchPadding.Shape bucket = new BatchPadding.Shape(8, 64);   // own: 6 sequences of 46 tokens
+
+        BertRequests.assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members, bucket, context),
+                () -> models.context(ops), clsBertRequests(), TOLERANCE);
+    }
+
+    @Test
+    void aPaddedBatchNamesTheInputsAndOutputsItsForwardTakesAndRefusesABucketTooSmall() {
+        HostTensorOps ops = new HostTensorOps();
+        BatchableModel model = models.load("tiny-bert", ops);
+        BatchPadding padding = model.batchPadding().orElseThrow();
+        List<BatchableModel.Member> idsOnly = members(model, List.of(
+                bert(1, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT))));
+        List<BatchableModel.Member> mixed = members(model, shortBertRequests());
+
+        assertThat(padding.inputs(idsOnly)).containsExactly(BertModel.INPUT_IDS);
+        assertThat(padding.outputs(idsOnly)).containsExactly(BertModel.POOLER_OUTPUT);
+        assertThat(padding.inputs(mixed)).containsExactly(BertModel.ATTENTION_MASK, BertModel.INPUT_IDS,
+                BertModel.TOKEN_TYPE_IDS);
+        assertThat(padding.outputs(mixed)).as("a request selecting nothing selects every output")
+                .containsExactlyElementsOf(model.outputs().stream().map(spec -> spec.name()).sorted().toList());
+        assertThatThrownBy(() -> padding.inferPadded(mixed, new BatchPadding.Shape(6, 20), models.context(ops)))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("cannot run padded");
+    }
+
+    @Test
+    void paddedLayoutBatchesHaveNoBatchPadding() {
+        BatchableModel model = models.load("tiny-bert", withoutPackedOps(new HostTensorOps()));
+
+        assertThat(model.batchPadding()).as("their batches always run eagerly").isEmpty();
     }
 
     @Test

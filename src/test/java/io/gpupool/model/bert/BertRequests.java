@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.Set;
+import java.util.function.BiFunction;
 import java.util.function.Supplier;
 
 import static io.gpupool.model.testing.Fixtures.floats;
@@ -108,8 +109,16 @@ final class BertRequests {
      */
     static void assertBatchEqualsAlone(BatchableModel model, Supplier<ExecutionContext> context, List<Request> batch,
                                        double tolerance) {
+        assertBatchEqualsAlone(model, model::inferBatch, context, batch, tolerance);
+    }
+
+    /** As above, the batch run by {@code runBatch} (e.g. padded to a graph's bucket) instead of inferBatch. */
+    static void assertBatchEqualsAlone(BatchableModel model,
+                                       BiFunction<List<BatchableModel.Member>, ExecutionContext,
+                                               List<List<HostTensor>>> runBatch,
+                                       Supplier<ExecutionContext> context, List<Request> batch, double tolerance) {
         List<BatchableModel.Member> members = members(model, batch);
-        List<List<HostTensor>> together = model.inferBatch(members, context.get());
+        List<List<HostTensor>> together = runBatch.apply(members, context.get());
         assertThat(together).hasSameSizeAs(batch);
         for (int i = 0; i < batch.size(); i++) {
             List<HostTensor> alone = model.infer(batch.get(i).inputs(), batch.get(i).outputs(), context.get());
