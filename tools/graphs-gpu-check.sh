@@ -3,9 +3,10 @@
 #
 #   BUNDLE=dist/gpupool-gpu-bundle.tar.xz tools/graphs-gpu-check.sh OUT_DIR
 #
-#   1. the graph GPU tests (CudaGraphsGpuTest; CudaGraphCaptureGpuTest: capture failure and recovery on the
-#      driver; CudaGraphsCublasLtGpuTest: cuBLASLt FP32/BF16 graphs under concurrent load), the CUDA serving
-#      test and the FP32 reference outputs                         -> OUT_DIR/graphs-tests.log, TEST-*.xml
+#   1. the graph GPU tests (CudaGraphsGpuTest; CudaBatchGraphsGpuTest: graphs of packed batches by token bucket;
+#      CudaGraphCaptureGpuTest: capture failure and recovery on the driver; CudaGraphsCublasLtGpuTest: cuBLASLt
+#      FP32/BF16 graphs under concurrent load), the CUDA serving test and the FP32 reference outputs
+#                                                             -> OUT_DIR/graphs-tests.log, TEST-*.xml
 #   2. GraphsGpuBench: BERT-base latency with graphs off and on, FP32 and BF16, 1x16 1x128 8x128 8x100
 #                                                                  -> OUT_DIR/graphs-bench.json, graphs-bench.log
 # Each step has its own timeout (TESTS_S, default 150; BENCH_S, default 120). Exit status: 0 when both passed.
@@ -30,6 +31,7 @@ timeout "${TESTS_S:-150}" "$JAVA" --enable-native-access=ALL-UNNAMED -XX:+Enable
   -cp "$B/tools/junit-platform-console-standalone.jar:$CP" org.junit.platform.console.ConsoleLauncher execute \
   --disable-banner --disable-ansi-colors --details=tree --include-engine=junit-jupiter \
   --select-class=io.gpupool.model.graph.CudaGraphsGpuTest \
+  --select-class=io.gpupool.model.graph.CudaBatchGraphsGpuTest \
   --select-class=io.gpupool.backend.cuda.CudaGraphCaptureGpuTest \
   --select-class=io.gpupool.model.graph.CudaGraphsCublasLtGpuTest \
   --select-class=io.gpupool.serving.CudaServingApplicationGpuTest \
