@@ -1,6 +1,7 @@
 package io.gpupool.kernels.host;
 
 import io.gpupool.kernels.TensorOps.Activation;
+import io.gpupool.model.testing.TestStream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -75,6 +76,48 @@ class HostTensorOpsTest {
                     }
                 }
             }
+        }
+    }
+
+    /**
+     * A CUDA graph's padding of a packed batch (model/bert/PackedPadding): empty sequences pool to zeros, and rows past
+     * the last offset belong to no sequence, so attention leaves their context as it was.
+     */
+    @Test
+    void packedOpsTakeEmptySequencesAndRowsInNoSequence() {
+        HostTensorOps ops = new HostTensorOps();
+        int heads = 1;
+        int headDim = 2;
+        int tokens = 5;
+        try (Arena arena = Arena.ofShared(); TestStream stream = new TestStream(0)) {
+            Random random = new Random(3);
+            MemorySegment qkv = segment(arena, randoms(random, tokens * 3 * headDim));
+            MemorySegment offsets = arena.allocate(5 * Integer.BYTES);
+            MemorySegment.copy(new int[] {0, 2, 3, 3, 3}, 0, offsets, ValueLayout.JAVA_INT, 0, 5); // rows 3, 4: none
+            float[] sentinel = new float[tokens * headDim];
+            java.util.Arrays.fill(sentinel, 42f);
+            MemorySegment context = segment(arena, sentinel);
+            ops.varlenAttention(stream, qkv.address(), 0, offsets.address(), context.address(), 4, tokens, 3, heads,
+                    headDim);
+            float[] hidden = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+            MemorySegment rows = segment(arena, hidden);
+            MemorySegment cls = segment(arena, new float[] {-1, -1, -1, -1, -1, -1, -1, -1});
+            MemorySegment mean = segment(arena, new float[] {-1, -1, -1, -1, -1, -1, -1, -1});
+            ops.packedPool(stream, rows.address(), 0, offsets.address(), cls.address(), 4, tokens, 2,
+                    io.gpupool.kernels.TensorOps.Pooling.CLS);
+            ops.packedPool(stream, rows.address(), 0, offsets.address(), mean.address(), 4, tokens, 2,
+                    io.gpupool.kernels.TensorOps.Pooling.MEAN);
+            stream.synchronize();
+
+            float[] attended = context.toArray(ValueLayout.JAVA_FLOAT);
+            for (int i = 0; i < 3 * headDim; i++) {
+                assertThat(attended[i]).as("context of a sequence's row").isNotEqualTo(42f);
+            }
+            for (int i = 3 * headDim; i < tokens * headDim; i++) {
+                assertThat(attended[i]).as("context of a row in no sequence").isEqualTo(42f);
+            }
+            assertThat(cls.toArray(ValueLayout.JAVA_FLOAT)).containsExactly(1, 2, 5, 6, 0, 0, 0, 0);
+            assertThat(mean.toArray(ValueLayout.JAVA_FLOAT)).containsExactly(2, 3, 5, 6, 0, 0, 0, 0);
         }
     }
 
