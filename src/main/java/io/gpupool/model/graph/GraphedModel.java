@@ -46,7 +46,8 @@ import java.util.TreeSet;
  * graph's buffers, launches the graph once and downloads the outputs. So a bad input is refused with
  * the same message as on an eager run, and the device sees: uploads, one graph launch, downloads. A
  * replay that does not match its capture, or fails otherwise, falls back to eager, drops the graph
- * and counts a failure.
+ * and counts a failure. A model that also batches replays its packed batches the same way, bucketed by
+ * their total tokens ({@link Batchable}).
  */
 class GraphedModel implements InferenceModel, PlannedMemory {
 
