@@ -5,12 +5,15 @@ import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.metric.AllocatorMode;
+import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.ExecutionContext;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+
+import java.util.List;
 
 import static io.gpupool.model.bert.BertRequests.assertBatchEqualsAlone;
 import static io.gpupool.model.bert.BertRequests.clsBertRequests;
@@ -67,6 +70,29 @@ class BertBatchingGpuTest {
         }
         try (BatchableModel model = load("tiny-bert-cls", ops)) {
             assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, requests, ops), clsBertRequests(), 1e-5);
+        }
+    }
+
+    /**
+     * The forward a batch graph replays, run eagerly on packed.cu: padded with empty sequences (one at T', whose CLS
+     * row must not be read), a tail of tokens in no sequence, or both, each request within 1e-5 of alone.
+     */
+    @Test
+    void fp32BatchesPaddedToABucketEqualEachRequestAlone() {
+        CudaTensorOps ops = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.FP32);
+        try (BatchableModel model = load("tiny-bert", ops)) {
+            BatchPadding padding = model.batchPadding().orElseThrow();
+            for (BatchPadding.Shape bucket : List.of(new BatchPadding.Shape(16, 384), new BatchPadding.Shape(16, 314),
+                    new BatchPadding.Shape(11, 320))) {
+                assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members, bucket, context),
+                        () -> new ExecutionContext(stream, requests, ops), mixedBertRequests(), 1e-5);
+            }
+        }
+        try (BatchableModel model = load("tiny-bert-cls", ops)) {
+            BatchPadding padding = model.batchPadding().orElseThrow();
+            assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members,
+                    new BatchPadding.Shape(8, 64), context), () -> new ExecutionContext(stream, requests, ops),
+                    clsBertRequests(), 1e-5);
         }
     }
 
