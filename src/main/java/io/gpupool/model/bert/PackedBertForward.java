@@ -32,7 +32,8 @@ import static io.gpupool.model.plan.ExecutionPlan.ids;
  * Every row-wise op sees the same row as it would alone, and attention and pooling the same rows of the same
  * sequence, so a request's slice of the outputs is what it gets alone (on the host backend bit for bit; on
  * CUDA up to the order of FP32 sums). Its {@link ExecutionPlan} is invoked with {@code batch = N} and
- * {@code seq = T}, so its planned peak is that of the packed shape.
+ * {@code seq = T}, so its planned peak is that of the packed shape; a batch replaying a CUDA graph runs it at its
+ * bucket's N' ≥ N and T' ≥ T instead, the padding unseen by its members ({@link PackedPadding}).
  */
 final class PackedBertForward {
 
