@@ -119,7 +119,9 @@ public final class TraceReplayMain {
         if (writeTrace != null) {
             trace.write(writeTrace);
         }
-        String what = (generate ? "generated " + config : servingArenas ? "serving arenas " + serving : tracePath.toString()) + (requestArena ? ", request arenas" : "");
+        String what = (generate ? "generated " + config
+                : servingArenas ? "serving arenas " + serving : tracePath.toString())
+                + (requestArena ? ", request arenas" : "");
         System.out.printf(Locale.ROOT, "trace: %s, %d events%n", what, trace.size());
         if (lagging) {
             long peakLive = TraceReplayer.peakLive(trace);

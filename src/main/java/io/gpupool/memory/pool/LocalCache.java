@@ -17,7 +17,8 @@ import java.util.concurrent.ThreadLocalRandom;
  *                   S + n - 1           buddy runs of n minimum blocks, n = 1 .. maxBlock/minBlock
  *
  *   hot (one long[] per cache; P = {@value #PAD} longs = 128 bytes of padding at each end):
- *   | P pad | owner | ops | unsampled | until sample | last run | stats[0..8] | count[0] lastUse[0] | ... | P pad |
+ *   | P pad | owner | ops | unsampled | until sample | last run | reserve bytes | stats[0..8] |
+ *     count[0] lastUse[0] | ... | P pad |
  *
  *   entries[c]  (long[P + 64 + P], allocated on first use of class c):
  *   | P pad | handle 0 (oldest) ... handle count[c]-1 (newest, top) | free | P pad |
@@ -94,7 +95,9 @@ final class LocalCache {
     private static final int UNTIL_SAMPLE = PAD + 3;
     /** The run this stream took last (from its cache or the global level): the one a reserve may keep. */
     private static final int LAST_RUN = PAD + 4;
-    private static final int STAT_BASE = PAD + 5;
+    /** Bytes the reserve holds (part of the cached bytes; the class stacks' cap leaves them out). */
+    private static final int RESERVE_BYTES = PAD + 5;
+    private static final int STAT_BASE = PAD + 6;
     /** hot[CLASS_BASE + 2c] = entries of class c, hot[CLASS_BASE + 2c + 1] = its last use (coarse nanos). */
     private static final int CLASS_BASE = STAT_BASE + STATS;
     private static final int ENTRIES = PoolConfig.MAX_LOCAL_COUNT_PER_CLASS;
@@ -315,16 +318,13 @@ final class LocalCache {
     boolean push(int c, long handle, long size, long requested, PoolConfig config) {
         int countCap = config.localCacheCountPerClass();
         long bytesCap = cap.capBytes(config);
-        if (countCap == 0) {
-            return false;
-        }
         if (c >= firstRunClass && (size > bytesCap >>> 2 || reserve.carvedOut())) {
             int kept = pushToReserve(handle, size, requested, config);
             if (kept != 0 || size > bytesCap >>> 2) {
                 return kept > 0;
             }
         }
-        if (size > bytesCap >>> 2 || !tryClaim()) {
+        if (countCap == 0 || size > bytesCap >>> 2 || !tryClaim()) {
             return false;
         }
         try {
@@ -332,14 +332,14 @@ final class LocalCache {
             if (count(c) >= countCap) {
                 flushOldest(c, count(c) - countCap / 2);
             }
-            long bytes = hot[STAT_BASE + CACHED_BYTES] - reserve.bytes();   // the reserve has its own bound
+            long bytes = hot[STAT_BASE + CACHED_BYTES] - hot[RESERVE_BYTES];   // the reserve has its own bound
             for (int other = classCount - 1; other >= 0 && bytes + size > bytesCap; other--) {
                 int n = count(other);
                 if (n > 0) {                              // largest classes first, only as many as needed
                     long each = classBytes[other];
                     long excess = bytes + size - bytesCap;
                     flushOldest(other, (int) Math.min(n, (excess + each - 1) / each));
-                    bytes = hot[STAT_BASE + CACHED_BYTES] - reserve.bytes();
+                    bytes = hot[STAT_BASE + CACHED_BYTES] - hot[RESERVE_BYTES];
                 }
             }
             int slot = CLASS_BASE + 2 * c;
@@ -367,6 +367,9 @@ final class LocalCache {
      * @return 1 kept, 0 refused, -1 the cache was busy
      */
     private int pushToReserve(long handle, long size, long requested, PoolConfig config) {
+        if (config.localCacheCountPerClass() == 0) {
+            return 0;                                              // the local level is off
+        }
         if (!tryClaim()) {
             return -1;
         }
@@ -501,13 +504,16 @@ final class LocalCache {
         long bytes = reserve.flush();
         add(CACHED_BYTES, -bytes);
         add(CACHED_BLOCKS, -blocks);
+        hot[RESERVE_BYTES] = 0;
         return bytes;
     }
 
     /** Books a change of the reserve since it held {@code bytesBefore} in {@code blocksBefore} runs. */
     private void reserveChanged(long bytesBefore, int blocksBefore) {
-        add(CACHED_BYTES, reserve.bytes() - bytesBefore);
+        long bytes = reserve.bytes();
+        add(CACHED_BYTES, bytes - bytesBefore);
         add(CACHED_BLOCKS, reserve.blocks() - blocksBefore);
+        hot[RESERVE_BYTES] = bytes;
     }
 
     /**

@@ -45,7 +45,8 @@ class RunReserveTest {
             for (long mib : new long[] {20, 33, 12, 40, 5, 38}) {
                 DeviceBlock arena = pool.allocate(mib * MIB, s0);
                 assertThat(arena.address()).as("%d MiB from the start of the stream's reserve", mib).isEqualTo(base);
-                assertThat(arena.size()).as("held in whole units, no power-of-two rounding").isEqualTo((mib + mib % 2) * MIB);
+                assertThat(arena.size()).as("held in whole units, no power-of-two rounding")
+                        .isEqualTo((mib + mib % 2) * MIB);
                 arena.release();
             }
             assertThat(pool.metrics().counters().localHits() - hits).as("every one a local hit").isEqualTo(6);
