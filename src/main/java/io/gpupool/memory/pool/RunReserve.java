@@ -25,7 +25,7 @@ import java.util.function.LongConsumer;
  *                  o                           o + n            o + keep  o + L goes to the global level
  *   give [o, o+n)  |&lt;------------------- keep -------------------&gt;|               merged: the reserve again
  * </pre>
- * The state is two run handles ({@link Handles#run}; 0 = none) and three counters in one padded array, like
+ * The state is two run handles ({@link Handles#run}; 0 = none) and four counters in one padded array, like
  * the cache's own (see {@link LocalCache}, "Layout"): | pad | reserve | remainder | window max | previous max |
  * window left | last use | pad |.
  *
@@ -38,8 +38,9 @@ import java.util.function.LongConsumer;
  *       larger run the caller now takes there), and take answers 0.</li>
  *   <li>give(h): a run h that ends where the remainder begins merges with it. Then, with no reserve, the run
  *       becomes the reserve; with a reserve, the larger of the two stays and the other goes to the global
- *       level. A run above the reserve limit (the stream's configured cache bytes) is refused: the caller
- *       frees it.</li>
+ *       level. A run above the limit the caller gives is refused and the caller frees it (the cache passes
+ *       its configured bytes per stream, under MAPPED growth at most a run below the large-run size, whose
+ *       chunks unmap whole extents only; and 0 for a run other than the one the stream took last).</li>
  *   <li>flush: reserve and remainder go to the global level (trim, recovery, retire, idle).</li>
  * </ol>
  * A run the reserve hands out or keeps is any stretch of units of one chunk: the buddy level frees such a run
