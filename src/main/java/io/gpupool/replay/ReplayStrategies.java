@@ -1,5 +1,6 @@
 package io.gpupool.replay;
 
+import io.gpupool.memory.BudgetReclaim;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.GrowthPolicy;
@@ -17,6 +18,7 @@ import java.util.Map;
  * The allocation strategies the replay tool knows by name: the two-level pool and the global pool
  * alone, both with {@link PoolConfig#defaults()} (the cap fraction applies to the simulated
  * device), the same two with {@link PoolConfig#waitBeyondBudget()} ("two-level-wait", "global-only-wait"),
+ * "two-level-server" and "global-only-server": as the server's application.yml sets them ({@link #server()}),
  * "two-level-wait-coldest": waitBeyondBudget with the coldest-first reclaim and no hysteresis
  * ({@link ReclaimOrder#COLDEST_IN_ORDER}, {@link PoolConfig#reclaimHysteresis()} 0),
  * the best-fit baseline with its default 64 MiB growth step, and "two-level-lazy-256":
@@ -36,6 +38,9 @@ public final class ReplayStrategies {
                 PoolConfig.defaults().withWaitBeyondBudget(true).withReclaim(ReclaimOrder.COLDEST_IN_ORDER, 0))));
         add(new TraceReplayer.Strategy("global-only-wait", source -> new DevicePool(source,
                 PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true))));
+        add(new TraceReplayer.Strategy("two-level-server", source -> new DevicePool(source, server())));
+        add(new TraceReplayer.Strategy("global-only-server",
+                source -> new DevicePool(source, server().withMode(AllocatorMode.GLOBAL_ONLY))));
         add(new TraceReplayer.Strategy("best-fit", BestFitAllocator::new));
         add(new TraceReplayer.Strategy("two-level-lazy-256", source -> new DevicePool(source, lazy256())));
         add(new TraceReplayer.Strategy("two-level-ondemand-64",
@@ -45,6 +50,14 @@ public final class ReplayStrategies {
     }
 
     private ReplayStrategies() {
+    }
+
+    /**
+     * The pool as the server's application.yml sets it: {@link PoolConfig#waitBeyondBudget()} and
+     * {@link BudgetReclaim#PERIODIC} (its budget reclaim runs in maintenance: replay with {@code --maintain-every}).
+     */
+    public static PoolConfig server() {
+        return PoolConfig.defaults().withWaitBeyondBudget(true).withBudgetReclaim(BudgetReclaim.PERIODIC);
     }
 
     /** The defaults before ON_DEMAND: LAZY growth doubling 256 MiB to 1 GiB, 256 MiB maximum block. */

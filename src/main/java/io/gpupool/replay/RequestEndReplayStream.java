@@ -48,8 +48,15 @@ final class RequestEndReplayStream implements AllocationStream {
         return ordinal;
     }
 
+    /**
+     * Between requests (no live bytes) the stream has nothing queued, as a server stream after its
+     * synchronisation: the fence is complete at once. Within a request it completes when the request ends.
+     */
     @Override
     public StreamFence recordFence() {
+        if (liveBytes == 0) {
+            return new SimulatedFence(() -> true);
+        }
         long recordedIn = requestsEnded;
         return new SimulatedFence(() -> requestsEnded > recordedIn);
     }

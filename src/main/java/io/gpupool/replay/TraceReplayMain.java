@@ -20,6 +20,10 @@ import java.util.Locale;
  *       --requests N        requests to generate (2000)
  *       --streams N         concurrent streams (16)
  *       --seed N            random seed (42)
+ *     --serving-arenas      instead, generate the server's default load with request arenas (ServingArenaTrace:
+ *                           BERT-base BF16, 4 streams, 4000 requests; --requests, --streams, --seed apply)
+ *     --maintain-every N    run the pool's maintenance after every N events (the server's once a second;
+ *                           ServingArenaTrace makes about 2000 events a second of its load)
  *     --request-arena       replay each request as one allocation of its arena (RequestArenaTrace), as the
  *                           server allocates with gpupool.serving.request-arena
  *     --write-trace FILE    also write the (generated) trace as CSV
@@ -56,6 +60,9 @@ public final class TraceReplayMain {
         long capacity = 141L << 30;
         boolean minCapacity = false;
         boolean requestArena = false;
+        boolean servingArenas = false;
+        ServingArenaTrace.Config serving = ServingArenaTrace.Config.bf16Default();
+        long maintainEvery = 0;
         FenceTiming fenceTiming = FenceTiming.IMMEDIATE;
         for (int i = 0; i < args.length; i++) {
             String arg = args[i];
@@ -64,10 +71,24 @@ public final class TraceReplayMain {
                 case "--generate" -> generate = true;
                 case "--min-capacity" -> minCapacity = true;
                 case "--request-arena" -> requestArena = true;
+                case "--serving-arenas" -> servingArenas = true;
+                case "--maintain-every" -> maintainEvery = Long.parseLong(value(args, ++i, arg));
                 case "--fence-lag" -> fenceTiming = FenceTiming.parse(value(args, ++i, arg));
-                case "--requests" -> config = config.withRequests(Integer.parseInt(value(args, ++i, arg)));
-                case "--streams" -> config = config.withStreams(Integer.parseInt(value(args, ++i, arg)));
-                case "--seed" -> config = config.withSeed(Long.parseLong(value(args, ++i, arg)));
+                case "--requests" -> {
+                    int requests = Integer.parseInt(value(args, ++i, arg));
+                    config = config.withRequests(requests);
+                    serving = serving.withRequests(requests);
+                }
+                case "--streams" -> {
+                    int streams = Integer.parseInt(value(args, ++i, arg));
+                    config = config.withStreams(streams);
+                    serving = serving.withStreams(streams);
+                }
+                case "--seed" -> {
+                    long seed = Long.parseLong(value(args, ++i, arg));
+                    config = config.withSeed(seed);
+                    serving = serving.withSeed(seed);
+                }
                 case "--write-trace" -> writeTrace = Path.of(value(args, ++i, arg));
                 case "--json" -> json = Path.of(value(args, ++i, arg));
                 case "--capacity-gib" -> capacity = Long.parseLong(value(args, ++i, arg)) << 30;
@@ -87,17 +108,20 @@ public final class TraceReplayMain {
         if (lagging && minCapacity) {
             throw new IllegalArgumentException("--fence-lag " + fenceTiming + " is invalid with --min-capacity; allowed: 0");
         }
-        if (generate == (tracePath != null)) {
-            throw new IllegalArgumentException("give exactly one of --trace FILE or --generate");
+        if ((generate ? 1 : 0) + (servingArenas ? 1 : 0) + (tracePath != null ? 1 : 0) != 1) {
+            throw new IllegalArgumentException("give exactly one of --trace FILE, --generate or --serving-arenas");
         }
-        Trace trace = generate ? new InferenceTraceGenerator(config).generate() : Trace.read(tracePath);
+        Trace trace = generate ? new InferenceTraceGenerator(config).generate()
+                : servingArenas ? ServingArenaTrace.generate(serving) : Trace.read(tracePath);
         if (requestArena) {
             trace = RequestArenaTrace.of(trace);
         }
         if (writeTrace != null) {
             trace.write(writeTrace);
         }
-        String what = (generate ? "generated " + config : tracePath.toString()) + (requestArena ? ", request arenas" : "");
+        String what = (generate ? "generated " + config
+                : servingArenas ? "serving arenas " + serving : tracePath.toString())
+                + (requestArena ? ", request arenas" : "");
         System.out.printf(Locale.ROOT, "trace: %s, %d events%n", what, trace.size());
         if (lagging) {
             long peakLive = TraceReplayer.peakLive(trace);
@@ -113,7 +137,8 @@ public final class TraceReplayMain {
         for (TraceReplayer.Strategy strategy : strategies) {
             TraceReplayer.Result r;
             try {
-                r = TraceReplayer.replay(trace, strategy, capacity, fenceTiming);
+                r = TraceReplayer.replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacity),
+                        fenceTiming, maintainEvery);
             } catch (UnsupportedOperationException e) {
                 System.out.printf(Locale.ROOT, "%-12s skipped: %s%n", strategy.name(), e.getMessage());
                 continue;

@@ -8,6 +8,7 @@ import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.VirtualMemory;
+import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.memory.source.ForwardingChunkSource;
 import io.gpupool.memory.source.ForwardingVirtualMemory;
 import io.gpupool.replay.SimulatedChunkSource;
@@ -308,6 +309,16 @@ public final class TraceReplayer {
 
     /** Replays against a fresh allocator built over {@code source}, the fences completing as {@code timing} says. */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing) {
+        return replay(trace, strategy, source, timing, 0);
+    }
+
+    /**
+     * Like {@link #replay(Trace, Strategy, ChunkSource, FenceTiming)}; with {@code maintainEvery} &gt; 0 a pool's
+     * {@link DevicePool#maintain()} runs after every that many events, as the server's maintenance thread runs
+     * once a second (its budget reclaim under {@code budget-reclaim: PERIODIC}).
+     */
+    public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing,
+                                long maintainEvery) {
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
         GrowthWitness witness = new GrowthWitness(statistics);
         DeviceAllocator allocator = strategy.factory().apply(witness);
@@ -377,6 +388,9 @@ public final class TraceReplayer {
                     if (block.stream() instanceof RequestEndReplayStream tracked) {
                         tracked.freed(block.requestedBytes());     // after the release: its fence ends with the request
                     }
+                }
+                if (maintainEvery > 0 && (i + 1) % maintainEvery == 0 && allocator instanceof DevicePool pool) {
+                    pool.maintain();
                 }
             }
             elapsed = System.nanoTime() - start;

@@ -14,12 +14,21 @@ class RequestEndReplayStreamTest {
     @Test
     void aFenceCompletesOnceItsStreamsRequestEnded() {
         RequestEndReplayStream stream = new RequestEndReplayStream(2);
+        stream.allocated(10);
         StreamFence early = stream.recordFence();
         assertThat(early.isComplete()).isFalse();
         stream.requestEnded();
         assertThat(early.isComplete()).isTrue();
         StreamFence next = stream.recordFence();
         assertThat(next.isComplete()).as("recorded in the next request").isFalse();
+    }
+
+    @Test
+    void aFenceRecordedBetweenRequestsIsCompleteAtOnce() {
+        RequestEndReplayStream stream = new RequestEndReplayStream(1);
+        stream.allocated(10);
+        stream.freed(10);
+        assertThat(stream.recordFence().isComplete()).as("nothing queued since the request's synchronisation").isTrue();
     }
 
     @Test

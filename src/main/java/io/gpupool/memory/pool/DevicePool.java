@@ -27,7 +27,8 @@ import java.util.concurrent.locks.ReentrantLock;
  *     |  bytes &gt; maxBlock ----------------------------&gt; Placement.allocateLarge -&gt; Growth (span or dedicated chunk)
  *     |  class c = GlobalLevel.classIndex(bytes)
  *     v
- *   StreamLevel -&gt; LocalCache[stream.ordinal()]   lock-free for its owner          (exit 1: local hit)
+ *   StreamLevel -&gt; LocalCache[stream.ordinal()]   lock-free for its owner          (exit 1: local hit,
+ *                   a class stack, or a run carved from the stream's RunReserve)
  *     v miss
  *   Placement      SmallObjects / BuddyLevel, lock per class / order           (exit 2: global hit)
  *     v nothing free
@@ -41,7 +42,8 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <table>
  *   <caption>Parts</caption>
- *   <tr><td>{@link StreamLevel}, {@link LocalCache}</td><td>the cache table and one stream's cache</td></tr>
+ *   <tr><td>{@link StreamLevel}, {@link LocalCache}, {@link RunReserve}</td><td>the cache table, one stream's
+ *       cache, its reserve for runs of varying size</td></tr>
  *   <tr><td>{@link GlobalLevel}, {@link BuddyLevel}, {@link SmallObjects}</td><td>shared structures, frees, fences</td></tr>
  *   <tr><td>{@link Placement}</td><td>which free memory a miss gets</td></tr>
  *   <tr><td>{@link Growth}, {@link ChunkGrowth}, {@link MappedGrowth}</td><td>how the pool obtains memory</td></tr>
@@ -108,7 +110,10 @@ public final class DevicePool implements DeviceAllocator {
                 ? config.growthPolicy() : GrowthPolicy.ON_DEMAND;
         this.reservation = new Reservation(source, this::config);
         this.global = new GlobalLevel(config, memory.isPresent() ? MappedGrowth.largeUnits(unitShift) : 0, reservation);
-        this.streams = new StreamLevel(global.classBytes(), global, clock,
+        // a stream's reserve (RunReserve) is for MAPPED growth, where a run costs only the memory mapped under it;
+        // it carves at any unit, so it keeps only runs of small chunks (a large chunk unmaps whole extents only)
+        int maxReserveUnits = memory.isPresent() ? MappedGrowth.largeUnits(unitShift) - 1 : 0;
+        this.streams = new StreamLevel(global.classBytes(), global.smallCount, maxReserveUnits, global, clock,
                 memory.isPresent() ? MappedGrowth.LOCAL_SHARE_FACTOR : ChunkGrowth.localShareFactor(policy), minBlock);
         this.stats = new PoolStatistics(streams);
         this.dedicated = new DedicatedChunks(global, reservation, stats);
@@ -160,6 +165,9 @@ public final class DevicePool implements DeviceAllocator {
             handle = placement.allocateClass(c, stream, cache, cfg, bytes);   // exit 2 or 3: global level
             size = global.classBytes()[global.classOf(handle)];   // a larger class where the cap left no slab
             stats.countAllocation(size, bytes);
+            if (cache != null && c >= global.smallCount) {
+                cache.tookRun(handle);
+            }
             if (cache == null || size >= maxBlock >>> 3
                     || cache.addUnsampled(size, stats.peakAllocated() >>> PoolStatistics.PEAK_LAG_SHIFT)) {
                 stats.samplePeak();
@@ -177,6 +185,9 @@ public final class DevicePool implements DeviceAllocator {
     private DeviceBlock allocateLarge(long bytes, AllocationStream stream) {
         boolean sampled = PoolStatistics.latencySampleDue();
         long start = sampled ? System.nanoTime() : 0;
+        if (config.mode() == AllocatorMode.TWO_LEVEL) {
+            streams.cacheFor(stream).releaseReserve();             // its runs may make up part of the span
+        }
         long handle = placement.allocateLarge(bytes, stream);
         long size = global.largeSize(handle);
         stats.countAllocation(size, bytes);

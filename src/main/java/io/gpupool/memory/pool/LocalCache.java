@@ -17,7 +17,8 @@ import java.util.concurrent.ThreadLocalRandom;
  *                   S + n - 1           buddy runs of n minimum blocks, n = 1 .. maxBlock/minBlock
  *
  *   hot (one long[] per cache; P = {@value #PAD} longs = 128 bytes of padding at each end):
- *   | P pad | owner | ops | unsampled | until sample | stats[0..8] | count[0] lastUse[0] | ... | P pad |
+ *   | P pad | owner | ops | unsampled | until sample | last run | reserve bytes | stats[0..8] |
+ *     count[0] lastUse[0] | ... | P pad |
  *
  *   entries[c]  (long[P + 64 + P], allocated on first use of class c):
  *   | P pad | handle 0 (oldest) ... handle count[c]-1 (newest, top) | free | P pad |
@@ -47,11 +48,16 @@ import java.util.concurrent.ThreadLocalRandom;
  *
  * <h2>Steps</h2>
  * <ol>
- *   <li>pop: claim, take the top entry of class c (a hit) or count a miss, release.</li>
+ *   <li>pop: claim, take the top entry of class c (a hit); for an empty run class, carve the run from the
+ *       stream's reserve ({@link RunReserve}: one free run kept for requests of varying size, as request
+ *       arenas make them; a hit too); else count a miss; release.</li>
  *   <li>push: claim; if class c is at its count cap, flush its older half to the global level (one
  *       fence for the batch); if the bytes cap would be passed, flush the oldest entries of the
  *       largest classes until it fits; push; release. A block larger than a quarter of the bytes
- *       cap is not cached (large blocks are rare per request and expensive to strand in one stream).
+ *       cap does not enter the class stacks (large blocks are rare per request and expensive to strand
+ *       in one stream); a run of that kind stays only as the reserve, and only when it is the run the
+ *       stream took last (an arena freed after its forward, not one of many tensors), as does a run
+ *       carved from the reserve, which merges there with the remainder it was cut from.
  *       The bytes cap comes from the {@link CapRule} (the growth strategy): the configured cap,
  *       under MAPPED and ON_DEMAND growth lowered to the stream's share of a fraction of the pool's
  *       allocated bytes (one volatile read).</li>
@@ -77,7 +83,7 @@ final class LocalCache {
     static final int FREE_REQUESTED = 6;
     static final int CACHED_BYTES = 7;
     static final int CACHED_BLOCKS = 8;
-    private static final int STATS = 9;
+    static final int STATS = 9;
     private static final int SWEEP_MASK = 1023;
     private static final long RETIRED = 2;
 
@@ -87,7 +93,11 @@ final class LocalCache {
     private static final int OPERATIONS = PAD + 1;
     private static final int UNSAMPLED = PAD + 2;
     private static final int UNTIL_SAMPLE = PAD + 3;
-    private static final int STAT_BASE = PAD + 4;
+    /** The run this stream took last (from its cache or the global level): the one a reserve may keep. */
+    private static final int LAST_RUN = PAD + 4;
+    /** Bytes the reserve holds (part of the cached bytes; the class stacks' cap leaves them out). */
+    private static final int RESERVE_BYTES = PAD + 5;
+    private static final int STAT_BASE = PAD + 6;
     /** hot[CLASS_BASE + 2c] = entries of class c, hot[CLASS_BASE + 2c + 1] = its last use (coarse nanos). */
     private static final int CLASS_BASE = STAT_BASE + STATS;
     private static final int ENTRIES = PoolConfig.MAX_LOCAL_COUNT_PER_CLASS;
@@ -118,8 +128,15 @@ final class LocalCache {
     private final int classCount;
     /** Owner word, operation count, statistics, per-class counts and last uses; padded at both ends. */
     private final long[] hot;
+    /** Class index of a run of one minimum block; classes below are small objects. */
+    private final int firstRunClass;
+    /** The run kept for requests of varying size (request arenas); touched only by the claimant. */
+    private final RunReserve reserve;
+    /** The most bytes the reserve keeps in one run (besides the configured bytes per stream). */
+    private final long maxReserveBytes;
 
-    LocalCache(AllocationStream stream, long[] classBytes, GlobalFree global, CapRule cap, CoarseClock clock) {
+    LocalCache(AllocationStream stream, long[] classBytes, int firstRunClass, int maxReserveUnits, GlobalFree global,
+               CapRule cap, CoarseClock clock) {
         this.global = global;
         this.cap = cap;
         this.clock = clock;
@@ -130,6 +147,10 @@ final class LocalCache {
         this.classCount = classCount;
         this.entries = new long[classCount][];
         this.hot = new long[CLASS_BASE + 2 * classCount + PAD];
+        this.firstRunClass = firstRunClass;
+        int unitShift = Long.numberOfTrailingZeros(classBytes[Math.min(firstRunClass, classCount - 1)]);
+        this.reserve = new RunReserve(unitShift, run -> global.returnToGlobal(stream, new long[] {run}, 0, 1));
+        this.maxReserveBytes = (long) maxReserveUnits << unitShift;
     }
 
     boolean tryClaim() {
@@ -246,12 +267,14 @@ final class LocalCache {
             int slot = CLASS_BASE + 2 * c;
             int n = (int) hot[slot];
             if (n == 0) {
-                add(MISSES, 1);
-                return 0;
+                return c >= firstRunClass ? carve(c, size, requested, config) : miss();
             }
             long handle = entries[c][PAD + --n];
             hot[slot] = n;
             hot[slot + 1] = clock.nanos();
+            if (c >= firstRunClass) {
+                hot[LAST_RUN] = handle;
+            }
             add(HITS, 1);
             add(ALLOC_BYTES, size);
             add(ALLOC_REQUESTED, requested);
@@ -264,14 +287,43 @@ final class LocalCache {
         }
     }
 
+    private long miss() {
+        add(MISSES, 1);
+        return 0;
+    }
+
+    /** A run of class {@code c} from the reserve ({@link RunReserve}, step 1) on a miss of its stack; claimant only. */
+    private long carve(int c, long size, long requested, PoolConfig config) {
+        long before = reserve.bytes();
+        int blocksBefore = reserve.blocks();
+        long handle = reserve.take(c - firstRunClass + 1, clock.nanos());
+        reserveChanged(before, blocksBefore);
+        if (handle == 0) {
+            return miss();
+        }
+        hot[LAST_RUN] = handle;
+        add(HITS, 1);
+        add(ALLOC_BYTES, size);
+        add(ALLOC_REQUESTED, requested);
+        tick(config);
+        return handle;
+    }
+
     /**
-     * Caches a freed entry.
+     * Caches a freed entry: a run the class stacks do not take (above a quarter of the bytes cap), or one carved
+     * from the reserve while its remainder waits, goes to the reserve ({@link RunReserve}, step 2).
      *
      * @return false when the caller must free it to the global level instead
      */
     boolean push(int c, long handle, long size, long requested, PoolConfig config) {
         int countCap = config.localCacheCountPerClass();
         long bytesCap = cap.capBytes(config);
+        if (c >= firstRunClass && (size > bytesCap >>> 2 || reserve.carvedOut())) {
+            int kept = pushToReserve(handle, size, requested, config);
+            if (kept != 0 || size > bytesCap >>> 2) {
+                return kept > 0;
+            }
+        }
         if (countCap == 0 || size > bytesCap >>> 2 || !tryClaim()) {
             return false;
         }
@@ -280,14 +332,14 @@ final class LocalCache {
             if (count(c) >= countCap) {
                 flushOldest(c, count(c) - countCap / 2);
             }
-            long bytes = hot[STAT_BASE + CACHED_BYTES];
+            long bytes = hot[STAT_BASE + CACHED_BYTES] - hot[RESERVE_BYTES];   // the reserve has its own bound
             for (int other = classCount - 1; other >= 0 && bytes + size > bytesCap; other--) {
                 int n = count(other);
                 if (n > 0) {                              // largest classes first, only as many as needed
                     long each = classBytes[other];
                     long excess = bytes + size - bytesCap;
                     flushOldest(other, (int) Math.min(n, (excess + each - 1) / each));
-                    bytes = hot[STAT_BASE + CACHED_BYTES];
+                    bytes = hot[STAT_BASE + CACHED_BYTES] - hot[RESERVE_BYTES];
                 }
             }
             int slot = CLASS_BASE + 2 * c;
@@ -305,6 +357,46 @@ final class LocalCache {
         } finally {
             unclaim();
         }
+    }
+
+    /**
+     * The reserve's part of {@link #push}. Only the run the stream took last may become the reserve: a stream
+     * running request arenas frees its arena right after taking it, while a stream that holds many blocks at once
+     * (a block per tensor) frees older ones, which the class stacks and the global level serve as before.
+     *
+     * @return 1 kept, 0 refused, -1 the cache was busy
+     */
+    private int pushToReserve(long handle, long size, long requested, PoolConfig config) {
+        if (config.localCacheCountPerClass() == 0) {
+            return 0;                                              // the local level is off
+        }
+        if (!tryClaim()) {
+            return -1;
+        }
+        try {
+            long before = reserve.bytes();
+            int blocksBefore = reserve.blocks();
+            long limit = handle == hot[LAST_RUN] ? Math.min(config.localCacheBytesPerStream(), maxReserveBytes) : 0;
+            if (!reserve.give(handle, limit, clock.nanos())) {
+                return 0;
+            }
+            add(FREES, 1);
+            add(FREE_BYTES, size);
+            add(FREE_REQUESTED, requested);
+            reserveChanged(before, blocksBefore);
+            tick(config);
+            return 1;
+        } finally {
+            unclaim();
+        }
+    }
+
+    /**
+     * Notes a run the stream took from the global level (see {@link #pushToReserve}). Written without claiming,
+     * like {@link #addUnsampled}: a lost update only keeps one run out of the reserve.
+     */
+    void tookRun(long handle) {
+        hot[LAST_RUN] = handle;
     }
 
     /**
@@ -363,6 +455,9 @@ final class LocalCache {
                 flushOldest(c, n);
             }
         }
+        if (reserve.blocks() > 0 && now - reserve.lastUse() > idleNanos) {
+            flushed += flushReserve();
+        }
         return flushed;
     }
 
@@ -399,7 +494,41 @@ final class LocalCache {
                 flushOldest(c, n);
             }
         }
+        flushReserve();
         return before;
+    }
+
+    /** Moves the reserve's runs to the global level; claimant only. @return their bytes */
+    private long flushReserve() {
+        int blocks = reserve.blocks();
+        long bytes = reserve.flush();
+        add(CACHED_BYTES, -bytes);
+        add(CACHED_BLOCKS, -blocks);
+        hot[RESERVE_BYTES] = 0;
+        return bytes;
+    }
+
+    /** Books a change of the reserve since it held {@code bytesBefore} in {@code blocksBefore} runs. */
+    private void reserveChanged(long bytesBefore, int blocksBefore) {
+        long bytes = reserve.bytes();
+        add(CACHED_BYTES, bytes - bytesBefore);
+        add(CACHED_BLOCKS, reserve.blocks() - blocksBefore);
+        hot[RESERVE_BYTES] = bytes;
+    }
+
+    /**
+     * Gives the reserve to the global level when the stream's request takes a block the reserve cannot serve
+     * (a span above the maximum block), so that it does not lie idle beside it; skipped when the cache is busy.
+     */
+    void releaseReserve() {
+        if (reserve.blocks() == 0 || !tryClaim()) {
+            return;
+        }
+        try {
+            flushReserve();
+        } finally {
+            unclaim();
+        }
     }
 
     /** Flushes idle classes from any thread (maintenance). */
@@ -428,5 +557,6 @@ final class LocalCache {
                 }
             }
         }
+        reserve.forEachRun(action);
     }
 }

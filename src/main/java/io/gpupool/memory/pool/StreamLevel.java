@@ -37,6 +37,9 @@ final class StreamLevel implements LocalCache.CapRule {
     static final int LOCAL_MIN_UNITS = 4;
 
     private final long[] classBytes;
+    private final int firstRunClass;
+    /** The longest run a stream's reserve keeps, in minimum blocks. */
+    private final int maxReserveUnits;
     private final LocalCache.GlobalFree global;
     private final CoarseClock clock;
     /** 0: the configured cap alone; n: at most n shares (chosen once from the growth policy). */
@@ -46,10 +49,13 @@ final class StreamLevel implements LocalCache.CapRule {
     private volatile long liveShareBytes;
     private final Object lock = new Object();
     private volatile LocalCache[] caches = new LocalCache[0];
-    private final LongAdder[] retired = new LongAdder[LocalCache.CACHED_BLOCKS + 1];
+    private final LongAdder[] retired = new LongAdder[LocalCache.STATS];
 
-    StreamLevel(long[] classBytes, LocalCache.GlobalFree global, CoarseClock clock, int shareFactor, long minBlock) {
+    StreamLevel(long[] classBytes, int firstRunClass, int maxReserveUnits, LocalCache.GlobalFree global,
+                CoarseClock clock, int shareFactor, long minBlock) {
         this.classBytes = classBytes;
+        this.firstRunClass = firstRunClass;
+        this.maxReserveUnits = maxReserveUnits;
         this.global = global;
         this.clock = clock;
         this.shareFactor = shareFactor;
@@ -90,7 +96,7 @@ final class StreamLevel implements LocalCache.CapRule {
             }
             LocalCache[] next = Arrays.copyOf(current, Math.max(current.length, ordinal + 1));
             replaced = next[ordinal];
-            cache = new LocalCache(stream, classBytes, global, this, clock);
+            cache = new LocalCache(stream, classBytes, firstRunClass, maxReserveUnits, global, this, clock);
             next[ordinal] = cache;
             caches = next;
         }

@@ -502,9 +502,13 @@ class MappedGrowthTest {
     @Test
     void aStreamCachesAtMostItsShareOfHalfTheAllocatedBytes() {
         try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
-            DeviceBlock small = pool.allocate(16 * MIB, s0);
-            small.release();
+            DeviceBlock older = pool.allocate(8 * MIB, s0);
+            DeviceBlock small = pool.allocate(8 * MIB, s0);
+            older.release();
             assertThat(pool.metrics().cachedBytes()).as("16 MiB live: the share is below the 8 MiB floor").isZero();
+            small.release();
+            assertThat(pool.metrics().cachedBytes()).as("the stream's last run stays, as its reserve (RunReserve)")
+                    .isEqualTo(8 * MIB);
             assertThat(pool.metrics().localCacheCapBytes()).as("operators see the cap in force").isEqualTo(8 * MIB);
             List<DeviceBlock> live = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
