@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Next session's first device call (< 10 min): proof on the H200 of what 2026-12-02's afternoon built on the host
+# without a GPU. The GPU suite (the CudaTensorOps split, the shared GPU fixtures, the admission ticket fix, packed
+# and padded batches replaying graphs, the stream's run reserve), the two checks that now source
+# tools/gpu-check-lib.sh, AllocBench (the local pair with the run reserve), the CUDA fault soak with arenas.
+# From the repository root with the bundle (tools/gpu-bundle.sh) carried; each stage in its own tarball under OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:?usage: $0 OUT}
+export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz
+S=$SECONDS
+say() { echo "[nextA +$((SECONDS-S))s] $*"; }
+pk() { find "$OUT/$1" -name '*.html' -delete; tar -C "$OUT" -czf "$OUT/$1.tgz" "$1" && rm -rf "$OUT/$1"; }
+say "suite"; timeout 200 bash tools/gpu-suite.sh "$OUT/suite" tests > /dev/null 2>&1; say "suite rc=$?"
+tail -3 "$OUT/suite/gpu-suite.log"; grep -o 'testcase name="[^"]*" classname="[^"]*"[^>]*>\s*<failure' "$OUT/suite/gpu-tests.xml" | head; pk suite
+say "checks"; mkdir -p "$OUT/checks"
+timeout 60 bash tools/gemm-gpu-check.sh "$OUT/checks/gemm" tests > "$OUT/checks/gemm.log" 2>&1; say "gemm-check rc=$?"
+timeout 90 bash tools/ops-gpu-check.sh "$OUT/checks/ops" tests > "$OUT/checks/ops.log" 2>&1; say "ops-check rc=$?"
+tail -2 "$OUT/checks/gemm.log" "$OUT/checks/ops.log"; pk checks
+say "alloc"; mkdir -p "$OUT/alloc"
+W=$(mktemp -d); tar -C "$W" -xJf "$BUNDLE" && timeout 60 "$W/gpupool-gpu-bundle/run-gpu-tests.sh" --main io.gpupool.backend.cuda.AllocBench "$OUT/alloc/alloc-bench.json" 100 > "$OUT/alloc/alloc.log" 2>&1; say "alloc rc=$?"
+grep -E '^(pool|pool-global-only|fence) ' "$OUT/alloc/alloc.log" | head -12; grep -E '^pool +(1|16) streams' "$OUT/alloc/alloc.log"; rm -rf "$W"; pk alloc
+say "soak"; mkdir -p "$OUT/soak"
+timeout 100 bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 --modes "TWO_LEVEL+gpupool.kernels.precision=BF16" \
+  --out-dir "$OUT/soak/run" > "$OUT/soak/soak.log" 2>&1; say "soak rc=$?"; tail -5 "$OUT/soak/soak.log"; pk soak
+say done
