@@ -248,8 +248,9 @@ class GraphedModel implements InferenceModel, PlannedMemory {
      * </pre>
      * <ol>
      *   <li>packed: the batch's shape is its total tokens and sequences ({@link BatchPadding.Shape}), rounded up by
-     *       {@link ShapeBuckets#packedBucket}; the model runs it padded to the bucket ({@link BatchPadding#inferPadded}).
-     *       A packed forward is a layout of its own, so its key never matches a request's.</li>
+     *       {@link ShapeBuckets#packedBucket}; the model runs it padded to the bucket
+     *       ({@link BatchPadding#inferPadded}). A packed forward is a layout of its own, so its key never matches a
+     *       request's.</li>
      *   <li>padded layout: the batch's forward [R, S*] is a request's of batch R and sequence S*, so it takes the
      *       request buckets (each number rounded up as a request's) and the request's key: the model runs it padded
      *       to the bucket as a request is padded ({@link PaddedBatchPadding#inferPadded}), with the same inputs present

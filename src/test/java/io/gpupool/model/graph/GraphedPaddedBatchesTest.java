@@ -122,7 +122,8 @@ class GraphedPaddedBatchesTest {
     @Test
     void aBatchAndARequestOfOneBucketShareOneGraphWhicheverCameFirst() {
         List<HostTensor> request = request(6, 14).inputs();
-        assertSameOutputs(((InferenceModel) graphed).infer(request, ALL, context()), bert.infer(request, ALL, context()));
+        assertSameOutputs(((InferenceModel) graphed).infer(request, ALL, context()),
+                bert.infer(request, ALL, context()));
         assertEachMemberGetsWhatItGetsAlone(List.of(request(2, 5), request(3, 12)));   // 8 x 16: the request's graph
         assertThat(graphs.metrics().captures()).isEqualTo(1);
         assertThat(graphs.metrics().hits()).isEqualTo(1);
