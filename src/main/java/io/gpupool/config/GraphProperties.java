@@ -40,7 +40,12 @@ public class GraphProperties {
      */
     private List<Integer> sequenceBuckets = new ArrayList<>(List.of(16, 32, 64, 128));
 
-    /** Batch sizes graphs are captured for, ascending; a request rounds up to the next; a larger one runs eagerly. */
+    /**
+     * Batch sizes graphs are captured for, ascending; a request rounds up to the next; a larger one runs eagerly. A
+     * padded-layout batch of requests (dynamic batching on BF16 without packed-bf16) rounds its rows up here and its
+     * longest sequence on {@code sequence-buckets}, and replays that request bucket's graph; its rows may exceed the
+     * model's max_batch_size while the bucket's cells stay within the largest request's.
+     */
     private List<Integer> batchBuckets = new ArrayList<>(List.of(1, 2, 4));
 
     /**

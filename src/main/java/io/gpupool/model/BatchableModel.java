@@ -74,9 +74,18 @@ public interface BatchableModel extends InferenceModel {
 
     /**
      * How this model runs a batch padded to a larger packed shape, so that batches can replay CUDA graphs captured
-     * per shape bucket; empty (the default) where its batches do not run packed, and then they always run eagerly.
+     * per shape bucket; empty (the default) where its batches do not run packed.
      */
     default Optional<BatchPadding> batchPadding() {
+        return Optional.empty();
+    }
+
+    /**
+     * How this model runs a batch of the padded layout at a larger request shape, so that such a batch replays the
+     * CUDA graph of a request of that shape; empty (the default) where its batches do not run padded. At most one of
+     * this and {@link #batchPadding} is present; with neither, batches always run eagerly.
+     */
+    default Optional<PaddedBatchPadding> paddedBatchPadding() {
         return Optional.empty();
     }
 

@@ -51,6 +51,11 @@ public interface ForwardingBatchableModel extends BatchableModel {
     }
 
     @Override
+    default Optional<PaddedBatchPadding> paddedBatchPadding() {
+        return batchable().paddedBatchPadding();
+    }
+
+    @Override
     default ModelConfig.Batching batching() {
         return batchable().batching();
     }

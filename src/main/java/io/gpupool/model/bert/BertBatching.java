@@ -6,6 +6,8 @@ import io.gpupool.model.BatchableModel.Member;
 import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
+import io.gpupool.model.PaddedBatchPadding;
+import io.gpupool.model.ShapePadding;
 import io.gpupool.model.TensorSpec;
 
 import java.lang.foreign.Arena;
@@ -19,6 +21,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * How {@link BertModel} runs a batch of requests, and how each request gets its own outputs back.
@@ -41,8 +44,8 @@ import java.util.Set;
  * runs on tensor cores and has no varlen form).
  *
  * <p>With CUDA graphs on, a packed batch replays the graph of its bucket (total tokens and sequences rounded up:
- * {@code model.graph.ShapeBuckets}), run padded as {@link PackedPadding} explains; padded-layout batches always
- * run eagerly.
+ * {@code model.graph.ShapeBuckets}), run padded as {@link PackedPadding} explains; a padded-layout batch [N, S*]
+ * replays the graph of the request bucket of (N, S*), run padded as {@link PaddedLayoutPadding} explains.
  */
 final class BertBatching {
 
@@ -56,9 +59,12 @@ final class BertBatching {
      */
     private static final SegmentAllocator HEAP = (bytes, alignment) -> MemorySegment.ofArray(new int[(int) (bytes / Integer.BYTES)]);
 
-    /** One validated request: INT32 ids, mask and types of batch × seq (mask and types null when absent). */
+    /**
+     * One validated request: INT32 ids, mask and types of batch × seq (mask and types null when absent);
+     * {@code maskedRow}: a sequence whose mask hides every token (its attention differs once padded).
+     */
     record Sequences(int batch, int seq, MemorySegment ids, MemorySegment mask, MemorySegment types,
-                     List<TensorSpec> selected) implements Member {
+                     List<TensorSpec> selected, boolean maskedRow) implements Member {
 
         @Override
         public int rows() {
@@ -79,14 +85,17 @@ final class BertBatching {
     private final BertModel model;
     /** Null where the kernels have no packed-sequence ops: then the padded layout. */
     private final PackedBertForward packed;
-    /** Null with the padded layout, whose batches always run eagerly. */
+    /** How packed batches run at a graph's bucket; null with the padded layout. */
     private final PackedPadding padding;
+    /** How padded-layout batches run at a graph's bucket; null with the packed layout. */
+    private final PaddedLayoutPadding paddedLayoutPadding;
 
     BertBatching(BertModel model, String prefix, boolean pooler, TensorOps ops) {
         this.model = model;
         this.packed = ops.supportsPackedSequences(model.arch().headDim())
                 ? new PackedBertForward(model, prefix, pooler, ops.activationBytes()) : null;
         this.padding = packed != null ? new PackedPadding(this) : null;
+        this.paddedLayoutPadding = packed == null ? new PaddedLayoutPadding(this) : null;
     }
 
     String layout() {
@@ -103,12 +112,35 @@ final class BertBatching {
         return Optional.ofNullable(padding);
     }
 
+    /** How padded-layout batches run at a graph's bucket; empty with the packed layout. */
+    Optional<PaddedBatchPadding> paddedLayoutPadding() {
+        return Optional.ofNullable(paddedLayoutPadding);
+    }
+
     /** The checks of {@link BertModel#infer}, with the same messages, and the INT32 conversion. */
     Sequences prepare(List<HostTensor> inputs, Set<String> requestedOutputs) {
         long[] shape = model.inputChecks().shape(inputs);
         List<TensorSpec> selected = model.selectOutputs(requestedOutputs);
         BertInputs.Tokens tokens = model.inputChecks().convert(HEAP, inputs, shape);
-        return new Sequences(tokens.batch(), tokens.seq(), tokens.ids(), tokens.mask(), tokens.types(), selected);
+        return new Sequences(tokens.batch(), tokens.seq(), tokens.ids(), tokens.mask(), tokens.types(), selected,
+                anyRowMasked(tokens));
+    }
+
+    /** Whether the mask hides every token of some sequence. */
+    private static boolean anyRowMasked(BertInputs.Tokens tokens) {
+        if (tokens.mask() == null) {
+            return false;
+        }
+        for (int b = 0; b < tokens.batch(); b++) {
+            boolean any = false;
+            for (int s = 0; s < tokens.seq() && !any; s++) {
+                any = tokens.mask().getAtIndex(INT, (long) b * tokens.seq() + s) != 0;
+            }
+            if (!any) {
+                return true;
+            }
+        }
+        return false;
     }
 
     long peakBytes(List<? extends Member> members, java.util.function.LongUnaryOperator blockBytes) {
@@ -127,7 +159,12 @@ final class BertBatching {
             return true;
         }
         Totals totals = Totals.of(members);
-        return (long) totals.sequences * totals.maxSeq <= (long) model.maxBatchSize() * model.maxSequenceLength();
+        return fitsPadded(totals.sequences, totals.maxSeq);
+    }
+
+    /** Whether a padded-layout forward of {@code rows} × {@code width} stays within the largest request's cells. */
+    boolean fitsPadded(int rows, int width) {
+        return (long) rows * width <= (long) model.maxBatchSize() * model.maxSequenceLength();
     }
 
     List<List<HostTensor>> run(List<? extends Member> members, ExecutionContext context) {
@@ -250,16 +287,43 @@ final class BertBatching {
 
     private List<List<HostTensor>> runPadded(List<Sequences> members, ExecutionContext context) {
         Totals totals = Totals.of(members);
-        int width = totals.maxSeq;
-        boolean ragged = members.stream().anyMatch(m -> m.seq() != width);
+        boolean ragged = members.stream().anyMatch(m -> m.seq() != totals.maxSeq);
         boolean anyMask = ragged || members.stream().anyMatch(m -> m.mask() != null);
+        return runPadded(members, totals.sequences, totals.maxSeq, anyMask, context);
+    }
+
+    /**
+     * The padded-layout forward of {@code members} at {@code padded}, a graph's request bucket, whose padding
+     * {@link PaddedLayoutPadding} explains; it always takes a mask.
+     */
+    List<List<HostTensor>> runPaddedAt(List<? extends Member> members, ShapePadding.Shape padded,
+                                       ExecutionContext context) {
+        Totals totals = Totals.of(members);
+        if (padded.batch() < totals.sequences || padded.sequence() < totals.maxSeq
+                || !fitsPadded(padded.batch(), padded.sequence())) {
+            throw new IllegalStateException("a batch of " + totals.sequences + " sequences (longest " + totals.maxSeq
+                    + ") cannot run padded to " + padded.batch() + "x" + padded.sequence());
+        }
+        List<Sequences> batch = new ArrayList<>(members.size());
+        for (Member member : members) {
+            batch.add((Sequences) member);
+        }
+        return runPadded(batch, padded.batch(), padded.sequence(), true, context);
+    }
+
+    /**
+     * One forward of {@code rows} × {@code width} (at least the members' sequences and longest sequence): the
+     * members' rows first, each padded to {@code width}, then rows of padding; each member's outputs sliced back.
+     */
+    private List<List<HostTensor>> runPadded(List<Sequences> members, int rows, int width, boolean withMask,
+                                             ExecutionContext context) {
         boolean anyTypes = members.stream().anyMatch(m -> m.types() != null);
-        long cells = (long) totals.sequences * width;
+        long cells = (long) rows * width;
         Map<String, HostTensor> outputs = new LinkedHashMap<>();
         // Row by row, each member's own INT32 rows (checked when it was prepared) are copied in whole; the padding
         // stays as allocated: id 0, mask 0, type 0.
         MemorySegment ids = HEAP.allocate(cells * Integer.BYTES);
-        MemorySegment mask = anyMask ? HEAP.allocate(cells * Integer.BYTES) : null;
+        MemorySegment mask = withMask ? HEAP.allocate(cells * Integer.BYTES) : null;
         MemorySegment types = anyTypes ? HEAP.allocate(cells * Integer.BYTES) : null;
         long row = 0;
         for (Sequences m : members) {
@@ -282,7 +346,12 @@ final class BertBatching {
                 }
             }
         }
-        for (HostTensor output : model.forward(totals.sequences, width, ids, mask, types,
+        // A padding row gets one unmasked token, as a request's padding row does (BertPadding): its softmax is then
+        // defined; its outputs are dropped.
+        for (; row < rows; row++) {
+            mask.setAtIndex(INT, row * width, 1);
+        }
+        for (HostTensor output : model.forward(rows, width, ids, mask, types,
                 model.selectOutputs(wantedNames(members)), context)) {
             outputs.put(output.name(), output);
         }
@@ -311,6 +380,34 @@ final class BertBatching {
             firstRow += m.batch();
         }
         return perMember;
+    }
+
+    /** The inputs a batch forward of {@code members} takes, by name, sorted; the mask also where {@code mask}. */
+    static List<String> inputNames(List<? extends Member> members, boolean mask) {
+        TreeSet<String> names = new TreeSet<>();
+        names.add(BertModel.INPUT_IDS);
+        if (mask) {
+            names.add(BertModel.ATTENTION_MASK);
+        }
+        for (Member member : members) {
+            Sequences m = (Sequences) member;
+            if (m.mask() != null) {
+                names.add(BertModel.ATTENTION_MASK);
+            }
+            if (m.types() != null) {
+                names.add(BertModel.TOKEN_TYPE_IDS);
+            }
+        }
+        return List.copyOf(names);
+    }
+
+    /** The outputs a batch forward of {@code members} computes: the union of their selections, sorted. */
+    List<String> outputNames(List<? extends Member> members) {
+        List<Sequences> batch = new ArrayList<>(members.size());
+        for (Member member : members) {
+            batch.add((Sequences) member);
+        }
+        return List.copyOf(new TreeSet<>(wantedNames(batch)));
     }
 
     /** The union of the members' selections, in the model's output order. */

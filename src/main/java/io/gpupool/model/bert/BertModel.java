@@ -272,10 +272,16 @@ public final class BertModel implements BatchableModel, PlannedMemory {
         return batching.layout();
     }
 
-    /** Packed batches run at a graph's bucket ({@link PackedPadding}); padded-layout batches always run eagerly. */
+    /** Packed batches run at a graph's bucket ({@link PackedPadding}); empty with the padded layout. */
     @Override
     public Optional<io.gpupool.model.BatchPadding> batchPadding() {
         return batching.padding();
+    }
+
+    /** Padded-layout batches run at a graph's request bucket ({@link PaddedLayoutPadding}); empty when packed. */
+    @Override
+    public Optional<io.gpupool.model.PaddedBatchPadding> paddedBatchPadding() {
+        return batching.paddedLayoutPadding();
     }
 
     @Override

@@ -5,9 +5,7 @@ import io.gpupool.model.BatchableModel.Member;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 
-import java.util.ArrayList;
 import java.util.List;
-import java.util.TreeSet;
 
 /**
  * Padding for packed batches (the batch form of {@link BertPadding}): a batch of N sequences and T tokens runs as a
@@ -48,23 +46,12 @@ final class PackedPadding implements BatchPadding {
 
     @Override
     public List<String> inputs(List<? extends Member> members) {
-        TreeSet<String> names = new TreeSet<>();
-        names.add(BertModel.INPUT_IDS);
-        for (Member member : members) {
-            BertBatching.Sequences m = (BertBatching.Sequences) member;
-            if (m.mask() != null) {
-                names.add(BertModel.ATTENTION_MASK);
-            }
-            if (m.types() != null) {
-                names.add(BertModel.TOKEN_TYPE_IDS);
-            }
-        }
-        return List.copyOf(names);
+        return BertBatching.inputNames(members, false);
     }
 
     @Override
     public List<String> outputs(List<? extends Member> members) {
-        return List.copyOf(new TreeSet<>(batching.wantedNames(sequences(members))));
+        return batching.outputNames(members);
     }
 
     @Override
@@ -75,13 +62,5 @@ final class PackedPadding implements BatchPadding {
     /** The longest sequence any batch of {@code padded} can hold: what attention is told instead of the real one. */
     int longestBound(Shape padded) {
         return Math.min(padded.tokens(), batching.maxSequenceLength());
-    }
-
-    private static List<BertBatching.Sequences> sequences(List<? extends Member> members) {
-        List<BertBatching.Sequences> out = new ArrayList<>(members.size());
-        for (Member member : members) {
-            out.add((BertBatching.Sequences) member);
-        }
-        return out;
     }
 }

@@ -30,7 +30,7 @@ import java.util.concurrent.TimeUnit;
  * that capturing needs. The facade the wiring sees; the parts are package-private.
  *
  * <pre>
- *   serving streams 0..n-1   requests and packed batches: eager runs and graph replays (GraphedModel)
+ *   serving streams 0..n-1   requests and batches: eager runs and graph replays (GraphedModel)
  *   graph stream             allocates and frees the graphs' pool blocks (the pool's stream for them; the
  *                            capture thread and evicting threads take turns under one lock, as the pool
  *                            lets one user at a time work on a stream's local cache)

@@ -6,8 +6,9 @@ import java.util.List;
  * What a graph is recorded for: the model and the kernels it ran with (both by identity: other
  * kernels, e.g. another precision, enqueue other work), the padded shape, which inputs are present
  * after padding and which outputs were asked for (each changes what the forward enqueues). A request's
- * shape is (batch, sequence); a packed batch's ({@code packed}) is (sequences, tokens), a forward of
- * another layout, so it never shares a graph with a request of the same two numbers.
+ * shape is (batch, sequence), and so is a padded-layout batch's (rows, longest sequence): the same forward,
+ * so the two share a key. A packed batch's ({@code packed}) is (sequences, tokens), a forward of another
+ * layout, so it never shares a graph with a request of the same two numbers.
  */
 record GraphKey(Object model, Object ops, boolean packed, int batch, int sequence, List<String> inputs,
                 List<String> outputs) {

@@ -9,6 +9,7 @@ import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.ForwardingBatchableModel;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
+import io.gpupool.model.PaddedBatchPadding;
 import io.gpupool.model.PlannedMemory;
 import io.gpupool.model.ShapePadding;
 import io.gpupool.model.ShapePadding.Shape;
@@ -18,6 +19,7 @@ import org.slf4j.LoggerFactory;
 
 import java.lang.foreign.Arena;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import java.util.Optional;
 import java.util.Set;
@@ -46,8 +48,8 @@ import java.util.TreeSet;
  * graph's buffers, launches the graph once and downloads the outputs. So a bad input is refused with
  * the same message as on an eager run, and the device sees: uploads, one graph launch, downloads. A
  * replay that does not match its capture, or fails otherwise, falls back to eager, drops the graph
- * and counts a failure. A model that also batches replays its packed batches the same way, bucketed by
- * their total tokens ({@link Batchable}).
+ * and counts a failure. A model that also batches replays its batches the same way ({@link Batchable}): a packed
+ * batch bucketed by its total tokens, a padded-layout batch as the request of its shape.
  */
 class GraphedModel implements InferenceModel, PlannedMemory {
 
@@ -81,7 +83,7 @@ class GraphedModel implements InferenceModel, PlannedMemory {
         if (bucket == null) {
             return delegate.infer(inputs, requestedOutputs, context);
         }
-        List<String> outputs = requestedOutputs == null ? List.of() : List.copyOf(new TreeSet<>(requestedOutputs));
+        List<String> outputs = outputsKey(requestedOutputs == null ? Set.of() : requestedOutputs);
         GraphKey key;
         try (Arena arena = Arena.ofConfined()) {
             List<HostTensor> padded = padding.pad(inputs, bucket, arena);
@@ -98,6 +100,19 @@ class GraphedModel implements InferenceModel, PlannedMemory {
             graphs.scheduleCapture(delegate, key, inputs, bucket, padding, outputs, context.ops());
         }
         return result;
+    }
+
+    /**
+     * The outputs a forward computes as its key names them: sorted, and empty where they are all of the model's (as a
+     * request that selects none asks), so that one computation has one key whichever way it was asked for.
+     */
+    List<String> outputsKey(Collection<String> names) {
+        TreeSet<String> sorted = new TreeSet<>(names);
+        List<TensorSpec> all = outputs();
+        if (sorted.size() == all.size() && all.stream().allMatch(spec -> sorted.contains(spec.name()))) {
+            return List.of();
+        }
+        return List.copyOf(sorted);
     }
 
     private Shape bucketOf(Shape shape) {
@@ -216,31 +231,52 @@ class GraphedModel implements InferenceModel, PlannedMemory {
     }
 
     /**
-     * The graphed form of a model that also batches: a packed batch replays the graph of its bucket, as a request
-     * does. The batch's shape is its total tokens and sequences ({@link BatchPadding.Shape}), rounded up by
-     * {@link ShapeBuckets#packedBucket}; the model runs it padded to the bucket ({@link BatchPadding#inferPadded}),
-     * which gives every member what the eager batch gives it, so one graph serves every batch of the bucket.
+     * The graphed form of a model that also batches: a batch replays the graph of its bucket, as a request does, in
+     * either layout (the model offers one padding or the other, or none).
      * <pre>
-     *   batch (N, T) ── no batch padding (padded layout), graphs off, over the largest token bucket ──► eager
-     *         │
-     *   bucket (N', T') ── cache.acquire(key) ── hit ─► inferPadded at (N', T') replayed ─► each member's outputs
-     *         │ miss
-     *         ▼
-     *   eager batch right away; a first miss that succeeded queues a capture of inferPadded at (N', T')
+     *   batch ── graphs off, or the model has no batch padding ─────────────────────────────────────────► eager
+     *     │ packed: N sequences, T tokens               │ padded layout: [R rows, longest S*]
+     *     ▼                                             ▼
+     *   packedBucket (N', T'), a key of its own      request buckets (R', S'), R'·S' within the model's cells:
+     *     │ none: too many tokens ─► eager              │ the key of a request R' x S' (shared with requests)
+     *     │                                             │ none: too large, or a sequence fully masked ─► eager
+     *     ▼                                             ▼
+     *   cache.acquire(key) ── hit ─► the padded forward at the bucket, replayed ─► each member's outputs
+     *     │ miss
+     *     ▼
+     *   eager batch right away; a first miss that succeeded queues a capture of the padded forward at the bucket
      * </pre>
-     * The capture keeps the members (their converted inputs live on the heap) until it has run; the cache's bounds,
-     * metrics, failure handling and memory rules are the requests' ({@link GraphCache}, {@link ForwardCapture}).
+     * <ol>
+     *   <li>packed: the batch's shape is its total tokens and sequences ({@link BatchPadding.Shape}), rounded up by
+     *       {@link ShapeBuckets#packedBucket}; the model runs it padded to the bucket
+     *       ({@link BatchPadding#inferPadded}). A packed forward is a layout of its own, so its key never matches a
+     *       request's.</li>
+     *   <li>padded layout: the batch's forward [R, S*] is a request's of batch R and sequence S*, so it takes the
+     *       request buckets (each number rounded up as a request's) and the request's key: the model runs it padded
+     *       to the bucket as a request is padded ({@link PaddedBatchPadding#inferPadded}), with the same inputs present
+     *       (the mask always), the same outputs computed ({@link #outputsKey}) and the same uploads and downloads, so
+     *       a batch replays a request's graph and a request a batch's. Only the bound on the rows differs: a batch's
+     *       cells (R'·S') at most the largest request's ({@link PaddedBatchPadding#fits}), where a request's batch is
+     *       at most the model's largest; a request never reaches a key above that.</li>
+     * </ol>
+     * Either way the padded forward gives every member what the eager batch gives it, so one graph serves every
+     * batch of the bucket. The capture keeps the members (their converted inputs live on the heap) until it has run;
+     * the cache's bounds, metrics, failure handling and memory rules are the requests' ({@link GraphCache},
+     * {@link ForwardCapture}).
      */
     static final class Batchable extends GraphedModel implements ForwardingBatchableModel {
 
         private final BatchableModel batchable;
-        /** Null where the model's batches cannot run padded: then they always run eagerly. */
+        /** Null where the model's batches are not packed at a bucket. */
         private final BatchPadding batchPadding;
+        /** Null where the model's batches are not padded to a request bucket. */
+        private final PaddedBatchPadding paddedBatchPadding;
 
         Batchable(BatchableModel delegate, ShapePadding padding, DeviceGraphs graphs) {
             super(delegate, padding, graphs);
             this.batchable = delegate;
             this.batchPadding = delegate.batchPadding().orElse(null);
+            this.paddedBatchPadding = delegate.paddedBatchPadding().orElse(null);
         }
 
         @Override
@@ -250,23 +286,54 @@ class GraphedModel implements InferenceModel, PlannedMemory {
 
         @Override
         public List<List<HostTensor>> inferBatch(List<? extends Member> members, ExecutionContext context) {
-            GraphCache cache = graphs.cache();
-            BatchPadding.Shape bucket = batchPadding == null || !cache.enabled() ? null
-                    : graphs.buckets().packedBucket(BatchPadding.Shape.of(members));
-            if (bucket == null) {
-                return batchable.inferBatch(members, context);
+            if (graphs.cache().enabled()) {
+                List<? extends Member> batch = List.copyOf(members);
+                if (batchPadding != null) {
+                    BatchPadding.Shape bucket = graphs.buckets().packedBucket(BatchPadding.Shape.of(batch));
+                    if (bucket != null) {
+                        GraphKey key = GraphKey.packed(this, context.ops(), bucket.sequences(), bucket.tokens(),
+                                batchPadding.inputs(batch), batchPadding.outputs(batch));
+                        return replayOrRun(key, c -> batchPadding.inferPadded(batch, bucket, c), batch, context);
+                    }
+                } else if (paddedBatchPadding != null) {
+                    Shape bucket = paddedBucket(batch);
+                    if (bucket != null) {
+                        GraphKey key = GraphKey.request(this, context.ops(), bucket.batch(), bucket.sequence(),
+                                paddedBatchPadding.inputs(batch), outputsKey(paddedBatchPadding.outputs(batch)));
+                        return replayOrRun(key, c -> paddedBatchPadding.inferPadded(batch, bucket, c), batch,
+                                context);
+                    }
+                }
             }
-            GraphKey key = GraphKey.packed(this, context.ops(), bucket.sequences(), bucket.tokens(),
-                    batchPadding.inputs(members), batchPadding.outputs(members));
-            List<? extends Member> batch = List.copyOf(members);
-            PaddedForward<List<List<HostTensor>>> padded = c -> batchPadding.inferPadded(batch, bucket, c);
+            return batchable.inferBatch(members, context);
+        }
+
+        /** The request bucket of a padded-layout batch; null where it has none (then it runs eagerly). */
+        private Shape paddedBucket(List<? extends Member> batch) {
+            Shape shape = paddedBatchPadding.shapeOf(batch);
+            if (shape == null) {
+                return null;
+            }
+            ShapeBuckets buckets = graphs.buckets();
+            int rows = buckets.batchBucket(shape.batch(), Integer.MAX_VALUE);
+            int sequence = buckets.sequenceBucket(shape.sequence(), delegate.maxSequenceLength());
+            if (rows == 0 || sequence == 0) {
+                return null;
+            }
+            Shape bucket = new Shape(rows, sequence);
+            return paddedBatchPadding.fits(bucket) ? bucket : null;
+        }
+
+        /** Replays {@code padded} from the graph of {@code key}; on a miss the eager batch, and maybe a capture. */
+        private List<List<HostTensor>> replayOrRun(GraphKey key, PaddedForward<List<List<HostTensor>>> padded,
+                                                   List<? extends Member> batch, ExecutionContext context) {
             List<List<HostTensor>> replayed = replayIfCached(key, padded, context);
             if (replayed != null) {
                 return replayed;
             }
-            List<List<HostTensor>> result = batchable.inferBatch(members, context);
+            List<List<HostTensor>> result = batchable.inferBatch(batch, context);
             // As for a request: only a batch the model ran is worth a capture.
-            if (cache.claimCapture(key)) {
+            if (graphs.cache().claimCapture(key)) {
                 graphs.scheduleCapture(name(), key, padded, context.ops(), () -> { });
             }
             return result;

@@ -8,8 +8,10 @@ import java.util.List;
 /**
  * The shapes graphs are captured for, so that a workload of many shapes hits a handful of graphs. A request's
  * batch and sequence length round up to the next bucket; a packed batch of requests (dynamic batching) rounds its
- * total tokens up to the next token bucket and its sequences up to the next power of two. A shape beyond the
- * largest bucket (or a request whose bucket exceeds the model's limits) has no bucket and runs eagerly.
+ * total tokens up to the next token bucket and its sequences up to the next power of two; a padded-layout batch
+ * [rows, longest sequence] is a request of that shape and rounds as one (its rows bounded by the model's cells
+ * rather than its largest batch: GraphedModel.Batchable). A shape beyond the largest bucket (or a request whose
+ * bucket exceeds the model's limits) has no bucket and runs eagerly.
  *
  * <pre>
  *   requests:  sequence buckets 16 32 64 128:   seq 1..16 -> 16,  17..32 -> 32, ...,  > 128 -> none
@@ -38,7 +40,7 @@ public final class ShapeBuckets {
     private final int[] sequences;
     private final int[] tokens;
 
-    /** Buckets for requests only: packed batches always run eagerly. */
+    /** Buckets for requests (and padded-layout batches) only: packed batches always run eagerly. */
     public ShapeBuckets(List<Integer> batches, List<Integer> sequences) {
         this(batches, sequences, List.of());
     }

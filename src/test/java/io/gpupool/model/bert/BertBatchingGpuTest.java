@@ -2,20 +2,26 @@ package io.gpupool.model.bert;
 
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
+import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.ExecutionContext;
+import io.gpupool.model.PaddedBatchPadding;
+import io.gpupool.model.ShapePadding;
+import io.gpupool.model.testing.WithoutPackedOps;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;
+import java.util.Set;
 
 import static io.gpupool.model.bert.BertRequests.assertBatchEqualsAlone;
+import static io.gpupool.model.bert.BertRequests.bert;
 import static io.gpupool.model.bert.BertRequests.clsBertRequests;
 import static io.gpupool.model.bert.BertRequests.mixedBertRequests;
 import static io.gpupool.model.bert.BertRequests.shortBertRequests;
@@ -57,7 +63,7 @@ class BertBatchingGpuTest {
         });
     }
 
-    BatchableModel load(String name, CudaTensorOps ops) {
+    BatchableModel load(String name, TensorOps ops) {
         return gpu.load(name, ops, false);
     }
 
@@ -93,6 +99,41 @@ class BertBatchingGpuTest {
             assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members,
                     new BatchPadding.Shape(8, 64), context), () -> new ExecutionContext(stream, requests, ops),
                     clsBertRequests(), 1e-5);
+        }
+    }
+
+    /**
+     * The forward a padded-layout batch graph replays (the batch as a request of its bucket), run eagerly on the CUDA
+     * kernels: at FP32 (planned without packed ops, so its batches are padded) padded by rows, columns or both, each
+     * request within 1e-5 of alone, mean pooling and the classifier too; at BF16, production's padded layout, within
+     * BF16's reach of alone.
+     */
+    @Test
+    void paddedLayoutBatchesPaddedToARequestBucketEqualEachRequestAlone() {
+        CudaTensorOps fp32 = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.FP32);
+        List<ShapePadding.Shape> buckets = List.of(new ShapePadding.Shape(8, 32), new ShapePadding.Shape(8, 17),
+                new ShapePadding.Shape(6, 32));
+        try (BatchableModel model = load("tiny-bert", WithoutPackedOps.over(fp32))) {
+            assertThat(model.batchLayout()).isEqualTo("padded");
+            PaddedBatchPadding padding = model.paddedBatchPadding().orElseThrow();
+            for (ShapePadding.Shape bucket : buckets) {
+                assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members, bucket, context),
+                        () -> new ExecutionContext(stream, requests, fp32), shortBertRequests(), 1e-5);
+            }
+        }
+        try (BatchableModel model = load("tiny-bert-cls", WithoutPackedOps.over(fp32))) {
+            PaddedBatchPadding padding = model.paddedBatchPadding().orElseThrow();
+            assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members,
+                    new ShapePadding.Shape(4, 16), context), () -> new ExecutionContext(stream, requests, fp32),
+                    List.of(bert(6, 2, 9, 2, true, true, Set.of()), bert(8, 1, 4, 1, false, false, Set.of())), 1e-5);
+        }
+        CudaTensorOps bf16 = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.BF16);
+        try (BatchableModel model = load("tiny-bert", bf16)) {
+            PaddedBatchPadding padding = model.paddedBatchPadding().orElseThrow();
+            for (ShapePadding.Shape bucket : buckets) {
+                assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members, bucket, context),
+                        () -> new ExecutionContext(stream, requests, bf16), shortBertRequests(), BF16_TOLERANCE);
+            }
         }
     }
 

@@ -6,6 +6,8 @@ import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.DataType;
 import io.gpupool.model.HostTensor;
+import io.gpupool.model.PaddedBatchPadding;
+import io.gpupool.model.ShapePadding;
 import io.gpupool.model.bert.BertRequests.Request;
 import io.gpupool.model.mlp.MlpModel;
 import org.junit.jupiter.api.AfterEach;
@@ -168,11 +170,72 @@ class BertBatchingTest {
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("cannot run padded");
     }
 
+    /**
+     * The host path a padded-layout batch graph replays (PaddedBatchPadding.inferPadded at a request bucket): padded
+     * with rows, columns or both (members with and without masks and types), every request gets what it gets alone;
+     * mean pooling and the classifier too.
+     */
     @Test
-    void paddedLayoutBatchesHaveNoBatchPadding() {
-        BatchableModel model = models.load("tiny-bert", withoutPackedOps(new HostTensorOps()));
+    void aPaddedLayoutBatchPaddedToARequestBucketGivesEachRequestWhatItGetsAlone() {
+        TensorOps ops = withoutPackedOps(new HostTensorOps());
+        BatchableModel model = models.load("tiny-bert", ops);
+        PaddedBatchPadding padding = model.paddedBatchPadding().orElseThrow();
+        ShapePadding.Shape own = padding.shapeOf(members(model, shortBertRequests()));
+        assertThat(own).as("6 rows, the longest 17").isEqualTo(new ShapePadding.Shape(6, 17));
 
-        assertThat(model.batchPadding()).as("their batches always run eagerly").isEmpty();
+        List<ShapePadding.Shape> buckets = List.of(
+                new ShapePadding.Shape(8, 32),    // padding rows and columns
+                new ShapePadding.Shape(8, 17),    // padding rows only
+                new ShapePadding.Shape(6, 32),    // columns only
+                own);                             // none, but a mask where the eager batch has none
+        for (ShapePadding.Shape bucket : buckets) {
+            BertRequests.assertBatchEqualsAlone(model, (members, context) -> padding.inferPadded(members, bucket,
+                    context), () -> models.context(ops), shortBertRequests(), TOLERANCE);
+        }
+
+        BatchableModel cls = models.load("tiny-bert-cls", ops);
+        List<Request> meanPooled = List.of(bert(6, 2, 9, 2, true, true, Set.of()),
+                bert(8, 1, 4, 1, false, false, Set.of()));
+        BertRequests.assertBatchEqualsAlone(cls, (members, context) -> cls.paddedBatchPadding().orElseThrow()
+                .inferPadded(members, new ShapePadding.Shape(4, 16), context), () -> models.context(ops), meanPooled,
+                TOLERANCE);
+    }
+
+    @Test
+    void aPaddedLayoutBatchTakesTheInputsOfAPaddedRequestHasNoShapeWithAFullyMaskedSequenceAndRefusesABadBucket() {
+        TensorOps ops = withoutPackedOps(new HostTensorOps());
+        BatchableModel model = models.load("tiny-bert", ops);
+        assertThat(model.batchPadding()).as("no packed padding in the padded layout").isEmpty();
+        PaddedBatchPadding padding = model.paddedBatchPadding().orElseThrow();
+        List<BatchableModel.Member> idsOnly = members(model, List.of(
+                bert(1, 2, 5, 0, false, false, Set.of(BertModel.POOLER_OUTPUT))));
+        List<BatchableModel.Member> mixed = members(model, shortBertRequests());
+        List<BatchableModel.Member> fullyMasked = members(model, List.of(bert(2, 2, 5, 0, true, true, Set.of()),
+                bert(3, 1, 4, 4, true, false, Set.of())));
+
+        assertThat(padding.inputs(idsOnly)).as("a padded request always has a mask")
+                .containsExactly(BertModel.ATTENTION_MASK, BertModel.INPUT_IDS);
+        assertThat(padding.outputs(idsOnly)).containsExactly(BertModel.POOLER_OUTPUT);
+        assertThat(padding.inputs(mixed)).containsExactly(BertModel.ATTENTION_MASK, BertModel.INPUT_IDS,
+                BertModel.TOKEN_TYPE_IDS);
+        assertThat(padding.shapeOf(fullyMasked)).as("widening would change its softmax").isNull();
+        assertThat(padding.fits(new ShapePadding.Shape(8, 64))).as("the largest request's cells").isTrue();
+        assertThat(padding.fits(new ShapePadding.Shape(16, 32))).as("more rows than the largest batch, as many cells")
+                .isTrue();
+        assertThat(padding.fits(new ShapePadding.Shape(16, 64))).isFalse();
+        for (ShapePadding.Shape bad : List.of(new ShapePadding.Shape(5, 32), new ShapePadding.Shape(8, 16),
+                new ShapePadding.Shape(32, 32))) {
+            assertThatThrownBy(() -> padding.inferPadded(mixed, bad, models.context(ops)))
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("cannot run padded");
+        }
+        assertThat(models.requests.currentBytes()).as("a refused bucket takes no activations").isZero();
+    }
+
+    @Test
+    void packedBatchesHaveNoRequestShapedPadding() {
+        BatchableModel model = models.load("tiny-bert", new HostTensorOps());
+
+        assertThat(model.paddedBatchPadding()).isEmpty();
     }
 
     @Test

@@ -4,6 +4,7 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
+import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.metric.AllocatorMode;
@@ -45,7 +46,7 @@ final class CudaModels {
     }
 
     /** The fixture model {@code name} on {@code ops}, each request in one arena where {@code arena}; caller closes it. */
-    BatchableModel load(String name, CudaTensorOps ops, boolean arena) {
+    BatchableModel load(String name, TensorOps ops, boolean arena) {
         return (BatchableModel) ModelRepository.loadModel(name, fixture(name),
                 new LoadTarget(stream, weights, ops, arena));
     }

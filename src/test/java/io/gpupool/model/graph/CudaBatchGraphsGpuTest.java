@@ -4,6 +4,7 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
+import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.PoolConfig;
@@ -18,6 +19,7 @@ import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.LoadTarget;
 import io.gpupool.model.repository.ModelRepository;
+import io.gpupool.model.testing.WithoutPackedOps;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -43,15 +45,17 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * CUDA graphs of packed batches on the GPU: the tiny BERT's batches captured per token bucket on the device's
- * capture thread and replayed on serving streams (packed.cu's kernels at the bucket's sequences and tokens, the
- * padding empty sequences and a tail in no sequence), against each member alone and the eager batch; replays
- * counted, no capture failing, and the pool drained once graphs, ops and model are closed.
+ * CUDA graphs of batches on the GPU: the tiny BERT's packed batches captured per token bucket (packed.cu's kernels
+ * at the bucket's sequences and tokens, the padding empty sequences and a tail in no sequence), and its padded-layout
+ * batches replaying the graph of their request bucket (BF16's default layout; FP32 planned without packed ops to hold
+ * members to themselves alone), captured on the device's capture thread and replayed on serving streams, against
+ * each member alone and the eager batch; replays counted, no capture failing, and the pool drained once graphs, ops
+ * and model are closed.
  */
 @Tag("gpu")
 class CudaBatchGraphsGpuTest {
 
-    private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64),
+    private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8, 16), List.of(8, 16, 32, 64),
             List.of(16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512));
     private static final int STREAMS = 4;
 
@@ -67,6 +71,14 @@ class CudaBatchGraphsGpuTest {
 
     /** The tiny BERT on {@code precision}: own kernels where {@code library} is false, else cuBLASLt (BF16 packed). */
     private void open(CudaTensorOps.Precision precision, boolean library) {
+        open(precision, library, "packed");
+    }
+
+    /**
+     * The tiny BERT on {@code precision} whose batches take {@code layout}: "packed" as above; "padded" with cuBLASLt
+     * as production runs BF16 (packed-bf16 off), and planned without packed ops where the kernels have them (FP32).
+     */
+    private void open(CudaTensorOps.Precision precision, boolean library, String layout) {
         Optional<CudaBackend> created = CudaBackend.tryCreate();
         assumeTrue(created.isPresent(), "no CUDA driver or device");
         cuda = created.get();
@@ -77,17 +89,18 @@ class CudaBatchGraphsGpuTest {
         if (library) {
             MatmulLibrary lt = device.matmulLibrary(null).orElseThrow(() ->
                     new AssertionError("cuBLASLt could not be loaded on this GPU machine"));
-            ops = new CudaTensorOps(device, precision, lt, pool, new CudaTensorOps.Options(true, false,
-                    CudaTensorOps.Options.DEFAULT.warpLayerNorm()));
+            ops = new CudaTensorOps(device, precision, lt, pool, new CudaTensorOps.Options(layout.equals("packed"),
+                    false, CudaTensorOps.Options.DEFAULT.warpLayerNorm()));
         } else {
             ops = new CudaTensorOps(device, precision);
         }
         for (int i = 0; i < STREAMS; i++) {
             streams.add(device.createStream(i));
         }
+        TensorOps planning = layout.equals("padded") ? WithoutPackedOps.over(ops) : ops;
         bert = (BatchableModel) ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"),
-                new LoadTarget(streams.getFirst(), weights, ops));
-        assertThat(bert.batchLayout()).isEqualTo("packed");
+                new LoadTarget(streams.getFirst(), weights, planning));
+        assertThat(bert.batchLayout()).isEqualTo(layout);
         graphs = DeviceGraphs.open(device, pool, new GraphLimits(true, 64, 1L << 30), BUCKETS, STREAMS).orElseThrow();
         graphed = (BatchableModel) graphs.wrap(bert);
     }
@@ -199,6 +212,119 @@ class CudaBatchGraphsGpuTest {
         assertThat(graphs.capturing()).as("no stream left capturing").isFalse();
         assertThat(pool.metrics().allocatedBytes()).as("the graphs' blocks and the streams' workspaces")
                 .isGreaterThanOrEqualTo(m.bytes());
+    }
+
+    /**
+     * FP32 padded-layout batches of different sizes in one request bucket replay its graph, as does a request of that
+     * bucket; each member within 1e-5 of itself alone (own kernels: padding changes no bit of a row's products).
+     */
+    @Test
+    void fp32PaddedBatchesReplayTheirRequestBucketsGraphAndEachMemberGetsWhatItGetsAlone() throws Exception {
+        open(CudaTensorOps.Precision.FP32, false, "padded");
+        ExecutionContext context = new ExecutionContext(streams.getFirst(), pool, ops);
+        Random random = new Random(18);
+        List<List<Request>> buckets = List.of(
+                List.of(request(random, 2, 5), request(random, 3, 12)),                       // 5 rows, 12 -> 8 x 16
+                List.of(request(random, 1, 16), request(random, 4, 3), request(random, 1, 1)), // 6, 16 -> 8 x 16
+                List.of(request(random, 8, 10), request(random, 2, 9)),      // 10 rows > max batch 8 -> 16 x 16
+                List.of(request(random, 1, 40), request(random, 2, 33)));    // 3, 40 -> 4 x 64
+        int[] keysAfter = {1, 1, 2, 3};
+        for (int b = 0; b < buckets.size(); b++) {
+            for (int round = 0; round < 3; round++) {
+                assertEachMemberGetsWhatItGetsAlone(buckets.get(b), context, 1e-5);
+                awaitAtLeast(() -> graphs.metrics().captures() + graphs.metrics().failures(), keysAfter[b]);
+            }
+        }
+        List<HostTensor> request = request(random, 7, 14).inputs();           // 8 x 16: the batches' graph
+        List<HostTensor> replayed = ((InferenceModel) graphed).infer(request, Set.of(), context);
+        assertThat(maxDifference(replayed, bert.infer(request, Set.of(), context))).isLessThanOrEqualTo(1e-5);
+
+        GraphCacheMetrics m = graphs.metrics();
+        assertThat(m.failures()).isZero();
+        assertThat(m.captures()).isEqualTo(3);
+        assertThat(m.misses()).isEqualTo(3);
+        assertThat(m.hits()).as("replays: every batch but each bucket's first, and the request")
+                .isEqualTo(4L * 3 - 3 + 1);
+        assertThat(pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
+
+        ((InferenceModel) graphed).close();
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+    }
+
+    /**
+     * BF16 on cuBLASLt without packed-bf16, production's short-request configuration: padded-layout batches on four
+     * streams with graphs on against the eager batch (5e-2), FP32 likewise (1e-4); no capture or replay failing.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"FP32", "BF16"})
+    void concurrentPaddedBatchesOnFourStreamsWithGraphsOnEqualTheEagerBatch(String precision) throws Exception {
+        open(CudaTensorOps.Precision.valueOf(precision), true, "padded");
+        double tolerance = precision.equals("BF16") ? 5e-2 : 1e-4;
+        int batchesPerStream = 40;
+        ExecutorService threads = Executors.newFixedThreadPool(STREAMS);
+        long inBuckets = 0;
+        try {
+            List<Future<long[]>> done = new ArrayList<>();
+            for (int t = 0; t < STREAMS; t++) {
+                DeviceStream stream = streams.get(t);
+                int seed = 100 + t;
+                done.add(threads.submit(() -> {
+                    device.bindToCurrentThread();
+                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                    Random random = new Random(seed);
+                    long bucketed = 0;
+                    double worst = 0;
+                    for (int i = 0; i < batchesPerStream; i++) {
+                        List<Request> batch = new ArrayList<>();
+                        int members = 1 + random.nextInt(5);
+                        for (int r = 0; r < members; r++) {
+                            batch.add(request(random, 1 + random.nextInt(3), 1 + random.nextInt(40)));
+                        }
+                        List<Member> prepared = members(batch);
+                        if (!bert.fitsOneForward(prepared)) {
+                            continue;
+                        }
+                        if (inRequestBucket(prepared)) {
+                            bucketed++;
+                        }
+                        List<List<HostTensor>> replayed = graphed.inferBatch(prepared, context);
+                        List<List<HostTensor>> eager = bert.inferBatch(prepared, context);
+                        for (int r = 0; r < eager.size(); r++) {
+                            worst = Math.max(worst, maxDifference(replayed.get(r), eager.get(r)));
+                        }
+                    }
+                    return new long[] {bucketed, Double.doubleToLongBits(worst)};
+                }));
+            }
+            for (Future<long[]> f : done) {
+                long[] result = f.get(120, TimeUnit.SECONDS);
+                inBuckets += result[0];
+                assertThat(Double.longBitsToDouble(result[1])).as("graph against eager, %s", precision)
+                        .isLessThanOrEqualTo(tolerance);
+            }
+        } finally {
+            threads.shutdown();
+        }
+        assertThat(graphs.awaitIdle(java.time.Duration.ofSeconds(30))).isTrue();
+        GraphCacheMetrics m = graphs.metrics();
+        assertThat(m.failures()).as("captures and replays failed").isZero();
+        assertThat(m.hits()).as("replays").isPositive();
+        assertThat(m.hits() + m.misses()).as("every batch within the buckets looked up once").isEqualTo(inBuckets);
+        assertThat(graphs.capturing()).as("no stream left capturing").isFalse();
+    }
+
+    /** Whether a padded-layout batch has a request bucket whose cells fit tiny-bert's (8 x 64); no mask hides a row. */
+    private static boolean inRequestBucket(List<Member> members) {
+        int rows = 0;
+        int longest = 0;
+        for (Member m : members) {
+            rows += m.rows();
+            longest = Math.max(longest, m.sequenceLength());
+        }
+        int rowBucket = BUCKETS.batchBucket(rows, Integer.MAX_VALUE);
+        int sequenceBucket = BUCKETS.sequenceBucket(longest, 64);
+        return rowBucket != 0 && sequenceBucket != 0 && rowBucket * sequenceBucket <= 8 * 64;
     }
 
     // ---- helpers ------------------------------------------------------------------------------

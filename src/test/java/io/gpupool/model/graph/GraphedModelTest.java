@@ -117,6 +117,21 @@ class GraphedModelTest {
     }
 
     @Test
+    void aRequestNamingEveryOutputReplaysTheGraphOfOneNamingNoneAndOneOutputGetsItsOwn() {
+        Set<String> every = Set.of("last_hidden_state", "pooler_output");
+        List<HostTensor> first = request(2, 12, true, true);
+        assertSameOutputs(graphed.infer(first, Set.of(), context()), bert.infer(first, Set.of(), context()));
+        List<HostTensor> second = request(2, 10, true, true);
+        assertSameOutputs(graphed.infer(second, every, context()), bert.infer(second, every, context()));
+        assertThat(graphs.metrics().hits()).as("the same computation, one graph").isEqualTo(1);
+
+        List<HostTensor> pooledOnly = request(2, 11, true, true);
+        assertSameOutputs(graphed.infer(pooledOnly, Set.of("pooler_output"), context()),
+                bert.infer(pooledOnly, Set.of("pooler_output"), context()));
+        assertThat(graphs.metrics().captures()).isEqualTo(2);
+    }
+
+    @Test
     void graphMemoryIsPoolMemoryHeldWhileCachedAndGivenBackOnClose() {
         graphed.infer(request(2, 10, true, true), Set.of(), context());
         graphed.infer(request(1, 30, true, true), Set.of(), context());
