@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Next session's third device call (< 10 min): batches replaying CUDA graphs on the short workload (packed bf16 with
-# graphs off against on; the BF16 padded default with graphs on), and BERT-base against torch.compile in the seven
-# cells that had no compiled number on 2026-12-02 (our forward measured in the same call). Knobs: BERT_S (200).
+# Next session's third device call (< 10 min): batches replaying CUDA graphs on the short workload, against batching on
+# with graphs off: packed bf16 batches (graphs off, then on), and the BF16 padded default with graphs on and a row
+# ladder up to 128 (the default batch-buckets 1,2,4 leave most batches eager); then BERT-base against torch.compile in
+# the cells that had no compiled number on 2026-12-02 (our forward measured in the same call). Knobs: BERT_S (200).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: $0 OUT}
@@ -11,8 +12,10 @@ say() { echo "[nextC +$((SECONDS-S))s] $*"; }
 pk() { find "$OUT/$1" -name '*.html' -delete; tar -C "$OUT" -czf "$OUT/$1.tgz" "$1" && rm -rf "$OUT/$1"; }
 G=gpupool.kernels.graphs.enabled=true
 P=gpupool.kernels.packed-bf16=true
+# lists as indexed settings: SHORT_VARIANTS splits variants at commas
+ROWS=$(i=0; for v in 1 2 4 8 16 32 64 128; do printf '+gpupool.kernels.graphs.batch-buckets[%d]=%d' $i $v; i=$((i+1)); done)
 say "batch graphs"; mkdir -p "$OUT/graphs"
-SHORT_VARIANTS="$P,$P+$G,$G" timeout 330 bash tools/batching-bench.sh "$OUT/graphs" short --warmup 5s --duration 10s --drain 2s \
+SHORT_VARIANTS="$P,$P+$G,$G+gpupool.kernels.graphs.max-bytes=8GB$ROWS" timeout 330 bash tools/batching-bench.sh "$OUT/graphs" short --warmup 5s --duration 10s --drain 2s \
   > "$OUT/graphs/bench.log" 2>&1; say "batch graphs rc=$?"; cat "$OUT/graphs/batching.md" 2>/dev/null; pk graphs
 say "bert"; mkdir -p "$OUT/bert"
 COMPILE_SHAPES=1x512,32x16,32x128,32x512 TOTAL_S=${BERT_S:-200} GPUPOOL_S=60 timeout $(( ${BERT_S:-200} + 15 )) \
