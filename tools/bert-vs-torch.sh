@@ -24,7 +24,8 @@
 # first failure (0 when all ran). Writes at most four files under OUT. Knobs: TOTAL_S (default 290), REPS (10),
 # STEPS (default "torch gpupool compile": name a subset to run only those, e.g. STEPS=compile in a call of its
 # own, then the table from all files with python3 tools/bert_vs_torch_table.py), PRECISIONS, GPUPOOL_S, VARIANTS,
-# COMPILE_DTYPES (default "bf16 fp32"), COMPILE_SHAPES;
+# COMPILE_DTYPES (default "bf16 fp32"), COMPILE_SHAPES, TORCH_DTYPES (eager torch, default "fp32 bf16"; add tf32 with
+# PRECISIONS=FP32,BF16,TF32 for the TF32 column);
 # for a dry run without a GPU: MODEL_DIR=models/tiny-bert BACKEND=host (skips step 2; the torch steps fail).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,7 @@ PRECISIONS=${PRECISIONS:-FP32,BF16}
 GPUPOOL_S=${GPUPOOL_S:-100}
 VARIANTS=${VARIANTS:-eager,tuned,graphs,tuned-graphs}
 COMPILE_DTYPES=${COMPILE_DTYPES:-bf16 fp32}
+TORCH_DTYPES=${TORCH_DTYPES:-fp32 bf16}
 COMPILE_SHAPES=${COMPILE_SHAPES:-1x16,1x128,8x16,8x128,8x512,32x128,32x512,32x16,1x512}
 has_step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 START=$SECONDS
@@ -80,7 +82,8 @@ fi
 
 # 3. PyTorch eager
 if has_step torch && [ -f "$MODEL/model.safetensors" ]; then
-  timeout 90 python3 tools/bench_bert_torch.py --model "$MODEL" --dtypes fp32 bf16 --reps "$REPS" \
+  # shellcheck disable=SC2086
+  timeout 120 python3 tools/bench_bert_torch.py --model "$MODEL" --dtypes $TORCH_DTYPES --reps "$REPS" \
       --out "$OUT_DIR/bert-torch.json" > /dev/null \
     || fail "bench_bert_torch.py (status $?; rows done so far are in the log above)"
 fi
