@@ -2,30 +2,21 @@ package io.gpupool.model.graph;
 
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.host.HostTensorOps;
-import io.gpupool.memory.metric.AllocatorMode;
-import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
-import io.gpupool.model.LoadTarget;
-import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.model.PlannedMemory;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.Set;
 
-import static io.gpupool.model.testing.Fixtures.fixture;
 import static io.gpupool.model.testing.Fixtures.floats;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -39,52 +30,35 @@ class GraphedModelTest {
 
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
 
-    private HostBackend host;
+    private final TinyBertRequests requests = new TinyBertRequests(new Random(14), TinyBertRequests.TokenTypes.HALVES);
+    private HostGraphBench bench;
     private ComputeDevice device;
     private DeviceStream serving;
-    private DeviceStream graphStream;
     private DevicePool pool;
-    private DeviceAllocator weights;
-    private HostTensorOps ops;
     private InferenceModel bert;
     private RecordingGraphCapture capture;
     private DeviceGraphs graphs;
     private InferenceModel graphed;
-    private final Random random = new Random(14);
 
     @BeforeEach
     void setUp() {
-        host = new HostBackend();
-        device = host.devices().getFirst();
-        serving = device.createStream(0);
-        graphStream = device.createStream(1);
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        ops = new HostTensorOps();
-        try (DeviceStream load = device.createStream(2)) {
-            bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"), new LoadTarget(load, weights, ops));
-        }
-        openGraphs(new GraphLimits(true, 16, 1L << 30));
-    }
-
-    private void openGraphs(GraphLimits limits) {
-        capture = new RecordingGraphCapture(device);
-        graphs = new DeviceGraphs(device, capture, graphStream, pool, limits, BUCKETS, Runnable::run, null);
+        bench = new HostGraphBench();
+        device = bench.device;
+        serving = bench.serving;
+        pool = bench.pool;
+        bert = bench.bert;
+        capture = bench.capture;
+        graphs = bench.openGraphs(BUCKETS);
         graphed = graphs.wrap(bert);
     }
 
     @AfterEach
     void tearDown() {
-        graphs.close();
-        bert.close();
-        serving.close();
-        pool.close();
-        weights.close();
-        host.close();
+        bench.close();
     }
 
     private ExecutionContext context() {
-        return new ExecutionContext(serving, pool, ops);
+        return bench.context();
     }
 
     @Test
@@ -299,30 +273,11 @@ class GraphedModelTest {
     // ---- helpers ------------------------------------------------------------------------------
 
     private List<HostTensor> request(int batch, int seq, boolean mask, boolean types) {
-        long[] ids = new long[batch * seq];
-        long[] maskValues = new long[batch * seq];
-        long[] typeValues = new long[batch * seq];
-        for (int b = 0; b < batch; b++) {
-            int real = 1 + random.nextInt(seq);                 // trailing padding of the client's own
-            for (int s = 0; s < seq; s++) {
-                ids[b * seq + s] = random.nextInt(100);
-                maskValues[b * seq + s] = s < real ? 1 : 0;
-                typeValues[b * seq + s] = s < seq / 2 ? 0 : 1;
-            }
-        }
-        List<HostTensor> out = new ArrayList<>();
-        out.add(tensor("input_ids", batch, seq, ids));
-        if (mask) {
-            out.add(tensor("attention_mask", batch, seq, maskValues));
-        }
-        if (types) {
-            out.add(tensor("token_type_ids", batch, seq, typeValues));
-        }
-        return out;
+        return requests.inputs(batch, seq, mask, types);
     }
 
     private static HostTensor tensor(String name, int batch, int seq, long[] values) {
-        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+        return TinyBertRequests.tensor(name, batch, seq, values);
     }
 
     private static void assertSameOutputs(List<HostTensor> actual, List<HostTensor> expected) {

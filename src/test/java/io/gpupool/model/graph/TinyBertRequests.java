@@ -61,7 +61,8 @@ final class TinyBertRequests {
         return inputs;
     }
 
-    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
+    /** One INT64 input of [batch, seq] holding {@code values}. */
+    static HostTensor tensor(String name, int batch, int seq, long[] values) {
         return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
     }
 }
