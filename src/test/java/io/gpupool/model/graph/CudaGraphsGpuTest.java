@@ -2,36 +2,26 @@ package io.gpupool.model.graph;
 
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.memory.metric.AllocatorMode;
-import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
-import io.gpupool.model.LoadTarget;
-import io.gpupool.model.repository.ModelRepository;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.function.LongSupplier;
+import java.util.function.UnaryOperator;
 
-import static io.gpupool.model.testing.Fixtures.fixture;
 import static io.gpupool.model.testing.Fixtures.floats;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -43,50 +33,34 @@ import static org.assertj.core.api.Assertions.assertThat;
 class CudaGraphsGpuTest {
 
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
-    private static final int STREAMS = 4;
+    private static final int STREAMS = CudaGraphBench.STREAMS;
 
-    private CudaBackend cuda;
+    private CudaGraphBench bench;
     private ComputeDevice device;
     private DevicePool pool;
-    private DeviceAllocator weights;
     private CudaTensorOps ops;
-    private final List<DeviceStream> streams = new ArrayList<>();
+    private List<DeviceStream> streams;
     private InferenceModel bert;
     private DeviceGraphs graphs;
     private InferenceModel graphed;
 
     @BeforeEach
     void setUp() {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        Assumptions.assumeTrue(created.isPresent(), "no CUDA driver or device");
-        cuda = created.get();
-        device = cuda.devices().getFirst();
-        device.bindToCurrentThread();
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        ops = new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
-        for (int i = 0; i < STREAMS; i++) {
-            streams.add(device.createStream(i));
-        }
-        bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"), new LoadTarget(streams.getFirst(), weights, ops));
-        graphs = DeviceGraphs.open(device, pool, new GraphLimits(true, 16, 1L << 30), BUCKETS, STREAMS).orElseThrow();
-        graphed = graphs.wrap(bert);
+        bench = CudaGraphBench.openOrSkip((device, pool) -> new CudaTensorOps(device, CudaTensorOps.Precision.FP32),
+                UnaryOperator.identity(), new GraphLimits(true, 16, 1L << 30), BUCKETS);
+        device = bench.device;
+        pool = bench.pool;
+        ops = bench.ops;
+        streams = bench.streams;
+        bert = bench.bert;
+        graphs = bench.graphs;
+        graphed = bench.graphed;
     }
 
     @AfterEach
     void tearDown() {
-        if (cuda == null) {
-            return;
-        }
-        graphed.close();
-        graphs.close();
-        streams.forEach(DeviceStream::close);
-        try {
-            assertThat(pool.metrics().allocatedBytes()).as("pool bytes after unload and shutdown").isZero();
-        } finally {
-            pool.close();
-            weights.close();
-            cuda.close();
+        if (bench != null) {
+            bench.close();
         }
     }
 
@@ -149,31 +123,11 @@ class CudaGraphsGpuTest {
     }
 
     private static void awaitAtLeast(LongSupplier value, long expected) throws InterruptedException {
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (value.getAsLong() < expected && System.nanoTime() < deadline) {
-            Thread.sleep(5);
-        }
-        assertThat(value.getAsLong()).isGreaterThanOrEqualTo(expected);
+        CudaGraphBench.awaitAtLeast(value, expected);
     }
 
     private static List<HostTensor> request(Random random, int batch, int seq) {
-        long[] ids = new long[batch * seq];
-        long[] mask = new long[batch * seq];
-        long[] types = new long[batch * seq];
-        for (int b = 0; b < batch; b++) {
-            int real = 1 + random.nextInt(seq);
-            for (int s = 0; s < seq; s++) {
-                ids[b * seq + s] = random.nextInt(100);
-                mask[b * seq + s] = s < real ? 1 : 0;
-                types[b * seq + s] = random.nextInt(2);
-            }
-        }
-        return new ArrayList<>(List.of(tensor("input_ids", batch, seq, ids), tensor("attention_mask", batch, seq, mask),
-                tensor("token_type_ids", batch, seq, types)));
-    }
-
-    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
-        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+        return new TinyBertRequests(random, TinyBertRequests.TokenTypes.RANDOM).inputs(batch, seq);
     }
 
     /** The same kernels on the same rows: padding and replay change no bit on the GPU either (tolerance for safety). */
