@@ -1,10 +1,8 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.BatchableModel.Member;
@@ -52,12 +50,7 @@ class CudaBatchGraphsGpuTest {
     private static final int STREAMS = CudaGraphBench.STREAMS;
 
     private CudaGraphBench bench;
-    private ComputeDevice device;
-    private DevicePool pool;
-    private CudaTensorOps ops;
-    private List<DeviceStream> streams;
     private BatchableModel bert;
-    private DeviceGraphs graphs;
     private BatchableModel graphed;
 
     /** The tiny BERT on {@code precision}: own kernels where {@code library} is false, else cuBLASLt (BF16 packed). */
@@ -77,12 +70,7 @@ class CudaBatchGraphsGpuTest {
                                         CudaTensorOps.Options.DEFAULT.warpLayerNorm()))
                         : new CudaTensorOps(device, precision),
                 planning, new GraphLimits(true, 64, 1L << 30), BUCKETS);
-        device = bench.device;
-        pool = bench.pool;
-        ops = bench.ops;
-        streams = bench.streams;
         bert = (BatchableModel) bench.bert;
-        graphs = bench.graphs;
         graphed = (BatchableModel) bench.graphed;
         assertThat(bert.batchLayout()).isEqualTo(layout);
     }
@@ -97,7 +85,7 @@ class CudaBatchGraphsGpuTest {
     @Test
     void fp32BatchesReplayTheirBucketsGraphAndEachMemberGetsWhatItGetsAlone() throws Exception {
         open(CudaTensorOps.Precision.FP32, false);
-        ExecutionContext context = new ExecutionContext(streams.getFirst(), pool, ops);
+        ExecutionContext context = bench.context(bench.streams.getFirst());
         Random random = new Random(16);
         List<List<Request>> buckets = List.of(
                 List.of(request(random, 2, 5), request(random, 1, 7)),                        // 3 seq, 17 tok -> (4, 24)
@@ -110,19 +98,17 @@ class CudaBatchGraphsGpuTest {
             for (int round = 0; round < 3; round++) {
                 assertEachMemberGetsWhatItGetsAlone(buckets.get(b), context, 1e-5);
                 int keys = keysAfter[b];
-                awaitAtLeast(() -> graphs.metrics().captures() + graphs.metrics().failures(), keys);
+                awaitAtLeast(() -> bench.graphs.metrics().captures() + bench.graphs.metrics().failures(), keys);
             }
         }
-        GraphCacheMetrics m = graphs.metrics();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).isZero();
         assertThat(m.captures()).isEqualTo(3);
         assertThat(m.misses()).isEqualTo(3);
         assertThat(m.hits()).as("replays: every run but each bucket's first").isEqualTo(5L * 3 - 3);
-        assertThat(pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
+        assertThat(bench.pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
 
-        ((InferenceModel) graphed).close();
-        assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        bench.assertUnloadFreesTheGraphsAndTheirPoolMemory();
     }
 
     /** FP32 on cuBLASLt, and BF16 packed on bf16 activations (packed-bf16): against the eager batch, same stream. */
@@ -135,7 +121,7 @@ class CudaBatchGraphsGpuTest {
         GraphCacheMetrics m = sendBatchesOnFourStreamsAgainstEager(precision, tolerance, 0,
                 random -> randomBatch(random, 8, 4, 48), prepared -> true,
                 prepared -> BUCKETS.packedBucket(BatchPadding.Shape.of(prepared)) != null);
-        assertThat(pool.metrics().allocatedBytes()).as("the graphs' blocks and the streams' workspaces")
+        assertThat(bench.pool.metrics().allocatedBytes()).as("the graphs' blocks and the streams' workspaces")
                 .isGreaterThanOrEqualTo(m.bytes());
     }
 
@@ -146,7 +132,7 @@ class CudaBatchGraphsGpuTest {
     @Test
     void fp32PaddedBatchesReplayTheirRequestBucketsGraphAndEachMemberGetsWhatItGetsAlone() throws Exception {
         open(CudaTensorOps.Precision.FP32, false, "padded");
-        ExecutionContext context = new ExecutionContext(streams.getFirst(), pool, ops);
+        ExecutionContext context = bench.context(bench.streams.getFirst());
         Random random = new Random(18);
         List<List<Request>> buckets = List.of(
                 List.of(request(random, 2, 5), request(random, 3, 12)),                       // 5 rows, 12 -> 8 x 16
@@ -157,24 +143,23 @@ class CudaBatchGraphsGpuTest {
         for (int b = 0; b < buckets.size(); b++) {
             for (int round = 0; round < 3; round++) {
                 assertEachMemberGetsWhatItGetsAlone(buckets.get(b), context, 1e-5);
-                awaitAtLeast(() -> graphs.metrics().captures() + graphs.metrics().failures(), keysAfter[b]);
+                awaitAtLeast(() -> bench.graphs.metrics().captures() + bench.graphs.metrics().failures(),
+                        keysAfter[b]);
             }
         }
         List<HostTensor> request = request(random, 7, 14).inputs();           // 8 x 16: the batches' graph
         List<HostTensor> replayed = ((InferenceModel) graphed).infer(request, Set.of(), context);
         assertThat(maxDifference(replayed, bert.infer(request, Set.of(), context))).isLessThanOrEqualTo(1e-5);
 
-        GraphCacheMetrics m = graphs.metrics();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).isZero();
         assertThat(m.captures()).isEqualTo(3);
         assertThat(m.misses()).isEqualTo(3);
         assertThat(m.hits()).as("replays: every batch but each bucket's first, and the request")
                 .isEqualTo(4L * 3 - 3 + 1);
-        assertThat(pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
+        assertThat(bench.pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
 
-        ((InferenceModel) graphed).close();
-        assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        bench.assertUnloadFreesTheGraphsAndTheirPoolMemory();
     }
 
     /**
@@ -224,10 +209,10 @@ class CudaBatchGraphsGpuTest {
         try {
             List<Future<long[]>> done = new ArrayList<>();
             for (int t = 0; t < STREAMS; t++) {
-                DeviceStream stream = streams.get(t);
+                DeviceStream stream = bench.streams.get(t);
                 int seed = firstSeed + t;
                 done.add(threads.submit(() -> {
-                    device.bindToCurrentThread();
+                    bench.device.bindToCurrentThread();
                     ExecutionContext context = bench.context(stream);
                     Random random = new Random(seed);
                     long inBucket = 0;
@@ -258,12 +243,12 @@ class CudaBatchGraphsGpuTest {
         } finally {
             threads.shutdown();
         }
-        assertThat(graphs.awaitIdle(java.time.Duration.ofSeconds(30))).isTrue();
-        GraphCacheMetrics m = graphs.metrics();
+        assertThat(bench.graphs.awaitIdle(java.time.Duration.ofSeconds(30))).isTrue();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).as("captures and replays failed").isZero();
         assertThat(m.hits()).as("replays").isPositive();
         assertThat(m.hits() + m.misses()).as("every batch within the buckets looked up once").isEqualTo(inBuckets);
-        assertThat(graphs.capturing()).as("no stream left capturing").isFalse();
+        assertThat(bench.graphs.capturing()).as("no stream left capturing").isFalse();
         return m;
     }
 

@@ -97,6 +97,13 @@ final class CudaGraphBench implements AutoCloseable {
         return new ExecutionContext(stream, pool, ops);
     }
 
+    /** Unloads the graphed model: its graphs go, and with them every byte they held in the pool. */
+    void assertUnloadFreesTheGraphsAndTheirPoolMemory() {
+        graphed.close();
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(pool.metrics().allocatedBytes()).isZero();
+    }
+
     /** Waits up to 20 s for {@code value} (a count the capture thread raises) to reach {@code expected}. */
     static void awaitAtLeast(LongSupplier value, long expected) throws InterruptedException {
         long deadline = System.nanoTime() + 20_000_000_000L;

@@ -4,10 +4,8 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
-import io.gpupool.model.InferenceModel;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -42,23 +40,11 @@ class CudaGraphsCublasLtGpuTest {
     private static final int REQUESTS = 60;
 
     private CudaGraphBench bench;
-    private DevicePool pool;
-    private CudaTensorOps ops;
-    private List<DeviceStream> streams;
-    private InferenceModel bert;
-    private DeviceGraphs graphs;
-    private InferenceModel graphed;
 
     private ComputeDevice open(Precision precision) {
         bench = CudaGraphBench.openOrSkip(
                 (device, pool) -> new CudaTensorOps(device, precision, CudaGraphBench.cublasLt(device), pool),
                 UnaryOperator.identity(), new GraphLimits(true, 64, 1L << 30), BUCKETS);
-        pool = bench.pool;
-        ops = bench.ops;
-        streams = bench.streams;
-        bert = bench.bert;
-        graphs = bench.graphs;
-        graphed = bench.graphed;
         return bench.device;
     }
 
@@ -78,17 +64,17 @@ class CudaGraphsCublasLtGpuTest {
         try {
             List<Future<Double>> done = new ArrayList<>();
             for (int t = 0; t < STREAMS; t++) {
-                DeviceStream stream = streams.get(t);
+                DeviceStream stream = bench.streams.get(t);
                 int seed = t;
                 done.add(threads.submit(() -> {
                     device.bindToCurrentThread();
-                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                    ExecutionContext context = bench.context(stream);
                     Random random = new Random(seed);
                     double worst = 0;
                     for (int i = 0; i < REQUESTS; i++) {
                         List<HostTensor> inputs = request(random, 1 + random.nextInt(8), 1 + random.nextInt(64));
-                        worst = Math.max(worst, maxDifference(graphed.infer(inputs, Set.of(), context),
-                                bert.infer(inputs, Set.of(), context)));
+                        worst = Math.max(worst, maxDifference(bench.graphed.infer(inputs, Set.of(), context),
+                                bench.bert.infer(inputs, Set.of(), context)));
                     }
                     return worst;
                 }));
@@ -100,14 +86,14 @@ class CudaGraphsCublasLtGpuTest {
         } finally {
             threads.shutdown();
         }
-        assertThat(graphs.awaitIdle(Duration.ofSeconds(60))).as("the queued captures finished").isTrue();
-        GraphCacheMetrics m = graphs.metrics();
+        assertThat(bench.graphs.awaitIdle(Duration.ofSeconds(60))).as("the queued captures finished").isTrue();
+        GraphCacheMetrics m = bench.graphs.metrics();
         System.out.printf("graphs under load, %s: %d captures, %d hits, %d misses, %d failures, %d bytes%n",
                 precision, m.captures(), m.hits(), m.misses(), m.failures(), m.bytes());
         assertThat(m.failures()).as("captures or replays that failed").isZero();
         assertThat(m.captures()).isPositive();
         assertThat(m.hits()).isPositive();
-        assertThat(graphs.capturing()).as("no stream left capturing").isFalse();
+        assertThat(bench.graphs.capturing()).as("no stream left capturing").isFalse();
     }
 
     private static double maxDifference(List<HostTensor> actual, List<HostTensor> expected) {

@@ -1,12 +1,9 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
-import io.gpupool.model.InferenceModel;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -36,25 +33,11 @@ class CudaGraphsGpuTest {
     private static final int STREAMS = CudaGraphBench.STREAMS;
 
     private CudaGraphBench bench;
-    private ComputeDevice device;
-    private DevicePool pool;
-    private CudaTensorOps ops;
-    private List<DeviceStream> streams;
-    private InferenceModel bert;
-    private DeviceGraphs graphs;
-    private InferenceModel graphed;
 
     @BeforeEach
     void setUp() {
         bench = CudaGraphBench.openOrSkip((device, pool) -> new CudaTensorOps(device, CudaTensorOps.Precision.FP32),
                 UnaryOperator.identity(), new GraphLimits(true, 16, 1L << 30), BUCKETS);
-        device = bench.device;
-        pool = bench.pool;
-        ops = bench.ops;
-        streams = bench.streams;
-        bert = bench.bert;
-        graphs = bench.graphs;
-        graphed = bench.graphed;
     }
 
     @AfterEach
@@ -66,28 +49,27 @@ class CudaGraphsGpuTest {
 
     @Test
     void replaysEqualEagerRunsAndGraphMemoryIsPoolMemoryUntilUnload() throws Exception {
-        ExecutionContext context = new ExecutionContext(streams.getFirst(), pool, ops);
+        ExecutionContext context = bench.context(bench.streams.getFirst());
         Random random = new Random(5);
         int[][] shapes = {{1, 5}, {2, 16}, {3, 30}, {8, 64}};
         for (int i = 0; i < shapes.length; i++) {
             int[] shape = shapes[i];
             for (int round = 0; round < 3; round++) {
                 List<HostTensor> inputs = request(random, shape[0], shape[1]);
-                assertSameOutputs(graphed.infer(inputs, Set.of(), context), bert.infer(inputs, Set.of(), context));
+                assertSameOutputs(bench.graphed.infer(inputs, Set.of(), context),
+                        bench.bert.infer(inputs, Set.of(), context));
                 long expected = i + 1;
-                awaitAtLeast(() -> graphs.metrics().captures() + graphs.metrics().failures(), expected);
+                awaitAtLeast(() -> bench.graphs.metrics().captures() + bench.graphs.metrics().failures(), expected);
             }
         }
-        GraphCacheMetrics m = graphs.metrics();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).isZero();
         assertThat(m.captures()).isEqualTo(shapes.length);
         assertThat(m.hits()).isEqualTo(2L * shapes.length);
         assertThat(m.bytes()).isPositive();
-        assertThat(pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
+        assertThat(bench.pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
 
-        graphed.close();
-        assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        bench.assertUnloadFreesTheGraphsAndTheirPoolMemory();
     }
 
     @Test
@@ -96,15 +78,16 @@ class CudaGraphsGpuTest {
         try {
             List<Future<Integer>> done = new ArrayList<>();
             for (int t = 0; t < STREAMS; t++) {
-                DeviceStream stream = streams.get(t);
+                DeviceStream stream = bench.streams.get(t);
                 int seed = t;
                 done.add(threads.submit(() -> {
-                    device.bindToCurrentThread();
-                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                    bench.device.bindToCurrentThread();
+                    ExecutionContext context = bench.context(stream);
                     Random random = new Random(seed);
                     for (int i = 0; i < 40; i++) {
                         List<HostTensor> inputs = request(random, 1 + random.nextInt(4), 9 + random.nextInt(24));
-                        assertSameOutputs(graphed.infer(inputs, Set.of(), context), bert.infer(inputs, Set.of(), context));
+                        assertSameOutputs(bench.graphed.infer(inputs, Set.of(), context),
+                        bench.bert.infer(inputs, Set.of(), context));
                     }
                     return 40;
                 }));
@@ -115,11 +98,11 @@ class CudaGraphsGpuTest {
         } finally {
             threads.shutdown();
         }
-        GraphCacheMetrics m = graphs.metrics();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).isZero();
         assertThat(m.hits()).isPositive();
         assertThat(m.hits() + m.misses()).isEqualTo(4L * 40);
-        assertThat(pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
+        assertThat(bench.pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
     }
 
     private static void awaitAtLeast(LongSupplier value, long expected) throws InterruptedException {

@@ -1,8 +1,6 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
@@ -14,7 +12,6 @@ import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.graph.RecordingGraphCapture.FailAt;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -51,33 +48,18 @@ class GraphCaptureRobustnessTest {
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(14), TinyBertRequests.TokenTypes.HALVES);
-    private HostGraphBench bench;
-    private ComputeDevice device;
-    private DeviceStream serving;
-    private DevicePool pool;
-    private CaptureGuard guarded;
-    private HostTensorOps ops;
-    private InferenceModel bert;
-    private RecordingGraphCapture capture;
+    private final HostGraphBench bench = new HostGraphBench();
+    private final DeviceStream serving = bench.serving;
+    private final DevicePool pool = bench.pool;
+    private final RecordingGraphCapture capture = bench.capture;
+    private final CaptureGuard guarded = new CaptureGuard(pool, capture);
     private DeviceGraphs graphs;
     private InferenceModel graphed;
-
-    @BeforeEach
-    void setUp() {
-        bench = new HostGraphBench();
-        device = bench.device;
-        serving = bench.serving;
-        pool = bench.pool;
-        ops = bench.ops;
-        bert = bench.bert;
-        capture = bench.capture;
-        guarded = new CaptureGuard(pool, capture);
-    }
 
     private void openGraphs(ExecutorService executor) {
         graphs = bench.openGraphs(guarded, HostGraphBench.ON, BUCKETS, executor == null ? Runnable::run : executor,
                 executor);
-        graphed = graphs.wrap(bert);
+        graphed = graphs.wrap(bench.bert);
     }
 
     @AfterEach
@@ -86,7 +68,7 @@ class GraphCaptureRobustnessTest {
     }
 
     private ExecutionContext context(DeviceStream stream) {
-        return new ExecutionContext(stream, guarded, ops);
+        return new ExecutionContext(stream, guarded, bench.ops);
     }
 
     @ParameterizedTest
@@ -223,7 +205,7 @@ class GraphCaptureRobustnessTest {
         try {
             List<Future<?>> load = new ArrayList<>();
             for (int t = 0; t < 4; t++) {
-                DeviceStream stream = device.createStream(10 + t);
+                DeviceStream stream = bench.device.createStream(10 + t);
                 streams.add(stream);
                 long seed = t;
                 load.add(clients.submit(() -> send(stream, shapes, 10, new Random(seed), wrong)));
@@ -275,7 +257,7 @@ class GraphCaptureRobustnessTest {
     }
 
     private List<HostTensor> eager(List<HostTensor> inputs, DeviceStream stream) {
-        return bert.infer(inputs, Set.of(), new ExecutionContext(stream, pool, ops));
+        return bench.bert.infer(inputs, Set.of(), new ExecutionContext(stream, pool, bench.ops));
     }
 
     private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {

@@ -92,6 +92,45 @@ final class GraphedBatchChecks {
     // ---- the cases both layouts share ---------------------------------------------------------
 
     /**
+     * {@code batches} all of one {@code bucket}: the first captures its graph, the others replay it, each member gets
+     * what it gets alone, and the pool holds the graph's block and nothing of the batches.
+     */
+    void assertBatchesOfOneBucketCaptureOnceThenReplay(String bucket, List<List<Request>> batches) {
+        for (List<Request> batch : batches) {
+            assertEachMemberGetsWhatItGetsAlone(batch);
+        }
+        GraphCacheMetrics m = graphs.metrics();
+        assertThat(m.captures()).as("one bucket: %s", bucket).isEqualTo(1);
+        assertThat(m.misses()).isEqualTo(1);
+        assertThat(m.hits()).isEqualTo(batches.size() - 1);
+        assertThat(m.failures()).isZero();
+        assertThat(m.graphs()).isEqualTo(1);
+        assertThat(bench.pool.metrics().allocatedBytes()).as("the graph's block, nothing of the batches")
+                .isEqualTo(m.bytes());
+    }
+
+    /** Each of {@code batches}, sent twice, is captured on its first time and replayed on its second. */
+    void assertEachBatchGetsAGraphOfItsOwnAndReplaysIt(List<List<Request>> batches) {
+        for (int round = 0; round < 2; round++) {
+            for (List<Request> batch : batches) {
+                assertEachMemberGetsWhatItGetsAlone(batch);
+            }
+        }
+        GraphCacheMetrics m = graphs.metrics();
+        assertThat(m.captures()).isEqualTo(batches.size());
+        assertThat(m.hits()).isEqualTo(batches.size());
+        assertThat(m.failures()).isZero();
+    }
+
+    /** What batches that run eagerly leave: no lookup, no graph, no capture begun, nothing in the pool. */
+    void assertNoGraphLookedUpNorCaptured() {
+        assertThat(graphs.metrics().misses()).as("not even looked up").isZero();
+        assertThat(graphs.metrics().graphs()).isZero();
+        assertThat(bench.capture.begun).hasValue(0);
+        assertThat(bench.pool.metrics().allocatedBytes()).isZero();
+    }
+
+    /**
      * The capture of {@code batch}'s bucket fails at {@code point}: three batches are answered eagerly, the failure is
      * counted once, the bucket is not captured again, no stream is left capturing and the pool gets every byte back.
      */

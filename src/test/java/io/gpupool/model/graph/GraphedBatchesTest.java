@@ -1,6 +1,5 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.BatchableModel.Member;
 import io.gpupool.model.ExecutionContext;
@@ -8,7 +7,6 @@ import io.gpupool.model.HostTensor;
 import io.gpupool.model.graph.GraphedBatchChecks.Request;
 import io.gpupool.model.graph.RecordingGraphCapture.FailAt;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -33,24 +31,11 @@ class GraphedBatchesTest {
     private static final double TOLERANCE = 1e-5;
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(16), TinyBertRequests.TokenTypes.HALVES);
-    private HostGraphBench bench;
-    private RecordingGraphCapture capture;
-    private DevicePool pool;
-    private DeviceGraphs graphs;
-    private GraphedBatchChecks checks;
-    private BatchableModel bert;
-    private BatchableModel graphed;
-
-    @BeforeEach
-    void setUp() {
-        bench = new HostGraphBench();
-        capture = bench.capture;
-        pool = bench.pool;
-        graphs = bench.openGraphs(BUCKETS);
-        checks = new GraphedBatchChecks(bench, graphs, TOLERANCE);
-        bert = checks.bert();
-        graphed = checks.graphed();
-    }
+    private final HostGraphBench bench = new HostGraphBench();
+    private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);
+    private final GraphedBatchChecks checks = new GraphedBatchChecks(bench, graphs, TOLERANCE);
+    private final BatchableModel bert = checks.bert();
+    private final BatchableModel graphed = checks.graphed();
 
     @AfterEach
     void tearDown() {
@@ -68,17 +53,7 @@ class GraphedBatchesTest {
                 List.of(request(1, 9), request(1, 9), request(1, 9), request(1, 3)), // 4, 30
                 List.of(request(3, 8)),                                           // 3, 24
                 List.of(request(1, 12), request(1, 4), request(1, 1)));           // 3, 17
-        for (List<Request> batch : batches) {
-            assertEachMemberGetsWhatItGetsAlone(batch);
-        }
-        GraphCacheMetrics m = graphs.metrics();
-        assertThat(m.captures()).as("one bucket: 4 sequences, 32 tokens").isEqualTo(1);
-        assertThat(m.misses()).isEqualTo(1);
-        assertThat(m.hits()).isEqualTo(batches.size() - 1);
-        assertThat(m.failures()).isZero();
-        assertThat(m.graphs()).isEqualTo(1);
-        assertThat(pool.metrics().allocatedBytes()).as("the graph's block, nothing of the batches")
-                .isEqualTo(m.bytes());
+        checks.assertBatchesOfOneBucketCaptureOnceThenReplay("4 sequences, 32 tokens", batches);
     }
 
     @Test
@@ -90,15 +65,7 @@ class GraphedBatchesTest {
                 List.of(request(2, 5, false, false, Set.of()), request(1, 7, false, false, Set.of())),  // no mask, types
                 List.of(request(2, 5, true, true, Set.of("pooler_output")), request(1, 7, true, true,
                         Set.of("pooler_output"))));                               // one output
-        for (int round = 0; round < 2; round++) {
-            for (List<Request> batch : batches) {
-                assertEachMemberGetsWhatItGetsAlone(batch);
-            }
-        }
-        GraphCacheMetrics m = graphs.metrics();
-        assertThat(m.captures()).isEqualTo(batches.size());
-        assertThat(m.hits()).isEqualTo(batches.size());
-        assertThat(m.failures()).isZero();
+        checks.assertEachBatchGetsAGraphOfItsOwnAndReplaysIt(batches);
     }
 
     @Test
@@ -116,16 +83,13 @@ class GraphedBatchesTest {
         assertEachMemberGetsWhatItGetsAlone(List.of(request(4, 30), request(1, 9)));   // 139 tokens > 128
         assertEachMemberGetsWhatItGetsAlone(List.of(request(4, 30), request(1, 9)));
 
-        assertThat(graphs.metrics().misses()).as("not even looked up").isZero();
-        assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(capture.begun).hasValue(0);
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        checks.assertNoGraphLookedUpNorCaptured();
     }
 
     @Test
     void withoutTokenBucketsOrWithGraphsOffBatchesRunEagerly() {
         DeviceGraphs requestsOnly = new DeviceGraphs(bench.device, new RecordingGraphCapture(bench.device),
-                bench.device.createStream(3), pool, HostGraphBench.ON,
+                bench.device.createStream(3), bench.pool, HostGraphBench.ON,
                 new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64)), Runnable::run, null);
         try {
             BatchableModel model = (BatchableModel) requestsOnly.wrap(bert);
@@ -140,7 +104,7 @@ class GraphedBatchesTest {
         graphs.tune(new GraphLimits(false, 16, 1L << 30));
         assertEachMemberGetsWhatItGetsAlone(List.of(request(2, 5), request(1, 7)));
         assertThat(graphs.metrics().misses()).isZero();
-        assertThat(capture.begun).hasValue(0);
+        assertThat(bench.capture.begun).hasValue(0);
     }
 
     @ParameterizedTest

@@ -1,6 +1,5 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.pool.DevicePool;
@@ -9,7 +8,6 @@ import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.PlannedMemory;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -31,26 +29,12 @@ class GraphedModelTest {
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(14), TinyBertRequests.TokenTypes.HALVES);
-    private HostGraphBench bench;
-    private ComputeDevice device;
-    private DeviceStream serving;
-    private DevicePool pool;
-    private InferenceModel bert;
-    private RecordingGraphCapture capture;
-    private DeviceGraphs graphs;
-    private InferenceModel graphed;
-
-    @BeforeEach
-    void setUp() {
-        bench = new HostGraphBench();
-        device = bench.device;
-        serving = bench.serving;
-        pool = bench.pool;
-        bert = bench.bert;
-        capture = bench.capture;
-        graphs = bench.openGraphs(BUCKETS);
-        graphed = graphs.wrap(bert);
-    }
+    private final HostGraphBench bench = new HostGraphBench();
+    private final DevicePool pool = bench.pool;
+    private final RecordingGraphCapture capture = bench.capture;
+    private final InferenceModel bert = bench.bert;
+    private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);
+    private final InferenceModel graphed = graphs.wrap(bert);
 
     @AfterEach
     void tearDown() {
@@ -223,9 +207,9 @@ class GraphedModelTest {
     @Test
     void aCaptureStillQueuedWhenItsModelIsUnloadedIsFreedNotCached() {
         List<Runnable> queued = new ArrayList<>();
-        RecordingGraphCapture later = new RecordingGraphCapture(device);
-        try (DeviceStream stream = device.createStream(4)) {
-            DeviceGraphs deferred = new DeviceGraphs(device, later, stream, pool, new GraphLimits(true, 16, 1L << 30),
+        RecordingGraphCapture later = new RecordingGraphCapture(bench.device);
+        try (DeviceStream stream = bench.device.createStream(4)) {
+            DeviceGraphs deferred = new DeviceGraphs(bench.device, later, stream, pool, new GraphLimits(true, 16, 1L << 30),
                     BUCKETS, queued::add, null);
             InferenceModel model = deferred.wrap(bert);
             model.infer(request(2, 10, true, true), Set.of(), context());
@@ -246,7 +230,7 @@ class GraphedModelTest {
 
     @Test
     void otherKernelsGetAGraphOfTheirOwn() {
-        ExecutionContext other = new ExecutionContext(serving, pool, new HostTensorOps());
+        ExecutionContext other = new ExecutionContext(bench.serving, pool, new HostTensorOps());
         List<HostTensor> inputs = request(2, 10, true, true);
         graphed.infer(inputs, Set.of(), context());
         graphed.infer(inputs, Set.of(), other);
@@ -257,7 +241,7 @@ class GraphedModelTest {
 
     @Test
     void shapesBeyondTheLargestBucketRunEagerlyWithoutAGraph() {
-        DeviceGraphs small = new DeviceGraphs(device, new RecordingGraphCapture(device), device.createStream(3), pool,
+        DeviceGraphs small = new DeviceGraphs(bench.device, new RecordingGraphCapture(bench.device), bench.device.createStream(3), pool,
                 new GraphLimits(true, 16, 1L << 30), new ShapeBuckets(List.of(1, 2), List.of(8)), Runnable::run, null);
         try {
             InferenceModel model = small.wrap(bert);

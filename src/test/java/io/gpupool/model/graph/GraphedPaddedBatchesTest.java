@@ -1,6 +1,5 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.BatchableModel.Member;
 import io.gpupool.model.ExecutionContext;
@@ -40,23 +39,14 @@ class GraphedPaddedBatchesTest {
     private static final Set<String> ALL = Set.of();
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(17), TinyBertRequests.TokenTypes.HALVES);
-    private HostGraphBench bench;
-    private RecordingGraphCapture capture;
-    private DevicePool pool;
-    private DeviceGraphs graphs;
-    private GraphedBatchChecks checks;
-    private BatchableModel bert;
-    private BatchableModel graphed;
+    private final HostGraphBench bench = new HostGraphBench(WithoutPackedOps::over);
+    private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);
+    private final GraphedBatchChecks checks = new GraphedBatchChecks(bench, graphs, TOLERANCE);
+    private final BatchableModel bert = checks.bert();
+    private final BatchableModel graphed = checks.graphed();
 
     @BeforeEach
     void setUp() {
-        bench = new HostGraphBench(WithoutPackedOps::over);
-        capture = bench.capture;
-        pool = bench.pool;
-        graphs = bench.openGraphs(BUCKETS);
-        checks = new GraphedBatchChecks(bench, graphs, TOLERANCE);
-        bert = checks.bert();
-        graphed = checks.graphed();
         assertThat(bert.batchLayout()).isEqualTo("padded");
     }
 
@@ -76,17 +66,7 @@ class GraphedPaddedBatchesTest {
                 List.of(request(1, 16), request(1, 9), request(4, 3), request(1, 1)),    // 7, 16
                 List.of(request(8, 10)),                                                 // 8, 10
                 List.of(request(2, 11, false, true, ALL), request(3, 16)));              // 5, 16: one without mask
-        for (List<Request> batch : batches) {
-            assertEachMemberGetsWhatItGetsAlone(batch);
-        }
-        GraphCacheMetrics m = graphs.metrics();
-        assertThat(m.captures()).as("one bucket: 8 x 16").isEqualTo(1);
-        assertThat(m.misses()).isEqualTo(1);
-        assertThat(m.hits()).isEqualTo(batches.size() - 1);
-        assertThat(m.failures()).isZero();
-        assertThat(m.graphs()).isEqualTo(1);
-        assertThat(pool.metrics().allocatedBytes()).as("the graph's block, nothing of the batches")
-                .isEqualTo(m.bytes());
+        checks.assertBatchesOfOneBucketCaptureOnceThenReplay("8 x 16", batches);
     }
 
     @Test
@@ -116,15 +96,7 @@ class GraphedPaddedBatchesTest {
                 List.of(request(2, 5, true, false, ALL), request(1, 7, false, false, ALL)),         // no types
                 List.of(request(2, 5, true, true, Set.of("pooler_output")),
                         request(1, 7, false, true, Set.of("pooler_output"))));                      // one output
-        for (int round = 0; round < 2; round++) {
-            for (List<Request> batch : batches) {
-                assertEachMemberGetsWhatItGetsAlone(batch);
-            }
-        }
-        GraphCacheMetrics m = graphs.metrics();
-        assertThat(m.captures()).isEqualTo(batches.size());
-        assertThat(m.hits()).isEqualTo(batches.size());
-        assertThat(m.failures()).isZero();
+        checks.assertEachBatchGetsAGraphOfItsOwnAndReplaysIt(batches);
     }
 
     @Test
@@ -147,10 +119,7 @@ class GraphedPaddedBatchesTest {
                 assertEachMemberGetsWhatItGetsAlone(batch);
             }
         }
-        assertThat(graphs.metrics().misses()).as("not even looked up").isZero();
-        assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(capture.begun).hasValue(0);
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        checks.assertNoGraphLookedUpNorCaptured();
     }
 
     @Test
@@ -166,7 +135,7 @@ class GraphedPaddedBatchesTest {
                     bert.inferBatch(members(batch), context()));
         }
         assertThat(graphs.metrics().misses()).isZero();
-        assertThat(capture.begun).hasValue(0);
+        assertThat(bench.capture.begun).hasValue(0);
     }
 
     @Test
@@ -175,7 +144,7 @@ class GraphedPaddedBatchesTest {
         assertEachMemberGetsWhatItGetsAlone(List.of(request(2, 5), request(1, 7)));
 
         assertThat(graphs.metrics().misses()).isZero();
-        assertThat(capture.begun).hasValue(0);
+        assertThat(bench.capture.begun).hasValue(0);
     }
 
     @ParameterizedTest
@@ -187,12 +156,12 @@ class GraphedPaddedBatchesTest {
 
     @Test
     void aFailedWarmUpIsAnsweredEagerlyAndLeavesNothingBehind() {
-        capture.failNextWarmUp = true;
+        bench.capture.failNextWarmUp = true;
         assertEachMemberGetsWhatItGetsAlone(List.of(request(2, 5), request(1, 7)));
 
         assertThat(graphs.metrics().captureFailures()).isEqualTo(1);
         assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        assertThat(bench.pool.metrics().allocatedBytes()).isZero();
     }
 
     @Test
