@@ -11,7 +11,7 @@ import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.graph.RecordingGraphCapture.FailAt;
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -48,6 +48,7 @@ class GraphCaptureRobustnessTest {
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(14), TinyBertRequests.TokenTypes.HALVES);
+    @AutoClose
     private final HostGraphBench bench = new HostGraphBench();
     private final DeviceStream serving = bench.serving;
     private final DevicePool pool = bench.pool;
@@ -60,11 +61,6 @@ class GraphCaptureRobustnessTest {
         graphs = bench.openGraphs(guarded, HostGraphBench.ON, BUCKETS, executor == null ? Runnable::run : executor,
                 executor);
         graphed = graphs.wrap(bench.bert);
-    }
-
-    @AfterEach
-    void tearDown() {
-        bench.close();
     }
 
     private ExecutionContext context(DeviceStream stream) {

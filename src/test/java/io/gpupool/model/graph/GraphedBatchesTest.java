@@ -6,7 +6,7 @@ import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.graph.GraphedBatchChecks.Request;
 import io.gpupool.model.graph.RecordingGraphCapture.FailAt;
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -31,16 +31,12 @@ class GraphedBatchesTest {
     private static final double TOLERANCE = 1e-5;
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(16), TinyBertRequests.TokenTypes.HALVES);
+    @AutoClose
     private final HostGraphBench bench = new HostGraphBench();
     private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);
     private final GraphedBatchChecks checks = new GraphedBatchChecks(bench, graphs, TOLERANCE);
     private final BatchableModel bert = checks.bert();
     private final BatchableModel graphed = checks.graphed();
-
-    @AfterEach
-    void tearDown() {
-        bench.close();
-    }
 
     private ExecutionContext context() {
         return bench.context();

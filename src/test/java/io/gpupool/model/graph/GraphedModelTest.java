@@ -7,7 +7,7 @@ import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
 import io.gpupool.model.PlannedMemory;
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -29,17 +29,13 @@ class GraphedModelTest {
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(14), TinyBertRequests.TokenTypes.HALVES);
+    @AutoClose
     private final HostGraphBench bench = new HostGraphBench();
     private final DevicePool pool = bench.pool;
     private final RecordingGraphCapture capture = bench.capture;
     private final InferenceModel bert = bench.bert;
     private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);
     private final InferenceModel graphed = graphs.wrap(bert);
-
-    @AfterEach
-    void tearDown() {
-        bench.close();
-    }
 
     private ExecutionContext context() {
         return bench.context();

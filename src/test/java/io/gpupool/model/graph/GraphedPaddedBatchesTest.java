@@ -8,7 +8,7 @@ import io.gpupool.model.InferenceModel;
 import io.gpupool.model.graph.GraphedBatchChecks.Request;
 import io.gpupool.model.graph.RecordingGraphCapture.FailAt;
 import io.gpupool.model.testing.WithoutPackedOps;
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -39,6 +39,7 @@ class GraphedPaddedBatchesTest {
     private static final Set<String> ALL = Set.of();
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(17), TinyBertRequests.TokenTypes.HALVES);
+    @AutoClose
     private final HostGraphBench bench = new HostGraphBench(WithoutPackedOps::over);
     private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);
     private final GraphedBatchChecks checks = new GraphedBatchChecks(bench, graphs, TOLERANCE);
@@ -48,11 +49,6 @@ class GraphedPaddedBatchesTest {
     @BeforeEach
     void setUp() {
         assertThat(bert.batchLayout()).isEqualTo("padded");
-    }
-
-    @AfterEach
-    void tearDown() {
-        bench.close();
     }
 
     private ExecutionContext context() {
