@@ -122,6 +122,14 @@ final class GraphedBatchChecks {
         assertThat(m.failures()).isZero();
     }
 
+    /** With graphs switched off, {@code batch} runs eagerly: no lookup, no capture begun. */
+    void assertWithGraphsOffABatchRunsEagerly(List<Request> batch) {
+        graphs.tune(new GraphLimits(false, 16, 1L << 30));
+        assertEachMemberGetsWhatItGetsAlone(batch);
+        assertThat(graphs.metrics().misses()).isZero();
+        assertThat(bench.capture.begun).hasValue(0);
+    }
+
     /** What batches that run eagerly leave: no lookup, no graph, no capture begun, nothing in the pool. */
     void assertNoGraphLookedUpNorCaptured() {
         assertThat(graphs.metrics().misses()).as("not even looked up").isZero();

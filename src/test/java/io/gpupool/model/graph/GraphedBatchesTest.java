@@ -97,10 +97,7 @@ class GraphedBatchesTest {
             requestsOnly.close();
         }
 
-        graphs.tune(new GraphLimits(false, 16, 1L << 30));
-        assertEachMemberGetsWhatItGetsAlone(List.of(request(2, 5), request(1, 7)));
-        assertThat(graphs.metrics().misses()).isZero();
-        assertThat(bench.capture.begun).hasValue(0);
+        checks.assertWithGraphsOffABatchRunsEagerly(List.of(request(2, 5), request(1, 7)));
     }
 
     @ParameterizedTest
