@@ -31,6 +31,7 @@ class GraphedBatchesTest {
     private static final double TOLERANCE = 1e-5;
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(16), TinyBertRequests.TokenTypes.HALVES);
+
     @AutoClose
     private final HostGraphBench bench = new HostGraphBench();
     private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);

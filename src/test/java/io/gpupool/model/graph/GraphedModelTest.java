@@ -29,6 +29,7 @@ class GraphedModelTest {
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(14), TinyBertRequests.TokenTypes.HALVES);
+
     @AutoClose
     private final HostGraphBench bench = new HostGraphBench();
     private final DevicePool pool = bench.pool;

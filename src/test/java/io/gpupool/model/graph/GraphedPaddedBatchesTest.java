@@ -39,6 +39,7 @@ class GraphedPaddedBatchesTest {
     private static final Set<String> ALL = Set.of();
 
     private final TinyBertRequests requests = new TinyBertRequests(new Random(17), TinyBertRequests.TokenTypes.HALVES);
+
     @AutoClose
     private final HostGraphBench bench = new HostGraphBench(WithoutPackedOps::over);
     private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);

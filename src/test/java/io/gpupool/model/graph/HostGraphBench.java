@@ -24,8 +24,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The tiny BERT on the host backend with what the graph cache needs around it, for the host graph tests: a serving
  * stream (0), a graph stream (1), the two-level pool for activations and graph blocks, the host kernels and
- * {@link RecordingGraphCapture} as the capturing backend. One per test; {@link #close()} closes the graphs it
- * opened, then the model, the serving stream, the pool, the weights and the backend.
+ * {@link RecordingGraphCapture} as the capturing backend. One per test (held in an {@code @AutoClose} field);
+ * {@link #close()} closes the graphs it opened, then the model, the serving stream, the pool, the weights and the
+ * backend.
  */
 final class HostGraphBench implements AutoCloseable {
 
