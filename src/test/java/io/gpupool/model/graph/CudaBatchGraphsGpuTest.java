@@ -1,24 +1,15 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.MatmulLibrary;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.metric.AllocatorMode;
-import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.BatchableModel.Member;
-import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
-import io.gpupool.model.LoadTarget;
-import io.gpupool.model.repository.ModelRepository;
+import io.gpupool.model.graph.GraphedBatchChecks.Request;
 import io.gpupool.model.testing.WithoutPackedOps;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
@@ -26,23 +17,22 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 import java.util.function.LongSupplier;
+import java.util.function.Predicate;
+import java.util.function.UnaryOperator;
 
-import static io.gpupool.model.testing.Fixtures.fixture;
 import static io.gpupool.model.testing.Fixtures.floats;
 import static io.gpupool.model.testing.Fixtures.maxAbsDiff;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * CUDA graphs of batches on the GPU: the tiny BERT's packed batches captured per token bucket (packed.cu's kernels
@@ -57,16 +47,10 @@ class CudaBatchGraphsGpuTest {
 
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8, 16), List.of(8, 16, 32, 64),
             List.of(16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512));
-    private static final int STREAMS = 4;
+    private static final int STREAMS = CudaGraphBench.STREAMS;
 
-    private CudaBackend cuda;
-    private ComputeDevice device;
-    private DevicePool pool;
-    private DeviceAllocator weights;
-    private CudaTensorOps ops;
-    private final List<DeviceStream> streams = new ArrayList<>();
+    private CudaGraphBench bench;
     private BatchableModel bert;
-    private DeviceGraphs graphs;
     private BatchableModel graphed;
 
     /** The tiny BERT on {@code precision}: own kernels where {@code library} is false, else cuBLASLt (BF16 packed). */
@@ -79,55 +63,29 @@ class CudaBatchGraphsGpuTest {
      * as production runs BF16 (packed-bf16 off), and planned without packed ops where the kernels have them (FP32).
      */
     private void open(CudaTensorOps.Precision precision, boolean library, String layout) {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        assumeTrue(created.isPresent(), "no CUDA driver or device");
-        cuda = created.get();
-        device = cuda.devices().getFirst();
-        device.bindToCurrentThread();
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        if (library) {
-            MatmulLibrary lt = device.matmulLibrary(null).orElseThrow(() ->
-                    new AssertionError("cuBLASLt could not be loaded on this GPU machine"));
-            ops = new CudaTensorOps(device, precision, lt, pool, new CudaTensorOps.Options(layout.equals("packed"),
-                    false, CudaTensorOps.Options.DEFAULT.warpLayerNorm()));
-        } else {
-            ops = new CudaTensorOps(device, precision);
-        }
-        for (int i = 0; i < STREAMS; i++) {
-            streams.add(device.createStream(i));
-        }
-        TensorOps planning = layout.equals("padded") ? WithoutPackedOps.over(ops) : ops;
-        bert = (BatchableModel) ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"),
-                new LoadTarget(streams.getFirst(), weights, planning));
+        UnaryOperator<TensorOps> planning = layout.equals("padded") ? WithoutPackedOps::over : UnaryOperator.identity();
+        bench = CudaGraphBench.openOrSkip((device, pool) -> library
+                        ? new CudaTensorOps(device, precision, CudaGraphBench.cublasLt(device), pool,
+                                new CudaTensorOps.Options(layout.equals("packed"), false,
+                                        CudaTensorOps.Options.DEFAULT.warpLayerNorm()))
+                        : new CudaTensorOps(device, precision),
+                planning, new GraphLimits(true, 64, 1L << 30), BUCKETS);
+        bert = (BatchableModel) bench.bert;
+        graphed = (BatchableModel) bench.graphed;
         assertThat(bert.batchLayout()).isEqualTo(layout);
-        graphs = DeviceGraphs.open(device, pool, new GraphLimits(true, 64, 1L << 30), BUCKETS, STREAMS).orElseThrow();
-        graphed = (BatchableModel) graphs.wrap(bert);
     }
 
     @AfterEach
     void tearDown() {
-        if (cuda == null) {
-            return;
-        }
-        try {
-            ((InferenceModel) graphed).close();
-            graphs.close();
-            streams.forEach(DeviceStream::synchronize);
-            ops.close();
-            streams.forEach(DeviceStream::close);
-            assertThat(pool.metrics().allocatedBytes()).as("pool bytes after unload and shutdown").isZero();
-        } finally {
-            pool.close();
-            weights.close();
-            cuda.close();
+        if (bench != null) {
+            bench.close();
         }
     }
 
     @Test
     void fp32BatchesReplayTheirBucketsGraphAndEachMemberGetsWhatItGetsAlone() throws Exception {
         open(CudaTensorOps.Precision.FP32, false);
-        ExecutionContext context = new ExecutionContext(streams.getFirst(), pool, ops);
+        ExecutionContext context = bench.context(bench.streams.getFirst());
         Random random = new Random(16);
         List<List<Request>> buckets = List.of(
                 List.of(request(random, 2, 5), request(random, 1, 7)),                        // 3 seq, 17 tok -> (4, 24)
@@ -140,19 +98,17 @@ class CudaBatchGraphsGpuTest {
             for (int round = 0; round < 3; round++) {
                 assertEachMemberGetsWhatItGetsAlone(buckets.get(b), context, 1e-5);
                 int keys = keysAfter[b];
-                awaitAtLeast(() -> graphs.metrics().captures() + graphs.metrics().failures(), keys);
+                awaitAtLeast(() -> bench.graphs.metrics().captures() + bench.graphs.metrics().failures(), keys);
             }
         }
-        GraphCacheMetrics m = graphs.metrics();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).isZero();
         assertThat(m.captures()).isEqualTo(3);
         assertThat(m.misses()).isEqualTo(3);
         assertThat(m.hits()).as("replays: every run but each bucket's first").isEqualTo(5L * 3 - 3);
-        assertThat(pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
+        assertThat(bench.pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
 
-        ((InferenceModel) graphed).close();
-        assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        bench.assertUnloadFreesTheGraphsAndTheirPoolMemory();
     }
 
     /** FP32 on cuBLASLt, and BF16 packed on bf16 activations (packed-bf16): against the eager batch, same stream. */
@@ -162,55 +118,10 @@ class CudaBatchGraphsGpuTest {
             throws Exception {
         open(CudaTensorOps.Precision.valueOf(precision), true);
         double tolerance = precision.equals("BF16") ? 5e-2 : 1e-4;
-        int batchesPerStream = 40;
-        ExecutorService threads = Executors.newFixedThreadPool(STREAMS);
-        long inBuckets = 0;
-        try {
-            List<Future<long[]>> done = new ArrayList<>();
-            for (int t = 0; t < STREAMS; t++) {
-                DeviceStream stream = streams.get(t);
-                int seed = t;
-                done.add(threads.submit(() -> {
-                    device.bindToCurrentThread();
-                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
-                    Random random = new Random(seed);
-                    long bucketed = 0;
-                    double worst = 0;
-                    for (int i = 0; i < batchesPerStream; i++) {
-                        List<Request> batch = new ArrayList<>();
-                        int members = 1 + random.nextInt(8);
-                        for (int r = 0; r < members; r++) {
-                            batch.add(request(random, 1 + random.nextInt(4), 1 + random.nextInt(48)));
-                        }
-                        List<Member> prepared = members(batch);
-                        if (BUCKETS.packedBucket(BatchPadding.Shape.of(prepared)) != null) {
-                            bucketed++;
-                        }
-                        List<List<HostTensor>> replayed = graphed.inferBatch(prepared, context);
-                        List<List<HostTensor>> eager = bert.inferBatch(prepared, context);
-                        for (int r = 0; r < eager.size(); r++) {
-                            worst = Math.max(worst, maxDifference(replayed.get(r), eager.get(r)));
-                        }
-                    }
-                    return new long[] {bucketed, Double.doubleToLongBits(worst)};
-                }));
-            }
-            for (Future<long[]> f : done) {
-                long[] result = f.get(120, TimeUnit.SECONDS);
-                inBuckets += result[0];
-                assertThat(Double.longBitsToDouble(result[1])).as("graph against eager, %s", precision)
-                        .isLessThanOrEqualTo(tolerance);
-            }
-        } finally {
-            threads.shutdown();
-        }
-        assertThat(graphs.awaitIdle(java.time.Duration.ofSeconds(30))).isTrue();
-        GraphCacheMetrics m = graphs.metrics();
-        assertThat(m.failures()).as("captures and replays failed").isZero();
-        assertThat(m.hits()).as("replays").isPositive();
-        assertThat(m.hits() + m.misses()).as("every batch within the buckets looked up once").isEqualTo(inBuckets);
-        assertThat(graphs.capturing()).as("no stream left capturing").isFalse();
-        assertThat(pool.metrics().allocatedBytes()).as("the graphs' blocks and the streams' workspaces")
+        GraphCacheMetrics m = sendBatchesOnFourStreamsAgainstEager(precision, tolerance, 0,
+                random -> randomBatch(random, 8, 4, 48), prepared -> true,
+                prepared -> BUCKETS.packedBucket(BatchPadding.Shape.of(prepared)) != null);
+        assertThat(bench.pool.metrics().allocatedBytes()).as("the graphs' blocks and the streams' workspaces")
                 .isGreaterThanOrEqualTo(m.bytes());
     }
 
@@ -221,7 +132,7 @@ class CudaBatchGraphsGpuTest {
     @Test
     void fp32PaddedBatchesReplayTheirRequestBucketsGraphAndEachMemberGetsWhatItGetsAlone() throws Exception {
         open(CudaTensorOps.Precision.FP32, false, "padded");
-        ExecutionContext context = new ExecutionContext(streams.getFirst(), pool, ops);
+        ExecutionContext context = bench.context(bench.streams.getFirst());
         Random random = new Random(18);
         List<List<Request>> buckets = List.of(
                 List.of(request(random, 2, 5), request(random, 3, 12)),                       // 5 rows, 12 -> 8 x 16
@@ -232,24 +143,23 @@ class CudaBatchGraphsGpuTest {
         for (int b = 0; b < buckets.size(); b++) {
             for (int round = 0; round < 3; round++) {
                 assertEachMemberGetsWhatItGetsAlone(buckets.get(b), context, 1e-5);
-                awaitAtLeast(() -> graphs.metrics().captures() + graphs.metrics().failures(), keysAfter[b]);
+                awaitAtLeast(() -> bench.graphs.metrics().captures() + bench.graphs.metrics().failures(),
+                        keysAfter[b]);
             }
         }
         List<HostTensor> request = request(random, 7, 14).inputs();           // 8 x 16: the batches' graph
         List<HostTensor> replayed = ((InferenceModel) graphed).infer(request, Set.of(), context);
         assertThat(maxDifference(replayed, bert.infer(request, Set.of(), context))).isLessThanOrEqualTo(1e-5);
 
-        GraphCacheMetrics m = graphs.metrics();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).isZero();
         assertThat(m.captures()).isEqualTo(3);
         assertThat(m.misses()).isEqualTo(3);
         assertThat(m.hits()).as("replays: every batch but each bucket's first, and the request")
                 .isEqualTo(4L * 3 - 3 + 1);
-        assertThat(pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
+        assertThat(bench.pool.metrics().allocatedBytes()).as("the graphs' blocks only").isEqualTo(m.bytes());
 
-        ((InferenceModel) graphed).close();
-        assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        bench.assertUnloadFreesTheGraphsAndTheirPoolMemory();
     }
 
     /**
@@ -261,57 +171,8 @@ class CudaBatchGraphsGpuTest {
     void concurrentPaddedBatchesOnFourStreamsWithGraphsOnEqualTheEagerBatch(String precision) throws Exception {
         open(CudaTensorOps.Precision.valueOf(precision), true, "padded");
         double tolerance = precision.equals("BF16") ? 5e-2 : 1e-4;
-        int batchesPerStream = 40;
-        ExecutorService threads = Executors.newFixedThreadPool(STREAMS);
-        long inBuckets = 0;
-        try {
-            List<Future<long[]>> done = new ArrayList<>();
-            for (int t = 0; t < STREAMS; t++) {
-                DeviceStream stream = streams.get(t);
-                int seed = 100 + t;
-                done.add(threads.submit(() -> {
-                    device.bindToCurrentThread();
-                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
-                    Random random = new Random(seed);
-                    long bucketed = 0;
-                    double worst = 0;
-                    for (int i = 0; i < batchesPerStream; i++) {
-                        List<Request> batch = new ArrayList<>();
-                        int members = 1 + random.nextInt(5);
-                        for (int r = 0; r < members; r++) {
-                            batch.add(request(random, 1 + random.nextInt(3), 1 + random.nextInt(40)));
-                        }
-                        List<Member> prepared = members(batch);
-                        if (!bert.fitsOneForward(prepared)) {
-                            continue;
-                        }
-                        if (inRequestBucket(prepared)) {
-                            bucketed++;
-                        }
-                        List<List<HostTensor>> replayed = graphed.inferBatch(prepared, context);
-                        List<List<HostTensor>> eager = bert.inferBatch(prepared, context);
-                        for (int r = 0; r < eager.size(); r++) {
-                            worst = Math.max(worst, maxDifference(replayed.get(r), eager.get(r)));
-                        }
-                    }
-                    return new long[] {bucketed, Double.doubleToLongBits(worst)};
-                }));
-            }
-            for (Future<long[]> f : done) {
-                long[] result = f.get(120, TimeUnit.SECONDS);
-                inBuckets += result[0];
-                assertThat(Double.longBitsToDouble(result[1])).as("graph against eager, %s", precision)
-                        .isLessThanOrEqualTo(tolerance);
-            }
-        } finally {
-            threads.shutdown();
-        }
-        assertThat(graphs.awaitIdle(java.time.Duration.ofSeconds(30))).isTrue();
-        GraphCacheMetrics m = graphs.metrics();
-        assertThat(m.failures()).as("captures and replays failed").isZero();
-        assertThat(m.hits()).as("replays").isPositive();
-        assertThat(m.hits() + m.misses()).as("every batch within the buckets looked up once").isEqualTo(inBuckets);
-        assertThat(graphs.capturing()).as("no stream left capturing").isFalse();
+        sendBatchesOnFourStreamsAgainstEager(precision, tolerance, 100, random -> randomBatch(random, 5, 3, 40),
+                bert::fitsOneForward, CudaBatchGraphsGpuTest::inRequestBucket);
     }
 
     /** Whether a padded-layout batch has a request bucket whose cells fit tiny-bert's (8 x 64); no mask hides a row. */
@@ -329,7 +190,76 @@ class CudaBatchGraphsGpuTest {
 
     // ---- helpers ------------------------------------------------------------------------------
 
-    private record Request(List<HostTensor> inputs, Set<String> outputs) {
+    /**
+     * Sends 40 batches per stream on the four streams at once, each through the graphed model and then eagerly on
+     * the same stream: {@code draw} makes each batch from its stream's random numbers (seeded {@code firstSeed} plus
+     * the stream's index), {@code sent} picks the batches that are sent, {@code bucketed} those within the buckets.
+     * Asserts each stream's worst difference within {@code tolerance}; once the captures are done, that none of them
+     * nor any replay failed, some batches replayed, every bucketed batch was looked up once and no stream is left
+     * capturing. Returns the cache's numbers.
+     */
+    private GraphCacheMetrics sendBatchesOnFourStreamsAgainstEager(String precision, double tolerance, int firstSeed,
+                                                                   Function<Random, List<Request>> draw,
+                                                                   Predicate<List<Member>> sent,
+                                                                   Predicate<List<Member>> bucketed)
+            throws Exception {
+        int batchesPerStream = 40;
+        ExecutorService threads = Executors.newFixedThreadPool(STREAMS);
+        long inBuckets = 0;
+        try {
+            List<Future<long[]>> done = new ArrayList<>();
+            for (int t = 0; t < STREAMS; t++) {
+                DeviceStream stream = bench.streams.get(t);
+                int seed = firstSeed + t;
+                done.add(threads.submit(() -> {
+                    bench.device.bindToCurrentThread();
+                    ExecutionContext context = bench.context(stream);
+                    Random random = new Random(seed);
+                    long inBucket = 0;
+                    double worst = 0;
+                    for (int i = 0; i < batchesPerStream; i++) {
+                        List<Member> prepared = members(draw.apply(random));
+                        if (!sent.test(prepared)) {
+                            continue;
+                        }
+                        if (bucketed.test(prepared)) {
+                            inBucket++;
+                        }
+                        List<List<HostTensor>> replayed = graphed.inferBatch(prepared, context);
+                        List<List<HostTensor>> eager = bert.inferBatch(prepared, context);
+                        for (int r = 0; r < eager.size(); r++) {
+                            worst = Math.max(worst, maxDifference(replayed.get(r), eager.get(r)));
+                        }
+                    }
+                    return new long[] {inBucket, Double.doubleToLongBits(worst)};
+                }));
+            }
+            for (Future<long[]> f : done) {
+                long[] result = f.get(120, TimeUnit.SECONDS);
+                inBuckets += result[0];
+                assertThat(Double.longBitsToDouble(result[1])).as("graph against eager, %s", precision)
+                        .isLessThanOrEqualTo(tolerance);
+            }
+        } finally {
+            threads.shutdown();
+        }
+        assertThat(bench.graphs.awaitIdle(java.time.Duration.ofSeconds(30))).isTrue();
+        GraphCacheMetrics m = bench.graphs.metrics();
+        assertThat(m.failures()).as("captures and replays failed").isZero();
+        assertThat(m.hits()).as("replays").isPositive();
+        assertThat(m.hits() + m.misses()).as("every batch within the buckets looked up once").isEqualTo(inBuckets);
+        assertThat(bench.graphs.capturing()).as("no stream left capturing").isFalse();
+        return m;
+    }
+
+    /** 1 to {@code members} requests, each of 1 to {@code rows} sequences of 1 to {@code seq} tokens. */
+    private static List<Request> randomBatch(Random random, int members, int rows, int seq) {
+        List<Request> batch = new ArrayList<>();
+        int count = 1 + random.nextInt(members);
+        for (int r = 0; r < count; r++) {
+            batch.add(request(random, 1 + random.nextInt(rows), 1 + random.nextInt(seq)));
+        }
+        return batch;
     }
 
     private void assertEachMemberGetsWhatItGetsAlone(List<Request> batch, ExecutionContext context, double tolerance) {
@@ -362,30 +292,11 @@ class CudaBatchGraphsGpuTest {
     }
 
     private static void awaitAtLeast(LongSupplier value, long expected) throws InterruptedException {
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (value.getAsLong() < expected && System.nanoTime() < deadline) {
-            Thread.sleep(5);
-        }
-        assertThat(value.getAsLong()).isGreaterThanOrEqualTo(expected);
+        CudaGraphBench.awaitAtLeast(value, expected);
     }
 
     private static Request request(Random random, int batch, int seq) {
-        long[] ids = new long[batch * seq];
-        long[] mask = new long[batch * seq];
-        long[] types = new long[batch * seq];
-        for (int b = 0; b < batch; b++) {
-            int real = 1 + random.nextInt(seq);
-            for (int s = 0; s < seq; s++) {
-                ids[b * seq + s] = random.nextInt(100);
-                mask[b * seq + s] = s < real ? 1 : 0;
-                types[b * seq + s] = random.nextInt(2);
-            }
-        }
-        return new Request(List.of(tensor("input_ids", batch, seq, ids), tensor("attention_mask", batch, seq, mask),
-                tensor("token_type_ids", batch, seq, types)), Set.of());
-    }
-
-    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
-        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+        return new Request(new TinyBertRequests(random, TinyBertRequests.TokenTypes.RANDOM).inputs(batch, seq),
+                Set.of());
     }
 }

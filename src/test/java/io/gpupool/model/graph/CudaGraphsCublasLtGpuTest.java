@@ -2,41 +2,28 @@ package io.gpupool.model.graph;
 
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.MatmulLibrary;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
-import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.metric.AllocatorMode;
-import io.gpupool.memory.pool.DevicePool;
-import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
-import io.gpupool.model.InferenceModel;
-import io.gpupool.model.LoadTarget;
-import io.gpupool.model.repository.ModelRepository;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
-import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
 
-import static io.gpupool.model.testing.Fixtures.fixture;
 import static io.gpupool.model.testing.Fixtures.floats;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * CUDA graphs with the cuBLASLt engine under concurrent load, the combination that used to fail: four
@@ -49,55 +36,22 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 class CudaGraphsCublasLtGpuTest {
 
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
-    private static final int STREAMS = 4;
+    private static final int STREAMS = CudaGraphBench.STREAMS;
     private static final int REQUESTS = 60;
 
-    private CudaBackend cuda;
-    private DevicePool pool;
-    private DeviceAllocator weights;
-    private CudaTensorOps ops;
-    private final List<DeviceStream> streams = new ArrayList<>();
-    private InferenceModel bert;
-    private DeviceGraphs graphs;
-    private InferenceModel graphed;
+    private CudaGraphBench bench;
 
     private ComputeDevice open(Precision precision) {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        assumeTrue(created.isPresent(), "no CUDA driver or device");
-        cuda = created.get();
-        ComputeDevice device = cuda.devices().getFirst();
-        device.bindToCurrentThread();
-        MatmulLibrary library = device.matmulLibrary(null).orElseThrow(() ->
-                new AssertionError("cuBLASLt could not be loaded on this GPU machine"));
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        ops = new CudaTensorOps(device, precision, library, pool);
-        for (int i = 0; i < STREAMS; i++) {
-            streams.add(device.createStream(i));
-        }
-        bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"),
-                new LoadTarget(streams.getFirst(), weights, ops));
-        graphs = DeviceGraphs.open(device, pool, new GraphLimits(true, 64, 1L << 30), BUCKETS, STREAMS).orElseThrow();
-        graphed = graphs.wrap(bert);
-        return device;
+        bench = CudaGraphBench.openOrSkip(
+                (device, pool) -> new CudaTensorOps(device, precision, CudaGraphBench.cublasLt(device), pool),
+                UnaryOperator.identity(), new GraphLimits(true, 64, 1L << 30), BUCKETS);
+        return bench.device;
     }
 
     @AfterEach
     void tearDown() {
-        if (cuda == null) {
-            return;
-        }
-        try {
-            graphed.close();
-            graphs.close();
-            streams.forEach(DeviceStream::synchronize);
-            ops.close();                                   // the serving streams' workspaces go back
-            streams.forEach(DeviceStream::close);
-            assertThat(pool.metrics().allocatedBytes()).as("pool bytes after unload and shutdown").isZero();
-        } finally {
-            pool.close();
-            weights.close();
-            cuda.close();
+        if (bench != null) {
+            bench.close();
         }
     }
 
@@ -110,17 +64,17 @@ class CudaGraphsCublasLtGpuTest {
         try {
             List<Future<Double>> done = new ArrayList<>();
             for (int t = 0; t < STREAMS; t++) {
-                DeviceStream stream = streams.get(t);
+                DeviceStream stream = bench.streams.get(t);
                 int seed = t;
                 done.add(threads.submit(() -> {
                     device.bindToCurrentThread();
-                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                    ExecutionContext context = bench.context(stream);
                     Random random = new Random(seed);
                     double worst = 0;
                     for (int i = 0; i < REQUESTS; i++) {
                         List<HostTensor> inputs = request(random, 1 + random.nextInt(8), 1 + random.nextInt(64));
-                        worst = Math.max(worst, maxDifference(graphed.infer(inputs, Set.of(), context),
-                                bert.infer(inputs, Set.of(), context)));
+                        worst = Math.max(worst, maxDifference(bench.graphed.infer(inputs, Set.of(), context),
+                                bench.bert.infer(inputs, Set.of(), context)));
                     }
                     return worst;
                 }));
@@ -132,14 +86,14 @@ class CudaGraphsCublasLtGpuTest {
         } finally {
             threads.shutdown();
         }
-        assertThat(graphs.awaitIdle(Duration.ofSeconds(60))).as("the queued captures finished").isTrue();
-        GraphCacheMetrics m = graphs.metrics();
+        assertThat(bench.graphs.awaitIdle(Duration.ofSeconds(60))).as("the queued captures finished").isTrue();
+        GraphCacheMetrics m = bench.graphs.metrics();
         System.out.printf("graphs under load, %s: %d captures, %d hits, %d misses, %d failures, %d bytes%n",
                 precision, m.captures(), m.hits(), m.misses(), m.failures(), m.bytes());
         assertThat(m.failures()).as("captures or replays that failed").isZero();
         assertThat(m.captures()).isPositive();
         assertThat(m.hits()).isPositive();
-        assertThat(graphs.capturing()).as("no stream left capturing").isFalse();
+        assertThat(bench.graphs.capturing()).as("no stream left capturing").isFalse();
     }
 
     private static double maxDifference(List<HostTensor> actual, List<HostTensor> expected) {
@@ -157,22 +111,6 @@ class CudaGraphsCublasLtGpuTest {
     }
 
     private static List<HostTensor> request(Random random, int batch, int seq) {
-        long[] ids = new long[batch * seq];
-        long[] mask = new long[batch * seq];
-        long[] types = new long[batch * seq];
-        for (int b = 0; b < batch; b++) {
-            int real = 1 + random.nextInt(seq);
-            for (int s = 0; s < seq; s++) {
-                ids[b * seq + s] = random.nextInt(100);
-                mask[b * seq + s] = s < real ? 1 : 0;
-                types[b * seq + s] = random.nextInt(2);
-            }
-        }
-        return new ArrayList<>(List.of(tensor("input_ids", batch, seq, ids), tensor("attention_mask", batch, seq, mask),
-                tensor("token_type_ids", batch, seq, types)));
-    }
-
-    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
-        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+        return new TinyBertRequests(random, TinyBertRequests.TokenTypes.RANDOM).inputs(batch, seq);
     }
 }

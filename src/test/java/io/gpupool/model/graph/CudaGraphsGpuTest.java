@@ -1,37 +1,24 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.memory.metric.AllocatorMode;
-import io.gpupool.memory.DeviceAllocator;
-import io.gpupool.memory.pool.DevicePool;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
-import io.gpupool.model.InferenceModel;
-import io.gpupool.model.LoadTarget;
-import io.gpupool.model.repository.ModelRepository;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.function.LongSupplier;
+import java.util.function.UnaryOperator;
 
-import static io.gpupool.model.testing.Fixtures.fixture;
 import static io.gpupool.model.testing.Fixtures.floats;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -43,77 +30,46 @@ import static org.assertj.core.api.Assertions.assertThat;
 class CudaGraphsGpuTest {
 
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
-    private static final int STREAMS = 4;
+    private static final int STREAMS = CudaGraphBench.STREAMS;
 
-    private CudaBackend cuda;
-    private ComputeDevice device;
-    private DevicePool pool;
-    private DeviceAllocator weights;
-    private CudaTensorOps ops;
-    private final List<DeviceStream> streams = new ArrayList<>();
-    private InferenceModel bert;
-    private DeviceGraphs graphs;
-    private InferenceModel graphed;
+    private CudaGraphBench bench;
 
     @BeforeEach
     void setUp() {
-        Optional<CudaBackend> created = CudaBackend.tryCreate();
-        Assumptions.assumeTrue(created.isPresent(), "no CUDA driver or device");
-        cuda = created.get();
-        device = cuda.devices().getFirst();
-        device.bindToCurrentThread();
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        ops = new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
-        for (int i = 0; i < STREAMS; i++) {
-            streams.add(device.createStream(i));
-        }
-        bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"), new LoadTarget(streams.getFirst(), weights, ops));
-        graphs = DeviceGraphs.open(device, pool, new GraphLimits(true, 16, 1L << 30), BUCKETS, STREAMS).orElseThrow();
-        graphed = graphs.wrap(bert);
+        bench = CudaGraphBench.openOrSkip((device, pool) -> new CudaTensorOps(device, CudaTensorOps.Precision.FP32),
+                UnaryOperator.identity(), new GraphLimits(true, 16, 1L << 30), BUCKETS);
     }
 
     @AfterEach
     void tearDown() {
-        if (cuda == null) {
-            return;
-        }
-        graphed.close();
-        graphs.close();
-        streams.forEach(DeviceStream::close);
-        try {
-            assertThat(pool.metrics().allocatedBytes()).as("pool bytes after unload and shutdown").isZero();
-        } finally {
-            pool.close();
-            weights.close();
-            cuda.close();
+        if (bench != null) {
+            bench.close();
         }
     }
 
     @Test
     void replaysEqualEagerRunsAndGraphMemoryIsPoolMemoryUntilUnload() throws Exception {
-        ExecutionContext context = new ExecutionContext(streams.getFirst(), pool, ops);
+        ExecutionContext context = bench.context(bench.streams.getFirst());
         Random random = new Random(5);
         int[][] shapes = {{1, 5}, {2, 16}, {3, 30}, {8, 64}};
         for (int i = 0; i < shapes.length; i++) {
             int[] shape = shapes[i];
             for (int round = 0; round < 3; round++) {
                 List<HostTensor> inputs = request(random, shape[0], shape[1]);
-                assertSameOutputs(graphed.infer(inputs, Set.of(), context), bert.infer(inputs, Set.of(), context));
+                assertSameOutputs(bench.graphed.infer(inputs, Set.of(), context),
+                        bench.bert.infer(inputs, Set.of(), context));
                 long expected = i + 1;
-                awaitAtLeast(() -> graphs.metrics().captures() + graphs.metrics().failures(), expected);
+                awaitAtLeast(() -> bench.graphs.metrics().captures() + bench.graphs.metrics().failures(), expected);
             }
         }
-        GraphCacheMetrics m = graphs.metrics();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).isZero();
         assertThat(m.captures()).isEqualTo(shapes.length);
         assertThat(m.hits()).isEqualTo(2L * shapes.length);
         assertThat(m.bytes()).isPositive();
-        assertThat(pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
+        assertThat(bench.pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
 
-        graphed.close();
-        assertThat(graphs.metrics().graphs()).isZero();
-        assertThat(pool.metrics().allocatedBytes()).isZero();
+        bench.assertUnloadFreesTheGraphsAndTheirPoolMemory();
     }
 
     @Test
@@ -122,15 +78,16 @@ class CudaGraphsGpuTest {
         try {
             List<Future<Integer>> done = new ArrayList<>();
             for (int t = 0; t < STREAMS; t++) {
-                DeviceStream stream = streams.get(t);
+                DeviceStream stream = bench.streams.get(t);
                 int seed = t;
                 done.add(threads.submit(() -> {
-                    device.bindToCurrentThread();
-                    ExecutionContext context = new ExecutionContext(stream, pool, ops);
+                    bench.device.bindToCurrentThread();
+                    ExecutionContext context = bench.context(stream);
                     Random random = new Random(seed);
                     for (int i = 0; i < 40; i++) {
                         List<HostTensor> inputs = request(random, 1 + random.nextInt(4), 9 + random.nextInt(24));
-                        assertSameOutputs(graphed.infer(inputs, Set.of(), context), bert.infer(inputs, Set.of(), context));
+                        assertSameOutputs(bench.graphed.infer(inputs, Set.of(), context),
+                        bench.bert.infer(inputs, Set.of(), context));
                     }
                     return 40;
                 }));
@@ -141,39 +98,19 @@ class CudaGraphsGpuTest {
         } finally {
             threads.shutdown();
         }
-        GraphCacheMetrics m = graphs.metrics();
+        GraphCacheMetrics m = bench.graphs.metrics();
         assertThat(m.failures()).isZero();
         assertThat(m.hits()).isPositive();
         assertThat(m.hits() + m.misses()).isEqualTo(4L * 40);
-        assertThat(pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
+        assertThat(bench.pool.metrics().allocatedBytes()).isEqualTo(m.bytes());
     }
 
     private static void awaitAtLeast(LongSupplier value, long expected) throws InterruptedException {
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (value.getAsLong() < expected && System.nanoTime() < deadline) {
-            Thread.sleep(5);
-        }
-        assertThat(value.getAsLong()).isGreaterThanOrEqualTo(expected);
+        CudaGraphBench.awaitAtLeast(value, expected);
     }
 
     private static List<HostTensor> request(Random random, int batch, int seq) {
-        long[] ids = new long[batch * seq];
-        long[] mask = new long[batch * seq];
-        long[] types = new long[batch * seq];
-        for (int b = 0; b < batch; b++) {
-            int real = 1 + random.nextInt(seq);
-            for (int s = 0; s < seq; s++) {
-                ids[b * seq + s] = random.nextInt(100);
-                mask[b * seq + s] = s < real ? 1 : 0;
-                types[b * seq + s] = random.nextInt(2);
-            }
-        }
-        return new ArrayList<>(List.of(tensor("input_ids", batch, seq, ids), tensor("attention_mask", batch, seq, mask),
-                tensor("token_type_ids", batch, seq, types)));
-    }
-
-    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
-        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+        return new TinyBertRequests(random, TinyBertRequests.TokenTypes.RANDOM).inputs(batch, seq);
     }
 
     /** The same kernels on the same rows: padding and replay change no bit on the GPU either (tolerance for safety). */

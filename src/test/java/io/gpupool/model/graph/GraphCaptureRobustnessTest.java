@@ -1,30 +1,21 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.host.HostBackend;
-import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.AllocationStream;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
-import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.metric.AllocatorMetrics;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.pool.DevicePool;
-import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
-import io.gpupool.model.LoadTarget;
 import io.gpupool.model.graph.RecordingGraphCapture.FailAt;
-import io.gpupool.model.repository.ModelRepository;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Queue;
@@ -40,7 +31,6 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 
-import static io.gpupool.model.testing.Fixtures.fixture;
 import static io.gpupool.model.testing.Fixtures.floats;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -57,56 +47,25 @@ class GraphCaptureRobustnessTest {
 
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
 
-    private HostBackend host;
-    private ComputeDevice device;
-    private DeviceStream serving;
-    private DeviceStream graphStream;
-    private DevicePool pool;
-    private CaptureGuard guarded;
-    private DeviceAllocator weights;
-    private HostTensorOps ops;
-    private InferenceModel bert;
-    private RecordingGraphCapture capture;
+    private final TinyBertRequests requests = new TinyBertRequests(new Random(14), TinyBertRequests.TokenTypes.HALVES);
+
+    @AutoClose
+    private final HostGraphBench bench = new HostGraphBench();
+    private final DeviceStream serving = bench.serving;
+    private final DevicePool pool = bench.pool;
+    private final RecordingGraphCapture capture = bench.capture;
+    private final CaptureGuard guarded = new CaptureGuard(pool, capture);
     private DeviceGraphs graphs;
     private InferenceModel graphed;
-    private final Random random = new Random(14);
-
-    @BeforeEach
-    void setUp() {
-        host = new HostBackend();
-        device = host.devices().getFirst();
-        serving = device.createStream(0);
-        graphStream = device.createStream(1);
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        ops = new HostTensorOps();
-        try (DeviceStream load = device.createStream(2)) {
-            bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"), new LoadTarget(load, weights, ops));
-        }
-        capture = new RecordingGraphCapture(device);
-        guarded = new CaptureGuard(pool, capture);
-    }
 
     private void openGraphs(ExecutorService executor) {
-        graphs = new DeviceGraphs(device, capture, graphStream, guarded, new GraphLimits(true, 16, 1L << 30),
-                BUCKETS, executor == null ? Runnable::run : executor, executor);
-        graphed = graphs.wrap(bert);
-    }
-
-    @AfterEach
-    void tearDown() {
-        if (graphs != null) {
-            graphs.close();
-        }
-        bert.close();
-        serving.close();
-        pool.close();
-        weights.close();
-        host.close();
+        graphs = bench.openGraphs(guarded, HostGraphBench.ON, BUCKETS, executor == null ? Runnable::run : executor,
+                executor);
+        graphed = graphs.wrap(bench.bert);
     }
 
     private ExecutionContext context(DeviceStream stream) {
-        return new ExecutionContext(stream, guarded, ops);
+        return new ExecutionContext(stream, guarded, bench.ops);
     }
 
     @ParameterizedTest
@@ -243,7 +202,7 @@ class GraphCaptureRobustnessTest {
         try {
             List<Future<?>> load = new ArrayList<>();
             for (int t = 0; t < 4; t++) {
-                DeviceStream stream = device.createStream(10 + t);
+                DeviceStream stream = bench.device.createStream(10 + t);
                 streams.add(stream);
                 long seed = t;
                 load.add(clients.submit(() -> send(stream, shapes, 10, new Random(seed), wrong)));
@@ -273,8 +232,7 @@ class GraphCaptureRobustnessTest {
             streams.forEach(DeviceStream::close);
         }
         GraphCacheMetrics metrics = graphs.metrics();
-        graphs.close();
-        graphs = null;
+        bench.closeGraphs();
         assertThat(pool.metrics().allocatedBytes()).as("the pool drains to 0 once the graphs are closed").isZero();
         assertThat(capture.liveGraphs).hasValue(0);
         return metrics;
@@ -296,7 +254,7 @@ class GraphCaptureRobustnessTest {
     }
 
     private List<HostTensor> eager(List<HostTensor> inputs, DeviceStream stream) {
-        return bert.infer(inputs, Set.of(), new ExecutionContext(stream, pool, ops));
+        return bench.bert.infer(inputs, Set.of(), new ExecutionContext(stream, pool, bench.ops));
     }
 
     private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
@@ -354,27 +312,11 @@ class GraphCaptureRobustnessTest {
     // ---- requests -----------------------------------------------------------------------------
 
     private List<HostTensor> request(int batch, int seq) {
-        return request(batch, seq, random);
+        return requests.inputs(batch, seq);
     }
 
     private static List<HostTensor> request(int batch, int seq, Random random) {
-        long[] ids = new long[batch * seq];
-        long[] mask = new long[batch * seq];
-        long[] types = new long[batch * seq];
-        for (int b = 0; b < batch; b++) {
-            int real = 1 + random.nextInt(seq);
-            for (int s = 0; s < seq; s++) {
-                ids[b * seq + s] = random.nextInt(100);
-                mask[b * seq + s] = s < real ? 1 : 0;
-                types[b * seq + s] = s < seq / 2 ? 0 : 1;
-            }
-        }
-        return List.of(tensor("input_ids", batch, seq, ids), tensor("attention_mask", batch, seq, mask),
-                tensor("token_type_ids", batch, seq, types));
-    }
-
-    private static HostTensor tensor(String name, int batch, int seq, long[] values) {
-        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+        return new TinyBertRequests(random, TinyBertRequests.TokenTypes.HALVES).inputs(batch, seq);
     }
 
     private static void assertSameOutputs(List<HostTensor> actual, List<HostTensor> expected) {

@@ -1,31 +1,20 @@
 package io.gpupool.model.graph;
 
-import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
-import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.host.HostTensorOps;
-import io.gpupool.memory.metric.AllocatorMode;
-import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
-import io.gpupool.memory.PoolConfig;
-import io.gpupool.model.DataType;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import io.gpupool.model.InferenceModel;
-import io.gpupool.model.LoadTarget;
-import io.gpupool.model.repository.ModelRepository;
 import io.gpupool.model.PlannedMemory;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.Set;
 
-import static io.gpupool.model.testing.Fixtures.fixture;
 import static io.gpupool.model.testing.Fixtures.floats;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -39,52 +28,18 @@ class GraphedModelTest {
 
     private static final ShapeBuckets BUCKETS = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
 
-    private HostBackend host;
-    private ComputeDevice device;
-    private DeviceStream serving;
-    private DeviceStream graphStream;
-    private DevicePool pool;
-    private DeviceAllocator weights;
-    private HostTensorOps ops;
-    private InferenceModel bert;
-    private RecordingGraphCapture capture;
-    private DeviceGraphs graphs;
-    private InferenceModel graphed;
-    private final Random random = new Random(14);
+    private final TinyBertRequests requests = new TinyBertRequests(new Random(14), TinyBertRequests.TokenTypes.HALVES);
 
-    @BeforeEach
-    void setUp() {
-        host = new HostBackend();
-        device = host.devices().getFirst();
-        serving = device.createStream(0);
-        graphStream = device.createStream(1);
-        pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
-        ops = new HostTensorOps();
-        try (DeviceStream load = device.createStream(2)) {
-            bert = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"), new LoadTarget(load, weights, ops));
-        }
-        openGraphs(new GraphLimits(true, 16, 1L << 30));
-    }
-
-    private void openGraphs(GraphLimits limits) {
-        capture = new RecordingGraphCapture(device);
-        graphs = new DeviceGraphs(device, capture, graphStream, pool, limits, BUCKETS, Runnable::run, null);
-        graphed = graphs.wrap(bert);
-    }
-
-    @AfterEach
-    void tearDown() {
-        graphs.close();
-        bert.close();
-        serving.close();
-        pool.close();
-        weights.close();
-        host.close();
-    }
+    @AutoClose
+    private final HostGraphBench bench = new HostGraphBench();
+    private final DevicePool pool = bench.pool;
+    private final RecordingGraphCapture capture = bench.capture;
+    private final InferenceModel bert = bench.bert;
+    private final DeviceGraphs graphs = bench.openGraphs(BUCKETS);
+    private final InferenceModel graphed = graphs.wrap(bert);
 
     private ExecutionContext context() {
-        return new ExecutionContext(serving, pool, ops);
+        return bench.context();
     }
 
     @Test
@@ -249,9 +204,9 @@ class GraphedModelTest {
     @Test
     void aCaptureStillQueuedWhenItsModelIsUnloadedIsFreedNotCached() {
         List<Runnable> queued = new ArrayList<>();
-        RecordingGraphCapture later = new RecordingGraphCapture(device);
-        try (DeviceStream stream = device.createStream(4)) {
-            DeviceGraphs deferred = new DeviceGraphs(device, later, stream, pool, new GraphLimits(true, 16, 1L << 30),
+        RecordingGraphCapture later = new RecordingGraphCapture(bench.device);
+        try (DeviceStream stream = bench.device.createStream(4)) {
+            DeviceGraphs deferred = new DeviceGraphs(bench.device, later, stream, pool, new GraphLimits(true, 16, 1L << 30),
                     BUCKETS, queued::add, null);
             InferenceModel model = deferred.wrap(bert);
             model.infer(request(2, 10, true, true), Set.of(), context());
@@ -272,7 +227,7 @@ class GraphedModelTest {
 
     @Test
     void otherKernelsGetAGraphOfTheirOwn() {
-        ExecutionContext other = new ExecutionContext(serving, pool, new HostTensorOps());
+        ExecutionContext other = new ExecutionContext(bench.serving, pool, new HostTensorOps());
         List<HostTensor> inputs = request(2, 10, true, true);
         graphed.infer(inputs, Set.of(), context());
         graphed.infer(inputs, Set.of(), other);
@@ -283,7 +238,7 @@ class GraphedModelTest {
 
     @Test
     void shapesBeyondTheLargestBucketRunEagerlyWithoutAGraph() {
-        DeviceGraphs small = new DeviceGraphs(device, new RecordingGraphCapture(device), device.createStream(3), pool,
+        DeviceGraphs small = new DeviceGraphs(bench.device, new RecordingGraphCapture(bench.device), bench.device.createStream(3), pool,
                 new GraphLimits(true, 16, 1L << 30), new ShapeBuckets(List.of(1, 2), List.of(8)), Runnable::run, null);
         try {
             InferenceModel model = small.wrap(bert);
@@ -299,30 +254,11 @@ class GraphedModelTest {
     // ---- helpers ------------------------------------------------------------------------------
 
     private List<HostTensor> request(int batch, int seq, boolean mask, boolean types) {
-        long[] ids = new long[batch * seq];
-        long[] maskValues = new long[batch * seq];
-        long[] typeValues = new long[batch * seq];
-        for (int b = 0; b < batch; b++) {
-            int real = 1 + random.nextInt(seq);                 // trailing padding of the client's own
-            for (int s = 0; s < seq; s++) {
-                ids[b * seq + s] = random.nextInt(100);
-                maskValues[b * seq + s] = s < real ? 1 : 0;
-                typeValues[b * seq + s] = s < seq / 2 ? 0 : 1;
-            }
-        }
-        List<HostTensor> out = new ArrayList<>();
-        out.add(tensor("input_ids", batch, seq, ids));
-        if (mask) {
-            out.add(tensor("attention_mask", batch, seq, maskValues));
-        }
-        if (types) {
-            out.add(tensor("token_type_ids", batch, seq, typeValues));
-        }
-        return out;
+        return requests.inputs(batch, seq, mask, types);
     }
 
     private static HostTensor tensor(String name, int batch, int seq, long[] values) {
-        return new HostTensor(name, DataType.INT64, new long[] {batch, seq}, MemorySegment.ofArray(values));
+        return TinyBertRequests.tensor(name, batch, seq, values);
     }
 
     private static void assertSameOutputs(List<HostTensor> actual, List<HostTensor> expected) {
