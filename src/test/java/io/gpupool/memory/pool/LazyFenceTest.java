@@ -122,6 +122,24 @@ class LazyFenceTest {
     }
 
     @Test
+    void inAPoolOfOneBlockAnotherStreamTakesThatBlockAndWaits() {
+        // the set-up of CudaBackendGpuTest's lazy fence test, where a kernel on s still writes the block
+        PoolConfig oneBlock = PoolConfig.defaults().withBlocks(2 * MIB, 4 * MIB)
+                .withGrowth(io.gpupool.memory.GrowthPolicy.EAGER, 4 * MIB)
+                .apply(io.gpupool.memory.PoolTuning.builder().capBytes(4 * MIB).build())
+                .withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(true);
+        try (DevicePool pool = new DevicePool(source, oneBlock)) {
+            DeviceBlock a = pool.allocate(4 * MIB, s);
+            useAndFree(a, s);
+            DeviceBlock b = pool.allocate(4 * MIB, t);
+            assertThat(b.address()).isEqualTo(a.address());
+            freed.taken(b, t);
+            assertThat(s.recorded).isEqualTo(1);
+            b.release();
+        }
+    }
+
+    @Test
     void trimWaitsForTheWorkOnMemoryItGivesBack() {
         try (DevicePool pool = new DevicePool(source, globalOnly(true))) {
             DeviceBlock a = pool.allocate(8 * MIB, s);
