@@ -204,7 +204,9 @@ final class GlobalLevel implements LocalCache.GlobalFree {
      */
     FenceSet.Shared fenceFor(AllocationStream stream, AtomicLong open) {
         if (lazyFences) {
-            return new FenceSet.Shared(new LazyFence(stream), stream.ordinal(), open);
+            long mark = stream.syncMark();
+            return stream.synchronizedSince(mark) ? null            // a stream with nothing queued (trace replay)
+                    : new FenceSet.Shared(new LazyFence(stream, mark), stream.ordinal(), open);
         }
         StreamFence recorded = stream.recordFence();
         if (recorded.isComplete()) {

@@ -41,9 +41,10 @@ final class LazyFence implements StreamFence {
     private volatile boolean synced;
     private boolean closed;
 
-    LazyFence(AllocationStream stream) {
+    /** @param mark {@code stream}'s {@link AllocationStream#syncMark()}, taken at the free */
+    LazyFence(AllocationStream stream, long mark) {
         this.stream = stream;
-        this.mark = stream.syncMark();
+        this.mark = mark;
     }
 
     @Override
