@@ -143,8 +143,9 @@ final class GlobalLevel implements LocalCache.GlobalFree {
      * fences move there instead, so every later taker of the slab's objects waits for them too.
      */
     void waitForRun(long handle, AllocationStream stream, FenceSet keep) {
+        int own = lazyFences && keep == null ? stream.ordinal() : -1; // lazy: the stream's own fences are the common case
         FenceSet fences = chunks.get(Handles.chunkId(handle))
-                .takeFences(Handles.offset(handle), Handles.length(handle), keep);
+                .takeFences(Handles.offset(handle), Handles.length(handle), keep, own);
         if (fences != null) {
             int waits = fences.makeWait(stream);
             if (waits > 0) {
