@@ -146,6 +146,12 @@ public class GpuPoolProperties {
         /** Record a stack trace per block so that leaks are reported with their allocation site (slow). */
         private boolean trackAllocationSites = false;
 
+        /**
+         * A free into the global level records no fence; one is recorded on the freeing stream only when another
+         * stream takes the memory before the freeing stream was synchronised. Off until measured on a GPU.
+         */
+        private boolean lazyFences = false;
+
         /** CUDA only: grow the pool inside one reserved virtual range (2MB granules mapped on demand) instead of separate cuMemAlloc chunks, so blocks of different growth steps can merge; ignored, with a log line, on the host backend. */
         private boolean expandableSegments = false;
 
@@ -203,6 +209,8 @@ public class GpuPoolProperties {
         public void setMappedSlack(double mappedSlack) { this.mappedSlack = mappedSlack; }
         public boolean isTrackAllocationSites() { return trackAllocationSites; }
         public void setTrackAllocationSites(boolean track) { this.trackAllocationSites = track; }
+        public boolean isLazyFences() { return lazyFences; }
+        public void setLazyFences(boolean lazy) { this.lazyFences = lazy; }
         public boolean isExpandableSegments() { return expandableSegments; }
         public void setExpandableSegments(boolean expandableSegments) { this.expandableSegments = expandableSegments; }
         public FaultInjection getFaultInjection() { return faultInjection; }

@@ -49,7 +49,7 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
                     memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThresholdBytes()),
                     memory.getReleaseIdleAge(), memory.getMappedSlack(), bytes(memory.getRetainedHandleBytes()),
                     memory.isWaitBeyondBudget(), memory.getBudgetReclaim(), memory.getReclaimOrder(), memory.getReclaimHysteresis(),
-                    memory.isTrackAllocationSites());
+                    memory.isTrackAllocationSites(), memory.isLazyFences());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),
                     memory.getFaultInjection().getSeed(), memory.isExpandableSegments(),
                     memory.getAdmission().isEnabled());

@@ -16,4 +16,22 @@ public interface AllocationStream {
 
     /** Records a fence after all work queued so far on this stream. */
     StreamFence recordFence();
+
+    /**
+     * A mark for {@link #synchronizedSince}: taken when memory leaves the stream, after the work that
+     * used it was queued. Streams that do not report their host synchronisations return 0.
+     */
+    default long syncMark() {
+        return 0;
+    }
+
+    /**
+     * Whether a host synchronisation of this stream that began after {@code mark} was taken has returned
+     * (or the stream closed): then all work queued before the mark has finished, and memory freed under the
+     * mark needs no fence. Never blocks; false for streams that do not report their synchronisations
+     * ({@link SyncMarks} is how a stream does).
+     */
+    default boolean synchronizedSince(long mark) {
+        return false;
+    }
 }

@@ -74,6 +74,10 @@ import java.util.Objects;
  *                                 (budget minus high-water mark) below the budget, so the next maps do not each start
  *                                 a reclaim; [0, 1]; default 0.25; 0 stops at the budget. Tunable at runtime
  * @param trackAllocationSites     remember a stack trace per block to report leaks at close; default false
+ * @param lazyFences               a free into the global level records no fence; one is recorded on the freeing
+ *                                 stream only when another stream takes the memory before the freeing stream
+ *                                 was host-synchronised (then later than needed, never too early). Default
+ *                                 false until measured on a GPU (docs/benchmarks.md). Not tunable at runtime
  */
 public record PoolConfig(
         AllocatorMode mode,
@@ -97,7 +101,8 @@ public record PoolConfig(
         BudgetReclaim budgetReclaim,
         ReclaimOrder reclaimOrder,
         double reclaimHysteresis,
-        boolean trackAllocationSites) {
+        boolean trackAllocationSites,
+        boolean lazyFences) {
 
     public static final long KIB = 1024L;
     public static final long MIB = 1024L * KIB;
@@ -170,7 +175,7 @@ public record PoolConfig(
         return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.MAPPED, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
                 Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, false, BudgetReclaim.ON_MAP, ReclaimOrder.HIGHEST_ADDRESS,
-                DEFAULT_RECLAIM_HYSTERESIS, false);
+                DEFAULT_RECLAIM_HYSTERESIS, false, false);
     }
 
     /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */
@@ -197,14 +202,14 @@ public record PoolConfig(
                 tuning.budgetReclaim() != null ? tuning.budgetReclaim() : budgetReclaim,
                 tuning.reclaimOrder() != null ? tuning.reclaimOrder() : reclaimOrder,
                 tuning.reclaimHysteresis() != null ? tuning.reclaimHysteresis() : reclaimHysteresis,
-                trackAllocationSites);
+                trackAllocationSites, lazyFences);
     }
 
     public PoolConfig withMode(AllocatorMode newMode) {
         return new PoolConfig(newMode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
     }
 
     /** Sets the growth policy and its initial size (pass 0 with LAZY). */
@@ -212,7 +217,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, policy, newInitialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
     }
 
     /** Sets the block range; growth steps are raised to at least the new maximum block. */
@@ -221,14 +226,23 @@ public record PoolConfig(
         return new PoolConfig(mode, newMinBlockBytes, newMaxBlockBytes, growthPolicy, initialBytes, step,
                 Math.max(maxGrowthStepBytes, step), capBytes, capFraction, localCacheBytesPerStream,
                 localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
     }
 
     public PoolConfig withTrackAllocationSites(boolean track) {
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, track);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, track, lazyFences);
+    }
+
+    /** Sets {@link #lazyFences()}. */
+    public PoolConfig withLazyFences(boolean lazy) {
+        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
+                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis,
+                trackAllocationSites, lazy);
     }
 
     /** Sets {@link #waitBeyondBudget()}. */
@@ -236,7 +250,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, wait, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, wait, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
     }
 
     /** Sets {@link #budgetReclaim()}. */
@@ -245,7 +259,7 @@ public record PoolConfig(
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
                 mappedSlack, retainedHandleBytes, waitBeyondBudget, reclaim, reclaimOrder, reclaimHysteresis,
-                trackAllocationSites);
+                trackAllocationSites, lazyFences);
     }
 
     /** Sets {@link #retainedHandleBytes()}. */
@@ -253,7 +267,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, bytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites);
+                mappedSlack, bytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
     }
 
     /** Sets {@link #reclaimOrder()} and {@link #reclaimHysteresis()}. */
@@ -261,7 +275,7 @@ public record PoolConfig(
         return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                 maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                 localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, order, hysteresis, trackAllocationSites);
+                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, order, hysteresis, trackAllocationSites, lazyFences);
     }
 
     /** The rejection every setting uses: names the property, the value given and what is allowed. */

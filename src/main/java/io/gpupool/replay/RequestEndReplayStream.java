@@ -48,6 +48,18 @@ final class RequestEndReplayStream implements AllocationStream {
         return ordinal;
     }
 
+    /** Requests ended so far, doubled, plus 1 between requests (nothing queued then: passed at once). */
+    @Override
+    public long syncMark() {
+        return 2 * requestsEnded + (liveBytes == 0 ? 1 : 0);
+    }
+
+    /** A request end stands for the server's synchronisation: passed once a request ended after the mark. */
+    @Override
+    public boolean synchronizedSince(long mark) {
+        return (mark & 1) == 1 || requestsEnded > mark >>> 1;
+    }
+
     /**
      * Between requests (no live bytes) the stream has nothing queued, as a server stream after its
      * synchronisation: the fence is complete at once. Within a request it completes when the request ends.

@@ -202,6 +202,48 @@ public abstract class DeviceStreamContract {
     }
 
     @Test
+    void aLazilyFencedBlockAnotherStreamTakesIsWrittenOnlyAfterTheFreeingStreamsWork() {
+        // a pool of one 4 MiB block: b must get the block a freed while a's fill is still queued behind 300 ms
+        DeviceStream a = stream(0);
+        DeviceStream b = stream(1);
+        try (DevicePool pool = new DevicePool(device.chunkSource(), PoolConfig.defaults().withBlocks(2 * MIB, 4 * MIB)
+                .withGrowth(io.gpupool.memory.GrowthPolicy.EAGER, 4 * MIB)
+                .apply(io.gpupool.memory.PoolTuning.builder().capBytes(4 * MIB).build())
+                .withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(true))) {
+            DeviceBlock onA = pool.allocate(4 * MIB, a);
+            occupy(a, 300);
+            a.fill(onA.address(), (byte) 1, 4096);
+            onA.release();                                     // no fence recorded yet
+            DeviceBlock onB = pool.allocate(4 * MIB, b);
+            assertThat(onB.address()).isEqualTo(onA.address());
+            b.fill(onB.address(), (byte) 2, 4096);             // must land after a's fill
+            a.synchronize();
+            MemorySegment out = arena.allocate(4096);
+            b.copyDeviceToHost(onB.address(), out, 4096);
+            b.synchronize();
+            for (int i = 0; i < 4096; i += 512) {
+                assertThat(out.get(java.lang.foreign.ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo((byte) 2);
+            }
+            onB.release();
+            b.synchronize();
+        }
+    }
+
+    @Test
+    void aStreamReportsASynchronisationBegunAfterAMark() {
+        DeviceStream stream = stream(0);
+        occupy(stream, 50);
+        long mark = stream.syncMark();
+        assertThat(stream.synchronizedSince(mark)).as("not synchronised since the mark").isFalse();
+        stream.synchronize();
+        assertThat(stream.synchronizedSince(mark)).isTrue();
+        long later = stream.syncMark();
+        assertThat(stream.synchronizedSince(later)).isFalse();
+        stream.close();
+        assertThat(stream.synchronizedSince(later)).as("a closed stream finished everything").isTrue();
+    }
+
+    @Test
     void fenceCompletesOnlyAfterEarlierWork() {
         DeviceStream stream = stream(0);
         occupy(stream, 300);

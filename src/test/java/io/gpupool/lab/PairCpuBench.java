@@ -26,11 +26,13 @@ import java.util.Locale;
  * warm-up round, then {@code --rounds} rounds of {@code --round-ms}; best and median CPU nanoseconds
  * per pair, and the fences recorded and completion queries made per pair (on a GPU each is a driver
  * call). Each mode runs in a pool of its own; run the modes in separate JVMs ({@code --modes}) when
- * comparing builds, since a mode measured after another runs on code compiled for both.
+ * comparing builds, since a mode measured after another runs on code compiled for both. {@code --lazy-fences true}
+ * turns on the pool's lazy fences (a free into the global level records a fence only when another stream needs
+ * it; this single stream never does, so its fences per pair drop to 0).
  *
  * <pre>
  *   java -cp target/test-classes:target/classes:$(cat target/cp.txt) io.gpupool.lab.PairCpuBench \
- *        [--modes two-level,global-only] [--sizes 512,65536,2097152,67108864] [--lag 0] [--rounds 9]
+ *        [--modes two-level,global-only] [--sizes 512,65536,2097152,67108864] [--lag 0] [--lazy-fences false] [--rounds 9]
  *        [--round-ms 100] [--json out.json]
  * </pre>
  */
@@ -45,6 +47,7 @@ public final class PairCpuBench {
         List<String> modes = List.of("two-level", "global-only");
         long[] sizes = {512, 64L << 10, 2L << 20, 64L << 20};
         long lag = 0;
+        boolean lazyFences = false;
         int rounds = 9;
         long roundMillis = 100;
         Path json = null;
@@ -54,6 +57,7 @@ public final class PairCpuBench {
                 case "--modes" -> modes = List.of(value.split(","));
                 case "--sizes" -> sizes = Arrays.stream(value.split(",")).mapToLong(Long::parseLong).toArray();
                 case "--lag" -> lag = Long.parseLong(value);
+                case "--lazy-fences" -> lazyFences = Boolean.parseBoolean(value);
                 case "--rounds" -> rounds = Integer.parseInt(value);
                 case "--round-ms" -> roundMillis = Long.parseLong(value);
                 case "--json" -> json = Path.of(value);
@@ -69,7 +73,7 @@ public final class PairCpuBench {
                 default -> throw new IllegalArgumentException("unknown mode " + mode);
             };
             try (DeviceAllocator pool = new DevicePool(SimulatedChunkSource.withMapping("bench", BenchAllocators.DEVICE_BYTES),
-                    PoolConfig.defaults().withMode(allocatorMode))) {
+                    PoolConfig.defaults().withMode(allocatorMode).withLazyFences(lazyFences))) {
                 LaggingStream stream = new LaggingStream(0, lag);
                 for (long size : sizes) {
                     double[] cpu = new double[rounds];
@@ -94,11 +98,11 @@ public final class PairCpuBench {
                     Arrays.sort(cpu);
                     double fences = (double) (stream.recorded - recordedBefore) / pairs;
                     double queries = (double) (stream.queried - queriedBefore) / pairs;
-                    System.out.printf(Locale.ROOT, "%-12s %10d B  lag %6d ns  cpu best %7.1f  median %7.1f ns/pair"
-                            + "  fences %.2f  queries %.2f per pair%n", mode, size, lag, cpu[0], cpu[rounds / 2], fences, queries);
-                    rows.add(String.format(Locale.ROOT, "    {\"mode\": \"%s\", \"bytes\": %d, \"lagNanos\": %d,"
+                    System.out.printf(Locale.ROOT, "%-12s %10d B  lag %6d ns  lazy %-5s  cpu best %7.1f  median %7.1f ns/pair"
+                            + "  fences %.2f  queries %.2f per pair%n", mode, size, lag, lazyFences, cpu[0], cpu[rounds / 2], fences, queries);
+                    rows.add(String.format(Locale.ROOT, "    {\"mode\": \"%s\", \"bytes\": %d, \"lagNanos\": %d, \"lazyFences\": %b,"
                                     + " \"bestCpuNanos\": %.1f, \"medianCpuNanos\": %.1f, \"fencesPerPair\": %.3f,"
-                                    + " \"queriesPerPair\": %.3f}", mode, size, lag, cpu[0], cpu[rounds / 2], fences, queries));
+                                    + " \"queriesPerPair\": %.3f}", mode, size, lag, lazyFences, cpu[0], cpu[rounds / 2], fences, queries));
                 }
             }
         }

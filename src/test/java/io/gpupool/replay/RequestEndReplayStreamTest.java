@@ -83,4 +83,17 @@ class RequestEndReplayStreamTest {
         assertThat(atEnd.peakReservedBytes()).isGreaterThan(instant.peakReservedBytes());
         assertThat(instant.crossStreamWaits()).isZero();
     }
+
+    @Test
+    void aRequestEndPassesTheMarksTakenDuringTheRequestAndMarksBetweenRequestsPassAtOnce() {
+        RequestEndReplayStream stream = new RequestEndReplayStream(0);
+        assertThat(stream.synchronizedSince(stream.syncMark())).as("between requests nothing is queued").isTrue();
+        stream.allocated(100);
+        stream.allocated(50);
+        long during = stream.syncMark();
+        stream.freed(50);
+        assertThat(stream.synchronizedSince(during)).as("the request still runs").isFalse();
+        stream.freed(100);                                     // the request's last block: it ended
+        assertThat(stream.synchronizedSince(during)).isTrue();
+    }
 }

@@ -5,6 +5,7 @@ import io.gpupool.backend.GraphCaptureException;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.StreamFence;
+import io.gpupool.memory.SyncMarks;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUstream;
@@ -79,6 +80,8 @@ public final class CudaStream implements DeviceStream {
     private final CudaStreamWorker.Cleanup recycleEvent;
     private final PinnedStagingPool.StagingStream stagingTwin;
     private final KernelLauncher launcher;
+    /** Host synchronisations, for the pool's lazy fences (read by any thread). */
+    private final SyncMarks syncs = new SyncMarks();
     /** Read by other threads: the pool's maintenance and close record fences on any stream. */
     private volatile boolean closed;
     /**
@@ -181,6 +184,16 @@ public final class CudaStream implements DeviceStream {
             Cu.check("cuEventRecord", result, "fence on stream " + ordinal);
         }
         return new CudaFence(device, event, events);
+    }
+
+    @Override
+    public long syncMark() {
+        return syncs.mark();
+    }
+
+    @Override
+    public boolean synchronizedSince(long mark) {
+        return syncs.since(mark);
     }
 
     @Override
@@ -328,12 +341,14 @@ public final class CudaStream implements DeviceStream {
         if (capture != null) {
             return; // nothing recorded runs until the graph is launched
         }
+        long sync = syncs.begin();
         device.makeCurrent();
         int result = cuStreamSynchronize(stream);
         worker.drain();
         Throwable hostFailure = worker.takeFailure();
         Cu.check("cuStreamSynchronize", result, "stream " + ordinal + " on " + device.label());
         rethrow(hostFailure, "host work on a CUDA stream");
+        syncs.returned(sync);
     }
 
     @Override
@@ -346,6 +361,7 @@ public final class CudaStream implements DeviceStream {
         int result = cuStreamSynchronize(stream);
         worker.drain();
         worker.stop();
+        syncs.closed();
         Throwable hostFailure = worker.takeFailure();
         try {
             events.close();

@@ -85,7 +85,7 @@ final class PinnedStagingPool implements AutoCloseable {
                 step, step, cap, 1.0, 4 * slotBytes, 16, Duration.ofSeconds(10), 10, 0,
                 Duration.ofSeconds(30), PoolConfig.DEFAULT_MAPPED_SLACK, 0, false,
                 io.gpupool.memory.BudgetReclaim.ON_MAP, ReclaimOrder.HIGHEST_ADDRESS,
-                PoolConfig.DEFAULT_RECLAIM_HYSTERESIS, false);
+                PoolConfig.DEFAULT_RECLAIM_HYSTERESIS, false, false);
     }
 
     long slotBytes() {

@@ -4,6 +4,7 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.memory.StreamFence;
+import io.gpupool.memory.SyncMarks;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
@@ -31,6 +32,8 @@ final class HostStream implements DeviceStream {
     private final OrderedWorker worker;
     /** The fence recorded last; immutable, so a racy read only costs a new fence. */
     private volatile HostFence lastFence;
+    /** Host synchronisations, for the pool's lazy fences (read by any thread). */
+    private final SyncMarks syncs = new SyncMarks();
 
     HostStream(HostDevice device, int ordinal) {
         this.device = device;
@@ -57,6 +60,16 @@ final class HostStream implements DeviceStream {
         HostFence fence = new HostFence(worker, ticket);
         lastFence = fence;
         return fence;
+    }
+
+    @Override
+    public long syncMark() {
+        return syncs.mark();
+    }
+
+    @Override
+    public boolean synchronizedSince(long mark) {
+        return syncs.since(mark);
     }
 
     @Override
@@ -115,13 +128,16 @@ final class HostStream implements DeviceStream {
 
     @Override
     public void synchronize() {
+        long sync = syncs.begin();
         worker.awaitTicket(worker.lastTicket());
         rethrow(worker.takeFailure(), "work on a host stream");
+        syncs.returned(sync);
     }
 
     @Override
     public void close() {
         worker.stop();
+        syncs.closed();
         rethrow(worker.takeFailure(), "work on a host stream");
     }
 

@@ -123,6 +123,15 @@ final class Chunk {
      * latest per stream is kept) and returns it, or null when none were pending. Caller holds the run.
      */
     FenceSet takeFences(long first, long count, FenceSet into) {
+        return takeFences(first, count, into, -1);
+    }
+
+    /**
+     * {@link #takeFences(long, long, FenceSet)}, except that a unit whose only fence is stream {@code own}'s
+     * lets go of it here instead (-1: none): the taker is that stream, which needs no wait for its own work,
+     * so the fence would be gathered only to be cleared. Not for a new slab's run (its fences move to the slab).
+     */
+    FenceSet takeFences(long first, long count, FenceSet into, int own) {
         int end = endSlot(first, count);
         int start = firstFenced(firstSlot(first), end);
         if (start == end) {
@@ -134,6 +143,16 @@ final class Chunk {
             for (int u = start; u < end; u++) {
                 FenceSet unit = fences[u];
                 if (!unit.isEmpty()) {
+                    FenceSet.Shared mine = own >= 0 ? unit.dropIfOnly(own) : null;
+                    if (mine != null) {
+                        if (mine != owed && owedCount > 0) {
+                            owed.release(owedCount);
+                            owedCount = 0;
+                        }
+                        owed = mine;
+                        owedCount++;
+                        continue;
+                    }
                     if (into == null) {
                         into = new FenceSet();
                     }

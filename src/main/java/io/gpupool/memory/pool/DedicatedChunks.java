@@ -1,7 +1,6 @@
 package io.gpupool.memory.pool;
 
 import io.gpupool.memory.AllocationStream;
-import io.gpupool.memory.StreamFence;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -61,11 +60,8 @@ final class DedicatedChunks {
 
     /** Caches the chunk of a freed dedicated block under a fence of {@code stream}; evicts the oldest beyond the bound. */
     void put(Chunk chunk, AllocationStream stream) {
-        StreamFence recorded = stream.recordFence();
-        if (recorded.isComplete()) {
-            recorded.close();
-        } else {
-            FenceSet.Shared fence = new FenceSet.Shared(recorded, stream.ordinal());
+        FenceSet.Shared fence = global.fenceFor(stream, null);
+        if (fence != null) {
             chunk.addFence(0, 1, fence);
             fence.release();
         }

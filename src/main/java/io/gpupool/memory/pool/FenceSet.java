@@ -417,6 +417,20 @@ final class FenceSet {
     }
 
     /**
+     * When this set's only fence is stream {@code ordinal}'s, lets go of it and returns it: the caller owes
+     * it one {@link Shared#release}. Otherwise changes nothing and returns null. Under the lock.
+     */
+    Shared dropIfOnly(int ordinal) {
+        Shared only = sole;
+        if (only == null || only.ordinal != ordinal) {
+            return null;
+        }
+        byStream[ordinal] = null;
+        holdOnly(null);
+        return only;
+    }
+
+    /**
      * Like {@link #absorb}, into a set only the calling thread can reach (the fences of a run it
      * took): when {@code unit}'s only fence is this set's only fence already (the units of a run
      * freed in one batch share it), the unit lets go of it and the caller owes that fence one

@@ -23,7 +23,8 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <h2>Cross-stream safety</h2>
  * Memory moving from stream A to the global level (local overflow, trim, idle flush, every free in
- * GLOBAL_ONLY mode) gets a fence recorded on A, kept per unit of its chunk ({@link Chunk#addFence};
+ * GLOBAL_ONLY mode) gets a fence recorded on A (with {@code lazyFences} a {@link LazyFence}, recorded only
+ * when another stream takes the memory before A synchronised), kept per unit of its chunk ({@link Chunk#addFence};
  * a small object's in its slab's {@link FenceSet}). A stream B taking a run is made to wait
  * (device-side) on the pending fences of other streams on exactly the run's units, which are then
  * cleared (B's own later fence implies them); completed fences are dropped. Per unit and not per
@@ -62,6 +63,8 @@ final class GlobalLevel implements LocalCache.GlobalFree {
      * can be under an unfinished fence.
      */
     final AtomicLong openFences = new AtomicLong();
+    /** Frees into this level record no fence; one is recorded only when another stream needs it ({@link LazyFence}). */
+    final boolean lazyFences;
     /** Device-side waits on other streams' fences inserted when runs and dedicated chunks were taken. */
     final LongAdder crossStreamWaits = new LongAdder();
 
@@ -70,6 +73,7 @@ final class GlobalLevel implements LocalCache.GlobalFree {
      */
     GlobalLevel(PoolConfig config, int largeUnits, Reservation reservation) {
         this.reservation = reservation;
+        this.lazyFences = config.lazyFences();
         this.minBlock = config.minBlockBytes();
         this.unitShift = Long.numberOfTrailingZeros(minBlock);
         this.maxBlock = config.maxBlockBytes();
@@ -139,8 +143,9 @@ final class GlobalLevel implements LocalCache.GlobalFree {
      * fences move there instead, so every later taker of the slab's objects waits for them too.
      */
     void waitForRun(long handle, AllocationStream stream, FenceSet keep) {
+        int own = lazyFences && keep == null ? stream.ordinal() : -1; // lazy: the stream's own fences are the common case
         FenceSet fences = chunks.get(Handles.chunkId(handle))
-                .takeFences(Handles.offset(handle), Handles.length(handle), keep);
+                .takeFences(Handles.offset(handle), Handles.length(handle), keep, own);
         if (fences != null) {
             int waits = fences.makeWait(stream);
             if (waits > 0) {
@@ -164,13 +169,7 @@ final class GlobalLevel implements LocalCache.GlobalFree {
     /** Frees handles from {@code stream} into the global level under one fence recorded on the stream. */
     @Override
     public void returnToGlobal(AllocationStream stream, long[] handles, int from, int to) {
-        StreamFence recorded = stream.recordFence();
-        FenceSet.Shared fence = null;
-        if (recorded.isComplete()) {
-            recorded.close();                                      // nothing queued: no one needs to wait
-        } else {
-            fence = new FenceSet.Shared(recorded, stream.ordinal(), openFences);
-        }
+        FenceSet.Shared fence = fenceFor(stream, openFences);
         List<SmallObjects.Slab> released = null;
         try {
             for (int i = from; i < to; i++) {
@@ -196,6 +195,26 @@ final class GlobalLevel implements LocalCache.GlobalFree {
         if (released != null) {
             released.forEach(this::returnSlab);
         }
+    }
+
+    /**
+     * The fence for memory leaving {@code stream} for this level now, or null when nothing is queued to
+     * wait for: with {@code lazyFences} a {@link LazyFence} (no driver call), else one recorded now.
+     *
+     * @param open counts the fence until it closes (null: not counted)
+     */
+    FenceSet.Shared fenceFor(AllocationStream stream, AtomicLong open) {
+        if (lazyFences) {
+            long mark = stream.syncMark();
+            return stream.synchronizedSince(mark) ? null            // a stream with nothing queued (trace replay)
+                    : new FenceSet.Shared(new LazyFence(stream, mark), stream.ordinal(), open);
+        }
+        StreamFence recorded = stream.recordFence();
+        if (recorded.isComplete()) {
+            recorded.close();                                      // nothing queued: no one needs to wait
+            return null;
+        }
+        return new FenceSet.Shared(recorded, stream.ordinal(), open);
     }
 
     /** An empty slab's run goes back to the buddy level, its fences to the run's units. */

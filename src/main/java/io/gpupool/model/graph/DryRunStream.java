@@ -30,6 +30,12 @@ final class DryRunStream implements DeviceStream {
         return StreamFence.completed();
     }
 
+    /** Nothing is ever queued: every mark is passed. */
+    @Override
+    public boolean synchronizedSince(long mark) {
+        return true;
+    }
+
     @Override
     public ComputeDevice device() {
         return standIn.device();

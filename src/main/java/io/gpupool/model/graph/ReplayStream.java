@@ -56,6 +56,17 @@ final class ReplayStream implements DeviceStream {
         return serving.recordFence();
     }
 
+    /** The serving stream's: memory freed through this stream is freed in its queue. */
+    @Override
+    public long syncMark() {
+        return serving.syncMark();
+    }
+
+    @Override
+    public boolean synchronizedSince(long mark) {
+        return serving.synchronizedSince(mark);
+    }
+
     @Override
     public ComputeDevice device() {
         return serving.device();

@@ -6,7 +6,9 @@ import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.pool.DevicePool;
+import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -141,6 +143,65 @@ class CudaBackendGpuTest {
             fence.close();
         } finally {
             device.plainChunkSource().free(chunk, 4 * MIB);
+        }
+    }
+
+    /** A GLOBAL_ONLY pool of exactly one 4 MiB block with lazy fences: a stream asking for 4 MiB gets that block. */
+    private DevicePool oneBlockLazyPool() {
+        return new DevicePool(device.plainChunkSource(), PoolConfig.defaults().withBlocks(2 * MIB, 4 * MIB)
+                .withGrowth(GrowthPolicy.EAGER, 4 * MIB).apply(PoolTuning.builder().capBytes(4 * MIB).build())
+                .withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(true));
+    }
+
+    private static long fencesTaken(CudaStream stream) {
+        return stream.events().created() + stream.events().reused();
+    }
+
+    @Test
+    void lazyFenceRecordedWhenAnotherStreamTakesTheBlockMakesItWaitForTheKernelStillWriting() {
+        KernelFunction spin = device.loadModule("k", CudaTestSupport.testPtx()).function("spin_then_fill");
+        DevicePool pool = oneBlockLazyPool();
+        try (CudaStream a = device.createStream(0); CudaStream b = device.createStream(1)) {
+            DeviceBlock onA = pool.allocate(4 * MIB, a);
+            CudaTestSupport.spinThenFill(a, spin, onA.address(), MIB, 0x0A0A0A0A, 200); // A still writes the block
+            long before = fencesTaken(a);
+            onA.release();
+            assertThat(fencesTaken(a)).as("the free records no event").isEqualTo(before);
+            DeviceBlock onB = pool.allocate(4 * MIB, b);
+            assertThat(onB.address()).as("the pool's only block").isEqualTo(onA.address());
+            assertThat(fencesTaken(a)).as("one event recorded on A when B took the block").isEqualTo(before + 1);
+            b.fill(onB.address(), (byte) 0x0B, 4 * MIB);
+            MemorySegment out = arena.allocate(4 * MIB);
+            b.copyDeviceToHost(onB.address(), out, 4 * MIB);
+            b.synchronize();
+            for (long i = 0; i < 4 * MIB; i += 4096) {
+                assertThat(out.get(ValueLayout.JAVA_BYTE, i)).as("byte %d: B wrote after A's kernel", i).isEqualTo((byte) 0x0B);
+            }
+            onB.release();
+            a.synchronize();
+            b.synchronize();
+        } finally {
+            pool.close();
+        }
+    }
+
+    @Test
+    void lazyFenceOfASynchronisedStreamRecordsNothing() {
+        DevicePool pool = oneBlockLazyPool();
+        try (CudaStream a = device.createStream(0); CudaStream b = device.createStream(1)) {
+            DeviceBlock onA = pool.allocate(4 * MIB, a);
+            a.fill(onA.address(), (byte) 0x0A, 4 * MIB);
+            long before = fencesTaken(a);
+            onA.release();
+            a.synchronize();                                   // the request's end
+            DeviceBlock onB = pool.allocate(4 * MIB, b);
+            assertThat(onB.address()).isEqualTo(onA.address());
+            assertThat(fencesTaken(a)).as("no event: A's work finished").isEqualTo(before);
+            assertThat(pool.metrics().crossStreamWaits()).isZero();
+            onB.release();
+            b.synchronize();
+        } finally {
+            pool.close();
         }
     }
 
