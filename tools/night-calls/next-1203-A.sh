@@ -11,7 +11,7 @@ export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz
 S=$SECONDS
 say() { echo "[nextA +$((SECONDS-S))s] $*"; }
 pk() { find "$OUT/$1" -name '*.html' -delete; tar -C "$OUT" -czf "$OUT/$1.tgz" "$1" && rm -rf "$OUT/$1"; }
-say "suite"; timeout 200 bash tools/gpu-suite.sh "$OUT/suite" tests > /dev/null 2>&1; say "suite rc=$?"
+say "suite"; timeout 190 bash tools/gpu-suite.sh "$OUT/suite" tests > /dev/null 2>&1; say "suite rc=$?"
 tail -3 "$OUT/suite/gpu-suite.log"; grep -o 'testcase name="[^"]*" classname="[^"]*"[^>]*>\s*<failure' "$OUT/suite/gpu-tests.xml" | head; pk suite
 say "checks"; mkdir -p "$OUT/checks"
 timeout 60 bash tools/gemm-gpu-check.sh "$OUT/checks/gemm" tests > "$OUT/checks/gemm.log" 2>&1; say "gemm-check rc=$?"
@@ -21,6 +21,6 @@ say "alloc"; mkdir -p "$OUT/alloc"
 W=$(mktemp -d); tar -C "$W" -xJf "$BUNDLE" && timeout 90 "$W/gpupool-gpu-bundle/run-gpu-tests.sh" --main io.gpupool.backend.cuda.AllocBench "$OUT/alloc/alloc-bench.json" 100 > "$OUT/alloc/alloc.log" 2>&1; say "alloc rc=$?"
 grep -E '^(pool|pool-global-only|pool-global-only-lazy-fences|fence) ' "$OUT/alloc/alloc.log" | head -16; grep -E '^pool +(1|16) streams' "$OUT/alloc/alloc.log"; rm -rf "$W"; pk alloc
 say "soak"; mkdir -p "$OUT/soak"
-timeout 100 bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 --modes "TWO_LEVEL+gpupool.kernels.precision=BF16" \
+timeout 90 bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 --modes "TWO_LEVEL+gpupool.kernels.precision=BF16" \
   --out-dir "$OUT/soak/run" > "$OUT/soak/soak.log" 2>&1; say "soak rc=$?"; tail -5 "$OUT/soak/soak.log"; pk soak
 say done
