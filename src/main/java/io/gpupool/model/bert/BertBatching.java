@@ -168,10 +168,7 @@ final class BertBatching {
     }
 
     List<List<HostTensor>> run(List<? extends Member> members, ExecutionContext context) {
-        List<Sequences> batch = new ArrayList<>(members.size());
-        for (Member member : members) {
-            batch.add((Sequences) member);
-        }
+        List<Sequences> batch = sequences(members);
         return packed != null ? runPacked(batch, context) : runPadded(batch, context);
     }
 
@@ -192,10 +189,7 @@ final class BertBatching {
                     + " tokens (longest " + totals.maxSeq + ") cannot run padded to " + shape + " (longest " + maxSeq
                     + ")");
         }
-        List<Sequences> batch = new ArrayList<>(members.size());
-        for (Member member : members) {
-            batch.add((Sequences) member);
-        }
+        List<Sequences> batch = sequences(members);
         return runPacked(batch, shape, maxSeq, context);
     }
 
@@ -304,10 +298,7 @@ final class BertBatching {
             throw new IllegalStateException("a batch of " + totals.sequences + " sequences (longest " + totals.maxSeq
                     + ") cannot run padded to " + padded.batch() + "x" + padded.sequence());
         }
-        List<Sequences> batch = new ArrayList<>(members.size());
-        for (Member member : members) {
-            batch.add((Sequences) member);
-        }
+        List<Sequences> batch = sequences(members);
         return runPadded(batch, padded.batch(), padded.sequence(), true, context);
     }
 
@@ -401,12 +392,18 @@ final class BertBatching {
         return List.copyOf(names);
     }
 
-    /** The outputs a batch forward of {@code members} computes: the union of their selections, sorted. */
-    List<String> outputNames(List<? extends Member> members) {
+    /** The members as this model prepared them ({@link #prepare}). */
+    private static List<Sequences> sequences(List<? extends Member> members) {
         List<Sequences> batch = new ArrayList<>(members.size());
         for (Member member : members) {
             batch.add((Sequences) member);
         }
+        return batch;
+    }
+
+    /** The outputs a batch forward of {@code members} computes: the union of their selections, sorted. */
+    List<String> outputNames(List<? extends Member> members) {
+        List<Sequences> batch = sequences(members);
         return List.copyOf(new TreeSet<>(wantedNames(batch)));
     }
 
