@@ -116,8 +116,13 @@ class GraphedModel implements InferenceModel, PlannedMemory {
     }
 
     private Shape bucketOf(Shape shape) {
+        return bucketOf(shape, delegate.maxBatchSize());
+    }
+
+    /** {@code shape} rounded up on the request buckets, its batch at most {@code maxBatch}; null where none fits. */
+    Shape bucketOf(Shape shape, int maxBatch) {
         ShapeBuckets buckets = graphs.buckets();
-        int batch = buckets.batchBucket(shape.batch(), delegate.maxBatchSize());
+        int batch = buckets.batchBucket(shape.batch(), maxBatch);
         if (batch == 0) {
             return null;
         }
@@ -311,17 +316,9 @@ class GraphedModel implements InferenceModel, PlannedMemory {
         /** The request bucket of a padded-layout batch; null where it has none (then it runs eagerly). */
         private Shape paddedBucket(List<? extends Member> batch) {
             Shape shape = paddedBatchPadding.shapeOf(batch);
-            if (shape == null) {
-                return null;
-            }
-            ShapeBuckets buckets = graphs.buckets();
-            int rows = buckets.batchBucket(shape.batch(), Integer.MAX_VALUE);
-            int sequence = buckets.sequenceBucket(shape.sequence(), delegate.maxSequenceLength());
-            if (rows == 0 || sequence == 0) {
-                return null;
-            }
-            Shape bucket = new Shape(rows, sequence);
-            return paddedBatchPadding.fits(bucket) ? bucket : null;
+            // the rows are bounded by the model's cells (fits), not by its largest request's batch
+            Shape bucket = shape == null ? null : bucketOf(shape, Integer.MAX_VALUE);
+            return bucket != null && paddedBatchPadding.fits(bucket) ? bucket : null;
         }
 
         /** Replays {@code padded} from the graph of {@code key}; on a miss the eager batch, and maybe a capture. */
