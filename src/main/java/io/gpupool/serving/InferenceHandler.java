@@ -175,7 +175,7 @@ public final class InferenceHandler {
     /** The request's model name when it is one this server serves, else null (metrics must not take any name). */
     private String servedName(ServerRequest request) {
         String name = request.pathVariable("model");
-        return registry.models().stream().anyMatch(model -> model.name().equals(name)) ? name : null;
+        return registry.served(name) != null ? name : null;
     }
 
     /** POST /v2/repository/index: every model found, with its state; {@code {"ready": true}} keeps ready ones. */
