@@ -5,12 +5,8 @@
 # tools/gpu-check-lib.sh, AllocBench (the local pair with the run reserve), the CUDA fault soak with arenas.
 # From the repository root with the bundle (tools/gpu-bundle.sh) carried; each stage in its own tarball under OUT.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${1:?usage: $0 OUT}
-export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz
-S=$SECONDS
-say() { echo "[nextA +$((SECONDS-S))s] $*"; }
-pk() { find "$OUT/$1" -name '*.html' -delete; tar -C "$OUT" -czf "$OUT/$1.tgz" "$1" && rm -rf "$OUT/$1"; }
+TAG=nextA
+source "$(dirname "$0")/call-lib.sh"
 say "suite"; timeout 190 bash tools/gpu-suite.sh "$OUT/suite" tests > /dev/null 2>&1; say "suite rc=$?"
 tail -3 "$OUT/suite/gpu-suite.log"; grep -o 'testcase name="[^"]*" classname="[^"]*"[^>]*>\s*<failure' "$OUT/suite/gpu-tests.xml" | head; pk suite
 say "checks"; mkdir -p "$OUT/checks"

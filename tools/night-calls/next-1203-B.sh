@@ -3,25 +3,14 @@
 # with the PERIODIC and the on-map reclaim), the capped pool, and issue 16's short target with request arenas on
 # both sides (batching off against on). From the repository root with the bundle carried.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${1:?usage: $0 OUT}
-export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz
-S=$SECONDS
-say() { echo "[nextB +$((SECONDS-S))s] $*"; }
-pk() { find "$OUT/$1" -name '*.html' -delete; tar -C "$OUT" -czf "$OUT/$1.tgz" "$1" && rm -rf "$OUT/$1"; }
-BF16="--gpupool.kernels.precision=BF16 --gpupool.serving.queue-capacity=256"
+TAG=nextB
+source "$(dirname "$0")/call-lib.sh"
 ONMAP=gpupool.memory.budget-reclaim=ON_MAP
 say "pool"; mkdir -p "$OUT/pool"
 timeout 300 bash tools/compare-allocators.sh full --rounds "${ROUNDS:-3}" --warmup 3s --duration 8s --drain 3s --server-args "$BF16" \
   --modes "CUDA_ASYNC,TWO_LEVEL,TWO_LEVEL+$ONMAP" --out-dir "$OUT/pool/bf16" > "$OUT/pool/compare.log" 2>&1; say "pool rc=$?"
 grep '^|' "$OUT/pool/bf16/comparison.md" | head -20
-CAP=$(python3 - "$OUT/pool/bf16/comparison.json" <<'PY'
-import json, statistics, sys
-d = json.load(open(sys.argv[1]))
-rows = [m for m in d["modes"] if m["mode"] == "CUDA_ASYNC"]
-print(int(0.9 * statistics.median(r["pool_peak_reserved_bytes"] for r in rows)))
-PY
-)
+CAP=$(cuda_async_cap "$OUT/pool/bf16/comparison.json" 0.9)
 pk pool
 say "capped at ${CAP}B"; mkdir -p "$OUT/capped"
 timeout 80 bash tools/compare-allocators.sh full --rounds 1 --warmup 3s --duration 8s --drain 3s --server-args "$BF16" \

@@ -5,12 +5,8 @@
 # the cells that had no compiled number on 2026-12-02 and the TF32 column against eager (our forward measured in the same
 # call). Knobs: BERT_S (230).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${1:?usage: $0 OUT}
-export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz
-S=$SECONDS
-say() { echo "[nextC +$((SECONDS-S))s] $*"; }
-pk() { find "$OUT/$1" -name '*.html' -delete; tar -C "$OUT" -czf "$OUT/$1.tgz" "$1" && rm -rf "$OUT/$1"; }
+TAG=nextC
+source "$(dirname "$0")/call-lib.sh"
 G=gpupool.kernels.graphs.enabled=true
 P=gpupool.kernels.packed-bf16=true
 # lists as indexed settings: SHORT_VARIANTS splits variants at commas

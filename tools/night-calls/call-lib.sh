@@ -1,0 +1,19 @@
+# Sourced by a device call script (not run): from the repository root, OUT from the first argument, the carried
+# bundle, and the helpers every stage uses. Set TAG before sourcing; it prefixes the log lines.
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+OUT=${1:?usage: $0 OUT}
+export BUNDLE=$PWD/dist/gpupool-gpu-bundle.tar.xz
+S=$SECONDS
+BF16="--gpupool.kernels.precision=BF16 --gpupool.serving.queue-capacity=256"
+say() { echo "[${TAG:-call} +$((SECONDS-S))s] $*"; }
+# packs a stage's folder under OUT into its own tarball (the dashboards' HTML left out)
+pk() { find "$OUT/$1" -name '*.html' -delete; tar -C "$OUT" -czf "$OUT/$1.tgz" "$1" && rm -rf "$OUT/$1"; }
+# a cap of FRACTION x the median peak reserved bytes of CUDA_ASYNC in a compare-allocators comparison.json
+cuda_async_cap() {
+  python3 - "$1" "$2" <<'PY'
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+rows = [m for m in d["modes"] if m["mode"] == "CUDA_ASYNC"]
+print(int(float(sys.argv[2]) * statistics.median(r["pool_peak_reserved_bytes"] for r in rows)))
+PY
+}
