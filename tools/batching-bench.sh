@@ -72,8 +72,7 @@ targets = {
 
 def batcher(folder, row):
     """The batching section the load driver read from /actuator/gpupool after the run, if any."""
-    name = row["mode"] if "round" not in row else row["mode"] + "-r" + str(row["round"])
-    path = os.path.join(folder, "".join(c if c.isalnum() or c in "._-" else "_" for c in name) + ".json")
+    path = os.path.join(folder, row["file"] + ".json")
     try:
         section = json.load(open(path)).get("pool_after", {}).get("batching", {})
     except (OSError, ValueError):

@@ -99,6 +99,7 @@ public final class AllocatorComparison {
                 String name = rounds == 1 ? variant.fileName() : variant.fileName() + "-r" + round;
                 ObjectNode row = rows.addObject();
                 row.put("mode", mode);
+                row.put("file", name);
                 if (!variant.settings().isEmpty()) {
                     row.put("allocator_mode", variant.mode());
                 }
@@ -440,9 +441,21 @@ public final class AllocatorComparison {
             return new Variant(trimmed, mode, List.copyOf(settings));
         }
 
-        /** The label with every character other than letters, digits, '.', '_' and '-' made '_' (file names). */
+        /** Longest file-name stem kept whole; file systems refuse names over 255 bytes (server-NAME-rN.log). */
+        static final int MAX_FILE_STEM = 160;
+
+        /**
+         * The label with every character other than letters, digits, '.', '_' and '-' made '_' (file names). A
+         * label longer than {@value #MAX_FILE_STEM} characters (a long list of indexed settings) keeps its start
+         * and ends in a hash of the whole label, so two long variants still get different files; readers take
+         * the name from the row's "file" field instead of rebuilding it.
+         */
         String fileName() {
-            return label.replaceAll("[^A-Za-z0-9._-]", "_");
+            String safe = label.replaceAll("[^A-Za-z0-9._-]", "_");
+            if (safe.length() <= MAX_FILE_STEM) {
+                return safe;
+            }
+            return safe.substring(0, MAX_FILE_STEM - 9) + "_" + String.format("%08x", label.hashCode());
         }
     }
 }

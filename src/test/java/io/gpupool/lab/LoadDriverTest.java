@@ -383,6 +383,20 @@ class LoadDriverTest {
                 .contains("| CUDA_ASYNC | 3 | 100.0 (96.0–100.0) | - | 1.000 (1.000–1.000) | 260.0 | - |");
     }
 
+    /** A variant with many indexed settings still gets a file name the file system takes, and one of its own. */
+    @Test
+    void longVariantLabelsGiveShortDistinctFileNames() {
+        StringBuilder ladder = new StringBuilder("TWO_LEVEL+gpupool.kernels.graphs.enabled=true");
+        for (int i = 0; i < 8; i++) {
+            ladder.append("+gpupool.kernels.graphs.batch-buckets[").append(i).append("]=").append(1 << i);
+        }
+        String one = AllocatorComparison.Variant.parse(ladder.toString()).fileName();
+        String other = AllocatorComparison.Variant.parse(ladder + "+gpupool.kernels.graphs.max-bytes=8GB").fileName();
+        assertThat(("server-" + one + "-r10.log").getBytes(java.nio.charset.StandardCharsets.UTF_8).length).isLessThan(255);
+        assertThat(one).startsWith("TWO_LEVEL_gpupool.kernels.graphs.enabled_true_").matches("[A-Za-z0-9._-]+");
+        assertThat(other).isNotEqualTo(one);
+    }
+
     /** A --modes entry may carry server settings and is then a variant of its own, named by the whole entry. */
     @Test
     void modeVariantsCarryServerSettingsAndBadEntriesAreRefusedByName() {
