@@ -17,3 +17,13 @@ rows = [m for m in d["modes"] if m["mode"] == "CUDA_ASYNC"]
 print(int(float(sys.argv[2]) * statistics.median(r["pool_peak_reserved_bytes"] for r in rows)))
 PY
 }
+# a list setting as indexed properties: indexed PROP V1 V2 ... -> +PROP[0]=V1+PROP[1]=V2... (compare-allocators variants
+# split at commas, so a list cannot be written as PROP=V1,V2)
+indexed() { local prop=$1 i=0 v; shift; for v in "$@"; do printf '+%s[%d]=%s' "$prop" $i "$v"; i=$((i+1)); done; }
+# AllocBench from the carried bundle into OUT/alloc: alloc_bench ROUND_MS TIMEOUT_S (the log in OUT/alloc/alloc.log)
+alloc_bench() {
+  local w; w=$(mktemp -d); mkdir -p "$OUT/alloc"
+  tar -C "$w" -xJf "$BUNDLE" && timeout "$2" "$w/gpupool-gpu-bundle/run-gpu-tests.sh" --main io.gpupool.backend.cuda.AllocBench \
+    "$OUT/alloc/alloc-bench.json" "$1" > "$OUT/alloc/alloc.log" 2>&1
+  local rc=$?; rm -rf "$w"; return $rc
+}

@@ -24,7 +24,7 @@ timeout 75 bash tools/compare-allocators.sh full --rounds 1 --warmup 3s --durati
   --modes "CUDA_ASYNC,TWO_LEVEL+$SOAK_SETTINGS" --concurrency 32 --batch-min 1 --batch-max 4 \
   --seq-min 1 --seq-median 24 --seq-sigma 0.6 --seq-max 128 --out-dir "$OUT/pool/short" > "$OUT/pool/compare-short.log" 2>&1
 say "pool short rc=$?"; grep '^|' "$OUT/pool/short/comparison.md" | head -4; pk pool
-ROWS=$(i=0; for v in 1 2 4 8 16 32 64 128; do printf '+gpupool.kernels.graphs.batch-buckets[%d]=%d' $i $v; i=$((i+1)); done)
+ROWS=$(indexed gpupool.kernels.graphs.batch-buckets 1 2 4 8 16 32 64 128)
 say "batching"; mkdir -p "$OUT/batching"
 SHORT_VARIANTS="gpupool.kernels.graphs.enabled=true+gpupool.kernels.graphs.max-bytes=8GB$ROWS" timeout 110 \
   bash tools/batching-bench.sh "$OUT/batching" short --warmup 5s --duration 10s --drain 2s > "$OUT/batching/short.log" 2>&1
@@ -33,9 +33,8 @@ cat "$OUT/batching/short.md"; python3 -c "import json,sys; print(json.dumps(json
 timeout 80 bash tools/batching-bench.sh "$OUT/batching" long --warmup 5s --duration 10s --drain 2s --rounds 1 > "$OUT/batching/long.log" 2>&1
 say "long rc=$?"; cat "$OUT/batching/batching.md"; pk batching
 if [ "${ALLOC:-0}" = 1 ]; then
-  say "alloc"; mkdir -p "$OUT/alloc"
-  W=$(mktemp -d); tar -C "$W" -xJf "$BUNDLE" && timeout 80 "$W/gpupool-gpu-bundle/run-gpu-tests.sh" --main io.gpupool.backend.cuda.AllocBench "$OUT/alloc/alloc-bench.json" 100 > "$OUT/alloc/alloc.log" 2>&1; say "alloc rc=$?"
-  grep -E '^(pool|pool-global-only-lazy-fences) ' "$OUT/alloc/alloc.log" | head -10; rm -rf "$W"; pk alloc
+  say "alloc"; alloc_bench 100 80; say "alloc rc=$?"
+  grep -E '^(pool|pool-global-only-lazy-fences) ' "$OUT/alloc/alloc.log" | head -10; pk alloc
 fi
 say "soak"; mkdir -p "$OUT/soak"
 timeout 80 bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 --modes "TWO_LEVEL+gpupool.kernels.precision=BF16+$SOAK_SETTINGS" \

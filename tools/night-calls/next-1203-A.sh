@@ -13,9 +13,8 @@ say "checks"; mkdir -p "$OUT/checks"
 timeout 60 bash tools/gemm-gpu-check.sh "$OUT/checks/gemm" tests > "$OUT/checks/gemm.log" 2>&1; say "gemm-check rc=$?"
 timeout 90 bash tools/ops-gpu-check.sh "$OUT/checks/ops" tests > "$OUT/checks/ops.log" 2>&1; say "ops-check rc=$?"
 tail -2 "$OUT/checks/gemm.log" "$OUT/checks/ops.log"; pk checks
-say "alloc"; mkdir -p "$OUT/alloc"
-W=$(mktemp -d); tar -C "$W" -xJf "$BUNDLE" && timeout 90 "$W/gpupool-gpu-bundle/run-gpu-tests.sh" --main io.gpupool.backend.cuda.AllocBench "$OUT/alloc/alloc-bench.json" 100 > "$OUT/alloc/alloc.log" 2>&1; say "alloc rc=$?"
-grep -E '^(pool|pool-global-only|pool-global-only-lazy-fences|fence) ' "$OUT/alloc/alloc.log" | head -16; grep -E '^pool +(1|16) streams' "$OUT/alloc/alloc.log"; rm -rf "$W"; pk alloc
+say "alloc"; alloc_bench 100 90; say "alloc rc=$?"
+grep -E '^(pool|pool-global-only|pool-global-only-lazy-fences|fence) ' "$OUT/alloc/alloc.log" | head -16; grep -E '^pool +(1|16) streams' "$OUT/alloc/alloc.log"; pk alloc
 say "soak"; mkdir -p "$OUT/soak"
 timeout 90 bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 --modes "TWO_LEVEL+gpupool.kernels.precision=BF16" \
   --out-dir "$OUT/soak/run" > "$OUT/soak/soak.log" 2>&1; say "soak rc=$?"; tail -5 "$OUT/soak/soak.log"; pk soak

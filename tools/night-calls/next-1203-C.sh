@@ -10,7 +10,7 @@ source "$(dirname "$0")/call-lib.sh"
 G=gpupool.kernels.graphs.enabled=true
 P=gpupool.kernels.packed-bf16=true
 # lists as indexed settings: SHORT_VARIANTS splits variants at commas
-ROWS=$(i=0; for v in 1 2 4 8 16 32 64 128; do printf '+gpupool.kernels.graphs.batch-buckets[%d]=%d' $i $v; i=$((i+1)); done)
+ROWS=$(indexed gpupool.kernels.graphs.batch-buckets 1 2 4 8 16 32 64 128)
 say "batch graphs"; mkdir -p "$OUT/graphs"
 SHORT_VARIANTS="$P,$P+$G,$G+gpupool.kernels.graphs.max-bytes=8GB$ROWS" timeout 330 bash tools/batching-bench.sh "$OUT/graphs" short --warmup 5s --duration 10s --drain 2s \
   > "$OUT/graphs/bench.log" 2>&1; say "batch graphs rc=$?"; cat "$OUT/graphs/batching.md" 2>/dev/null; pk graphs
