@@ -144,7 +144,7 @@ public class GpuPoolConfiguration {
             DeviceWorker worker = new DeviceWorker(device, activations, ops, settings.serving().streamsPerDevice(),
                     settings.serving().queueCapacity(), admission(device.chunkSource().name(),
                     device.chunkSource().capacityBytes(), activations, settings.memory().admission(),
-                    () -> workspacesAtMost));
+                    () -> workspacesAtMost, settings.serving().requestArena()));
             runtimes.add(new DeviceRuntime(device, activations, weights, ops, worker));
             log.info("Device {} ({}): {} allocator, {} streams, queue of {}", device.index(), device.name(),
                     activations.mode(), settings.serving().streamsPerDevice(), settings.serving().queueCapacity());
@@ -183,21 +183,25 @@ public class GpuPoolConfiguration {
      */
     public static MemoryAdmission admission(String name, long capacityBytes, DeviceAllocator activations,
                                             boolean enabled) {
-        return admission(name, capacityBytes, activations, enabled, () -> 0);
+        return admission(name, capacityBytes, activations, enabled, () -> 0, false);
     }
 
     /**
      * @param residentFloor pool bytes that belong to no request and may be held at any moment although an idle
      *                      moment saw them given back (the kernels' stream workspaces, at most)
+     * @param arenas        the models run each forward in one arena ({@code gpupool.serving.request-arena}): a
+     *                      charge is rounded as the pool rounds an arena ({@link DevicePool#arenaBlockBytes})
      */
     public static MemoryAdmission admission(String name, long capacityBytes, DeviceAllocator activations,
-                                            boolean enabled, java.util.function.LongSupplier residentFloor) {
+                                            boolean enabled, java.util.function.LongSupplier residentFloor,
+                                            boolean arenas) {
         DevicePool pool = activations.capability(DevicePool.class).orElse(null);
         if (pool == null) {
             return MemoryAdmission.unbounded(name);
         }
         return new MemoryAdmission(name, enabled, () -> pool.config().effectiveCapBytes(capacityBytes),
-                () -> pool.metrics().allocatedBytes() - pool.metrics().cachedBytes(), pool::blockBytes, residentFloor);
+                () -> pool.metrics().allocatedBytes() - pool.metrics().cachedBytes(),
+                arenas ? pool::arenaBlockBytes : pool::blockBytes, residentFloor);
     }
 
     /** The activation allocator of {@code device} for the configured mode. */

@@ -26,6 +26,19 @@ public interface DeviceAllocator extends AutoCloseable {
      */
     DeviceBlock allocate(long bytes, AllocationStream stream);
 
+    /**
+     * Allocates a request arena: one block that holds every intermediate tensor of one forward on
+     * {@code stream} and is freed once, after the stream was synchronised; its size changes from request
+     * to request. An allocator that keeps blocks per stream may round it up to a block it can reuse for
+     * arenas of other sizes; by default it is an ordinary allocation.
+     *
+     * @throws IllegalArgumentException if {@code bytes} is not positive
+     * @throws OutOfDeviceMemoryException if the memory cannot be provided after recovery
+     */
+    default DeviceBlock allocateArena(long bytes, AllocationStream stream) {
+        return allocate(bytes, stream);
+    }
+
     /** Which strategy this allocator implements. */
     AllocatorMode mode();
 

@@ -59,6 +59,12 @@ public final class ServingArenaTrace {
                     workspaceBytes);
         }
 
+        /** The same load with requests of another shape: batch uniform in [1, batchMax], the sequence as above. */
+        public Config withShape(int batch, double median, double sigma, int max) {
+            return new Config(requests, streams, seed, batch, median, sigma, max, bytesPerToken, fixedTokens,
+                    workspaceBytes);
+        }
+
         public Config withSeed(long s) {
             return new Config(requests, streams, s, batchMax, seqMedian, seqSigma, seqMax, bytesPerToken, fixedTokens,
                     workspaceBytes);

@@ -22,6 +22,8 @@ import java.util.Locale;
  *       --seed N            random seed (42)
  *     --serving-arenas      instead, generate the server's default load with request arenas (ServingArenaTrace:
  *                           BERT-base BF16, 4 streams, 4000 requests; --requests, --streams, --seed apply)
+ *       --serving-shape B,M,S,X   requests of batch 1..B, sequence median M, log-sigma S, at most X
+ *                           (default 32,96,0.7,512; issue 15's short load: 4,24,0.6,128)
  *     --maintain-every N    run the pool's maintenance after every N events (the server's once a second;
  *                           ServingArenaTrace makes about 2000 events a second of its load)
  *     --request-arena       replay each request as one allocation of its arena (RequestArenaTrace), as the
@@ -89,6 +91,15 @@ public final class TraceReplayMain {
                     config = config.withSeed(seed);
                     serving = serving.withSeed(seed);
                 }
+                case "--serving-shape" -> {
+                    String[] shape = value(args, ++i, arg).split(",");
+                    if (shape.length != 4) {
+                        throw new IllegalArgumentException("--serving-shape " + String.join(",", shape)
+                                + " is invalid; allowed: BATCH_MAX,SEQ_MEDIAN,SEQ_SIGMA,SEQ_MAX");
+                    }
+                    serving = serving.withShape(Integer.parseInt(shape[0]), Double.parseDouble(shape[1]),
+                            Double.parseDouble(shape[2]), Integer.parseInt(shape[3]));
+                }
                 case "--write-trace" -> writeTrace = Path.of(value(args, ++i, arg));
                 case "--json" -> json = Path.of(value(args, ++i, arg));
                 case "--capacity-gib" -> capacity = Long.parseLong(value(args, ++i, arg)) << 30;
@@ -138,7 +149,7 @@ public final class TraceReplayMain {
             TraceReplayer.Result r;
             try {
                 r = TraceReplayer.replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacity),
-                        fenceTiming, maintainEvery);
+                        fenceTiming, maintainEvery, servingArenas || requestArena);
             } catch (UnsupportedOperationException e) {
                 System.out.printf(Locale.ROOT, "%-12s skipped: %s%n", strategy.name(), e.getMessage());
                 continue;

@@ -319,6 +319,16 @@ public final class TraceReplayer {
      */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing,
                                 long maintainEvery) {
+        return replay(trace, strategy, source, timing, maintainEvery, false);
+    }
+
+    /**
+     * Like {@link #replay(Trace, Strategy, ChunkSource, FenceTiming, long)}; with {@code arenas} every allocation
+     * on a stream is a request arena ({@link DeviceAllocator#allocateArena}), as the server allocates with
+     * {@code gpupool.serving.request-arena} ({@link ServingArenaTrace}, {@link RequestArenaTrace}).
+     */
+    public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing,
+                                long maintainEvery, boolean arenas) {
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
         GrowthWitness witness = new GrowthWitness(statistics);
         DeviceAllocator allocator = strategy.factory().apply(witness);
@@ -356,7 +366,8 @@ public final class TraceReplayer {
                     DeviceBlock block;
                     witness.request = bytes;
                     try {
-                        block = allocator.allocate(bytes, stream);
+                        block = arenas && trace.stream(i) != Trace.NO_STREAM
+                                ? allocator.allocateArena(bytes, stream) : allocator.allocate(bytes, stream);
                     } catch (OutOfDeviceMemoryException e) {
                         failed++;
                         continue;

@@ -53,10 +53,28 @@ class ServingArenaTraceTest {
     void thePoolServesTheStreamsArenasFromTheirReserves() {
         Trace trace = ServingArenaTrace.generate(config);
         TraceReplayer.Result result = TraceReplayer.replay(trace, ReplayStrategies.byName("two-level-server"),
-                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200);
+                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, true);
         assertThat(result.failedAllocations()).isZero();
         assertThat(result.localHitRatio()).isGreaterThan(0.6);
         assertThat(result.rounding()).isLessThan(1.05);
+    }
+
+    /**
+     * Short requests (batch 1–4, tens of tokens) make arenas below the minimum block: as arenas they are served by
+     * the streams' caches almost always and map almost nothing; as ordinary allocations their small-object slabs
+     * come and go with every size seen.
+     */
+    @Test
+    void shortRequestsArenasStayInTheStreamsCaches() {
+        Trace trace = ServingArenaTrace.generate(config.withShape(4, 24, 0.6, 128));
+        TraceReplayer.Result arenas = TraceReplayer.replay(trace, ReplayStrategies.byName("two-level"),
+                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, true);
+        TraceReplayer.Result ordinary = TraceReplayer.replay(trace, ReplayStrategies.byName("two-level"),
+                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, false);
+        assertThat(arenas.failedAllocations()).isZero();
+        assertThat(arenas.localHitRatio()).isGreaterThan(0.95);
+        assertThat(arenas.mapCalls()).as("maps per request").isLessThan(config.requests() / 20);
+        assertThat(ordinary.mapCalls()).isGreaterThan(4 * arenas.mapCalls());
     }
 
     private static String csv(Trace trace) throws Exception {

@@ -140,6 +140,32 @@ public final class DevicePool implements DeviceAllocator {
 
     @Override
     public DeviceBlock allocate(long bytes, AllocationStream stream) {
+        return allocate(bytes, stream, false);
+    }
+
+    /**
+     * With local caches (TWO_LEVEL) an arena below the minimum block takes a whole minimum block, a run: a
+     * stream then serves arenas of every size from its {@link RunReserve} and its run stacks, where small-object
+     * classes would serve only the next arena of the same class and leave a slab behind for every class seen
+     * (under MAPPED growth each such slab is mapped, reclaimed and mapped again). It costs at most one minimum
+     * block per stream running a small request.
+     */
+    @Override
+    public DeviceBlock allocateArena(long bytes, AllocationStream stream) {
+        return allocate(bytes, stream, true);
+    }
+
+    /** The bytes an arena of {@code bytes} takes from this pool ({@link #allocateArena}); admissions charge it. */
+    public long arenaBlockBytes(long bytes) {
+        return bytes > 0 && arenaAsRun(global.classIndex(bytes)) ? global.classBytes()[global.smallCount]
+                : blockBytes(bytes);
+    }
+
+    private boolean arenaAsRun(int sizeClass) {
+        return sizeClass < global.smallCount && config.mode() == AllocatorMode.TWO_LEVEL;
+    }
+
+    private DeviceBlock allocate(long bytes, AllocationStream stream, boolean arena) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("bytes = " + bytes + " is invalid; allowed: a positive size");
         }
@@ -152,6 +178,9 @@ public final class DevicePool implements DeviceAllocator {
         }
         PoolConfig cfg = config;
         int c = global.classIndex(bytes);
+        if (arena && arenaAsRun(c)) {
+            c = global.smallCount;                                 // the one-block run class
+        }
         long size = global.classBytes()[c];
         LocalCache cache = cfg.mode() == AllocatorMode.TWO_LEVEL ? streams.cacheFor(stream) : null;
         boolean sampled = cache != null ? cache.latencySampleDue() : PoolStatistics.latencySampleDue();

@@ -69,13 +69,23 @@ public final class TracingAllocator implements DeviceAllocator {
 
     @Override
     public DeviceBlock allocate(long bytes, AllocationStream stream) {
+        return allocate(bytes, stream, false);
+    }
+
+    /** An arena goes to the delegate as an arena; the trace records it as an allocation like any other. */
+    @Override
+    public DeviceBlock allocateArena(long bytes, AllocationStream stream) {
+        return allocate(bytes, stream, true);
+    }
+
+    private DeviceBlock allocate(long bytes, AllocationStream stream, boolean arena) {
         if (!recorder.isRecording()) {
-            return delegate.allocate(bytes, stream);
+            return arena ? delegate.allocateArena(bytes, stream) : delegate.allocate(bytes, stream);
         }
         int ordinal = stream == null ? Trace.NO_STREAM : stream.ordinal();
         DeviceBlock inner;
         try {
-            inner = delegate.allocate(bytes, stream);
+            inner = arena ? delegate.allocateArena(bytes, stream) : delegate.allocate(bytes, stream);
         } catch (RuntimeException e) {
             recorder.record(Trace.ALLOCATE_FAILURE, 0, bytes, ordinal);
             throw e;

@@ -344,7 +344,7 @@ public final class ExecutionPlan {
         try {
             long base = 0;
             if (arena.blockBytes() > 0) {
-                block = context.allocator().allocate(arena.blockBytes(), context.stream());
+                block = context.allocator().allocateArena(arena.blockBytes(), context.stream());
                 base = block.address();
             }
             for (int i = 0; i < steps.size(); i++) {

@@ -105,10 +105,10 @@ class RequestArenaModelsTest {
         long liveness = ((PlannedMemory) perTensor).peakActivationBytes(3, 10);
         assertThat(charge).as("at least the liveness peak, and close to it").isBetween(liveness, liveness * 5 / 4);
 
-        // The pool's own rounding applies to the one block, as the admission charges it.
+        // The pool's own rounding of an arena applies to the one block, as the admission charges it.
         try (HostBackend host = new HostBackend();
              DevicePool pool = new DevicePool(host.devices().getFirst().chunkSource(), PoolConfig.defaults())) {
-            assertThat(planned.peakActivationBytes(3, 10, pool::blockBytes)).isEqualTo(pool.blockBytes(charge));
+            assertThat(planned.peakActivationBytes(3, 10, pool::arenaBlockBytes)).isEqualTo(pool.arenaBlockBytes(charge));
 
             List<BatchableModel.Member> members = members(inArena, mixedBertRequests());
             long batchCharge = inArena.batchPeakBytes(members);
@@ -117,7 +117,7 @@ class RequestArenaModelsTest {
             inArena.inferBatch(members, models.context(ops));
             assertThat(models.requests.metrics().counters().allocations() - before).isEqualTo(1);
             assertThat(models.requests.peakBytes()).isEqualTo(batchCharge);
-            assertThat(inArena.batchPeakBytes(members, pool::blockBytes)).isEqualTo(pool.blockBytes(batchCharge));
+            assertThat(inArena.batchPeakBytes(members, pool::arenaBlockBytes)).isEqualTo(pool.arenaBlockBytes(batchCharge));
             assertThat(inArena.batchPeakBytes(members)).as("more members plan more")
                     .isGreaterThan(inArena.batchPeakBytes(members.subList(0, 1)));
         }
