@@ -126,6 +126,15 @@ public final class AllocBench {
                             + " \"pairs\": %d, \"bestCpuNanos\": %.1f, \"medianCpuNanos\": %.1f}",
                     name, fence[0], fence[1], (long) fence[2], fence[3], fence[4]));
         }
+        // Untimed, on a pool of its own: the first measured row would otherwise time the pool's path while the
+        // JIT still compiles it (the same code measured later, at another size, is much faster).
+        Variant pool = allocators.get("pool");
+        try (DeviceAllocator warmUp = pool.allocator().get()) {
+            for (long size : SIZES) {
+                singleStream(warmUp, pool.streams().getFirst(), size, roundMillis);
+            }
+            pool.streams().getFirst().synchronize();
+        }
         for (var entry : allocators.entrySet()) {
             DeviceAllocator allocator = entry.getValue().allocator().get();
             CudaStream stream = entry.getValue().streams().getFirst();
