@@ -118,8 +118,8 @@ public class GpuPoolProperties {
         /**
          * MAPPED growth: rather than map beyond the budget (high-water mark + mapped slack), take memory
          * another stream freed and wait for that stream's work (as cudaMallocAsync does). Less memory,
-         * more cross-stream waits. On by default in the server, beside the PERIODIC budget reclaim (the
-         * pool's own default, {@code PoolConfig.defaults()}, keeps both off).
+         * more cross-stream waits. On by default in the server, beside the ON_MAP budget reclaim (the
+         * pool's own default, {@code PoolConfig.defaults()}, keeps it off).
          */
         private boolean waitBeyondBudget = true;
 
@@ -133,9 +133,10 @@ public class GpuPoolProperties {
         /**
          * MAPPED growth: where free mapped memory above the budget goes back: ON_MAP (the allocation that
          * would pass the budget unmaps first) or PERIODIC (the pool's maintenance unmaps; serving threads
-         * map beyond the budget within the cap and make no unmap calls).
+         * map beyond the budget within the cap and make no unmap calls). ON_MAP by default: reserved memory
+         * stays near the budget, where PERIODIC holds what a second of load left mapped.
          */
-        private BudgetReclaim budgetReclaim = BudgetReclaim.PERIODIC;
+        private BudgetReclaim budgetReclaim = BudgetReclaim.ON_MAP;
 
         /**
          * MAPPED growth: a reclaim for the budget unmaps down to this fraction of the slack below the budget,

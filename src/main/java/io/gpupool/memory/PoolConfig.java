@@ -66,8 +66,8 @@ import java.util.Objects;
  * @param budgetReclaim            MAPPED growth: where free mapped memory above the budget goes back ({@link BudgetReclaim}):
  *                                 ON_MAP (the allocation that would pass the budget unmaps first) or PERIODIC
  *                                 (the pool's maintenance unmaps; allocations map beyond the budget within the
- *                                 cap). Default ON_MAP here; the server sets PERIODIC (with waitBeyondBudget) in
- *                                 its application.yml. Tunable at runtime
+ *                                 cap). Default ON_MAP, here and in the server (which adds waitBeyondBudget in
+ *                                 its application.yml). Tunable at runtime
  * @param reclaimOrder             MAPPED growth: which free blocks a reclaim for the budget unmaps first within one
  *                                 block size ({@link ReclaimOrder}); default HIGHEST_ADDRESS. Tunable at runtime
  * @param reclaimHysteresis        MAPPED growth: a reclaim for the budget unmaps down to this fraction of the slack

@@ -19,6 +19,8 @@ import java.util.Map;
  * alone, both with {@link PoolConfig#defaults()} (the cap fraction applies to the simulated
  * device), the same two with {@link PoolConfig#waitBeyondBudget()} ("two-level-wait", "global-only-wait"),
  * "two-level-server" and "global-only-server": as the server's application.yml sets them ({@link #server()}),
+ * "two-level-periodic": the server's settings with the {@link BudgetReclaim#PERIODIC} budget reclaim (replay it with
+ * {@code --maintain-every}),
  * "two-level-wait-coldest": waitBeyondBudget with the coldest-first reclaim and no hysteresis
  * ({@link ReclaimOrder#COLDEST_IN_ORDER}, {@link PoolConfig#reclaimHysteresis()} 0),
  * the best-fit baseline with its default 64 MiB growth step, and "two-level-lazy-256":
@@ -39,6 +41,8 @@ public final class ReplayStrategies {
         add(new TraceReplayer.Strategy("global-only-wait", source -> new DevicePool(source,
                 PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true))));
         add(new TraceReplayer.Strategy("two-level-server", source -> new DevicePool(source, server())));
+        add(new TraceReplayer.Strategy("two-level-periodic",
+                source -> new DevicePool(source, server().withBudgetReclaim(BudgetReclaim.PERIODIC))));
         add(new TraceReplayer.Strategy("global-only-server",
                 source -> new DevicePool(source, server().withMode(AllocatorMode.GLOBAL_ONLY))));
         add(new TraceReplayer.Strategy("best-fit", BestFitAllocator::new));
@@ -54,10 +58,10 @@ public final class ReplayStrategies {
 
     /**
      * The pool as the server's application.yml sets it: {@link PoolConfig#waitBeyondBudget()} and
-     * {@link BudgetReclaim#PERIODIC} (its budget reclaim runs in maintenance: replay with {@code --maintain-every}).
+     * {@link BudgetReclaim#ON_MAP}.
      */
     public static PoolConfig server() {
-        return PoolConfig.defaults().withWaitBeyondBudget(true).withBudgetReclaim(BudgetReclaim.PERIODIC);
+        return PoolConfig.defaults().withWaitBeyondBudget(true).withBudgetReclaim(BudgetReclaim.ON_MAP);
     }
 
     /** The defaults before ON_DEMAND: LAZY growth doubling 256 MiB to 1 GiB, 256 MiB maximum block. */
