@@ -3,6 +3,7 @@ package io.gpupool.memory;
 import io.gpupool.memory.metric.AllocatorMode;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.function.Consumer;
 
 /**
  * The validated, immutable configuration of a {@link io.gpupool.memory.pool.DevicePool}.
@@ -186,96 +187,148 @@ public record PoolConfig(
 
     /** Returns a validated copy with the tuning's present values replacing ours. */
     public PoolConfig apply(PoolTuning tuning) {
-        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes,
-                tuning.growthStepBytes() != null ? tuning.growthStepBytes() : growthStepBytes,
-                tuning.maxGrowthStepBytes() != null ? tuning.maxGrowthStepBytes() : maxGrowthStepBytes,
-                tuning.capBytes() != null ? tuning.capBytes() : capBytes,
-                tuning.capFraction() != null ? tuning.capFraction() : capFraction,
-                tuning.localCacheBytesPerStream() != null ? tuning.localCacheBytesPerStream() : localCacheBytesPerStream,
-                tuning.localCacheCountPerClass() != null ? tuning.localCacheCountPerClass() : localCacheCountPerClass,
-                tuning.localIdleAge() != null ? tuning.localIdleAge() : localIdleAge,
-                tuning.coalesceThreshold() != null ? tuning.coalesceThreshold() : coalesceThreshold,
-                tuning.releaseThresholdBytes() != null ? tuning.releaseThresholdBytes() : releaseThresholdBytes,
-                tuning.releaseIdleAge() != null ? tuning.releaseIdleAge() : releaseIdleAge,
-                tuning.mappedSlack() != null ? tuning.mappedSlack() : mappedSlack, retainedHandleBytes,
-                tuning.waitBeyondBudget() != null ? tuning.waitBeyondBudget() : waitBeyondBudget,
-                tuning.budgetReclaim() != null ? tuning.budgetReclaim() : budgetReclaim,
-                tuning.reclaimOrder() != null ? tuning.reclaimOrder() : reclaimOrder,
-                tuning.reclaimHysteresis() != null ? tuning.reclaimHysteresis() : reclaimHysteresis,
-                trackAllocationSites, lazyFences);
+        return copy(c -> {
+            if (tuning.growthStepBytes() != null) c.growthStepBytes = tuning.growthStepBytes();
+            if (tuning.maxGrowthStepBytes() != null) c.maxGrowthStepBytes = tuning.maxGrowthStepBytes();
+            if (tuning.capBytes() != null) c.capBytes = tuning.capBytes();
+            if (tuning.capFraction() != null) c.capFraction = tuning.capFraction();
+            if (tuning.localCacheBytesPerStream() != null) c.localCacheBytesPerStream = tuning.localCacheBytesPerStream();
+            if (tuning.localCacheCountPerClass() != null) c.localCacheCountPerClass = tuning.localCacheCountPerClass();
+            if (tuning.localIdleAge() != null) c.localIdleAge = tuning.localIdleAge();
+            if (tuning.coalesceThreshold() != null) c.coalesceThreshold = tuning.coalesceThreshold();
+            if (tuning.releaseThresholdBytes() != null) c.releaseThresholdBytes = tuning.releaseThresholdBytes();
+            if (tuning.releaseIdleAge() != null) c.releaseIdleAge = tuning.releaseIdleAge();
+            if (tuning.mappedSlack() != null) c.mappedSlack = tuning.mappedSlack();
+            if (tuning.waitBeyondBudget() != null) c.waitBeyondBudget = tuning.waitBeyondBudget();
+            if (tuning.budgetReclaim() != null) c.budgetReclaim = tuning.budgetReclaim();
+            if (tuning.reclaimOrder() != null) c.reclaimOrder = tuning.reclaimOrder();
+            if (tuning.reclaimHysteresis() != null) c.reclaimHysteresis = tuning.reclaimHysteresis();
+        });
     }
 
     public PoolConfig withMode(AllocatorMode newMode) {
-        return new PoolConfig(newMode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
-                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
-                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
+        return copy(c -> c.mode = newMode);
     }
 
     /** Sets the growth policy and its initial size (pass 0 with LAZY). */
     public PoolConfig withGrowth(GrowthPolicy policy, long newInitialBytes) {
-        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, policy, newInitialBytes, growthStepBytes,
-                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
-                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
+        return copy(c -> {
+            c.growthPolicy = policy;
+            c.initialBytes = newInitialBytes;
+        });
     }
 
     /** Sets the block range; growth steps are raised to at least the new maximum block. */
     public PoolConfig withBlocks(long newMinBlockBytes, long newMaxBlockBytes) {
-        long step = Math.max(growthStepBytes, newMaxBlockBytes);
-        return new PoolConfig(mode, newMinBlockBytes, newMaxBlockBytes, growthPolicy, initialBytes, step,
-                Math.max(maxGrowthStepBytes, step), capBytes, capFraction, localCacheBytesPerStream,
-                localCacheCountPerClass, localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
+        return copy(c -> {
+            c.minBlockBytes = newMinBlockBytes;
+            c.maxBlockBytes = newMaxBlockBytes;
+            c.growthStepBytes = Math.max(growthStepBytes, newMaxBlockBytes);
+            c.maxGrowthStepBytes = Math.max(maxGrowthStepBytes, c.growthStepBytes);
+        });
     }
 
     public PoolConfig withTrackAllocationSites(boolean track) {
-        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
-                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
-                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, track, lazyFences);
+        return copy(c -> c.trackAllocationSites = track);
     }
 
     /** Sets {@link #lazyFences()}. */
     public PoolConfig withLazyFences(boolean lazy) {
-        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
-                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
-                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis,
-                trackAllocationSites, lazy);
+        return copy(c -> c.lazyFences = lazy);
     }
 
     /** Sets {@link #waitBeyondBudget()}. */
     public PoolConfig withWaitBeyondBudget(boolean wait) {
-        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
-                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
-                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, wait, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
+        return copy(c -> c.waitBeyondBudget = wait);
     }
 
     /** Sets {@link #budgetReclaim()}. */
     public PoolConfig withBudgetReclaim(BudgetReclaim reclaim) {
-        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
-                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
-                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, reclaim, reclaimOrder, reclaimHysteresis,
-                trackAllocationSites, lazyFences);
+        return copy(c -> c.budgetReclaim = reclaim);
     }
 
     /** Sets {@link #retainedHandleBytes()}. */
     public PoolConfig withRetainedHandleBytes(long bytes) {
-        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
-                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
-                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, bytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis, trackAllocationSites, lazyFences);
+        return copy(c -> c.retainedHandleBytes = bytes);
     }
 
     /** Sets {@link #reclaimOrder()} and {@link #reclaimHysteresis()}. */
     public PoolConfig withReclaim(ReclaimOrder order, double hysteresis) {
-        return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
-                maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
-                localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge,
-                mappedSlack, retainedHandleBytes, waitBeyondBudget, budgetReclaim, order, hysteresis, trackAllocationSites, lazyFences);
+        return copy(c -> {
+            c.reclaimOrder = order;
+            c.reclaimHysteresis = hysteresis;
+        });
+    }
+
+    /** This configuration with {@code change} applied to a copy of its values, validated as a new one. */
+    private PoolConfig copy(Consumer<Values> change) {
+        Values values = new Values(this);
+        change.accept(values);
+        return values.build();
+    }
+
+    /**
+     * The components as plain fields, so that each {@code with} method names only what it changes; the only place
+     * besides the record header that lists every component.
+     */
+    private static final class Values {
+        AllocatorMode mode;
+        long minBlockBytes;
+        long maxBlockBytes;
+        GrowthPolicy growthPolicy;
+        long initialBytes;
+        long growthStepBytes;
+        long maxGrowthStepBytes;
+        long capBytes;
+        double capFraction;
+        long localCacheBytesPerStream;
+        int localCacheCountPerClass;
+        Duration localIdleAge;
+        int coalesceThreshold;
+        long releaseThresholdBytes;
+        Duration releaseIdleAge;
+        double mappedSlack;
+        long retainedHandleBytes;
+        boolean waitBeyondBudget;
+        BudgetReclaim budgetReclaim;
+        ReclaimOrder reclaimOrder;
+        double reclaimHysteresis;
+        boolean trackAllocationSites;
+        boolean lazyFences;
+
+        Values(PoolConfig c) {
+            mode = c.mode;
+            minBlockBytes = c.minBlockBytes;
+            maxBlockBytes = c.maxBlockBytes;
+            growthPolicy = c.growthPolicy;
+            initialBytes = c.initialBytes;
+            growthStepBytes = c.growthStepBytes;
+            maxGrowthStepBytes = c.maxGrowthStepBytes;
+            capBytes = c.capBytes;
+            capFraction = c.capFraction;
+            localCacheBytesPerStream = c.localCacheBytesPerStream;
+            localCacheCountPerClass = c.localCacheCountPerClass;
+            localIdleAge = c.localIdleAge;
+            coalesceThreshold = c.coalesceThreshold;
+            releaseThresholdBytes = c.releaseThresholdBytes;
+            releaseIdleAge = c.releaseIdleAge;
+            mappedSlack = c.mappedSlack;
+            retainedHandleBytes = c.retainedHandleBytes;
+            waitBeyondBudget = c.waitBeyondBudget;
+            budgetReclaim = c.budgetReclaim;
+            reclaimOrder = c.reclaimOrder;
+            reclaimHysteresis = c.reclaimHysteresis;
+            trackAllocationSites = c.trackAllocationSites;
+            lazyFences = c.lazyFences;
+        }
+
+        PoolConfig build() {
+            return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
+                    maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
+                    localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge, mappedSlack,
+                    retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis,
+                    trackAllocationSites, lazyFences);
+        }
     }
 
     /** The rejection every setting uses: names the property, the value given and what is allowed. */
