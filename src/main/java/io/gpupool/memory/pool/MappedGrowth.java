@@ -37,16 +37,18 @@ import java.util.function.Supplier;
  *       it takes the cap.</li>
  *   <li>Before mapping, {@link #makeRoomToMap} checks the budget: the allocated high-water mark plus
  *       {@link PoolConfig#mappedSlack()} of it (at least {@value #SLACK_FLOOR_UNITS} minimum blocks),
- *       against the mapped bytes (reserved minus what is kept unmapped). Beyond it, free mapped
- *       memory of the global level is unmapped down to {@link PoolConfig#reclaimHysteresis()} of the
- *       slack below the budget (default a quarter); what it frees is kept, so the map that follows reuses it.
- *       Under {@link BudgetReclaim#PERIODIC} the map goes ahead unless it would pass the cap, and
- *       {@link #maintain} unmaps down to the budget.</li>
- *   <li>Reclaim ({@link #reclaimMapped}) takes free blocks with mapped units out of the lists
- *       ({@link ReclaimChoice}: large blocks first, then by {@link PoolConfig#reclaimOrder()}; blocks
- *       without unfinished fences first), waits for the fences of the units it must (host side), unmaps their mapped
- *       stretches and frees them back. Blocks in local caches and in slabs stay mapped; they have
- *       their own bounds.</li>
+ *       against the mapped bytes (reserved minus what is kept unmapped). Beyond it, under
+ *       {@link BudgetReclaim#ON_MAP} the allocating thread reclaims down to {@link PoolConfig#reclaimHysteresis()}
+ *       of the slack below the budget (default a quarter) before it maps; the physical memory a reclaim lets
+ *       go is kept for the maps that follow up to {@link PoolConfig#retainedHandleBytes()}. Under
+ *       {@link BudgetReclaim#PERIODIC} the map goes ahead unless it would pass the cap, and
+ *       {@link #maintain} unmaps down to the budget, leaving the local caches alone.</li>
+ *   <li>Reclaim ({@link #reclaimMapped}, grow lock held) unmaps free blocks with mapped units, taken out of
+ *       the lists ({@link ReclaimChoice}: large blocks first, then by {@link PoolConfig#reclaimOrder()}):
+ *       first those without unfinished fences; where they are not enough, the local caches (the streams'
+ *       reserves too) and empty slabs go back to the global level and it takes from those. A reclaim for
+ *       the budget stops there (it never waits); trim and recovery then take fenced blocks too, waiting for
+ *       their fences on the host.</li>
  *   <li>A refused map (device or cap) runs the staged recovery and retries once; then the run goes
  *       back and the caller gets the out-of-memory exception.</li>
  * </ol>
