@@ -81,7 +81,7 @@ final class MappedGrowth extends Growth {
     /** Runs of at least this size live in address-space chunks of their own. */
     static final long LARGE_RUN_BYTES = 64L << 20;
     /** Large chunks map and unmap extents of this size, small chunks of {@link #SMALL_EXTENT_BYTES}. */
-    static final long LARGE_EXTENT_BYTES = 32L << 20;
+    static final long LARGE_EXTENT_BYTES = 16L << 20;
     static final long SMALL_EXTENT_BYTES = 2L << 20;
     /** An address-space chunk holds this many maximum blocks (spans of up to this size fit in one). */
     static final int ADDRESS_CHUNK_MAX_BLOCKS = 4;

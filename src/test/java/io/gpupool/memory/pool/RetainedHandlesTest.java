@@ -137,7 +137,7 @@ class RetainedHandlesTest {
     void trimAndCloseReleaseEveryKeptHandle() {
         DevicePool pool = new DevicePool(source, retaining(BOUND));
         round(pool, s0, 10, 8 * MIB);
-        round(pool, s1, 4, 100 * MIB);                             // large runs: 32 MiB extents kept too
+        round(pool, s1, 4, 100 * MIB);                             // large runs: whole extents kept too
         long kept = pool.metrics().retainedHandleBytes();
         assertThat(kept).isGreaterThan(64 * MIB);
         assertThat(pool.trim()).as("trim returns the kept memory too").isGreaterThanOrEqualTo(kept);
