@@ -1,9 +1,9 @@
 package io.gpupool.config;
 
-import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.kernels.cuda.CudaTensorOps.AttentionKernels;
-import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.KernelOptions;
+import io.gpupool.kernels.cuda.AttentionKernels;
+import io.gpupool.kernels.cuda.GemmEngine;
+import io.gpupool.kernels.cuda.Precision;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
 import java.nio.file.Path;
@@ -123,8 +123,8 @@ public class KernelProperties {
     }
 
     /** The opt-in kernel paths as the CUDA ops take them. */
-    public CudaTensorOps.Options kernelOptions() {
-        return new CudaTensorOps.Options(packedBf16, residualInGemm, warpLayerNorm, gemmTuning);
+    public KernelOptions kernelOptions() {
+        return new KernelOptions(packedBf16, residualInGemm, warpLayerNorm, gemmTuning);
     }
 
     public boolean isPackedBf16() {

@@ -3,7 +3,7 @@ package io.gpupool.config;
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
+import io.gpupool.kernels.cuda.GemmEngine;
 import io.gpupool.memory.DeviceAllocator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;

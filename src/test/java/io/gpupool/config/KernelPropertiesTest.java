@@ -1,8 +1,10 @@
 package io.gpupool.config;
 
-import io.gpupool.kernels.cuda.CudaTensorOps.AttentionKernels;
-import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.KernelOptions;
+
+import io.gpupool.kernels.cuda.AttentionKernels;
+import io.gpupool.kernels.cuda.GemmEngine;
+import io.gpupool.kernels.cuda.Precision;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.jackson.autoconfigure.JacksonAutoConfiguration;
@@ -80,17 +82,17 @@ class KernelPropertiesTest {
     @Test
     void warpLayerNormIsOnAndTheResidualInTheGemmOffUnlessAskedFor() {
         runner.run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
-                .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, false, true))
-                .isEqualTo(io.gpupool.kernels.cuda.CudaTensorOps.Options.DEFAULT));
+                .isEqualTo(new io.gpupool.kernels.cuda.KernelOptions(false, false, true))
+                .isEqualTo(io.gpupool.kernels.cuda.KernelOptions.DEFAULT));
         runner.withPropertyValues("gpupool.kernels.warp-layer-norm=false")
                 .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
-                        .isEqualTo(io.gpupool.kernels.cuda.CudaTensorOps.Options.NONE));
+                        .isEqualTo(io.gpupool.kernels.cuda.KernelOptions.NONE));
         runner.withPropertyValues("gpupool.kernels.residual-in-gemm=true", "gpupool.kernels.warp-layer-norm=true")
                 .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
-                        .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, true, true)));
+                        .isEqualTo(new io.gpupool.kernels.cuda.KernelOptions(false, true, true)));
         runner.withPropertyValues("gpupool.kernels.gemm-tuning=true")
                 .run(context -> assertThat(context.getBean(KernelProperties.class).kernelOptions())
-                        .isEqualTo(new io.gpupool.kernels.cuda.CudaTensorOps.Options(false, false, true, true)));
+                        .isEqualTo(new io.gpupool.kernels.cuda.KernelOptions(false, false, true, true)));
     }
 
     @Test

@@ -6,9 +6,9 @@ import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.kernels.cuda.CudaTensorOps.AttentionKernels;
-import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.AttentionKernels;
+import io.gpupool.kernels.cuda.GemmEngine;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
@@ -94,7 +94,7 @@ class KernelSelectionTest {
     void autoWithoutTheLibraryRunsGpupoolsKernels() {
         CudaTensorOps ops = KernelSelection.cudaOps(new FakeDevice(null), kernels(GemmEngine.AUTO, Precision.BF16),
                 pool);
-        assertThat(ops.gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+        assertThat(ops.gemmEngine()).isEqualTo(GemmEngine.OWN_NAME);
         assertThat(ops.activationBytes()).isEqualTo(4);
     }
 
@@ -112,7 +112,7 @@ class KernelSelectionTest {
         FakeDevice device = new FakeDevice(LIBRARY);
         CudaTensorOps ops = KernelSelection.cudaOps(device, kernels(GemmEngine.OWN, Precision.FP32), pool);
         assertThat(device.asked).isEmpty();
-        assertThat(ops.gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+        assertThat(ops.gemmEngine()).isEqualTo(GemmEngine.OWN_NAME);
     }
 
     @Test

@@ -11,6 +11,7 @@ import io.gpupool.backend.KernelModule;
 import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.kernels.cuda.FakeCublasLt;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
@@ -54,7 +55,7 @@ class WorkspaceOperationsTest {
         @Override public void bindToCurrentThread() { }
     };
     private final DevicePool pool = new DevicePool(chunks, PoolConfig.defaults());
-    private final CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, FakeCublasLt.library(),
+    private final CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, FakeCublasLt.library(),
             pool);
     private final DeviceWorker worker = new DeviceWorker(device, pool, ops, 2, 4);
     private final ServingDevices devices = new ServingDevices(List.of(new DeviceRuntime(device, pool, pool, ops, worker)));

@@ -7,6 +7,7 @@ import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.metric.AllocatorMode;
@@ -60,8 +61,8 @@ public final class ArenaPackingBench {
             device.bindToCurrentThread();
             TensorOps ops = switch (kernels) {
                 case "host" -> new HostTensorOps();
-                case "cuda-bf16" -> new CudaTensorOps(device, CudaTensorOps.Precision.BF16);
-                case "cuda-fp32" -> new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
+                case "cuda-bf16" -> new CudaTensorOps(device, Precision.BF16);
+                case "cuda-fp32" -> new CudaTensorOps(device, Precision.FP32);
                 default -> throw new IllegalArgumentException("kernels '" + kernels
                         + "', expected host, cuda-bf16 or cuda-fp32");
             };

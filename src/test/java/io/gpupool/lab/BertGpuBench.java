@@ -7,8 +7,9 @@ import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.kernels.cuda.CudaTensorOps.GemmEngine;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.KernelOptions;
+import io.gpupool.kernels.cuda.GemmEngine;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.host.HostTensorOps;
 import io.gpupool.memory.metric.AllocatorMode;
@@ -112,7 +113,7 @@ public final class BertGpuBench {
 
     record Options(Path model, Path out, String backend, List<String> precisions, int[] batches, int[] seqs,
                    int warmup, int reps, double budgetSeconds, double shapeSeconds, List<int[]> profile,
-                   GemmEngine engine, Path cublasLtDir, CudaTensorOps.Options kernelOptions, List<String> variants,
+                   GemmEngine engine, Path cublasLtDir, KernelOptions kernelOptions, List<String> variants,
                    int jitWarmup) {
     }
 
@@ -196,9 +197,9 @@ public final class BertGpuBench {
      * "default" (the server's defaults), "none" (all off) or a comma list of those on: residual-in-gemm,
      * warp-layer-norm, gemm-tuning (the gpupool.kernels.* switches of the same names).
      */
-    static CudaTensorOps.Options kernelOptions(String csv) {
+    static KernelOptions kernelOptions(String csv) {
         if (csv.trim().equals("default")) {
-            return CudaTensorOps.Options.DEFAULT;
+            return KernelOptions.DEFAULT;
         }
         boolean residual = false;
         boolean warp = false;
@@ -213,7 +214,7 @@ public final class BertGpuBench {
                         + "'; allowed: default, none, residual-in-gemm, warp-layer-norm, gemm-tuning");
             }
         }
-        return new CudaTensorOps.Options(false, residual, warp, tuning);
+        return new KernelOptions(false, residual, warp, tuning);
     }
 
     private static int[] ints(String csv) {
@@ -515,8 +516,8 @@ public final class BertGpuBench {
     }
 
     /** {@code options} with GEMM tuning on. */
-    static CudaTensorOps.Options withTuning(CudaTensorOps.Options options) {
-        return new CudaTensorOps.Options(options.packedBf16(), options.residualInGemm(), options.warpLayerNorm(), true);
+    static KernelOptions withTuning(KernelOptions options) {
+        return new KernelOptions(options.packedBf16(), options.residualInGemm(), options.warpLayerNorm(), true);
     }
 
     /**

@@ -1,6 +1,6 @@
 package io.gpupool.lab;
 
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.Precision;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import tools.jackson.databind.JsonNode;

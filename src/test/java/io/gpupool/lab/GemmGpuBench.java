@@ -6,7 +6,8 @@ import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.KernelOptions;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.DeviceBlock;
@@ -100,7 +101,7 @@ public final class GemmGpuBench {
                     own.put(p, new CudaTensorOps(device, p));
                     library.ifPresent(l -> lib.put(p, new CudaTensorOps(device, p, l, pool)));
                     library.ifPresent(l -> tuned.put(p, new CudaTensorOps(device, p, l, pool,
-                            BertGpuBench.withTuning(CudaTensorOps.Options.DEFAULT))));
+                            BertGpuBench.withTuning(KernelOptions.DEFAULT))));
                 }
                 accuracy(stream, hostX, hostW, hostB, x, w, bias, y, own, lib, accuracy, errors, arena);
                 BertGpuBench.write(out, doc);

@@ -5,8 +5,8 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.kernels.cuda.CudaTensorOps.Options;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.KernelOptions;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.pool.DevicePool;
 
@@ -57,9 +57,9 @@ public final class ResidualGemmBench {
             List<long[]> blocks = new ArrayList<>();
             try {
                 for (Precision precision : List.of(Precision.BF16, Precision.FP32)) {
-                    CudaTensorOps unfused = new CudaTensorOps(device, precision, library, pool, Options.DEFAULT);
+                    CudaTensorOps unfused = new CudaTensorOps(device, precision, library, pool, KernelOptions.DEFAULT);
                     CudaTensorOps fused = new CudaTensorOps(device, precision, library, pool,
-                            new Options(false, true, true));
+                            new KernelOptions(false, true, true));
                     try {
                         int elem = unfused.activationBytes();
                         for (int tokens : new int[] {128, 16384}) {

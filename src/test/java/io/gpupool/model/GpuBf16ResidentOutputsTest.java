@@ -5,6 +5,7 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
@@ -58,7 +59,7 @@ class GpuBf16ResidentOutputsTest {
         MatmulLibrary library = device.matmulLibrary(null).orElseThrow(() ->
                 new AssertionError("cuBLASLt could not be loaded on this GPU machine"));
         pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, pool);
+        ops = new CudaTensorOps(device, Precision.BF16, library, pool);
         weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
         stream = device.createStream(0);
     }
@@ -122,7 +123,7 @@ class GpuBf16ResidentOutputsTest {
     @Test
     void theMlpKeepsFp32ActivationsOnTheSameOps() {
         // the MLP sizes its tensors for floats: on bf16-resident ops it must run exactly as on the BF16 own kernels
-        CudaTensorOps own = new CudaTensorOps(cuda.devices().getFirst(), CudaTensorOps.Precision.BF16);
+        CudaTensorOps own = new CudaTensorOps(cuda.devices().getFirst(), Precision.BF16);
         try (InferenceModel model = load("iris-mlp");
              SafetensorsFile ref = SafetensorsFile.open(fixture("iris-mlp").resolve("reference.safetensors"))) {
             List<HostTensor> inputs = List.of(fp32(ref, "input", MlpModel.INPUT));

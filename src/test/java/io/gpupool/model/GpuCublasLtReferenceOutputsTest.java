@@ -5,6 +5,8 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
+import io.gpupool.kernels.cuda.KernelOptions;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.pool.DevicePool;
@@ -23,8 +25,8 @@ import java.util.Optional;
 class GpuCublasLtReferenceOutputsTest extends ReferenceOutputsContract {
 
     /** The opt-in kernel paths these ops run with (none here). */
-    CudaTensorOps.Options options() {
-        return CudaTensorOps.Options.DEFAULT;
+    KernelOptions options() {
+        return KernelOptions.DEFAULT;
     }
 
     @Override
@@ -37,7 +39,7 @@ class GpuCublasLtReferenceOutputsTest extends ReferenceOutputsContract {
         MatmulLibrary library = device.matmulLibrary(null).orElseThrow(() ->
                 new AssertionError("cuBLASLt could not be loaded on this GPU machine"));
         DevicePool pool = new DevicePool(device.chunkSource(), PoolConfig.defaults());
-        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.FP32, library, pool, options());
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32, library, pool, options());
         DeviceAllocator weights = device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow();
         DeviceStream stream = device.createStream(0);
         return new Backend(stream, weights, pool, ops, () -> {

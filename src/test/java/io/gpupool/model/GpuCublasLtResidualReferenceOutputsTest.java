@@ -1,6 +1,6 @@
 package io.gpupool.model;
 
-import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.KernelOptions;
 import org.junit.jupiter.api.Tag;
 
 /**
@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Tag;
 class GpuCublasLtResidualReferenceOutputsTest extends GpuCublasLtReferenceOutputsTest {
 
     @Override
-    CudaTensorOps.Options options() {
-        return new CudaTensorOps.Options(false, true, true);
+    KernelOptions options() {
+        return new KernelOptions(false, true, true);
     }
 }

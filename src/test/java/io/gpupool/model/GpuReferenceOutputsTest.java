@@ -4,6 +4,7 @@ import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.DeviceAllocator;
 import org.junit.jupiter.api.Assumptions;
@@ -21,8 +22,8 @@ import java.util.Optional;
 class GpuReferenceOutputsTest extends ReferenceOutputsContract {
 
     /** The kernels' precision; FP32 here, the one every backend is held to at 1e-4. */
-    protected CudaTensorOps.Precision precision() {
-        return CudaTensorOps.Precision.FP32;
+    protected Precision precision() {
+        return Precision.FP32;
     }
 
     @Override

@@ -1,6 +1,6 @@
 package io.gpupool.model;
 
-import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
 import org.junit.jupiter.api.Tag;
 
 /**
@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Tag;
 class GpuTf32x3ReferenceOutputsTest extends GpuReferenceOutputsTest {
 
     @Override
-    protected CudaTensorOps.Precision precision() {
-        return CudaTensorOps.Precision.TF32X3;
+    protected Precision precision() {
+        return Precision.TF32X3;
     }
 }

@@ -3,8 +3,6 @@ package io.gpupool.kernels.cuda;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
-import io.gpupool.kernels.cuda.CudaTensorOps.AttentionKernels;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 
 import static io.gpupool.kernels.cuda.KernelLauncher.ceilDiv;
 import static io.gpupool.kernels.cuda.KernelLauncher.passBlocks;

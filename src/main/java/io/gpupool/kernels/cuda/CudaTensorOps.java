@@ -30,7 +30,7 @@ import static io.gpupool.kernels.cuda.KernelLauncher.positive;
  *   op                                   part                 kernels, launch shapes, precision
  *   linear                               LibraryGemm          cuBLASLt plans per stream, workspaces, tuning per shape
  *                                        └ else GemmKernels   gemm_f32 | gemm_tc_* tiles, split-K, activation pass
- *   linearAddLayerNorm                   here: the product (the residual in it with Options.residualInGemm),
+ *   linearAddLayerNorm                   here: the product (the residual in it with KernelOptions.residualInGemm),
  *                                        then CudaRowOps.addLayerNorm
  *   attention, attentionWorkspaceBytes   CudaAttentionOps     by precision, head size and AttentionKernels
  *   embeddingSum, embeddingLayerNorm,    CudaRowOps           one row per block (per warp for LayerNorm)
@@ -48,7 +48,7 @@ import static io.gpupool.kernels.cuda.KernelLauncher.positive;
  * layer is one library call ({@link LibraryGemm}) instead of gpupool's kernels, which stay as the fallback where the
  * library cannot be loaded or declines a shape ({@link #gemmEngine()} says which runs). {@link #linearAddLayerNorm}
  * (a transformer's output projection and its post-norm) is the product and then add+LayerNorm in place; with
- * {@link Options#residualInGemm()} the library adds the residual itself (its C operand, beta = 1, out of place) and
+ * {@link KernelOptions#residualInGemm()} the library adds the residual itself (its C operand, beta = 1, out of place) and
  * LayerNorm runs without one, so the norm reads one tensor instead of two. The launch count is the same either way
  * (add+LayerNorm is one kernel). A shape the library declines, or an operand not 256-byte aligned, takes the
  * unfused path.
@@ -64,61 +64,14 @@ import static io.gpupool.kernels.cuda.KernelLauncher.positive;
  * FP32 statistics, and {@link #toFloat32} widens the outputs a client receives. Embedding tables and LayerNorm
  * parameters stay FP32. Without the library BF16 keeps FP32 activations and rounds operands as the tensor-core
  * kernels load them. The packed-sequence ops run in their bf16 forms only with {@code gpupool.kernels.packed-bf16}
- * ({@link Options#packedBf16()}); {@link #fp32Activations()} is an own-kernel sibling on FP32 activations.
+ * ({@link KernelOptions#packedBf16()}); {@link #fp32Activations()} is an own-kernel sibling on FP32 activations.
  *
  * <p>Arguments are checked with messages naming the argument ({@link KernelLauncher}); device pointers are trusted
  * to cover the shapes given, and token ids to index the tables.
  */
 public final class CudaTensorOps implements TensorOps, AutoCloseable {
 
-    /** How {@link #linear} multiplies. */
-    public enum Precision { FP32, TF32, BF16, TF32X3 }
 
-    /**
-     * Who multiplies the linear layers: AUTO the vendor library where the device has it, else gpupool's kernels;
-     * CUBLASLT the library or fail; OWN always gpupool's kernels.
-     */
-    public enum GemmEngine { AUTO, CUBLASLT, OWN }
-
-    /** Which generation of the head-size-64 attention kernels runs (see CudaAttentionOps). */
-    public enum AttentionKernels {
-        /** {@code attention_d64} (FP32) and {@code attention_bf16io_d64} (bf16 activations). */
-        CLASSIC,
-        /** {@code attention_d64_tiled} (FP32) and {@code flash_attention_bf16io_d64_q{64,128}} (bf16 activations). */
-        TILED
-    }
-
-    /**
-     * Kernel paths an operator can switch; {@link #DEFAULT} has on what a GPU run verified (docs/benchmarks.md,
-     * "LayerNorm kernels and the residual in the GEMM").
-     *
-     * @param packedBf16     on bf16 activations, offer the packed-sequence ops in their bf16 forms, so that batches
-     *                       are packed rather than padded (no effect on FP32 activations)
-     * @param residualInGemm with the library: {@link #linearAddLayerNorm} adds the residual in the product (cuBLASLt's
-     *                       C operand, beta = 1) and then normalises alone, instead of a separate add in the LayerNorm
-     * @param warpLayerNorm  LayerNorm, add+LayerNorm and embeddings+LayerNorm on the warp-per-row kernels (16-byte
-     *                       loads, the row in registers) where the row length and alignment allow
-     * @param tuneGemms      with the library: each product shape, on its first run, times the library's first
-     *                       {@link #TUNING_CANDIDATES} algorithms and gpupool's own kernel on the stream and keeps the
-     *                       fastest for every stream (see "Choosing per shape" in LibraryGemm)
-     */
-    public record Options(boolean packedBf16, boolean residualInGemm, boolean warpLayerNorm, boolean tuneGemms) {
-        /** The verified defaults: warp-per-row LayerNorm on; packed bf16, the residual in the GEMM, tuning off. */
-        public static final Options DEFAULT = new Options(false, false, true, false);
-        /** Everything off: the block-per-row LayerNorm kernels and the add in the LayerNorm. */
-        public static final Options NONE = new Options(false, false, false, false);
-
-        /** Without GEMM tuning: products run the library heuristic's first choice. */
-        public Options(boolean packedBf16, boolean residualInGemm, boolean warpLayerNorm) {
-            this(packedBf16, residualInGemm, warpLayerNorm, false);
-        }
-    }
-
-    /** Library algorithms a tuned shape asks the heuristic for (its first choice among them). */
-    public static final int TUNING_CANDIDATES = 8;
-
-    /** {@link #gemmEngine()} when gpupool's own kernels multiply. */
-    public static final String OWN_ENGINE = "gpupool kernels";
 
     /** {@code -Dgpupool.kernels.splitK=false} turns split-K off for instances built without an explicit choice. */
     static final boolean SPLIT_K_DEFAULT = Boolean.parseBoolean(System.getProperty("gpupool.kernels.splitK", "true"));
@@ -141,7 +94,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     private final boolean bf16Activations;
     /** Packed-sequence ops on bf16 activations ({@code gpupool.kernels.packed-bf16}); false on FP32 activations. */
     private final boolean packedBf16;
-    /** {@link Options#residualInGemm()}. */
+    /** {@link KernelOptions#residualInGemm()}. */
     private final boolean residualInGemm;
     /** Launches and their count, shared by the parts below. */
     private final KernelLauncher launcher = new KernelLauncher();
@@ -184,37 +137,37 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
      * system properties say.
      */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces) {
-        this(device, precision, library, workspaces, Options.DEFAULT);
+        this(device, precision, library, workspaces, KernelOptions.DEFAULT);
     }
 
     /** As {@link #CudaTensorOps(ComputeDevice, Precision, MatmulLibrary, DeviceAllocator)} with opt-in kernel paths. */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
-                         Options options) {
+                         KernelOptions options) {
         this(device, precision, library, workspaces, options, ATTENTION_DEFAULT);
     }
 
     /** With opt-in kernel paths and the generation of the head-size-64 attention kernels. */
     public CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
-                         Options options, AttentionKernels attentionKernels) {
+                         KernelOptions options, AttentionKernels attentionKernels) {
         this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, options,
                 attentionKernels, GemmTuner.DEVICE_EVENTS);
     }
 
     /** As the public constructors, with GEMM tuning timed by {@code timer} (tests play the device clock). */
     CudaTensorOps(ComputeDevice device, Precision precision, MatmulLibrary library, DeviceAllocator workspaces,
-                  Options options, GemmTuner.Timer timer) {
+                  KernelOptions options, GemmTuner.Timer timer) {
         this(device, precision, SPLIT_K_DEFAULT, TF32_ATTENTION_DEFAULT, library, workspaces, options,
                 ATTENTION_DEFAULT, timer);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
                           MatmulLibrary library, DeviceAllocator workspaces) {
-        this(device, precision, splitK, tf32Attention, library, workspaces, Options.DEFAULT, ATTENTION_DEFAULT,
+        this(device, precision, splitK, tf32Attention, library, workspaces, KernelOptions.DEFAULT, ATTENTION_DEFAULT,
                 GemmTuner.DEVICE_EVENTS);
     }
 
     private CudaTensorOps(ComputeDevice device, Precision precision, boolean splitK, boolean tf32Attention,
-                          MatmulLibrary library, DeviceAllocator workspaces, Options options,
+                          MatmulLibrary library, DeviceAllocator workspaces, KernelOptions options,
                           AttentionKernels attentionKernels, GemmTuner.Timer timer) {
         Objects.requireNonNull(options, "options");
         if (library != null) {
@@ -247,7 +200,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
                 precision, compute, bf16Activations ? ElementType.BF16 : ElementType.FP32,
                 options.tuneGemms(), new GemmTuner(timer), gemmKernels, launcher);
         this.fp32Sibling = bf16Activations ? new CudaTensorOps(device, precision, splitK, tf32Attention, null, null,
-                new Options(false, false, options.warpLayerNorm()), attentionKernels, timer) : this;
+                new KernelOptions(false, false, options.warpLayerNorm()), attentionKernels, timer) : this;
     }
 
     @Override
@@ -255,10 +208,10 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
         return fp32Sibling;
     }
 
-    /** Which engine multiplies the linear layers: the library's description (e.g. "cuBLASLt 13.1.0") or {@link #OWN_ENGINE}. */
+    /** Which engine multiplies the linear layers: the library's description (e.g. "cuBLASLt 13.1.0") or {@link GemmEngine#OWN_NAME}. */
     @Override
     public String gemmEngine() {
-        return usesLibrary() ? libraryGemm.description() : OWN_ENGINE;
+        return usesLibrary() ? libraryGemm.description() : GemmEngine.OWN_NAME;
     }
 
     private boolean usesLibrary() {
@@ -336,7 +289,7 @@ public final class CudaTensorOps implements TensorOps, AutoCloseable {
     }
 
     /**
-     * With the library and {@link Options#residualInGemm()}: the product adds the residual itself (one library call
+     * With the library and {@link KernelOptions#residualInGemm()}: the product adds the residual itself (one library call
      * writing {@code x·wᵀ + bias + residual} into y), then LayerNorm of y in place; otherwise, or where the library
      * declines the shape or the pointers, the product and then add+LayerNorm as the interface's default.
      */

@@ -4,7 +4,6 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
 import io.gpupool.kernels.TensorOps.Activation;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 
 import static io.gpupool.kernels.cuda.KernelLauncher.ceilDiv;
 import static io.gpupool.kernels.cuda.KernelLauncher.passBlocks;

@@ -9,8 +9,6 @@ import io.gpupool.backend.MatmulLibrary.Matmul;
 import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.GemmChoice;
-import io.gpupool.kernels.cuda.CudaTensorOps.Options;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -36,10 +34,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * library adds it itself (its C operand, beta = 1, out of place).
  *
  * <h2>Choosing per shape</h2>
- * With {@link Options#tuneGemms()} (off by default) the heuristic's first choice is not taken on trust. The first
+ * With {@link KernelOptions#tuneGemms()} (off by default) the heuristic's first choice is not taken on trust. The first
  * time any stream runs a product shape (rows, in, out, epilogue, residual or not; a model's warm-up run for the shapes
  * it warms), {@link GemmTuner} times on that stream, with the product's own operands and workspace, the library's
- * first {@link CudaTensorOps#TUNING_CANDIDATES} algorithms ({@link MatmulLibrary#candidates}; each with its
+ * first {@link KernelOptions#TUNING_CANDIDATES} algorithms ({@link MatmulLibrary#candidates}; each with its
  * activation pass where the epilogue does not fuse it) and, for a product without a residual, gpupool's own kernels
  * for the shape, each measurement queued behind fills of the workspace so that the device time is the runs' own; the
  * library's first choice is kept unless another beats it clearly in a second comparison, and the product then runs
@@ -82,7 +80,7 @@ final class LibraryGemm {
     /** The library's compute type for the precision; null where it has none (then the library never multiplies). */
     private final Compute compute;
     private final ElementType elementType;
-    /** {@link Options#tuneGemms()}. */
+    /** {@link KernelOptions#tuneGemms()}. */
     private final boolean tuneGemms;
     private final GemmTuner tuner;
     /** gpupool's kernels: a tuning candidate, and the activation pass after an epilogue that does not apply it. */
@@ -166,7 +164,7 @@ final class LibraryGemm {
     }
 
     /**
-     * This stream's plan for a shape under {@link Options#tuneGemms()}: the shape's measured choice (a twin of the
+     * This stream's plan for a shape under {@link KernelOptions#tuneGemms()}: the shape's measured choice (a twin of the
      * winning plan, or {@link #OWN_KERNELS}), measuring it first on this stream when no stream has; the heuristic's
      * first choice where the shape cannot be measured here (see "Choosing per shape").
      */
@@ -218,7 +216,7 @@ final class LibraryGemm {
         List<Matmul> offered;
         try {
             offered = library.candidates(rows, in, out, elementType, compute, epilogue, addsResidual,
-                    CudaTensorOps.TUNING_CANDIDATES);
+                    KernelOptions.TUNING_CANDIDATES);
         } catch (RuntimeException e) {
             LOG.log(System.Logger.Level.DEBUG, "{0}: {1} offers no algorithm for {2} ({3})", deviceName,
                     library.description(), shape, e.getMessage());
@@ -244,7 +242,7 @@ final class LibraryGemm {
         boolean heuristicOffered = !plans.isEmpty() && plans.getFirst() == offered.getFirst();
         if (!addsResidual) {
             candidates.add(new GemmTuner.Candidate(
-                    CudaTensorOps.OWN_ENGINE + " (" + kernels.kernelName(rows, in, out) + ")",
+                    GemmEngine.OWN_NAME + " (" + kernels.kernelName(rows, in, out) + ")",
                     () -> kernels.linear(stream, x, weight, bias, y, rows, in, out, activation)));
         }
         GemmTuner.Measured measured = tuner.choose(stream, shape, candidates, delay(stream, workspace, workspaceBytes));

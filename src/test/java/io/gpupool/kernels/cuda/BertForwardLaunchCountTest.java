@@ -1,8 +1,6 @@
 package io.gpupool.kernels.cuda;
 
 import io.gpupool.backend.MatmulLibrary;
-import io.gpupool.kernels.cuda.CudaTensorOps.Options;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingDevice;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingStream;
 import io.gpupool.model.DataType;
@@ -38,12 +36,12 @@ class BertForwardLaunchCountTest {
     @Test
     void residualInTheGemmMovesEachLayersTwoAddsIntoTheProductsAtTheSameLaunchCount() {
         CudaTensorOpsLibraryTest.RecordingLibrary library = new CudaTensorOpsLibraryTest.RecordingLibrary();
-        long unfused = launchesPerForward(Precision.BF16, library, Options.DEFAULT);
+        long unfused = launchesPerForward(Precision.BF16, library, KernelOptions.DEFAULT);
         assertThat(stream.launches).filteredOn(l -> l.kernel().startsWith("add_layer_norm"))
                 .as("add+LayerNorm reading the residual").hasSize(2 * LAYERS)
                 .allSatisfy(l -> assertThat(l.arguments().get(1)).isNotEqualTo(0L));
 
-        long fused = launchesPerForward(Precision.BF16, library, new Options(false, true, false));
+        long fused = launchesPerForward(Precision.BF16, library, new KernelOptions(false, true, false));
 
         // add+LayerNorm was one launch already: the add moves into the product, the launch count stays
         assertThat(fused).isEqualTo(unfused);
@@ -56,15 +54,15 @@ class BertForwardLaunchCountTest {
 
     @Test
     void clsServingPoolingReusesThePoolersClsRowsInsteadOfASecondGather() {
-        launchesPerForward(Precision.BF16, new CudaTensorOpsLibraryTest.RecordingLibrary(), Options.DEFAULT);
+        launchesPerForward(Precision.BF16, new CudaTensorOpsLibraryTest.RecordingLibrary(), KernelOptions.DEFAULT);
         assertThat(stream.launches).filteredOn(l -> l.kernel().startsWith("pool_")).extracting(
                 CudaTensorOpsLaunchTest.Launch::kernel).containsExactly("pool_cls_bf16");
     }
 
     @Test
     void withoutTheLibraryTheOptionChangesNothing() {
-        long plain = launchesPerForward(Precision.FP32, null, Options.DEFAULT);
-        long asked = launchesPerForward(Precision.FP32, null, new Options(false, true, false));
+        long plain = launchesPerForward(Precision.FP32, null, KernelOptions.DEFAULT);
+        long asked = launchesPerForward(Precision.FP32, null, new KernelOptions(false, true, false));
 
         assertThat(asked).isEqualTo(plain);
         assertThat(stream.launches).filteredOn(l -> l.kernel().startsWith("add_layer_norm"))
@@ -74,8 +72,8 @@ class BertForwardLaunchCountTest {
     @Test
     void poolingAndThePoolerRunOnlyForTheOutputsARequestDownloads() {
         MatmulLibrary library = new CudaTensorOpsLibraryTest.RecordingLibrary();
-        long all = launchesPerForward(Precision.BF16, library, Options.DEFAULT, Set.of());
-        long hiddenOnly = launchesPerForward(Precision.BF16, library, Options.DEFAULT, Set.of("last_hidden_state"));
+        long all = launchesPerForward(Precision.BF16, library, KernelOptions.DEFAULT, Set.of());
+        long hiddenOnly = launchesPerForward(Precision.BF16, library, KernelOptions.DEFAULT, Set.of("last_hidden_state"));
         assertThat(stream.launches).extracting(CudaTensorOpsLaunchTest.Launch::kernel)
                 .noneMatch(kernel -> kernel.startsWith("pool_") || kernel.equals("activate_bf16"));
 
@@ -83,11 +81,11 @@ class BertForwardLaunchCountTest {
         assertThat(all - hiddenOnly).isEqualTo(4);
     }
 
-    private long launchesPerForward(Precision precision, MatmulLibrary library, Options options) {
+    private long launchesPerForward(Precision precision, MatmulLibrary library, KernelOptions options) {
         return launchesPerForward(precision, library, options, Set.of());
     }
 
-    private long launchesPerForward(Precision precision, MatmulLibrary library, Options options,
+    private long launchesPerForward(Precision precision, MatmulLibrary library, KernelOptions options,
                                     Set<String> outputs) {
         CudaTensorOps ops = new CudaTensorOps(device, precision, library, memory, options);
         try (InferenceModel model = ModelRepository.loadModel("tiny-bert", fixture("tiny-bert"),

@@ -5,7 +5,6 @@ import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.memory.DeviceBlock;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -229,10 +228,10 @@ class CublasLtOpsGpuTest extends GpuProductsFixture {
 
     @Test
     void tiledBf16AttentionMatchesReferenceAndTheClassicKernelOnAMaskedBatch() {
-        CudaTensorOps tiled = new CudaTensorOps(device, Precision.BF16, library, pool, CudaTensorOps.Options.DEFAULT,
-                CudaTensorOps.AttentionKernels.TILED);
-        CudaTensorOps classic = new CudaTensorOps(device, Precision.BF16, library, pool, CudaTensorOps.Options.DEFAULT,
-                CudaTensorOps.AttentionKernels.CLASSIC);
+        CudaTensorOps tiled = new CudaTensorOps(device, Precision.BF16, library, pool, KernelOptions.DEFAULT,
+                AttentionKernels.TILED);
+        CudaTensorOps classic = new CudaTensorOps(device, Precision.BF16, library, pool, KernelOptions.DEFAULT,
+                AttentionKernels.CLASSIC);
         opened.add(tiled);
         opened.add(classic);
         // {batch, seq, heads}: 64-query blocks (12 blocks of 128 would be too few), then the 8-warp 128-query blocks

@@ -2,7 +2,6 @@ package io.gpupool.kernels.cuda;
 
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -102,10 +101,10 @@ class CudaTensorOpsGpuTest extends GpuProductsFixture {
 
     @Test
     void tiledFp32AttentionMatchesReferenceAndTheClassicKernelOnAMaskedBatch() {
-        CudaTensorOps tiled = new CudaTensorOps(device, Precision.FP32, null, null, CudaTensorOps.Options.DEFAULT,
-                CudaTensorOps.AttentionKernels.TILED);
-        CudaTensorOps classic = new CudaTensorOps(device, Precision.FP32, null, null, CudaTensorOps.Options.DEFAULT,
-                CudaTensorOps.AttentionKernels.CLASSIC);
+        CudaTensorOps tiled = new CudaTensorOps(device, Precision.FP32, null, null, KernelOptions.DEFAULT,
+                AttentionKernels.TILED);
+        CudaTensorOps classic = new CudaTensorOps(device, Precision.FP32, null, null, KernelOptions.DEFAULT,
+                AttentionKernels.CLASSIC);
         for (int seq : new int[] {1, 37, 200}) {   // one key; a partial key tile; several tiles and a padded tail
             long seed = random.nextLong();
             float[] fromTiled = checkAttention(tiled, 64, seq, 1e-5, seed);

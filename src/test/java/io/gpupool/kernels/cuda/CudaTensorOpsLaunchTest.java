@@ -6,7 +6,6 @@ import io.gpupool.backend.KernelFunction;
 import io.gpupool.backend.KernelModule;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.memory.ChunkSource;
 import io.gpupool.memory.DeviceAllocator;
@@ -168,8 +167,8 @@ class CudaTensorOpsLaunchTest {
 
     @Test
     void attentionPicksTheKernelByHeadSizeAndPrecision() {
-        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, CudaTensorOps.Options.DEFAULT,
-                CudaTensorOps.AttentionKernels.CLASSIC);
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, KernelOptions.DEFAULT,
+                AttentionKernels.CLASSIC);
         CudaTensorOps bf16 = new CudaTensorOps(device, Precision.BF16);
         fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
         fp32.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 2, 8);
@@ -189,10 +188,10 @@ class CudaTensorOpsLaunchTest {
 
     @Test
     void tiledAttentionRunsTheRegisterTiledFp32KernelForAlignedHeadSize64() {
-        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, CudaTensorOps.Options.DEFAULT,
-                CudaTensorOps.AttentionKernels.TILED);
-        CudaTensorOps x3 = new CudaTensorOps(device, Precision.TF32X3, null, null, CudaTensorOps.Options.DEFAULT,
-                CudaTensorOps.AttentionKernels.TILED);
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32, null, null, KernelOptions.DEFAULT,
+                AttentionKernels.TILED);
+        CudaTensorOps x3 = new CudaTensorOps(device, Precision.TF32X3, null, null, KernelOptions.DEFAULT,
+                AttentionKernels.TILED);
         fp32.attention(stream, 0x1000, 0x1800, 0, 0x2000, 8, 100, 12, 64);
         x3.attention(stream, 0x1000, 0, 0, 0x2000, 8, 100, 12, 64);
         fp32.attention(stream, 0x1008, 0, 0, 0x2000, 8, 100, 12, 64);   // misaligned qkv: the classic kernel
@@ -205,13 +204,13 @@ class CudaTensorOpsLaunchTest {
         assertThat(stream.launches.getFirst().arguments()).containsExactly(0x1000L, 0x1800L, 0x2000L, 100, 12);
         String property = System.getProperty("gpupool.kernels.attention");
         assertThat(new CudaTensorOps(device).attentionKernels()).as("the default")
-                .isEqualTo(property == null ? CudaTensorOps.AttentionKernels.TILED : CudaTensorOps.attentionKernels(property));
+                .isEqualTo(property == null ? AttentionKernels.TILED : CudaTensorOps.attentionKernels(property));
     }
 
     @Test
     void attentionKernelsParseInAnyCaseAndAnUnknownNameIsRejectedWithTheChoices() {
-        assertThat(CudaTensorOps.attentionKernels("tiled")).isEqualTo(CudaTensorOps.AttentionKernels.TILED);
-        assertThat(CudaTensorOps.attentionKernels(" Classic ")).isEqualTo(CudaTensorOps.AttentionKernels.CLASSIC);
+        assertThat(CudaTensorOps.attentionKernels("tiled")).isEqualTo(AttentionKernels.TILED);
+        assertThat(CudaTensorOps.attentionKernels(" Classic ")).isEqualTo(AttentionKernels.CLASSIC);
         assertThatThrownBy(() -> CudaTensorOps.attentionKernels("flash"))
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("gpupool.kernels.attention = flash is invalid; allowed: CLASSIC, TILED");

@@ -4,7 +4,6 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.Launch;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingDevice;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingStream;
@@ -245,8 +244,8 @@ class CudaTensorOpsLibraryTest {
 
     @Test
     void tiledAttentionOnBf16ActivationsRunsFlashAttentionWith128QueryBlocksWhereTheyAreEnough() {
-        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, CudaTensorOps.Options.DEFAULT,
-                CudaTensorOps.AttentionKernels.TILED);
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, KernelOptions.DEFAULT,
+                AttentionKernels.TILED);
         ops.attention(stream, 0x100, 0x200, 0, 0x300, 32, 512, 12, 64);   // 4·12·32 = 1536 blocks of 128 queries
         ops.attention(stream, 0x100, 0x200, 0, 0x300, 1, 512, 12, 64);    // 48 blocks of 128: too few, 64 instead
         ops.attention(stream, 0x100, 0, 0, 0x300, 8, 100, 12, 64);        // 96 blocks of 128: just enough
@@ -263,21 +262,21 @@ class CudaTensorOpsLibraryTest {
         ops.attention(stream, 0x100, 0x200, 0x10000, 0x300, 2, 10, 2, 16);   // other head sizes: as before
         assertThat(stream.launches).extracting(Launch::kernel).containsExactly("bf16_to_f32", "attention_d32",
                 "f32_to_bf16");
-        assertThat(ops.attentionKernels()).isEqualTo(CudaTensorOps.AttentionKernels.TILED);
+        assertThat(ops.attentionKernels()).isEqualTo(AttentionKernels.TILED);
     }
 
     @Test
     void withoutALibraryBf16KeepsFp32ActivationsAndTheOwnKernels() {
         CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, null, null);
         assertThat(ops.activationBytes()).isEqualTo(4);
-        assertThat(ops.gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+        assertThat(ops.gemmEngine()).isEqualTo(GemmEngine.OWN_NAME);
         assertThat(ops.fp32Activations()).isSameAs(ops);
         ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 16384, 768, 3072, Activation.GELU);
         assertThat(stream.only().kernel()).isEqualTo("gemm_tc_bf16_128");
 
         CudaTensorOps resident = new CudaTensorOps(device, Precision.BF16, library, pool);
         assertThat(resident.fp32Activations().activationBytes()).isEqualTo(4);
-        assertThat(((CudaTensorOps) resident.fp32Activations()).gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+        assertThat(((CudaTensorOps) resident.fp32Activations()).gemmEngine()).isEqualTo(GemmEngine.OWN_NAME);
     }
 
     @Test
@@ -286,12 +285,12 @@ class CudaTensorOpsLibraryTest {
         ops.linear(stream, 0x1000, 0x2000, 0x3000, 0x4000, 16384, 768, 3072, Activation.NONE);
         assertThat(library.plans).isEmpty();
         assertThat(stream.only().kernel()).isEqualTo("gemm_tc_tf32x3_128");
-        assertThat(ops.gemmEngine()).isEqualTo(CudaTensorOps.OWN_ENGINE);
+        assertThat(ops.gemmEngine()).isEqualTo(GemmEngine.OWN_NAME);
         assertThat(pool.allocatedBytes.get()).isZero();
     }
 
-    private static final CudaTensorOps.Options RESIDUAL = new CudaTensorOps.Options(false, true, false);
-    private static final CudaTensorOps.Options WARP_NORM = new CudaTensorOps.Options(false, false, true);
+    private static final KernelOptions RESIDUAL = new KernelOptions(false, true, false);
+    private static final KernelOptions WARP_NORM = new KernelOptions(false, false, true);
 
     @Test
     void residualInGemmAddsTheResidualInTheProductAndNormalisesInPlace() {
@@ -376,7 +375,7 @@ class CudaTensorOpsLibraryTest {
 
     @Test
     void withTheOptionOffLayerNormStaysOnTheBlockKernels() {
-        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, CudaTensorOps.Options.NONE);
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16, library, pool, KernelOptions.NONE);
         ops.addLayerNorm(stream, 0x100, 0x200, 0x300, 0x400, 0x500, 130, 768, 1e-12f);
         ops.embeddingLayerNorm(stream, 0x10, 0x20, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, 9, 768, 1e-12f);
         assertThat(stream.launches).extracting(Launch::kernel).containsExactly("add_layer_norm_bf16_reg",

@@ -5,8 +5,6 @@ import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.MatmulLibrary.Matmul;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.GemmChoice;
-import io.gpupool.kernels.cuda.CudaTensorOps.Options;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -60,7 +58,7 @@ class GemmTuningGpuTest extends GpuProductsFixture {
     }
 
     private CudaTensorOps ops(Precision precision, boolean tuning) {
-        return opened(new CudaTensorOps(device, precision, library, pool, new Options(false, false, true, tuning)));
+        return opened(new CudaTensorOps(device, precision, library, pool, new KernelOptions(false, false, true, tuning)));
     }
 
     @ParameterizedTest
@@ -131,10 +129,10 @@ class GemmTuningGpuTest extends GpuProductsFixture {
         int in = 768;
         int out = 768;
         List<Matmul> offered = library.candidates(rows, in, out, MatmulLibrary.ElementType.FP32,
-                MatmulLibrary.Compute.FP32, MatmulLibrary.Epilogue.BIAS, false, CudaTensorOps.TUNING_CANDIDATES);
+                MatmulLibrary.Compute.FP32, MatmulLibrary.Epilogue.BIAS, false, KernelOptions.TUNING_CANDIDATES);
         List<Matmul> twins = new ArrayList<>();
         try {
-            assertThat(offered).isNotEmpty().hasSizeLessThanOrEqualTo(CudaTensorOps.TUNING_CANDIDATES);
+            assertThat(offered).isNotEmpty().hasSizeLessThanOrEqualTo(KernelOptions.TUNING_CANDIDATES);
             float[] x = randoms(rows * in, 1);
             float[] w = randoms(out * in, 0.05f);
             float[] bias = randoms(out, 1);

@@ -4,8 +4,6 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.GemmChoice;
-import io.gpupool.kernels.cuda.CudaTensorOps.Options;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.Launch;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingDevice;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingStream;
@@ -134,7 +132,7 @@ class GemmTuningTest {
     }
 
     private CudaTensorOps ops(Precision precision, boolean tuning) {
-        return new CudaTensorOps(device, precision, library, pool, new Options(false, false, true, tuning), timer);
+        return new CudaTensorOps(device, precision, library, pool, new KernelOptions(false, false, true, tuning), timer);
     }
 
     @Test
@@ -194,7 +192,7 @@ class GemmTuningTest {
         assertThat(stream.launches).extracting(Launch::kernel).containsExactly("gemm_splitk_init", "gemm_f32_splitk");
         assertThat(other.launches).extracting(Launch::kernel).containsExactly("gemm_splitk_init", "gemm_f32_splitk");
         GemmChoice choice = ops.gemmChoices().getFirst();
-        assertThat(choice.engine()).isEqualTo(CudaTensorOps.OWN_ENGINE + " (gemm_f32 split-K)");
+        assertThat(choice.engine()).isEqualTo(GemmEngine.OWN_NAME + " (gemm_f32 split-K)");
         assertThat(choice.millis()).isCloseTo(0.5, within(1e-9));
         ops.close();
         assertThat(library.closed).as("every library plan closed once the own kernel won")

@@ -3,7 +3,6 @@ package io.gpupool.kernels.cuda;
 import io.gpupool.config.IdleWorkspaceRelease;
 import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.kernels.TensorOps.Activation;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingDevice;
 import io.gpupool.kernels.cuda.CudaTensorOpsLibraryTest.RecordingLibrary;
 import io.gpupool.memory.AllocationStream;

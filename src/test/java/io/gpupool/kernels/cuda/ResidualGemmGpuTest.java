@@ -4,8 +4,6 @@ import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.MatmulLibrary.Compute;
 import io.gpupool.backend.MatmulLibrary.ElementType;
 import io.gpupool.backend.MatmulLibrary.Epilogue;
-import io.gpupool.kernels.cuda.CudaTensorOps.Options;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.model.Bf16;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -14,7 +12,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * The two opt-in paths of {@link CudaTensorOps.Options} on a real GPU: cuBLASLt adding the residual in the product
+ * The two opt-in paths of {@link KernelOptions} on a real GPU: cuBLASLt adding the residual in the product
  * (its C operand, out of place) against a double reference and against the unfused product + add+LayerNorm, and the
  * warp-per-row LayerNorm kernels against the same references as the block kernels. FP32 within 1e-5 (transformers'
  * 1e-4 with room), BF16 within bf16 rounding of outputs of magnitude ~1 to ~5.
@@ -22,8 +20,8 @@ import org.junit.jupiter.params.provider.EnumSource;
 @Tag("gpu")
 class ResidualGemmGpuTest extends GpuProductsFixture {
 
-    private static final Options FUSED = new Options(false, true, true);
-    private static final Options WARP = new Options(false, false, true);
+    private static final KernelOptions FUSED = new KernelOptions(false, true, true);
+    private static final KernelOptions WARP = new KernelOptions(false, false, true);
 
     private static MatmulLibrary library;
 
@@ -36,7 +34,7 @@ class ResidualGemmGpuTest extends GpuProductsFixture {
         library = cublasLt();
     }
 
-    private CudaTensorOps ops(Precision precision, Options options) {
+    private CudaTensorOps ops(Precision precision, KernelOptions options) {
         return opened(new CudaTensorOps(device, precision, library, pool, options));
     }
 
@@ -107,7 +105,7 @@ class ResidualGemmGpuTest extends GpuProductsFixture {
             }
             float[][] results = new float[2][];
             for (int fused = 0; fused < 2; fused++) {
-                CudaTensorOps ops = ops(precision, fused == 1 ? FUSED : Options.DEFAULT);
+                CudaTensorOps ops = ops(precision, fused == 1 ? FUSED : KernelOptions.DEFAULT);
                 long dy = allocate((long) rows * out * ops.activationBytes());
                 ops.linearAddLayerNorm(stream, upload(x, bf16), upload(w, bf16), upload(bias, bf16),
                         upload(residual, bf16), upload(gamma), upload(beta), dy, rows, in, out, 1e-12f);

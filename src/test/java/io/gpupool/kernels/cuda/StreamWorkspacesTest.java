@@ -2,7 +2,6 @@ package io.gpupool.kernels.cuda;
 
 import io.gpupool.kernels.StreamWorkspaces;
 import io.gpupool.kernels.TensorOps.Activation;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingDevice;
 import io.gpupool.kernels.cuda.CudaTensorOpsLaunchTest.RecordingStream;
 import io.gpupool.kernels.cuda.CudaTensorOpsLibraryTest.RecordingLibrary;

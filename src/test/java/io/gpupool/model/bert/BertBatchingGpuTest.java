@@ -4,6 +4,7 @@ import io.gpupool.backend.DeviceStream;
 import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.model.BatchPadding;
@@ -69,7 +70,7 @@ class BertBatchingGpuTest {
 
     @Test
     void fp32BatchesArePackedAndEqualEachRequestAlone() {
-        CudaTensorOps ops = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.FP32);
+        CudaTensorOps ops = new CudaTensorOps(gpu.device, Precision.FP32);
         try (BatchableModel model = load("tiny-bert", ops)) {
             assertThat(model.batchLayout()).isEqualTo("packed");
             assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, requests, ops), mixedBertRequests(), 1e-5);
@@ -85,7 +86,7 @@ class BertBatchingGpuTest {
      */
     @Test
     void fp32BatchesPaddedToABucketEqualEachRequestAlone() {
-        CudaTensorOps ops = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.FP32);
+        CudaTensorOps ops = new CudaTensorOps(gpu.device, Precision.FP32);
         try (BatchableModel model = load("tiny-bert", ops)) {
             BatchPadding padding = model.batchPadding().orElseThrow();
             for (BatchPadding.Shape bucket : List.of(new BatchPadding.Shape(16, 384), new BatchPadding.Shape(16, 314),
@@ -110,7 +111,7 @@ class BertBatchingGpuTest {
      */
     @Test
     void paddedLayoutBatchesPaddedToARequestBucketEqualEachRequestAlone() {
-        CudaTensorOps fp32 = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.FP32);
+        CudaTensorOps fp32 = new CudaTensorOps(gpu.device, Precision.FP32);
         List<ShapePadding.Shape> buckets = List.of(new ShapePadding.Shape(8, 32), new ShapePadding.Shape(8, 17),
                 new ShapePadding.Shape(6, 32));
         try (BatchableModel model = load("tiny-bert", WithoutPackedOps.over(fp32))) {
@@ -127,7 +128,7 @@ class BertBatchingGpuTest {
                     new ShapePadding.Shape(4, 16), context), () -> new ExecutionContext(stream, requests, fp32),
                     List.of(bert(6, 2, 9, 2, true, true, Set.of()), bert(8, 1, 4, 1, false, false, Set.of())), 1e-5);
         }
-        CudaTensorOps bf16 = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.BF16);
+        CudaTensorOps bf16 = new CudaTensorOps(gpu.device, Precision.BF16);
         try (BatchableModel model = load("tiny-bert", bf16)) {
             PaddedBatchPadding padding = model.paddedBatchPadding().orElseThrow();
             for (ShapePadding.Shape bucket : buckets) {
@@ -139,7 +140,7 @@ class BertBatchingGpuTest {
 
     @Test
     void bf16BatchesFallBackToPaddingAndStayCloseToEachRequestAlone() {
-        CudaTensorOps ops = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.BF16);
+        CudaTensorOps ops = new CudaTensorOps(gpu.device, Precision.BF16);
         try (BatchableModel model = load("tiny-bert", ops)) {
             assertThat(model.batchLayout()).isEqualTo("padded");
             assertBatchEqualsAlone(model, () -> new ExecutionContext(stream, requests, ops), shortBertRequests(), 1e-3);
@@ -150,7 +151,7 @@ class BertBatchingGpuTest {
     void bf16ActivationsWithPackedBf16PackBatchesAndStayCloseToThePaddedBf16PathAlone() {
         MatmulLibrary library = gpu.libraryOrSkip();
         CudaTensorOps ops = gpu.packedBf16Ops(library, requests);
-        CudaTensorOps padding = new CudaTensorOps(gpu.device, CudaTensorOps.Precision.BF16, library, requests);
+        CudaTensorOps padding = new CudaTensorOps(gpu.device, Precision.BF16, library, requests);
         try {
             assertThat(ops.activationBytes()).isEqualTo(2);
             try (BatchableModel padded = load("tiny-bert", padding)) {

@@ -6,6 +6,8 @@ import io.gpupool.backend.MatmulLibrary;
 import io.gpupool.backend.cuda.CudaBackend;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
+import io.gpupool.kernels.cuda.KernelOptions;
 import io.gpupool.memory.DeviceAllocator;
 import io.gpupool.memory.metric.AllocatorMode;
 import io.gpupool.model.BatchableModel;
@@ -63,8 +65,8 @@ final class CudaModels {
      * ops on ({@code Options.packedBf16}); the caller closes them.
      */
     CudaTensorOps packedBf16Ops(MatmulLibrary library, DeviceAllocator workspaces) {
-        return new CudaTensorOps(device, CudaTensorOps.Precision.BF16, library, workspaces,
-                new CudaTensorOps.Options(true, false, CudaTensorOps.Options.DEFAULT.warpLayerNorm()));
+        return new CudaTensorOps(device, Precision.BF16, library, workspaces,
+                new KernelOptions(true, false, KernelOptions.DEFAULT.warpLayerNorm()));
     }
 
     /**

@@ -3,6 +3,7 @@ package io.gpupool.model.bert;
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.memory.PoolConfig;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.BatchableModel;
@@ -111,23 +112,23 @@ class RequestArenaGpuTest {
 
     @Test
     void fp32PackedBatchesAndRequestsAloneGiveTheSameOutputsInArenas() {
-        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32);
         assertSameOutputs(ops, "packed", mixedBertRequests(), 1e-5);
     }
 
     @Test
     void bf16PaddedBatchesAndRequestsAloneGiveTheSameOutputsInArenas() {
-        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.BF16);
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.BF16);
         assertSameOutputs(ops, "padded", shortBertRequests(), 1e-3);
     }
 
     @Test
     void batchesInArenasEqualEachRequestAloneFp32PackedAndBf16Padded() {
-        CudaTensorOps fp32 = new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
+        CudaTensorOps fp32 = new CudaTensorOps(device, Precision.FP32);
         BatchableModel packed = load(fp32, true);
         assertThat(packed.batchLayout()).isEqualTo("packed");
         assertBatchEqualsAlone(packed, () -> new ExecutionContext(stream, pool, fp32), mixedBertRequests(), 1e-5);
-        CudaTensorOps bf16 = new CudaTensorOps(device, CudaTensorOps.Precision.BF16);
+        CudaTensorOps bf16 = new CudaTensorOps(device, Precision.BF16);
         BatchableModel padded = load(bf16, true);
         assertThat(padded.batchLayout()).isEqualTo("padded");
         assertBatchEqualsAlone(padded, () -> new ExecutionContext(stream, pool, bf16), shortBertRequests(), 1e-3);
@@ -149,7 +150,7 @@ class RequestArenaGpuTest {
 
     @Test
     void aGraphCapturedFromAnArenaForwardReplaysTheEagerOutputs() throws Exception {
-        CudaTensorOps ops = new CudaTensorOps(device, CudaTensorOps.Precision.FP32);
+        CudaTensorOps ops = new CudaTensorOps(device, Precision.FP32);
         InferenceModel bertInArena = load(ops, true);
         ShapeBuckets buckets = new ShapeBuckets(List.of(1, 2, 4, 8), List.of(8, 16, 32, 64));
         try (DeviceGraphs graphs = DeviceGraphs.open(device, pool, new GraphLimits(true, 16, 1L << 30), buckets, 1)

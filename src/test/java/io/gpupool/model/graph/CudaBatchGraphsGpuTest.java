@@ -3,6 +3,8 @@ package io.gpupool.model.graph;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
+import io.gpupool.kernels.cuda.KernelOptions;
 import io.gpupool.model.BatchPadding;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.BatchableModel.Member;
@@ -54,7 +56,7 @@ class CudaBatchGraphsGpuTest {
     private BatchableModel graphed;
 
     /** The tiny BERT on {@code precision}: own kernels where {@code library} is false, else cuBLASLt (BF16 packed). */
-    private void open(CudaTensorOps.Precision precision, boolean library) {
+    private void open(Precision precision, boolean library) {
         open(precision, library, "packed");
     }
 
@@ -62,12 +64,12 @@ class CudaBatchGraphsGpuTest {
      * The tiny BERT on {@code precision} whose batches take {@code layout}: "packed" as above; "padded" with cuBLASLt
      * as production runs BF16 (packed-bf16 off), and planned without packed ops where the kernels have them (FP32).
      */
-    private void open(CudaTensorOps.Precision precision, boolean library, String layout) {
+    private void open(Precision precision, boolean library, String layout) {
         UnaryOperator<TensorOps> planning = layout.equals("padded") ? WithoutPackedOps::over : UnaryOperator.identity();
         bench = CudaGraphBench.openOrSkip((device, pool) -> library
                         ? new CudaTensorOps(device, precision, CudaGraphBench.cublasLt(device), pool,
-                                new CudaTensorOps.Options(layout.equals("packed"), false,
-                                        CudaTensorOps.Options.DEFAULT.warpLayerNorm()))
+                                new KernelOptions(layout.equals("packed"), false,
+                                        KernelOptions.DEFAULT.warpLayerNorm()))
                         : new CudaTensorOps(device, precision),
                 planning, new GraphLimits(true, 64, 1L << 30), BUCKETS);
         bert = (BatchableModel) bench.bert;
@@ -84,7 +86,7 @@ class CudaBatchGraphsGpuTest {
 
     @Test
     void fp32BatchesReplayTheirBucketsGraphAndEachMemberGetsWhatItGetsAlone() throws Exception {
-        open(CudaTensorOps.Precision.FP32, false);
+        open(Precision.FP32, false);
         ExecutionContext context = bench.context(bench.streams.getFirst());
         Random random = new Random(16);
         List<List<Request>> buckets = List.of(
@@ -116,7 +118,7 @@ class CudaBatchGraphsGpuTest {
     @ValueSource(strings = {"FP32", "BF16"})
     void concurrentBatchesOnFourStreamsWithGraphsOnEqualTheEagerBatchAndNoCaptureFails(String precision)
             throws Exception {
-        open(CudaTensorOps.Precision.valueOf(precision), true);
+        open(Precision.valueOf(precision), true);
         double tolerance = precision.equals("BF16") ? 5e-2 : 1e-4;
         GraphCacheMetrics m = sendBatchesOnFourStreamsAgainstEager(precision, tolerance, 0,
                 random -> randomBatch(random, 8, 4, 48), prepared -> true,
@@ -131,7 +133,7 @@ class CudaBatchGraphsGpuTest {
      */
     @Test
     void fp32PaddedBatchesReplayTheirRequestBucketsGraphAndEachMemberGetsWhatItGetsAlone() throws Exception {
-        open(CudaTensorOps.Precision.FP32, false, "padded");
+        open(Precision.FP32, false, "padded");
         ExecutionContext context = bench.context(bench.streams.getFirst());
         Random random = new Random(18);
         List<List<Request>> buckets = List.of(
@@ -169,7 +171,7 @@ class CudaBatchGraphsGpuTest {
     @ParameterizedTest
     @ValueSource(strings = {"FP32", "BF16"})
     void concurrentPaddedBatchesOnFourStreamsWithGraphsOnEqualTheEagerBatch(String precision) throws Exception {
-        open(CudaTensorOps.Precision.valueOf(precision), true, "padded");
+        open(Precision.valueOf(precision), true, "padded");
         double tolerance = precision.equals("BF16") ? 5e-2 : 1e-4;
         sendBatchesOnFourStreamsAgainstEager(precision, tolerance, 100, random -> randomBatch(random, 5, 3, 40),
                 bert::fitsOneForward, CudaBatchGraphsGpuTest::inRequestBucket);

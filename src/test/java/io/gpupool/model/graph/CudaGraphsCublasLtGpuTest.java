@@ -3,7 +3,7 @@ package io.gpupool.model.graph;
 import io.gpupool.backend.ComputeDevice;
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.cuda.CudaTensorOps;
-import io.gpupool.kernels.cuda.CudaTensorOps.Precision;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import org.junit.jupiter.api.AfterEach;

@@ -2,6 +2,7 @@ package io.gpupool.model.graph;
 
 import io.gpupool.backend.DeviceStream;
 import io.gpupool.kernels.cuda.CudaTensorOps;
+import io.gpupool.kernels.cuda.Precision;
 import io.gpupool.model.ExecutionContext;
 import io.gpupool.model.HostTensor;
 import org.junit.jupiter.api.AfterEach;
@@ -36,7 +37,7 @@ class CudaGraphsGpuTest {
 
     @BeforeEach
     void setUp() {
-        bench = CudaGraphBench.openOrSkip((device, pool) -> new CudaTensorOps(device, CudaTensorOps.Precision.FP32),
+        bench = CudaGraphBench.openOrSkip((device, pool) -> new CudaTensorOps(device, Precision.FP32),
                 UnaryOperator.identity(), new GraphLimits(true, 16, 1L << 30), BUCKETS);
     }
 
