@@ -23,7 +23,7 @@ import java.util.function.LongUnaryOperator;
  *   cap       the pool's cap on reserved bytes in force (tunable, so read at every decision)
  *   resident  bytes in use in the pool that belong to no request: kernel workspaces, graph pools
  *   ceiling   cap - resident: what admitted requests may plan for together
- *   charge    a request's planned peak, each tensor rounded to the pool's blocks
+ *   charge    a request's planned peak in the pool's blocks: its arena as the pool rounds it, or each tensor rounded
  *   admitted  the sum of the charges of the admitted, unfinished requests; running: their number
  *   limit     what the pool has shown it can hold in charges: min(ceiling, learned), see "Learning" below
  *

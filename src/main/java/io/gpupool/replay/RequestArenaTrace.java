@@ -31,6 +31,11 @@ final class RequestArenaTrace {
     private RequestArenaTrace() {
     }
 
+    /** Whether {@code pointer} is one of the arenas this rewrite made (not an event copied unchanged). */
+    static boolean isArena(long pointer) {
+        return pointer >= ARENA_POINTERS;
+    }
+
     /** One request's events while it is open: its allocations by pointer, their lifetimes in event indices. */
     private static final class Open {
         final int first;

@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.function.LongPredicate;
 
 /**
  * Command line for trace replay and the fragmentation study.
@@ -28,6 +29,8 @@ import java.util.Locale;
  *                           ServingArenaTrace makes about 2000 events a second of its load)
  *     --request-arena       replay each request as one allocation of its arena (RequestArenaTrace), as the
  *                           server allocates with gpupool.serving.request-arena
+ *     --arenas              with --trace: every allocation on a stream is a request arena (a trace the server
+ *                           recorded with gpupool.serving.request-arena on)
  *     --write-trace FILE    also write the (generated) trace as CSV
  *     --strategies A,B      strategies to replay against (default: all known)
  *     --capacity-gib N      size of the simulated device (141)
@@ -63,6 +66,7 @@ public final class TraceReplayMain {
         boolean minCapacity = false;
         boolean requestArena = false;
         boolean servingArenas = false;
+        boolean recordedArenas = false;
         ServingArenaTrace.Config serving = ServingArenaTrace.Config.bf16Default();
         long maintainEvery = 0;
         FenceTiming fenceTiming = FenceTiming.IMMEDIATE;
@@ -74,6 +78,7 @@ public final class TraceReplayMain {
                 case "--min-capacity" -> minCapacity = true;
                 case "--request-arena" -> requestArena = true;
                 case "--serving-arenas" -> servingArenas = true;
+                case "--arenas" -> recordedArenas = true;
                 case "--maintain-every" -> maintainEvery = Long.parseLong(value(args, ++i, arg));
                 case "--fence-lag" -> fenceTiming = FenceTiming.parse(value(args, ++i, arg));
                 case "--requests" -> {
@@ -115,6 +120,9 @@ public final class TraceReplayMain {
                         + TraceReplayMain.class.getName());
             }
         }
+        if (recordedArenas && tracePath == null) {
+            throw new IllegalArgumentException("--arenas is for --trace FILE (the generated traces know their arenas)");
+        }
         boolean lagging = !fenceTiming.equals(FenceTiming.IMMEDIATE);
         if (lagging && minCapacity) {
             throw new IllegalArgumentException("--fence-lag " + fenceTiming + " is invalid with --min-capacity; allowed: 0");
@@ -143,19 +151,22 @@ public final class TraceReplayMain {
                     + "needs about %.1f MiB (%.3f x peak live; bytes only, no fragmentation)%n",
                     when, reference / 1048576.0, (double) reference / peakLive);
         }
+        LongPredicate arenas = requestArena ? RequestArenaTrace::isArena
+                : servingArenas || recordedArenas ? TraceReplayer.ARENAS_ON_STREAMS : TraceReplayer.NO_ARENAS;
         List<TraceReplayer.Result> results = new ArrayList<>();
         List<Long> minimums = new ArrayList<>();
         for (TraceReplayer.Strategy strategy : strategies) {
             TraceReplayer.Result r;
             try {
                 r = TraceReplayer.replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacity),
-                        fenceTiming, maintainEvery, servingArenas || requestArena);
+                        fenceTiming, maintainEvery, arenas);
             } catch (UnsupportedOperationException e) {
                 System.out.printf(Locale.ROOT, "%-12s skipped: %s%n", strategy.name(), e.getMessage());
                 continue;
             }
             results.add(r);
-            long minimum = minCapacity ? TraceReplayer.minimumCapacity(trace, strategy, capacity, 16L << 20) : -1;
+            long minimum = minCapacity
+                    ? TraceReplayer.minimumCapacity(trace, strategy, capacity, 16L << 20, maintainEvery, arenas) : -1;
             minimums.add(minimum);
             System.out.printf(Locale.ROOT,
                     "%-12s peak live %8.1f MiB  peak reserved %8.1f MiB  ratio %.3f  rounding %.3f  chunks %5d (%d despite free)  maps %d (%.0f MiB, %d physical allocations) unmaps %d  local hits %.1f %%  waits %d  failed %d  %7.1f ms (%.0f ns/event)%n",

@@ -16,6 +16,7 @@ import io.gpupool.replay.StatisticsChunkSource;
 
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.function.LongPredicate;
 import java.util.Objects;
 import java.util.function.Function;
 
@@ -143,20 +144,37 @@ public final class TraceReplayer {
      * refusal. Returns -1 if the trace does not fit even in {@code maxBytes}.
      */
     public static long minimumCapacity(Trace trace, Strategy strategy, long maxBytes, long granularityBytes) {
-        if (replay(trace, strategy, maxBytes).failedAllocations() > 0) {
+        return minimumCapacity(trace, strategy, maxBytes, granularityBytes, 0, NO_ARENAS);
+    }
+
+    /** Like {@link #minimumCapacity(Trace, Strategy, long, long)}, replayed with maintenance and arenas as given. */
+    public static long minimumCapacity(Trace trace, Strategy strategy, long maxBytes, long granularityBytes,
+                                       long maintainEvery, LongPredicate arenas) {
+        if (fails(trace, strategy, maxBytes, maintainEvery, arenas)) {
             return -1;
         }
         long fits = maxBytes;
         long low = Math.max(granularityBytes, peakLive(trace)) - 1; // nothing below peak live can fit
         while (fits - low > granularityBytes) {
             long mid = low + (fits - low) / 2;
-            if (replay(trace, strategy, mid).failedAllocations() == 0) {
+            if (!fails(trace, strategy, mid, maintainEvery, arenas)) {
                 fits = mid;
             } else {
                 low = mid;
             }
         }
         return fits;
+    }
+
+    private static boolean fails(Trace trace, Strategy strategy, long capacityBytes, long maintainEvery,
+                                 LongPredicate arenas) {
+        return replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacityBytes), FenceTiming.IMMEDIATE,
+                maintainEvery, arenas).failedAllocations() > 0;
+    }
+
+    /** The bytes an arena takes from {@code allocator}: a pool's rounding of arenas, else the bytes asked. */
+    private static long arenaBytes(DeviceAllocator allocator, long bytes) {
+        return allocator.capability(DevicePool.class).map(pool -> pool.arenaBlockBytes(bytes)).orElse(bytes);
     }
 
     /** The largest sum of live requested bytes in the trace (frees of unknown pointers ignored). */
@@ -319,16 +337,21 @@ public final class TraceReplayer {
      */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing,
                                 long maintainEvery) {
-        return replay(trace, strategy, source, timing, maintainEvery, false);
+        return replay(trace, strategy, source, timing, maintainEvery, NO_ARENAS);
     }
 
+    /** No allocation of the trace is a request arena. */
+    public static final LongPredicate NO_ARENAS = pointer -> false;
+    /** Every allocation on a stream is a request arena ({@link ServingArenaTrace}, a trace the server recorded). */
+    public static final LongPredicate ARENAS_ON_STREAMS = pointer -> true;
+
     /**
-     * Like {@link #replay(Trace, Strategy, ChunkSource, FenceTiming, long)}; with {@code arenas} every allocation
-     * on a stream is a request arena ({@link DeviceAllocator#allocateArena}), as the server allocates with
-     * {@code gpupool.serving.request-arena} ({@link ServingArenaTrace}, {@link RequestArenaTrace}).
+     * Like {@link #replay(Trace, Strategy, ChunkSource, FenceTiming, long)}; an allocation on a stream whose pointer
+     * {@code arenas} accepts is a request arena ({@link DeviceAllocator#allocateArena}), as the server allocates with
+     * {@code gpupool.serving.request-arena}: {@link #ARENAS_ON_STREAMS}, or {@link RequestArenaTrace#isArena}.
      */
     public static Result replay(Trace trace, Strategy strategy, ChunkSource source, FenceTiming timing,
-                                long maintainEvery, boolean arenas) {
+                                long maintainEvery, LongPredicate arenas) {
         StatisticsChunkSource statistics = new StatisticsChunkSource(source);
         GrowthWitness witness = new GrowthWitness(statistics);
         DeviceAllocator allocator = strategy.factory().apply(witness);
@@ -364,10 +387,10 @@ public final class TraceReplayer {
                     AllocationStream stream = streams.computeIfAbsent(trace.stream(i),
                             key -> newStream(timing, streams.size(), clock));
                     DeviceBlock block;
-                    witness.request = bytes;
+                    boolean arena = trace.stream(i) != Trace.NO_STREAM && arenas.test(pointer);
+                    witness.request = arena ? arenaBytes(allocator, bytes) : bytes;
                     try {
-                        block = arenas && trace.stream(i) != Trace.NO_STREAM
-                                ? allocator.allocateArena(bytes, stream) : allocator.allocate(bytes, stream);
+                        block = arena ? allocator.allocateArena(bytes, stream) : allocator.allocate(bytes, stream);
                     } catch (OutOfDeviceMemoryException e) {
                         failed++;
                         continue;

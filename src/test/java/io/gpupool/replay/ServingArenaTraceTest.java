@@ -48,12 +48,15 @@ class ServingArenaTraceTest {
                 .isNotEqualTo(csv(ServingArenaTrace.generate(config.withSeed(7))));
     }
 
-    /** The pool replayed with its maintenance: every allocation served, arenas mostly from the streams' caches. */
+    /**
+     * The pool as the server sets it (ON_MAP with waiting) replayed with its maintenance: every allocation served,
+     * arenas mostly from the streams' caches.
+     */
     @Test
     void thePoolServesTheStreamsArenasFromTheirReserves() {
         Trace trace = ServingArenaTrace.generate(config);
         TraceReplayer.Result result = TraceReplayer.replay(trace, ReplayStrategies.byName("two-level-server"),
-                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, true);
+                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, TraceReplayer.ARENAS_ON_STREAMS);
         assertThat(result.failedAllocations()).isZero();
         assertThat(result.localHitRatio()).isGreaterThan(0.6);
         assertThat(result.rounding()).isLessThan(1.05);
@@ -68,9 +71,9 @@ class ServingArenaTraceTest {
     void shortRequestsArenasStayInTheStreamsCaches() {
         Trace trace = ServingArenaTrace.generate(config.withShape(4, 24, 0.6, 128));
         TraceReplayer.Result arenas = TraceReplayer.replay(trace, ReplayStrategies.byName("two-level"),
-                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, true);
+                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, TraceReplayer.ARENAS_ON_STREAMS);
         TraceReplayer.Result ordinary = TraceReplayer.replay(trace, ReplayStrategies.byName("two-level"),
-                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, false);
+                SimulatedChunkSource.withMapping("test", 64L << 30), FenceTiming.IMMEDIATE, 200, TraceReplayer.NO_ARENAS);
         assertThat(arenas.failedAllocations()).isZero();
         assertThat(arenas.localHitRatio()).isGreaterThan(0.95);
         assertThat(arenas.mapCalls()).as("maps per request").isLessThan(config.requests() / 20);

@@ -56,7 +56,7 @@ import static jcuda.driver.JCudaDriver.cuMemFree;
  * </ol>
  * With {@link #map(long, long, long) extents} of {@code e} granules, step 2 makes one allocation of
  * {@code e*G} per extent ({@code extents[i]} = e at its first granule, its handle in all {@code e} slots).
- * The driver's cost is per allocation, not per byte, so the pool maps large tensors in 32 MiB extents.
+ * The driver's cost is per allocation, not per byte, so the pool maps large runs in extents of several granules.
  * Unmap {@code [a, a + k*G)}: check all {@code k} granules are mapped and the range splits no extent;
  * cuMemUnmap (one call over the range, or one per extent, see {@link #unmapWholeRange}); cuMemRelease
  * each extent's handle, which frees the physical memory; clear the slots. Release of a reservation requires that nothing in it is mapped,
@@ -252,8 +252,8 @@ public final class CudaChunkSource implements ChunkSource, VirtualMemory {
 
     /**
      * Maps in extents of {@code extentBytes}: one physical allocation (cuMemCreate + cuMemMap) per
-     * extent, one cuMemSetAccess for the range. The driver's cost is per allocation, so a 32 MiB
-     * extent costs about what one 2 MiB granule does; {@link #unmap} then takes whole extents only.
+     * extent, one cuMemSetAccess for the range. The driver's cost is per allocation, so an extent of
+     * many granules costs about what one 2 MiB granule does; {@link #unmap} then takes whole extents only.
      */
     @Override
     public void map(long address, long bytes, long extentBytes) {

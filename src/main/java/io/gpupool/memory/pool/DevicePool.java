@@ -157,12 +157,12 @@ public final class DevicePool implements DeviceAllocator {
 
     /** The bytes an arena of {@code bytes} takes from this pool ({@link #allocateArena}); admissions charge it. */
     public long arenaBlockBytes(long bytes) {
-        return bytes > 0 && arenaAsRun(global.classIndex(bytes)) ? global.classBytes()[global.smallCount]
+        return bytes > 0 && arenaAsRun(global.classIndex(bytes), config) ? global.classBytes()[global.smallCount]
                 : blockBytes(bytes);
     }
 
-    private boolean arenaAsRun(int sizeClass) {
-        return sizeClass < global.smallCount && config.mode() == AllocatorMode.TWO_LEVEL;
+    private boolean arenaAsRun(int sizeClass, PoolConfig cfg) {
+        return sizeClass < global.smallCount && cfg.mode() == AllocatorMode.TWO_LEVEL;
     }
 
     private DeviceBlock allocate(long bytes, AllocationStream stream, boolean arena) {
@@ -178,7 +178,7 @@ public final class DevicePool implements DeviceAllocator {
         }
         PoolConfig cfg = config;
         int c = global.classIndex(bytes);
-        if (arena && arenaAsRun(c)) {
+        if (arena && arenaAsRun(c, cfg)) {
             c = global.smallCount;                                 // the one-block run class
         }
         long size = global.classBytes()[c];
@@ -253,7 +253,8 @@ public final class DevicePool implements DeviceAllocator {
 
     /**
      * The bytes a request of {@code bytes} takes from this pool: its small-object class, its run of minimum
-     * blocks, or (above the largest block) whole minimum blocks. Planned peaks are charged in these sizes.
+     * blocks, or (above the largest block) whole minimum blocks. Planned peaks are charged in these sizes (a
+     * request arena in {@link #arenaBlockBytes}).
      */
     public long blockBytes(long bytes) {
         if (bytes <= 0) {

@@ -3,7 +3,10 @@ package io.gpupool.model.bert;
 import io.gpupool.backend.host.HostBackend;
 import io.gpupool.kernels.TensorOps;
 import io.gpupool.kernels.host.HostTensorOps;
+import io.gpupool.config.GpuPoolConfiguration;
+import io.gpupool.memory.MemoryAdmission;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.trace.TracingAllocator;
 import io.gpupool.memory.pool.DevicePool;
 import io.gpupool.model.BatchableModel;
 import io.gpupool.model.ExecutionContext;
@@ -120,6 +123,34 @@ class RequestArenaModelsTest {
             assertThat(inArena.batchPeakBytes(members, pool::arenaBlockBytes)).isEqualTo(pool.arenaBlockBytes(batchCharge));
             assertThat(inArena.batchPeakBytes(members)).as("more members plan more")
                     .isGreaterThan(inArena.batchPeakBytes(members.subList(0, 1)));
+        }
+    }
+
+    /**
+     * As the server wires it (GpuPoolConfiguration): activations from a pool behind the tracing decorator, the
+     * admission rounding arenas. tiny-bert's arena is a few KiB; it takes, and is charged, one whole pool block,
+     * which its stream's cache then keeps for the next request.
+     */
+    @Test
+    void inTheServersWiringASmallArenaIsOneWholePoolBlockAndIsChargedSo() {
+        HostTensorOps ops = new HostTensorOps();
+        BatchableModel inArena = models.load("tiny-bert", ops, true);
+        PlannedMemory planned = (PlannedMemory) inArena;
+        Request request = mixedBertRequests().getFirst();   // 3 x 10
+        try (HostBackend host = new HostBackend();
+             DevicePool pool = new DevicePool(host.devices().getFirst().chunkSource(), PoolConfig.defaults());
+             TracingAllocator activations = new TracingAllocator(pool, 64)) {
+            activations.startRecording();
+            MemoryAdmission admission = GpuPoolConfiguration.admission("host", 1L << 30, activations, true, () -> 0, true);
+            long charge = planned.peakActivationBytes(3, 10, admission::blockBytes);
+            assertThat(planned.peakActivationBytes(3, 10)).as("the plan's own arena").isLessThan(PoolConfig.MIB);
+
+            inArena.infer(request.inputs(), request.outputs(), new ExecutionContext(models.stream, activations, ops));
+            assertThat(activations.drain().size()).as("the arena's allocate and free, traced").isEqualTo(2);
+            assertThat(pool.metrics().counters().allocations()).isEqualTo(1);
+            assertThat(charge).as("charged: one minimum block").isEqualTo(pool.config().minBlockBytes());
+            assertThat(pool.metrics().cachedBytes()).as("taken and kept by the stream: the same block")
+                    .isEqualTo(charge);
         }
     }
 
