@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The next session's second device call (< 10 min): issue 15's default-workload targets with the server's defaults
-# of session 7 (request arenas as runs, ON_MAP, 16 MiB large extents): BF16 over 4 rounds against cuda-async and
-# against the 32 MiB extents' PERIODIC alternative kept for reference, the capped pool, FP32 one round.
+# of session 7 (request arenas as runs, ON_MAP, 16 MiB large extents): BF16 over 4 rounds against cuda-async, with
+# the PERIODIC reclaim beside them for reference; the capped pool; FP32 one round.
 set -uo pipefail
 TAG=s8B
 source "$(dirname "$0")/call-lib.sh"
