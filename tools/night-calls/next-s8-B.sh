@@ -2,7 +2,8 @@
 # The next session's second device call (< 10 min): issue 15's default-workload targets with the server's defaults
 # of session 7 (request arenas as runs, ON_MAP, 16 MiB large extents): BF16 over 3 rounds against cuda-async, with
 # the PERIODIC reclaim beside them for reference and ON_MAP keeping 64 MB of unmapped physical memory to map again
-# (retained handles: no cuMemCreate / cuMemRelease on a remap, never measured on a GPU); the capped pool; FP32 one round.
+# (retained handles: no cuMemCreate / cuMemRelease on a remap; not measured with request arenas); the capped pool;
+# FP32 one round.
 set -uo pipefail
 TAG=s8B
 source "$(dirname "$0")/call-lib.sh"
