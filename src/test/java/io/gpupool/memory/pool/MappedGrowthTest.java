@@ -268,7 +268,7 @@ class MappedGrowthTest {
     /**
      * Many sizes freed in a scattered order leave free mapped memory in pieces; the pool never holds
      * more than the high-water mark of allocated bytes plus its slack (1/16, at least 8 minimum blocks),
-     * plus what it cannot unmap: at most one partly used extent (32 MiB) per live block.
+     * plus what it cannot unmap: at most one partly used extent ({@link MappedGrowth#LARGE_EXTENT_BYTES}) per live block.
      */
     @Test
     void mappedMemoryStaysWithinTheHighWaterMarkPlusTheSlack() {
@@ -287,7 +287,7 @@ class MappedGrowthTest {
                 long allocated = pool.metrics().allocatedBytes();
                 highWater = Math.max(highWater, allocated);
                 long slack = Math.max(16 * MIB, highWater / 16);
-                long partlyUsedExtents = live.size() * 32 * MIB;
+                long partlyUsedExtents = live.size() * MappedGrowth.LARGE_EXTENT_BYTES;
                 worstExcess = Math.max(worstExcess, pool.metrics().reservedBytes() - highWater - slack - partlyUsedExtents);
             }
             assertThat(worstExcess).as("mapped beyond high water + slack").isLessThanOrEqualTo(0);
