@@ -339,6 +339,40 @@ class MappedGrowthTest {
     }
 
     /**
+     * A map beyond the budget when the global level holds no free mapped memory it may take (class comment, step 4):
+     * under ON_MAP the allocating thread takes back another stream's cache, its reserve too, and unmaps it; under
+     * PERIODIC the map goes ahead and the cache stays.
+     */
+    @Test
+    void underOnMapAMapBeyondTheBudgetTakesBackAnotherStreamsCacheAndUnderPeriodicItDoesNot() {
+        for (BudgetReclaim reclaim : BudgetReclaim.values()) {
+            FakeChunkSource fresh = new FakeChunkSource(8 * GIB, true);
+            TestStream first = new TestStream(0);
+            TestStream second = new TestStream(1);
+            PoolConfig config = PoolConfig.defaults().apply(PoolTuning.builder().budgetReclaim(reclaim).build());
+            try (DevicePool pool = new DevicePool(fresh, config)) {
+                DeviceBlock mine = pool.allocate(40 * MIB, first);
+                pool.allocate(40 * MIB, second).release();          // high water 80 MiB: budget 96 MiB
+                first.pending = true;
+                mine.release();
+                assertThat(pool.metrics().cachedBytes()).as("%s: each stream keeps its run", reclaim).isEqualTo(80 * MIB);
+                DeviceBlock larger = pool.allocate(60 * MIB, first);  // first's 40 MiB and 20 more: 100 MiB mapped
+                if (reclaim == BudgetReclaim.ON_MAP) {
+                    assertThat(pool.metrics().cachedBytes()).as("the second stream's reserve taken back").isZero();
+                    assertThat(pool.metrics().unmapCalls()).isPositive();
+                    assertThat(pool.metrics().reservedBytes()).isEqualTo(60 * MIB);
+                } else {
+                    assertThat(pool.metrics().cachedBytes()).as("the second stream's reserve stays").isEqualTo(40 * MIB);
+                    assertThat(pool.metrics().unmapCalls()).isZero();
+                    assertThat(pool.metrics().reservedBytes()).isEqualTo(100 * MIB);
+                }
+                larger.release();
+                first.fences.forEach(f -> f.complete = true);
+            }
+        }
+    }
+
+    /**
      * PERIODIC budget reclaim: the allocation that maps beyond the budget makes no unmap call; the next
      * maintenance brings the mapped bytes back to the budget; a map that would pass the cap still makes
      * room first.
