@@ -56,6 +56,18 @@ class PoolConfigTest {
     }
 
     @Test
+    void aTuningOfEveryValueReachesEveryComponentItNames() {
+        PoolTuning every = new PoolTuning(64 * MIB, 8, Duration.ofSeconds(4), 20, 32 * MIB, Duration.ofSeconds(50),
+                512 * MIB, 2 * GIB, 4 * GIB, 0.5, 0.2, true, BudgetReclaim.PERIODIC, ReclaimOrder.COLDEST_IN_ORDER, 0.75);
+        PoolConfig tuned = defaults.apply(every);
+        assertThat(tuned).isEqualTo(new PoolConfig(defaults.mode(), defaults.minBlockBytes(), defaults.maxBlockBytes(),
+                defaults.growthPolicy(), defaults.initialBytes(), 512 * MIB, 2 * GIB, 4 * GIB, 0.5, 64 * MIB, 8,
+                Duration.ofSeconds(4), 20, 32 * MIB, Duration.ofSeconds(50), 0.2, defaults.retainedHandleBytes(), true,
+                BudgetReclaim.PERIODIC, ReclaimOrder.COLDEST_IN_ORDER, 0.75, defaults.trackAllocationSites(),
+                defaults.lazyFences()));
+    }
+
+    @Test
     void aCopyIsValidatedLikeANewConfiguration() {
         assertThatThrownBy(() -> defaults.withReclaim(ReclaimOrder.HIGHEST_ADDRESS, 1.5))
                 .isInstanceOf(IllegalArgumentException.class)
