@@ -267,10 +267,7 @@ public record PoolConfig(
         return values.build();
     }
 
-    /**
-     * The components as plain fields, so that each {@code with} method names only what it changes; the only place
-     * besides the record header that lists every component.
-     */
+    /** The components as plain fields, so that each {@code with} method and {@link #apply} name only what they change. */
     private static final class Values {
         AllocatorMode mode;
         long minBlockBytes;

@@ -52,6 +52,11 @@ import java.util.function.Function;
  */
 public final class TraceReplayer {
 
+    /** No allocation of the trace is a request arena. */
+    public static final LongPredicate NO_ARENAS = pointer -> false;
+    /** Every allocation on a stream is a request arena ({@link ServingArenaTrace}, a trace the server recorded). */
+    public static final LongPredicate ARENAS_ON_STREAMS = pointer -> true;
+
     /** One strategy to replay against: a name for the report and a constructor over a source. */
     public record Strategy(String name, Function<ChunkSource, DeviceAllocator> factory) {
         public Strategy {
@@ -170,11 +175,6 @@ public final class TraceReplayer {
                                  LongPredicate arenas) {
         return replay(trace, strategy, SimulatedChunkSource.withMapping("replay", capacityBytes), FenceTiming.IMMEDIATE,
                 maintainEvery, arenas).failedAllocations() > 0;
-    }
-
-    /** The bytes an arena takes from {@code allocator}: a pool's rounding of arenas, else the bytes asked. */
-    private static long arenaBytes(DeviceAllocator allocator, long bytes) {
-        return allocator.capability(DevicePool.class).map(pool -> pool.arenaBlockBytes(bytes)).orElse(bytes);
     }
 
     /** The largest sum of live requested bytes in the trace (frees of unknown pointers ignored). */
@@ -340,11 +340,6 @@ public final class TraceReplayer {
         return replay(trace, strategy, source, timing, maintainEvery, NO_ARENAS);
     }
 
-    /** No allocation of the trace is a request arena. */
-    public static final LongPredicate NO_ARENAS = pointer -> false;
-    /** Every allocation on a stream is a request arena ({@link ServingArenaTrace}, a trace the server recorded). */
-    public static final LongPredicate ARENAS_ON_STREAMS = pointer -> true;
-
     /**
      * Like {@link #replay(Trace, Strategy, ChunkSource, FenceTiming, long)}; an allocation on a stream whose pointer
      * {@code arenas} accepts is a request arena ({@link DeviceAllocator#allocateArena}), as the server allocates with
@@ -356,6 +351,7 @@ public final class TraceReplayer {
         GrowthWitness witness = new GrowthWitness(statistics);
         DeviceAllocator allocator = strategy.factory().apply(witness);
         witness.allocator = allocator;
+        DevicePool arenaRounding = allocator.capability(DevicePool.class).orElse(null);
         HashMap<Integer, AllocationStream> streams = new HashMap<>();
         long[] clock = {0};                                        // the event being replayed, for lagging fences
         HashMap<Long, DeviceBlock> live = new HashMap<>();
@@ -388,7 +384,7 @@ public final class TraceReplayer {
                             key -> newStream(timing, streams.size(), clock));
                     DeviceBlock block;
                     boolean arena = trace.stream(i) != Trace.NO_STREAM && arenas.test(pointer);
-                    witness.request = arena ? arenaBytes(allocator, bytes) : bytes;
+                    witness.request = arena && arenaRounding != null ? arenaRounding.arenaBlockBytes(bytes) : bytes;
                     try {
                         block = arena ? allocator.allocateArena(bytes, stream) : allocator.allocate(bytes, stream);
                     } catch (OutOfDeviceMemoryException e) {
