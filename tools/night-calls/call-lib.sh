@@ -27,3 +27,25 @@ alloc_bench() {
     "$OUT/alloc/alloc-bench.json" "$1" > "$OUT/alloc/alloc.log" 2>&1
   local rc=$?; rm -rf "$w"; return $rc
 }
+# issue 15's short-request workload, as LoadDriver options: batch 1-4, sequences 1-128 (median 24), 32 clients
+SHORT=(--concurrency 32 --batch-min 1 --batch-max 4 --seq-min 1 --seq-median 24 --seq-sigma 0.6 --seq-max 128)
+# the GPU suite into OUT/suite, its failures named, packed: gpu_suite TIMEOUT_S
+gpu_suite() {
+  say "suite"; timeout "$1" bash tools/gpu-suite.sh "$OUT/suite" tests > /dev/null 2>&1; say "suite rc=$?"
+  tail -3 "$OUT/suite/gpu-suite.log"; grep -o 'testcase name="[^"]*" classname="[^"]*"[^>]*>\s*<failure' "$OUT/suite/gpu-tests.xml" | head
+  pk suite
+}
+# the GEMM and ops checks into OUT/checks, packed: gpu_checks
+gpu_checks() {
+  say "checks"; mkdir -p "$OUT/checks"
+  timeout 60 bash tools/gemm-gpu-check.sh "$OUT/checks/gemm" tests > "$OUT/checks/gemm.log" 2>&1; say "gemm-check rc=$?"
+  timeout 90 bash tools/ops-gpu-check.sh "$OUT/checks/ops" tests > "$OUT/checks/ops.log" 2>&1; say "ops-check rc=$?"
+  tail -2 "$OUT/checks/gemm.log" "$OUT/checks/ops.log"; pk checks
+}
+# the CUDA fault soak (30 s, 16 clients, BF16, plus SETTINGS as +name=value...) into OUT/soak, packed: cuda_soak TIMEOUT_S [SETTINGS]
+cuda_soak() {
+  say "soak"; mkdir -p "$OUT/soak"
+  timeout "$1" bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 \
+    --modes "TWO_LEVEL+gpupool.kernels.precision=BF16${2:++$2}" --out-dir "$OUT/soak/run" > "$OUT/soak/soak.log" 2>&1
+  say "soak rc=$?"; tail -5 "$OUT/soak/soak.log"; pk soak
+}

@@ -6,13 +6,8 @@
 set -uo pipefail
 TAG=s8A
 source "$(dirname "$0")/call-lib.sh"
-SHORT=(--concurrency 32 --batch-min 1 --batch-max 4 --seq-min 1 --seq-median 24 --seq-sigma 0.6 --seq-max 128)
-say "suite"; timeout 120 bash tools/gpu-suite.sh "$OUT/suite" tests > /dev/null 2>&1; say "suite rc=$?"
-tail -3 "$OUT/suite/gpu-suite.log"; grep -o 'testcase name="[^"]*" classname="[^"]*"[^>]*>\s*<failure' "$OUT/suite/gpu-tests.xml" | head; pk suite
-say "checks"; mkdir -p "$OUT/checks"
-timeout 60 bash tools/gemm-gpu-check.sh "$OUT/checks/gemm" tests > "$OUT/checks/gemm.log" 2>&1; say "gemm-check rc=$?"
-timeout 90 bash tools/ops-gpu-check.sh "$OUT/checks/ops" tests > "$OUT/checks/ops.log" 2>&1; say "ops-check rc=$?"
-tail -2 "$OUT/checks/gemm.log" "$OUT/checks/ops.log"; pk checks
+gpu_suite 120
+gpu_checks
 say "alloc"; alloc_bench 100 90; say "alloc rc=$?"
 grep -E '^(pool|pool-global-only-lazy-fences|fence|host-pool) ' "$OUT/alloc/alloc.log" | head -14; pk alloc
 say "pool short"; mkdir -p "$OUT/pool"

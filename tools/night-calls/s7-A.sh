@@ -7,9 +7,7 @@ set -uo pipefail
 TAG=s7A
 source "$(dirname "$0")/call-lib.sh"
 ONMAP=gpupool.memory.budget-reclaim=ON_MAP
-SHORT=(--concurrency 32 --batch-min 1 --batch-max 4 --seq-min 1 --seq-median 24 --seq-sigma 0.6 --seq-max 128)
-say "suite"; timeout 190 bash tools/gpu-suite.sh "$OUT/suite" tests > /dev/null 2>&1; say "suite rc=$?"
-tail -3 "$OUT/suite/gpu-suite.log"; grep -o 'testcase name="[^"]*" classname="[^"]*"[^>]*>\s*<failure' "$OUT/suite/gpu-tests.xml" | head; pk suite
+gpu_suite 190
 say "pool short"; mkdir -p "$OUT/pool"
 timeout 100 bash tools/compare-allocators.sh full --rounds 1 --warmup 3s --duration 8s --drain 3s --server-args "$BF16" \
   --modes "CUDA_ASYNC,TWO_LEVEL,TWO_LEVEL+$ONMAP" "${SHORT[@]}" --out-dir "$OUT/pool/short" > "$OUT/pool/short.log" 2>&1
@@ -20,7 +18,5 @@ timeout 75 bash tools/compare-allocators.sh full --rounds 1 --warmup 3s --durati
 say "pool short per tensor rc=$?"; grep '^|' "$OUT/pool/short-per-tensor/comparison.md" | head -4; pk pool
 say "alloc"; alloc_bench 100 90; say "alloc rc=$?"
 grep -E '^(pool|pool-global-only|pool-global-only-lazy-fences|fence|host-pool) ' "$OUT/alloc/alloc.log" | head -20; grep -E '^pool +(1|16) streams' "$OUT/alloc/alloc.log"; pk alloc
-say "soak"; mkdir -p "$OUT/soak"
-timeout 80 bash tools/soak.sh --backend cuda --duration 30s --concurrency 16 --modes "TWO_LEVEL+gpupool.kernels.precision=BF16" \
-  --out-dir "$OUT/soak/run" > "$OUT/soak/soak.log" 2>&1; say "soak rc=$?"; tail -5 "$OUT/soak/soak.log"; pk soak
+cuda_soak 80
 say done

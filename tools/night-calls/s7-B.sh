@@ -16,7 +16,6 @@ timeout 80 bash tools/compare-allocators.sh full --rounds 1 --warmup 3s --durati
   --modes "CUDA_ASYNC,TWO_LEVEL+gpupool.memory.cap-bytes=${CAP}B,TWO_LEVEL+gpupool.memory.cap-bytes=${CAP}B+$ONMAP" \
   --out-dir "$OUT/pool/capped" > "$OUT/pool/capped.log" 2>&1; say "capped rc=$?"
 grep '^|' "$OUT/pool/capped/comparison.md" | head -6
-SHORT=(--concurrency 32 --batch-min 1 --batch-max 4 --seq-min 1 --seq-median 24 --seq-sigma 0.6 --seq-max 128)
 timeout 140 bash tools/compare-allocators.sh full --rounds 1 --warmup 3s --duration 8s --drain 3s --server-args "$BF16" \
   --modes "CUDA_ASYNC,TWO_LEVEL,TWO_LEVEL+$ONMAP" "${SHORT[@]}" --out-dir "$OUT/pool/short" > "$OUT/pool/short.log" 2>&1
 say "pool short rc=$?"; grep '^|' "$OUT/pool/short/comparison.md" | head -5; pk pool

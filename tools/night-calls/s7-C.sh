@@ -5,7 +5,6 @@ set -uo pipefail
 TAG=s7C
 source "$(dirname "$0")/call-lib.sh"
 ONMAP=gpupool.memory.budget-reclaim=ON_MAP
-SHORT=(--concurrency 32 --batch-min 1 --batch-max 4 --seq-min 1 --seq-median 24 --seq-sigma 0.6 --seq-max 128)
 mkdir -p "$OUT/pool"
 timeout 290 bash tools/compare-allocators.sh full --rounds 2 --warmup 3s --duration 8s --drain 3s --server-args "$BF16" \
   --modes "CUDA_ASYNC,TWO_LEVEL,TWO_LEVEL+$ONMAP" "${SHORT[@]}" --out-dir "$OUT/pool/short" > "$OUT/pool/short.log" 2>&1
