@@ -31,6 +31,14 @@ public final class DeviceBlock {
     @FunctionalInterface
     public interface Owner {
         void free(DeviceBlock block);
+
+        /**
+         * Receives a block whose last reference was dropped by {@link #releaseSettled}: no work queued on its
+         * stream uses it any more. An owner that fences what it hands to other streams may skip the fence.
+         */
+        default void freeSettled(DeviceBlock block) {
+            free(block);
+        }
     }
 
     private static final VarHandle EXTRA_REFS;
@@ -118,6 +126,23 @@ public final class DeviceBlock {
      * @throws IllegalStateException on a release after the count reached zero (double release)
      */
     public boolean release() {
+        return release(false);
+    }
+
+    /**
+     * Drops a reference, for a caller that synchronised the block's stream on the host after the last work it
+     * queued on the block (and queued none since): if this frees the block, the owner knows no fence is needed
+     * before another stream takes it ({@link Owner#freeSettled}). A caller unsure of that calls {@link #release}:
+     * a wrong promise here lets another stream overwrite memory that kernels still read.
+     *
+     * @return true if this call freed the block
+     * @throws IllegalStateException on a release after the count reached zero (double release)
+     */
+    public boolean releaseSettled() {
+        return release(true);
+    }
+
+    private boolean release(boolean settled) {
         while (true) {
             int extra = (int) EXTRA_REFS.getVolatile(this);
             if (extra == FREED) {
@@ -125,7 +150,11 @@ public final class DeviceBlock {
             }
             if (extra == 0) {
                 EXTRA_REFS.setRelease(this, FREED);                  // the only reference: see the class comment
-                owner.free(this);
+                if (settled) {
+                    owner.freeSettled(this);
+                } else {
+                    owner.free(this);
+                }
                 return true;
             }
             if (EXTRA_REFS.compareAndSet(this, extra, extra - 1)) {

@@ -38,6 +38,11 @@ final class RequestEndReplayStream implements AllocationStream {
         }
     }
 
+    /** Whether the stream holds {@code bytes} and nothing else: a block of that size is its request's last. */
+    boolean holdsOnly(long bytes) {
+        return liveBytes == bytes;
+    }
+
     /** The stream's request ended: its fences so far are complete. */
     void requestEnded() {
         requestsEnded++;

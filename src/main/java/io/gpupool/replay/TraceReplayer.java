@@ -413,7 +413,12 @@ public final class TraceReplayer {
                     }
                     liveBytes -= block.requestedBytes();
                     allocatedBytes -= block.size();
-                    block.release();
+                    if (arenas.test(trace.pointer(i)) && block.stream() instanceof RequestEndReplayStream tracked
+                            && tracked.holdsOnly(block.requestedBytes())) {
+                        block.releaseSettled();                    // the server's arena: freed after the request's sync
+                    } else {
+                        block.release();
+                    }
                     frees++;
                     if (block.stream() instanceof RequestEndReplayStream tracked) {
                         tracked.freed(block.requestedBytes());     // after the release: its fence ends with the request

@@ -58,9 +58,12 @@ final class DedicatedChunks {
         }
     }
 
-    /** Caches the chunk of a freed dedicated block under a fence of {@code stream}; evicts the oldest beyond the bound. */
-    void put(Chunk chunk, AllocationStream stream) {
-        FenceSet.Shared fence = global.fenceFor(stream, null);
+    /**
+     * Caches the chunk of a freed dedicated block under a fence of {@code stream} (none when {@code settled}: the
+     * stream finished with it); evicts the oldest beyond the bound.
+     */
+    void put(Chunk chunk, AllocationStream stream, boolean settled) {
+        FenceSet.Shared fence = settled ? null : global.fenceFor(stream, null);
         if (fence != null) {
             chunk.addFence(0, 1, fence);
             fence.release();

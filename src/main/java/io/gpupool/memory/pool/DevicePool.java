@@ -37,7 +37,8 @@ import java.util.concurrent.locks.ReentrantLock;
  *   Recovery       staged: flush caches, release slabs, coalesce, return chunks, retry; else fail
  *
  *   free(block)    LocalCache.push (exit 1) | GlobalLevel.returnToGlobal under a fence of the stream
- *                  | DedicatedChunks (a dedicated chunk waits for reuse)
+ *                  | DedicatedChunks (a dedicated chunk waits for reuse); a settled block
+ *                  (DeviceBlock.releaseSettled: its stream finished with it) needs no fence
  * </pre>
  *
  * <table>
@@ -84,7 +85,17 @@ public final class DevicePool implements DeviceAllocator {
     private final Placement placement;
     private final OutstandingBlocks outstanding;
     /** One owner object for all blocks (a method reference per block would allocate). */
-    private final DeviceBlock.Owner owner = this::free;
+    private final DeviceBlock.Owner owner = new DeviceBlock.Owner() {
+        @Override
+        public void free(DeviceBlock block) {
+            DevicePool.this.free(block, false);
+        }
+
+        @Override
+        public void freeSettled(DeviceBlock block) {
+            DevicePool.this.free(block, true);
+        }
+    };
     private volatile boolean closed;
 
     /**
@@ -229,7 +240,8 @@ public final class DevicePool implements DeviceAllocator {
         return block;
     }
 
-    private void free(DeviceBlock block) {
+    /** @param settled the block's stream finished all work on it ({@link DeviceBlock#releaseSettled}): no fence */
+    private void free(DeviceBlock block, boolean settled) {
         outstanding.removed(block);
         if (closed) {
             return;                                                // its chunk already went back at close
@@ -238,17 +250,18 @@ public final class DevicePool implements DeviceAllocator {
         AllocationStream stream = block.stream();
         if (Handles.kind(handle) == Handles.KIND_DEDICATED) {
             stats.countFree(block.size(), block.requestedBytes());
-            dedicated.put(global.chunks.get(Handles.dedicatedChunkId(handle)), stream);
+            dedicated.put(global.chunks.get(Handles.dedicatedChunkId(handle)), stream, settled);
             return;
         }
         PoolConfig cfg = config;
         boolean span = global.isSpan(handle);
         if (!span && cfg.mode() == AllocatorMode.TWO_LEVEL
-                && streams.cacheFor(stream).push(global.classOf(handle), handle, block.size(), block.requestedBytes(), cfg)) {
+                && streams.cacheFor(stream).push(global.classOf(handle), handle, block.size(), block.requestedBytes(), cfg,
+                        settled)) {
             return;                                                // exit 1: kept in the stream's cache
         }
         stats.countFree(block.size(), block.requestedBytes());     // exit 2: back to the global level
-        global.returnToGlobal(stream, new long[] {handle}, 0, 1);
+        global.returnToGlobal(stream, new long[] {handle}, 0, 1, settled);
     }
 
     /**

@@ -166,10 +166,13 @@ final class GlobalLevel implements LocalCache.GlobalFree {
         }
     }
 
-    /** Frees handles from {@code stream} into the global level under one fence recorded on the stream. */
+    /**
+     * Frees handles from {@code stream} into the global level under one fence recorded on the stream, or none
+     * when {@code settled} (the stream finished all work that used them).
+     */
     @Override
-    public void returnToGlobal(AllocationStream stream, long[] handles, int from, int to) {
-        FenceSet.Shared fence = fenceFor(stream, openFences);
+    public void returnToGlobal(AllocationStream stream, long[] handles, int from, int to, boolean settled) {
+        FenceSet.Shared fence = settled ? null : fenceFor(stream, openFences);
         List<SmallObjects.Slab> released = null;
         try {
             for (int i = from; i < to; i++) {

@@ -17,8 +17,8 @@ import java.util.concurrent.ThreadLocalRandom;
  *                   S + n - 1           buddy runs of n minimum blocks, n = 1 .. maxBlock/minBlock
  *
  *   hot (one long[] per cache; P = {@value #PAD} longs = 128 bytes of padding at each end):
- *   | P pad | owner | ops | unsampled | until sample | last run | reserve bytes | stats[0..8] |
- *     count[0] lastUse[0] | ... | P pad |
+ *   | P pad | owner | ops | unsampled | until sample | last run | reserve bytes | unsettled mark |
+ *     stats[0..8] | count[0] lastUse[0] | ... | P pad |
  *
  *   entries[c]  (long[P + 64 + P], allocated on first use of class c):
  *   | P pad | handle 0 (oldest) ... handle count[c]-1 (newest, top) | free | P pad |
@@ -61,6 +61,13 @@ import java.util.concurrent.ThreadLocalRandom;
  *       The bytes cap comes from the {@link CapRule} (the growth strategy): the configured cap,
  *       under MAPPED and ON_DEMAND growth lowered to the stream's share of a fraction of the pool's
  *       allocated bytes (one volatile read).</li>
+ *   <li>flush (cap, idle, trim, reclaim): the entries go to the global level under one fence of the stream, or
+ *       under none when everything in the cache is <em>settled</em>: freed by {@link io.gpupool.memory.DeviceBlock#releaseSettled}
+ *       (a request arena after the request synchronised its stream), or freed before a host synchronisation of
+ *       the stream that has returned since. The cache keeps one {@link AllocationStream#syncMark} for this, the
+ *       mark of its newest unsettled push: a server's streams are busy with the next request when another
+ *       stream's map reclaims their caches, and a fence recorded then would keep memory that nothing uses
+ *       from being unmapped until that request ends.</li>
  *   <li>uses are stamped with the {@link CoarseClock} (no clock call on the hot path); every 1024
  *       operations the owner advances it and flushes classes idle longer than {@code localIdleAge}.</li>
  * </ol>
@@ -97,7 +104,10 @@ final class LocalCache {
     private static final int LAST_RUN = PAD + 4;
     /** Bytes the reserve holds (part of the cached bytes; the class stacks' cap leaves them out). */
     private static final int RESERVE_BYTES = PAD + 5;
-    private static final int STAT_BASE = PAD + 6;
+    /** The stream's sync mark at the newest push not settled, or {@link #ALL_SETTLED}; see "flush" above. */
+    private static final int UNSETTLED_MARK = PAD + 6;
+    private static final int STAT_BASE = PAD + 7;
+    private static final long ALL_SETTLED = -1;
     /** hot[CLASS_BASE + 2c] = entries of class c, hot[CLASS_BASE + 2c + 1] = its last use (coarse nanos). */
     private static final int CLASS_BASE = STAT_BASE + STATS;
     private static final int ENTRIES = PoolConfig.MAX_LOCAL_COUNT_PER_CLASS;
@@ -106,8 +116,11 @@ final class LocalCache {
 
     /** Where flushed entries go: the global level, and nothing else of the pool. */
     interface GlobalFree {
-        /** Frees {@code handles[from, to)} from {@code stream} into the global level under one fence recorded on the stream. */
-        void returnToGlobal(AllocationStream stream, long[] handles, int from, int to);
+        /**
+         * Frees {@code handles[from, to)} from {@code stream} into the global level under one fence recorded on the
+         * stream, or none when {@code settled} (the stream finished all work that used them).
+         */
+        void returnToGlobal(AllocationStream stream, long[] handles, int from, int to, boolean settled);
     }
 
     /** The bytes cap of one stream's cache now (the growth strategy decides it). */
@@ -149,7 +162,8 @@ final class LocalCache {
         this.hot = new long[CLASS_BASE + 2 * classCount + PAD];
         this.firstRunClass = firstRunClass;
         int unitShift = Long.numberOfTrailingZeros(classBytes[Math.min(firstRunClass, classCount - 1)]);
-        this.reserve = new RunReserve(unitShift, run -> global.returnToGlobal(stream, new long[] {run}, 0, 1));
+        this.reserve = new RunReserve(unitShift, run -> global.returnToGlobal(stream, new long[] {run}, 0, 1, settled()));
+        hot[UNSETTLED_MARK] = ALL_SETTLED;
         this.maxReserveBytes = (long) maxReserveUnits << unitShift;
     }
 
@@ -315,11 +329,11 @@ final class LocalCache {
      *
      * @return false when the caller must free it to the global level instead
      */
-    boolean push(int c, long handle, long size, long requested, PoolConfig config) {
+    boolean push(int c, long handle, long size, long requested, PoolConfig config, boolean settled) {
         int countCap = config.localCacheCountPerClass();
         long bytesCap = cap.capBytes(config);
         if (c >= firstRunClass && (size > bytesCap >>> 2 || reserve.carvedOut())) {
-            int kept = pushToReserve(handle, size, requested, config);
+            int kept = pushToReserve(handle, size, requested, config, settled);
             if (kept != 0 || size > bytesCap >>> 2) {
                 return kept > 0;
             }
@@ -328,6 +342,9 @@ final class LocalCache {
             return false;
         }
         try {
+            if (!settled) {
+                unsettledPush();
+            }
             long[] stack = stack(c);
             if (count(c) >= countCap) {
                 flushOldest(c, count(c) - countCap / 2);
@@ -366,7 +383,7 @@ final class LocalCache {
      *
      * @return 1 kept, 0 refused, -1 the cache was busy
      */
-    private int pushToReserve(long handle, long size, long requested, PoolConfig config) {
+    private int pushToReserve(long handle, long size, long requested, PoolConfig config, boolean settled) {
         if (config.localCacheCountPerClass() == 0) {
             return 0;                                              // the local level is off
         }
@@ -377,6 +394,9 @@ final class LocalCache {
             long before = reserve.bytes();
             int blocksBefore = reserve.blocks();
             long limit = handle == hot[LAST_RUN] ? Math.min(config.localCacheBytesPerStream(), maxReserveBytes) : 0;
+            if (!settled) {
+                unsettledPush();                                   // before give: the run it lets go may be this one
+            }
             if (!reserve.give(handle, limit, clock.nanos())) {
                 return 0;
             }
@@ -389,6 +409,27 @@ final class LocalCache {
         } finally {
             unclaim();
         }
+    }
+
+    /** Notes an entry that work queued on the stream may still use (claimant only; see "flush" above). */
+    private void unsettledPush() {
+        hot[UNSETTLED_MARK] = stream.syncMark();
+    }
+
+    /**
+     * Whether no work queued on the stream uses anything in the cache (claimant only): every push was settled,
+     * or a host synchronisation of the stream that began after the newest unsettled one has returned.
+     */
+    private boolean settled() {
+        long mark = hot[UNSETTLED_MARK];
+        if (mark == ALL_SETTLED) {
+            return true;
+        }
+        if (stream.synchronizedSince(mark)) {
+            hot[UNSETTLED_MARK] = ALL_SETTLED;                     // covers every entry pushed before the mark
+            return true;
+        }
+        return false;
     }
 
     /**
@@ -465,7 +506,7 @@ final class LocalCache {
     private void flushOldest(int c, int n) {
         long[] list = entries[c];
         int count = count(c);
-        global.returnToGlobal(stream, list, PAD, PAD + n);
+        global.returnToGlobal(stream, list, PAD, PAD + n, settled());
         System.arraycopy(list, PAD + n, list, PAD, count - n);
         setCount(c, count - n);
         long size = classBytes[c];

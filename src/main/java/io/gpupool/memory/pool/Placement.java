@@ -142,7 +142,7 @@ final class Placement implements Growth.RunAllocator {
             }
             // the run's fences were moved out when the stream was made to wait on them: its own
             // fence now stands for them (a later taker waits for the earlier streams through it)
-            global.returnToGlobal(stream, new long[] {handle}, 0, 1);
+            global.returnToGlobal(stream, new long[] {handle}, 0, 1, false);
             throw e;
         }
         return handle;

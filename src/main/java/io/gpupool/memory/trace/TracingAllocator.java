@@ -21,7 +21,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * <pre>
  *   caller --allocate--&gt; TracingAllocator --allocate--&gt; delegate
  *      outer block (owner = this)  &lt;-&gt;  inner block (owner = delegate)
- *   outer.release() reaches 0 -&gt; record "free" -&gt; inner.release()
+ *   outer.release() reaches 0 -&gt; record "free" -&gt; inner.release() (releaseSettled: inner.releaseSettled())
  * </pre>
  * Only allocations made while recording are wrapped; when not recording, allocate passes the
  * delegate's block straight through (one volatile read of overhead). Consequently, frees of blocks
@@ -34,7 +34,17 @@ public final class TracingAllocator implements DeviceAllocator {
     private final DeviceAllocator delegate;
     private final TraceRecorder recorder;
     private final ConcurrentHashMap<DeviceBlock, DeviceBlock> innerByOuter = new ConcurrentHashMap<>();
-    private final DeviceBlock.Owner owner = this::freeOuter;
+    private final DeviceBlock.Owner owner = new DeviceBlock.Owner() {
+        @Override
+        public void free(DeviceBlock outer) {
+            freeOuter(outer, false);
+        }
+
+        @Override
+        public void freeSettled(DeviceBlock outer) {
+            freeOuter(outer, true);
+        }
+    };
 
     /** Wraps {@code delegate} with a buffer of at most {@code capacity} events; recording starts off. */
     public TracingAllocator(DeviceAllocator delegate, int capacity) {
@@ -97,7 +107,7 @@ public final class TracingAllocator implements DeviceAllocator {
         return outer;
     }
 
-    private void freeOuter(DeviceBlock outer) {
+    private void freeOuter(DeviceBlock outer, boolean settled) {
         DeviceBlock inner = innerByOuter.remove(outer);
         if (inner == null) {
             throw new IllegalStateException("free of a block this tracing allocator does not know: " + outer);
@@ -105,7 +115,11 @@ public final class TracingAllocator implements DeviceAllocator {
         AllocationStream stream = outer.stream();
         recorder.record(Trace.FREE, outer.address(), outer.requestedBytes(),
                 stream == null ? Trace.NO_STREAM : stream.ordinal());
-        inner.release();
+        if (settled) {
+            inner.releaseSettled();
+        } else {
+            inner.release();
+        }
     }
 
     @Override

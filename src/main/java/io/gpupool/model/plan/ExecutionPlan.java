@@ -371,7 +371,7 @@ public final class ExecutionPlan {
             throw failure;
         }
         if (block != null) {
-            block.release();                          // the stream's work on it has finished
+            block.releaseSettled();                   // synchronised above: the stream's work on it has finished
         }
     }
 

@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# The next session's second device call (< 10 min): issue 15's default-workload targets with the server's defaults
-# of session 7 (request arenas as runs, ON_MAP, 16 MiB large extents): BF16 over 3 rounds against cuda-async, with
-# the PERIODIC reclaim beside them for reference and ON_MAP keeping 64 MB of unmapped physical memory to map again
-# (retained handles: no cuMemCreate / cuMemRelease on a remap; not measured with request arenas); the capped pool;
-# FP32 one round.
+# Session 8's second device call (< 10 min): issue 15's default-workload targets with the server's defaults (request
+# arenas as runs, ON_MAP, 16 MiB large extents, arenas released settled: a stream's cache flushed while the stream
+# runs its next request records no fence): BF16 over 3 rounds against cuda-async, with lazy fences and with 64 MB of
+# unmapped physical memory kept to map again (retained handles) beside them; the capped pool; FP32 one round.
 set -uo pipefail
 TAG=s8B
 source "$(dirname "$0")/call-lib.sh"
 mkdir -p "$OUT/pool"
-timeout 330 bash tools/compare-allocators.sh full --rounds 3 --warmup 3s --duration 8s --drain 3s --server-args "$BF16" \
-  --modes "CUDA_ASYNC,TWO_LEVEL,TWO_LEVEL+gpupool.memory.budget-reclaim=PERIODIC,TWO_LEVEL+gpupool.memory.retained-handle-bytes=64MB" \
+timeout 360 bash tools/compare-allocators.sh full --rounds 3 --warmup 3s --duration 8s --drain 3s --server-args "$BF16" \
+  --modes "CUDA_ASYNC,TWO_LEVEL,TWO_LEVEL+gpupool.memory.lazy-fences=true,TWO_LEVEL+gpupool.memory.retained-handle-bytes=64MB" \
   --out-dir "$OUT/pool/bf16" \
   > "$OUT/pool/compare.log" 2>&1; say "pool rc=$?"; grep '^|' "$OUT/pool/bf16/comparison.md" | tail -4
 CAP=$(cuda_async_cap "$OUT/pool/bf16/comparison.json" 0.9)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The next session's first device call (< 10 min): proof on the H200 of what session 7 left unproven there. The GPU
+# Session 8's first device call (< 10 min): proof on the H200 of what session 7 left unproven there. The GPU
 # suite (16 MiB large extents; Precision, GemmEngine, AttentionKernels and KernelOptions out of CudaTensorOps), the
 # gemm and ops checks, AllocBench, then issue 15's short-request workload over 3 rounds (one round moves by a third).
 # From the repository root with the bundle (tools/gpu-bundle.sh) and target/cuda-harness carried.
