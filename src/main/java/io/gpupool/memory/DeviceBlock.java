@@ -41,6 +41,23 @@ public final class DeviceBlock {
         }
     }
 
+    /** An {@link Owner} that receives both kinds of free in one method. */
+    @FunctionalInterface
+    public interface SettlingOwner extends Owner {
+        /** @param settled the last reference went with {@link #releaseSettled} */
+        void free(DeviceBlock block, boolean settled);
+
+        @Override
+        default void free(DeviceBlock block) {
+            free(block, false);
+        }
+
+        @Override
+        default void freeSettled(DeviceBlock block) {
+            free(block, true);
+        }
+    }
+
     private static final VarHandle EXTRA_REFS;
     private static final int FREED = -1;
 

@@ -85,17 +85,7 @@ public final class DevicePool implements DeviceAllocator {
     private final Placement placement;
     private final OutstandingBlocks outstanding;
     /** One owner object for all blocks (a method reference per block would allocate). */
-    private final DeviceBlock.Owner owner = new DeviceBlock.Owner() {
-        @Override
-        public void free(DeviceBlock block) {
-            DevicePool.this.free(block, false);
-        }
-
-        @Override
-        public void freeSettled(DeviceBlock block) {
-            DevicePool.this.free(block, true);
-        }
-    };
+    private final DeviceBlock.SettlingOwner owner = this::free;
     private volatile boolean closed;
 
     /**

@@ -61,13 +61,11 @@ import java.util.concurrent.ThreadLocalRandom;
  *       The bytes cap comes from the {@link CapRule} (the growth strategy): the configured cap,
  *       under MAPPED and ON_DEMAND growth lowered to the stream's share of a fraction of the pool's
  *       allocated bytes (one volatile read).</li>
- *   <li>flush (cap, idle, trim, reclaim): the entries go to the global level under one fence of the stream, or
- *       under none when everything in the cache is <em>settled</em>: freed by {@link io.gpupool.memory.DeviceBlock#releaseSettled}
- *       (a request arena after the request synchronised its stream), or freed before a host synchronisation of
- *       the stream that has returned since. The cache keeps one {@link AllocationStream#syncMark} for this, the
- *       mark of its newest unsettled push: a server's streams are busy with the next request when another
- *       stream's map reclaims their caches, and a fence recorded then would keep memory that nothing uses
- *       from being unmapped until that request ends.</li>
+ *   <li>flush (cap, idle, trim, reclaim): to the global level under one fence of the stream, or none when all
+ *       of the cache is <em>settled</em> (freed by {@link io.gpupool.memory.DeviceBlock#releaseSettled}, or before a
+ *       host sync of the stream that returned since: one {@link AllocationStream#syncMark}, of the newest unsettled
+ *       push). A server's streams are busy with their next request when another stream's map reclaims their
+ *       caches; a fence recorded then would keep memory nothing uses mapped until that request ends.</li>
  *   <li>uses are stamped with the {@link CoarseClock} (no clock call on the hot path); every 1024
  *       operations the owner advances it and flushes classes idle longer than {@code localIdleAge}.</li>
  * </ol>
@@ -416,10 +414,7 @@ final class LocalCache {
         hot[UNSETTLED_MARK] = stream.syncMark();
     }
 
-    /**
-     * Whether no work queued on the stream uses anything in the cache (claimant only): every push was settled,
-     * or a host synchronisation of the stream that began after the newest unsettled one has returned.
-     */
+    /** Whether no queued work uses anything in the cache (claimant only): see "flush" above. */
     private boolean settled() {
         long mark = hot[UNSETTLED_MARK];
         if (mark == ALL_SETTLED) {

@@ -34,17 +34,7 @@ public final class TracingAllocator implements DeviceAllocator {
     private final DeviceAllocator delegate;
     private final TraceRecorder recorder;
     private final ConcurrentHashMap<DeviceBlock, DeviceBlock> innerByOuter = new ConcurrentHashMap<>();
-    private final DeviceBlock.Owner owner = new DeviceBlock.Owner() {
-        @Override
-        public void free(DeviceBlock outer) {
-            freeOuter(outer, false);
-        }
-
-        @Override
-        public void freeSettled(DeviceBlock outer) {
-            freeOuter(outer, true);
-        }
-    };
+    private final DeviceBlock.SettlingOwner owner = this::freeOuter;
 
     /** Wraps {@code delegate} with a buffer of at most {@code capacity} events; recording starts off. */
     public TracingAllocator(DeviceAllocator delegate, int capacity) {
