@@ -214,6 +214,9 @@ final class Chunk {
         if (start == end) {
             return false;
         }
+        if (onlyOwnHint(start, end, stream.ordinal())) {
+            return true;                                           // the common case: no lock, no driver query
+        }
         boolean own = false;
         FenceSet.Scan scan = count > 1 ? new FenceSet.Scan() : null;     // one unit: nothing to share
         synchronized (fenceLock) {
@@ -227,6 +230,16 @@ final class Chunk {
             }
         }
         return own;
+    }
+
+    /** Without the lock, as a hint: every unit in slots [start, end) holds nothing but stream {@code ordinal}'s fence. */
+    private boolean onlyOwnHint(int start, int end, int ordinal) {
+        for (int u = start; u < end; u++) {
+            if (!fences[u].onlyOwnHint(ordinal)) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Whether any fence of units [first, first + count) is unfinished (completed ones are dropped). */
@@ -320,7 +333,7 @@ final class Chunk {
         return countMapped(from, to);
     }
 
-    /** Mapped units in [from, to). Caller holds {@code mapped} (or see {@link #countMappedSettled}). */
+    /** Mapped units in [from, to). Caller holds {@code mapped} (or see {@link #countMappedSettled}), or takes the count as a hint. */
     long countMapped(long from, long to) {
         long count = 0;
         for (long u = from; u < to; ) {

@@ -81,6 +81,18 @@ final class FenceSet {
             return this;
         }
 
+        /** Adds a reference unless the last one already went (the fence closed); for {@link LatestLazyFences}. */
+        boolean tryRetain() {
+            int references;
+            do {
+                references = (int) REFERENCES.getVolatile(this);
+                if (references <= 0) {
+                    return false;
+                }
+            } while (!REFERENCES.compareAndSet(this, references, references + 1));
+            return true;
+        }
+
         /** Adds {@code count} references at once (one atomic for the units of a run, {@link #addRetained}). */
         void retain(int count) {
             REFERENCES.getAndAdd(this, count);
@@ -153,6 +165,17 @@ final class FenceSet {
 
     boolean isEmpty() {
         return (boolean) EMPTY.getAcquire(this);
+    }
+
+    /**
+     * Read without the lock, as a hint: whether this set's only fence is stream {@code ordinal}'s (finished or
+     * not). Memory a stream freed itself and that carries nothing else it can take back with no wait, so
+     * {@link OwnFreedFirst} needs no more than this to prefer it; whoever takes the memory still sorts its
+     * fences under the lock.
+     */
+    boolean onlyOwnHint(int ordinal) {
+        Shared only = sole;
+        return only != null && only.ordinal == ordinal && !isEmpty();
     }
 
     /** Adds a reference to {@code fence}, replacing an older fence of the same stream. */

@@ -63,6 +63,8 @@ final class GlobalLevel implements LocalCache.GlobalFree {
      * can be under an unfinished fence.
      */
     final AtomicLong openFences = new AtomicLong();
+    /** With {@code lazyFences}: the fence a stream's next free can share. */
+    private final LatestLazyFences latestLazy = new LatestLazyFences(openFences);
     /** Frees into this level record no fence; one is recorded only when another stream needs it ({@link LazyFence}). */
     final boolean lazyFences;
     /** Device-side waits on other streams' fences inserted when runs and dedicated chunks were taken. */
@@ -209,7 +211,10 @@ final class GlobalLevel implements LocalCache.GlobalFree {
     FenceSet.Shared fenceFor(AllocationStream stream, AtomicLong open) {
         if (lazyFences) {
             long mark = stream.syncMark();
-            return stream.synchronizedSince(mark) ? null            // a stream with nothing queued (trace replay)
+            if (stream.synchronizedSince(mark)) {
+                return null;                                       // a stream with nothing queued (trace replay)
+            }
+            return open == openFences ? latestLazy.fenceFor(stream, mark)
                     : new FenceSet.Shared(new LazyFence(stream, mark), stream.ordinal(), open);
         }
         StreamFence recorded = stream.recordFence();

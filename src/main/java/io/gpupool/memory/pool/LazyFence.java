@@ -39,6 +39,8 @@ final class LazyFence implements StreamFence {
     private volatile StreamFence recorded;
     /** Latched once S synchronised after the mark. */
     private volatile boolean synced;
+    /** Set before the on-demand record: from then on this fence cannot stand for a later free (LatestLazyFences). */
+    private volatile boolean sealed;
     private boolean closed;
 
     /** @param mark {@code stream}'s {@link AllocationStream#syncMark()}, taken at the free */
@@ -79,6 +81,15 @@ final class LazyFence implements StreamFence {
         }
     }
 
+    /**
+     * Whether this fence also stands for memory that {@code freeing} frees now, at mark {@code markNow}: same
+     * stream object, same mark, nothing recorded yet. The caller holds a reference, taken before this read of
+     * the seal (see {@link LatestLazyFences} for why that order makes it safe).
+     */
+    boolean coversFreeAt(AllocationStream freeing, long markNow) {
+        return freeing == stream && markNow == mark && !sealed;
+    }
+
     /** Whether a fence was recorded on demand (tests and benchmarks count them). */
     boolean wasRecorded() {
         return recorded != null;
@@ -101,6 +112,7 @@ final class LazyFence implements StreamFence {
         }
         StreamFence fence = recorded;
         if (fence == null) {
+            sealed = true;                                         // before the record: see coversFreeAt
             fence = stream.recordFence();
             recorded = fence;
         }

@@ -34,7 +34,10 @@ import io.gpupool.memory.AllocationStream;
  *   <li>Take the winner under its order lock ({@link BuddyLevel#take}); gone meanwhile: -1, and the
  *       placement goes on with its usual steps.</li>
  * </ol>
- * No lock of its own; fence-set and bitmap monitors are taken briefly while reading.
+ * No lock of its own, and none taken in the common case: the mapped bits and a unit's only fence are
+ * read as hints (a wrong one costs a map or a wait that {@link Growth#afterTake} and
+ * {@link GlobalLevel#waitForRun} perform for the winner anyway); a unit holding fences of several streams
+ * is sorted under its chunk's fence lock.
  */
 final class OwnFreedFirst {
 
@@ -76,12 +79,8 @@ final class OwnFreedFirst {
         if (chunk.dedicated || !global.buddy.servesRun(chunk, units) || offset + units > chunk.units) {
             return false;
         }
-        if (chunk.isAddressSpace()) {
-            synchronized (chunk.mapped) {
-                if (chunk.countMapped(offset, offset + units) != units) {
-                    return false;
-                }
-            }
+        if (chunk.isAddressSpace() && chunk.countMapped(offset, offset + units) != units) {
+            return false;                      // read without the monitor: a hint, like the free list read
         }
         return chunk.heldOnlyBy(offset, units, stream);
     }

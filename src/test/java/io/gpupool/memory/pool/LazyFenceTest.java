@@ -95,6 +95,78 @@ class LazyFenceTest {
     }
 
     @Test
+    void blocksFreedBetweenTwoSynchronisationsShareOneFenceSoTakingThemAllRecordsOneEvent() {
+        try (DevicePool pool = new DevicePool(source, globalOnly(true))) {
+            List<DeviceBlock> mine = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                mine.add(pool.allocate(8 * MIB, s));
+            }
+            List<DeviceBlock> fillers = fill(pool, filler);
+            mine.forEach(block -> useAndFree(block, s));
+            List<DeviceBlock> taken = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                DeviceBlock block = pool.allocate(8 * MIB, t);
+                freed.taken(block, t);                          // t waits for s's work on every one of them
+                taken.add(block);
+            }
+            assertThat(s.recorded).as("one event on s stands for all ten frees").isEqualTo(1);
+            taken.forEach(DeviceBlock::release);
+            fillers.forEach(DeviceBlock::release);
+        }
+        assertThat(s.closed).as("every fence closed").isEqualTo(s.recorded);
+    }
+
+    @Test
+    void aFreeAfterTheSharedFenceWasRecordedGetsAFenceOfItsOwn() {
+        try (DevicePool pool = new DevicePool(source, globalOnly(true))) {
+            DeviceBlock first = pool.allocate(8 * MIB, s);
+            DeviceBlock second = pool.allocate(8 * MIB, s);
+            DeviceBlock kept = pool.allocate(8 * MIB, s);
+            List<DeviceBlock> fillers = fill(pool, filler);
+            useAndFree(first, s);
+            useAndFree(kept, s);                                // keeps the shared fence alive
+            DeviceBlock took = pool.allocate(8 * MIB, t);       // records the shared fence on s
+            assertThat(took.address()).isEqualTo(first.address());
+            freed.taken(took, t);
+            useAndFree(second, s);                              // work queued after that record
+            DeviceBlock tookSecond = pool.allocate(8 * MIB, t);
+            assertThat(tookSecond.address()).isEqualTo(second.address());
+            freed.taken(tookSecond, t);                         // fails if the recorded event had stood for it
+            assertThat(s.recorded).isEqualTo(2);
+            DeviceBlock tookKept = pool.allocate(8 * MIB, t);
+            freed.taken(tookKept, t);
+            List.of(took, tookSecond, tookKept).forEach(DeviceBlock::release);
+            fillers.forEach(DeviceBlock::release);
+        }
+        assertThat(s.closed).isEqualTo(s.recorded);
+    }
+
+    @Test
+    void aFreeAfterASynchronisationGetsAFenceOfItsOwn() {
+        try (DevicePool pool = new DevicePool(source, globalOnly(true))) {
+            DeviceBlock first = pool.allocate(8 * MIB, s);
+            DeviceBlock second = pool.allocate(8 * MIB, s);
+            DeviceBlock third = pool.allocate(8 * MIB, s);
+            List<DeviceBlock> fillers = fill(pool, filler);
+            useAndFree(first, s);                               // its fence stays open on the free block
+            s.synchronize();
+            useAndFree(second, s);                              // after the synchronisation: not covered by it
+            third.release();                                    // keeps nothing but the second free's block in reach
+            DeviceBlock took = pool.allocate(8 * MIB, t);
+            DeviceBlock tookToo = pool.allocate(8 * MIB, t);
+            DeviceBlock tookThree = pool.allocate(8 * MIB, t);
+            for (DeviceBlock block : List.of(took, tookToo, tookThree)) {
+                freed.taken(block, t);                          // fails if the synchronised fence stood for the second
+            }
+            took.release();
+            tookToo.release();
+            tookThree.release();
+            fillers.forEach(DeviceBlock::release);
+        }
+        assertThat(s.closed).isEqualTo(s.recorded);
+    }
+
+    @Test
     void aSynchronisationAlreadyRunningAtTheFreeDoesNotClearIt() {
         io.gpupool.memory.SyncMarks marks = new io.gpupool.memory.SyncMarks();
         long running = marks.begin();                           // a synchronisation begins ...
