@@ -149,9 +149,9 @@ public class GpuPoolProperties {
 
         /**
          * A free into the global level records no fence; one is recorded on the freeing stream only when another
-         * stream takes the memory before the freeing stream was synchronised. Off until measured on a GPU.
+         * stream takes the memory before the freeing stream was synchronised (docs/benchmarks.md, "Lazy fences").
          */
-        private boolean lazyFences = false;
+        private boolean lazyFences = true;
 
         /** CUDA only: grow the pool inside one reserved virtual range (2MB granules mapped on demand) instead of separate cuMemAlloc chunks, so blocks of different growth steps can merge; ignored, with a log line, on the host backend. */
         private boolean expandableSegments = false;

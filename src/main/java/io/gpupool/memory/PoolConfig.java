@@ -78,7 +78,7 @@ import java.util.function.Consumer;
  * @param lazyFences               a free into the global level records no fence; one is recorded on the freeing
  *                                 stream only when another stream takes the memory before the freeing stream
  *                                 was host-synchronised (then later than needed, never too early). Default
- *                                 false until measured on a GPU (docs/benchmarks.md). Not tunable at runtime
+ *                                 true (docs/benchmarks.md, "Lazy fences"). Not tunable at runtime
  */
 public record PoolConfig(
         AllocatorMode mode,
@@ -176,7 +176,7 @@ public record PoolConfig(
         return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.MAPPED, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
                 Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, false, BudgetReclaim.ON_MAP, ReclaimOrder.HIGHEST_ADDRESS,
-                DEFAULT_RECLAIM_HYSTERESIS, false, false);
+                DEFAULT_RECLAIM_HYSTERESIS, false, true);
     }
 
     /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */

@@ -18,15 +18,15 @@ class PoolConfigTest {
     @Test
     void eachWithChangesOnlyWhatItNames() {
         assertThat(defaults.withMode(AllocatorMode.GLOBAL_ONLY))
-                .isEqualTo(sameAsDefaultsBut(AllocatorMode.GLOBAL_ONLY, GrowthPolicy.MAPPED, 0, false, false,
+                .isEqualTo(sameAsDefaultsBut(AllocatorMode.GLOBAL_ONLY, GrowthPolicy.MAPPED, 0, false, true,
                         BudgetReclaim.ON_MAP, 0, ReclaimOrder.HIGHEST_ADDRESS, PoolConfig.DEFAULT_RECLAIM_HYSTERESIS, false));
         assertThat(defaults.withGrowth(GrowthPolicy.EAGER, 512 * MIB))
-                .isEqualTo(sameAsDefaultsBut(AllocatorMode.TWO_LEVEL, GrowthPolicy.EAGER, 512 * MIB, false, false,
+                .isEqualTo(sameAsDefaultsBut(AllocatorMode.TWO_LEVEL, GrowthPolicy.EAGER, 512 * MIB, false, true,
                         BudgetReclaim.ON_MAP, 0, ReclaimOrder.HIGHEST_ADDRESS, PoolConfig.DEFAULT_RECLAIM_HYSTERESIS, false));
         assertThat(defaults.withWaitBeyondBudget(true).withBudgetReclaim(BudgetReclaim.PERIODIC)
                 .withRetainedHandleBytes(64 * MIB).withReclaim(ReclaimOrder.COLDEST_IN_ORDER, 0.5)
-                .withTrackAllocationSites(true).withLazyFences(true))
-                .isEqualTo(sameAsDefaultsBut(AllocatorMode.TWO_LEVEL, GrowthPolicy.MAPPED, 0, true, true,
+                .withTrackAllocationSites(true).withLazyFences(false))
+                .isEqualTo(sameAsDefaultsBut(AllocatorMode.TWO_LEVEL, GrowthPolicy.MAPPED, 0, true, false,
                         BudgetReclaim.PERIODIC, 64 * MIB, ReclaimOrder.COLDEST_IN_ORDER, 0.5, true));
     }
 

@@ -304,6 +304,7 @@ public final class DevicePool implements DeviceAllocator {
         clock.set(now);
         PoolConfig cfg = config;
         streams.flushIdle(cfg.localIdleAge().toNanos());
+        global.recordIdleLazyFences();                             // after the flush, which may free under one
         long released = dedicated.release(Long.MAX_VALUE, cfg.releaseIdleAge().toNanos(), cfg.releaseThresholdBytes());
         growLock.lock();
         try {

@@ -59,8 +59,8 @@ final class GlobalLevel implements LocalCache.GlobalFree {
     private final Reservation reservation;
     /**
      * Fences recorded on frees into this level and not yet closed (a fence closes once every unit and
-     * slab let go of it, which happens lazily after it completed); 0 means no free memory of the level
-     * can be under an unfinished fence.
+     * slab let go of it, which happens lazily after it completed), lazy ones of the dedicated-chunk cache
+     * too; 0 means no free memory of the level can be under an unfinished fence.
      */
     final AtomicLong openFences = new AtomicLong();
     /** With {@code lazyFences}: the fence a stream's next free can share. */
@@ -204,9 +204,10 @@ final class GlobalLevel implements LocalCache.GlobalFree {
 
     /**
      * The fence for memory leaving {@code stream} for this level now, or null when nothing is queued to
-     * wait for: with {@code lazyFences} a {@link LazyFence} (no driver call), else one recorded now.
+     * wait for: with {@code lazyFences} a {@link LazyFence} (no driver call; shared with the stream's other
+     * frees since its last synchronisation, counted in {@link #openFences}), else one recorded now.
      *
-     * @param open counts the fence until it closes (null: not counted)
+     * @param open counts a recorded fence until it closes (null: not counted)
      */
     FenceSet.Shared fenceFor(AllocationStream stream, AtomicLong open) {
         if (lazyFences) {
@@ -214,8 +215,7 @@ final class GlobalLevel implements LocalCache.GlobalFree {
             if (stream.synchronizedSince(mark)) {
                 return null;                                       // a stream with nothing queued (trace replay)
             }
-            return open == openFences ? latestLazy.fenceFor(stream, mark)
-                    : new FenceSet.Shared(new LazyFence(stream, mark), stream.ordinal(), open);
+            return latestLazy.fenceFor(stream, mark);
         }
         StreamFence recorded = stream.recordFence();
         if (recorded.isComplete()) {
@@ -223,6 +223,13 @@ final class GlobalLevel implements LocalCache.GlobalFree {
             return null;
         }
         return new FenceSet.Shared(recorded, stream.ordinal(), open);
+    }
+
+    /** With {@code lazyFences}: records the fences of streams that may have gone idle since their last free. */
+    void recordIdleLazyFences() {
+        if (lazyFences) {
+            latestLazy.recordUnfinished();
+        }
     }
 
     /** An empty slab's run goes back to the buddy level, its fences to the run's units. */

@@ -36,6 +36,14 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * </pre>
  * Lock-free: a slot is read with acquire and written with release semantics; two frees racing on one
  * slot at worst both create a fence, as without sharing.
+ *
+ * <h2>Idle streams</h2>
+ * A fence that left its slot completes by itself: a newer mark means a synchronisation began after it,
+ * a seal means its event was recorded. Only a slot's own fence can wait for ever, on a stream that frees
+ * and then goes idle (a model unloaded, a failed request drained and freed): no synchronisation and no
+ * taker ever completes it, and a reclaim that does not wait skips its memory. {@link #recordUnfinished}
+ * (the pool's maintenance) records those fences, so an idle stream's memory counts as finished at the
+ * next look, and a busy stream's gets one event per maintenance round.
  */
 final class LatestLazyFences {
 
@@ -66,5 +74,21 @@ final class LatestLazyFences {
         FenceSet.Shared fresh = new FenceSet.Shared(new LazyFence(stream, mark), ordinal, open);
         latest.setRelease(ordinal, fresh);
         return fresh;
+    }
+
+    /** Records the event of every slot's fence still open and unfinished ("Idle streams"). */
+    void recordUnfinished() {
+        for (int i = 0; i < SLOTS; i++) {
+            FenceSet.Shared current = latest.getAcquire(i);
+            if (current != null && current.tryRetain()) {
+                try {
+                    if (!current.isComplete()) {
+                        ((LazyFence) current.fence).recordNow();
+                    }
+                } finally {
+                    current.release();
+                }
+            }
+        }
     }
 }

@@ -90,6 +90,13 @@ final class LazyFence implements StreamFence {
         return freeing == stream && markNow == mark && !sealed;
     }
 
+    /** Records the fence now unless it completed (maintenance: see {@link LatestLazyFences}, "Idle streams"). */
+    void recordNow() {
+        if (!synchronizedSince()) {
+            record();
+        }
+    }
+
     /** Whether a fence was recorded on demand (tests and benchmarks count them). */
     boolean wasRecorded() {
         return recorded != null;

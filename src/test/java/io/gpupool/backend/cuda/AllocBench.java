@@ -46,11 +46,12 @@ import java.util.function.Supplier;
  * before its first kernel). The pool runs in its default two-level mode, in global-only mode and on
  * expandable segments.
  *
- * <p>Global-only records a fence per free, so it runs twice: {@code pool-global-only} on the normal
+ * <p>Global-only with lazy fences off records a fence per free, so it runs twice: {@code pool-global-only} on the normal
  * streams (fence events recycled per stream) and {@code pool-global-only-no-recycle} on streams whose
  * recycler keeps no spare (cuEventCreate + cuEventDestroy per fence, the behaviour before recycling).
  * Each row also reports {@code eventsCreated}, the events its stream created during the row, next to
  * {@code pairs}: with recycling it stays near zero, without it equals the number of fences.
+ * {@code pool-global-only-lazy-fences} is global-only with the default lazy fences (no driver call per free).
  *
  * <p>Run from the GPU bundle: {@code ./run-gpu-tests.sh --main io.gpupool.backend.cuda.AllocBench out.json}
  */
@@ -85,9 +86,9 @@ public final class AllocBench {
         Map<String, Variant> allocators = new LinkedHashMap<>();
         allocators.put("pool", new Variant(() -> new DevicePool(device.plainChunkSource(), PoolConfig.defaults()), streams));
         allocators.put("pool-global-only", new Variant(() -> new DevicePool(device.plainChunkSource(),
-                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)), streams));
+                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(false)), streams));
         allocators.put("pool-global-only-no-recycle", new Variant(() -> new DevicePool(device.plainChunkSource(),
-                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)), noRecycleStreams));
+                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(false)), noRecycleStreams));
         allocators.put("pool-expandable", new Variant(() -> new DevicePool(device.expandableChunkSource(),
                 PoolConfig.defaults()), streams));
         allocators.put("direct", new Variant(() -> device.nativeAllocator(AllocatorMode.DIRECT).orElseThrow(), streams));

@@ -207,8 +207,9 @@ class CudaBackendGpuTest {
 
     @Test
     void globalOnlyPoolRecyclesFenceEventsInsteadOfCreatingOnePerFree() {
-        // every GLOBAL_ONLY free records a fence; its event must come back for the next one
-        DevicePool pool = new DevicePool(device.plainChunkSource(), PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY));
+        // with lazy fences off every GLOBAL_ONLY free records a fence; its event must come back for the next one
+        DevicePool pool = new DevicePool(device.plainChunkSource(),
+                PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(false));
         try (CudaStream stream = device.createStream(0)) {
             try {
                 for (int i = 0; i < 2000; i++) {

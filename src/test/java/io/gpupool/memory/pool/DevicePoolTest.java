@@ -31,8 +31,9 @@ class DevicePoolTest {
      * a 256 MiB maximum block. Most tests here state that policy's behaviour (ON_DEMAND has its own
      * tests in {@link OnDemandGrowthTest}).
      */
+    /** The replay's LAZY-growth strategy, with a fence recorded at every free (TestStream reports no synchronisations). */
     static PoolConfig lazy256() {
-        return io.gpupool.replay.ReplayStrategies.lazy256();
+        return io.gpupool.replay.ReplayStrategies.lazy256().withLazyFences(false);
     }
 
     private static PoolConfig globalOnly() {

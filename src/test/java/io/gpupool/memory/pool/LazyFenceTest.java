@@ -167,6 +167,26 @@ class LazyFenceTest {
     }
 
     @Test
+    void memoryAStreamFreedBeforeGoingIdleIsGivenBackByMaintenance() {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).apply(
+                io.gpupool.memory.PoolTuning.builder().releaseIdleAge(java.time.Duration.ZERO).build());
+        try (DevicePool pool = new DevicePool(new FakeChunkSource(8 * GIB, true), config)) {
+            List<DeviceBlock> live = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                live.add(pool.allocate(50 * MIB, s));
+            }
+            long last = s.enqueue();
+            live.forEach(DeviceBlock::release);
+            s.progress(last);                                   // the device finished; the host never synchronises s again
+            pool.maintain();
+            assertThat(pool.metrics().reservedBytes()).as("given back though s never synchronised after the frees")
+                    .isLessThanOrEqualTo(16 * MIB + 4 * 8 * MIB);
+            assertThat(s.recorded).as("one fence stood for all ten frees").isEqualTo(1);
+        }
+        assertThat(s.closed).isEqualTo(s.recorded);
+    }
+
+    @Test
     void aSynchronisationAlreadyRunningAtTheFreeDoesNotClearIt() {
         io.gpupool.memory.SyncMarks marks = new io.gpupool.memory.SyncMarks();
         long running = marks.begin();                           // a synchronisation begins ...
@@ -234,6 +254,6 @@ class LazyFenceTest {
             }
             assertThat(s.recorded).isEqualTo(10);
         }
-        assertThat(PoolConfig.defaults().lazyFences()).isFalse();
+        assertThat(PoolConfig.defaults().lazyFences()).as("the default").isTrue();
     }
 }

@@ -27,13 +27,23 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 /** GrowthPolicy.MAPPED: buddy chunks in address space, memory mapped under runs only, reclaimed beyond the slack. */
 class MappedGrowthTest {
 
+    /**
+     * The defaults with a fence recorded at every free: these tests model a device whose fences complete
+     * as {@link TestStream} says, and a lazy fence would wait for a synchronisation TestStream never reports
+     * (LazyFenceTest covers lazy fences).
+     */
+    private static PoolConfig eagerFences() {
+        return PoolConfig.defaults().withLazyFences(false);
+    }
+
+
     private final FakeChunkSource source = new FakeChunkSource(8 * GIB, true);
     private final TestStream s0 = new TestStream(0);
     private final TestStream s1 = new TestStream(1);
 
     @Test
     void onlyTheGranulesUnderABlockCostMemory() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, eagerFences())) {
             DeviceBlock block = pool.allocate(10 * MIB, s0);
             assertThat(pool.metrics().reservedBytes()).as("mapped: 10 MiB, not a 256 MiB chunk").isEqualTo(10 * MIB);
             assertThat(source.liveBytes()).isEqualTo(10 * MIB);
@@ -53,7 +63,7 @@ class MappedGrowthTest {
 
     @Test
     void freedMemoryIsReusedWithoutMappingAgain() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, eagerFences().withMode(AllocatorMode.GLOBAL_ONLY))) {
             pool.allocate(40 * MIB, s0).release();
             long maps = pool.metrics().mapCalls();
             DeviceBlock again = pool.allocate(40 * MIB, s1);
@@ -65,7 +75,7 @@ class MappedGrowthTest {
 
     @Test
     void atTheCapAStreamWaitsForAnotherStreamsMemoryRatherThanRecover() {
-        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+        PoolConfig config = eagerFences().withMode(AllocatorMode.GLOBAL_ONLY)
                 .apply(PoolTuning.builder().capBytes(64 * MIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             DeviceBlock held = pool.allocate(32 * MIB, s1);
@@ -85,7 +95,7 @@ class MappedGrowthTest {
     /** With waitBeyondBudget too, the cap (not only the budget) sends a stream to a wait before a recovery. */
     @Test
     void withWaitBeyondBudgetTheCapStillComesFirstWhenTheBudgetLiesAboveIt() {
-        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true)
+        PoolConfig config = eagerFences().withMode(AllocatorMode.GLOBAL_ONLY).withWaitBeyondBudget(true)
                 .apply(PoolTuning.builder().capBytes(64 * MIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             DeviceBlock held = pool.allocate(24 * MIB, s1);
@@ -104,7 +114,7 @@ class MappedGrowthTest {
 
     @Test
     void theMappedSlackIsTunedAtRuntimeAndBoundsWhatMaintenanceKeepsMapped() {
-        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+        PoolConfig config = eagerFences().withMode(AllocatorMode.GLOBAL_ONLY)
                 .apply(PoolTuning.builder().releaseIdleAge(java.time.Duration.ZERO).mappedSlack(1.0).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> blocks = new ArrayList<>();
@@ -137,7 +147,7 @@ class MappedGrowthTest {
      */
     @Test
     void aLargeRunsUnitsShareOneFenceWhenTakenBackOrByAnotherStream() {
-        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+        PoolConfig config = eagerFences().withMode(AllocatorMode.GLOBAL_ONLY)
                 .apply(PoolTuning.builder().capBytes(64 * MIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             s0.pending = true;
@@ -158,7 +168,7 @@ class MappedGrowthTest {
 
     @Test
     void aStreamMapsFreshMemoryRatherThanWaitForAnotherStreamsWork() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, eagerFences().withMode(AllocatorMode.GLOBAL_ONLY))) {
             DeviceBlock first = pool.allocate(40 * MIB, s0);
             s0.pending = true;                                      // s0's kernels still use it
             first.release();
@@ -179,7 +189,7 @@ class MappedGrowthTest {
      */
     @Test
     void aStreamTakesBackWhatItFreedWhileItsWorkRunsAndLeavesClearMemoryToOthers() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, eagerFences().withMode(AllocatorMode.GLOBAL_ONLY))) {
             DeviceBlock low = pool.allocate(8 * MIB, s0);
             DeviceBlock high = pool.allocate(8 * MIB, s0);
             low.release();                                          // s0 had nothing queued: clear
@@ -202,7 +212,7 @@ class MappedGrowthTest {
     /** A span (above the maximum block) goes where memory is still mapped rather than to the lowest free address space. */
     @Test
     void aSpanReusesTheMappedSpanItsStreamFreedRatherThanMapAnother() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, eagerFences().withMode(AllocatorMode.GLOBAL_ONLY))) {
             DeviceBlock first = pool.allocate(300 * MIB, s0);
             DeviceBlock second = pool.allocate(300 * MIB, s0);
             first.release();
@@ -227,7 +237,7 @@ class MappedGrowthTest {
     /** Free mapped memory whose last user's work is still queued is reported as fenced until that work is done. */
     @Test
     void freedMemoryIsReportedFencedUntilTheStreamsWorkCompletes() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, eagerFences().withMode(AllocatorMode.GLOBAL_ONLY))) {
             DeviceBlock done = pool.allocate(8 * MIB, s0);
             DeviceBlock queued = pool.allocate(40 * MIB, s0);
             done.release();
@@ -245,7 +255,7 @@ class MappedGrowthTest {
     /** With waitBeyondBudget (tuned at runtime), mapping past the budget gives way to a wait on the stream that freed memory. */
     @Test
     void beyondTheBudgetAStreamCanBeMadeToWaitRatherThanMapMore() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, eagerFences().withMode(AllocatorMode.GLOBAL_ONLY))) {
             assertThat(pool.tune(PoolTuning.builder().waitBeyondBudget(true).build()).waitBeyondBudget()).isTrue();
             DeviceBlock first = pool.allocate(40 * MIB, s0);
             s0.pending = true;
@@ -272,7 +282,7 @@ class MappedGrowthTest {
      */
     @Test
     void mappedMemoryStaysWithinTheHighWaterMarkPlusTheSlack() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, eagerFences().withMode(AllocatorMode.GLOBAL_ONLY))) {
             Random random = new Random(7);
             List<DeviceBlock> live = new ArrayList<>();
             long highWater = 0;
@@ -300,7 +310,7 @@ class MappedGrowthTest {
     @Test
     void aRefusedMapRunsRecoveryThenFailsWithTheUsualMessageAndLeavesNothingBehind() {
         source.limit = 100 * MIB;
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, eagerFences())) {
             DeviceBlock kept = pool.allocate(60 * MIB, s0);
             DeviceBlock cached = pool.allocate(20 * MIB, s0);
             cached.release();                                      // free, mapped: recovery must unmap it
@@ -322,7 +332,7 @@ class MappedGrowthTest {
     @Test
     void injectedMapFailuresNeverLeakARun() {
         FaultInjectingChunkSource faulty = new FaultInjectingChunkSource(source).failWithProbability(0.3, 11);
-        try (DevicePool pool = new DevicePool(faulty, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(faulty, eagerFences())) {
             int failed = 0;
             for (int i = 0; i < 200; i++) {
                 try {
@@ -349,7 +359,7 @@ class MappedGrowthTest {
             FakeChunkSource fresh = new FakeChunkSource(8 * GIB, true);
             TestStream first = new TestStream(0);
             TestStream second = new TestStream(1);
-            PoolConfig config = PoolConfig.defaults().apply(PoolTuning.builder().budgetReclaim(reclaim).build());
+            PoolConfig config = eagerFences().apply(PoolTuning.builder().budgetReclaim(reclaim).build());
             try (DevicePool pool = new DevicePool(fresh, config)) {
                 DeviceBlock mine = pool.allocate(40 * MIB, first);
                 pool.allocate(40 * MIB, second).release();          // high water 80 MiB: budget 96 MiB
@@ -379,7 +389,7 @@ class MappedGrowthTest {
      */
     @Test
     void withPeriodicReclaimAllocationsMapBeyondTheBudgetAndMaintenanceUnmaps() {
-        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+        PoolConfig config = eagerFences().withMode(AllocatorMode.GLOBAL_ONLY)
                 .apply(PoolTuning.builder().budgetReclaim(BudgetReclaim.PERIODIC).capBytes(1024 * MIB).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> first = new ArrayList<>();
@@ -423,7 +433,7 @@ class MappedGrowthTest {
 
     @Test
     void maintainGivesMemoryBackOnceDemandFellForTheReleaseIdleAge() {
-        PoolConfig config = PoolConfig.defaults().apply(PoolTuning.builder().releaseIdleAge(java.time.Duration.ZERO).build());
+        PoolConfig config = eagerFences().apply(PoolTuning.builder().releaseIdleAge(java.time.Duration.ZERO).build());
         try (DevicePool pool = new DevicePool(source, config)) {
             List<DeviceBlock> live = new ArrayList<>();
             for (int i = 0; i < 10; i++) {
@@ -440,7 +450,7 @@ class MappedGrowthTest {
     @Test
     void sixteenStreamsAllocatingAtOnceKeepBlocksMappedAndDisjoint() throws Exception {
         FakeChunkSource tight = new FakeChunkSource(8 * GIB, true);
-        try (DevicePool pool = new DevicePool(tight, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(tight, eagerFences())) {
             ExecutorService threads = Executors.newFixedThreadPool(16);
             List<Future<?>> done = new ArrayList<>();
             List<DeviceBlock> everything = java.util.Collections.synchronizedList(new ArrayList<>());
@@ -510,10 +520,13 @@ class MappedGrowthTest {
             }
 
             private void pause() {
-                java.util.concurrent.locks.LockSupport.parkNanos(callNanos);
+                long end = System.nanoTime() + callNanos;          // parkNanos may return early: park until the end
+                for (long left = callNanos; left > 0; left = end - System.nanoTime()) {
+                    java.util.concurrent.locks.LockSupport.parkNanos(left);
+                }
             }
         };
-        try (DevicePool pool = new DevicePool(slow, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(slow, eagerFences())) {
             assertThat(pool.metrics().mapNanos()).isZero();
             pool.allocate(10 * MIB, s0).release();
             pool.allocate(300 * MIB, s1).release();
@@ -535,7 +548,7 @@ class MappedGrowthTest {
      */
     @Test
     void aStreamCachesAtMostItsShareOfHalfTheAllocatedBytes() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, eagerFences())) {
             DeviceBlock older = pool.allocate(8 * MIB, s0);
             DeviceBlock small = pool.allocate(8 * MIB, s0);
             older.release();
