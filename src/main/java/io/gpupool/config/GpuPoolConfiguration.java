@@ -153,12 +153,13 @@ public class GpuPoolConfiguration {
     }
 
     /**
-     * Calls {@code maintain()} on every device pool once a second (a daemon thread, stopped before
-     * the devices close: this bean depends on them).
+     * Calls {@code maintain()} on every device pool every {@code gpupool.memory.maintenance-interval} (a daemon
+     * thread, stopped before the devices close: this bean depends on them).
      */
     @Bean(destroyMethod = "close")
-    PoolMaintenance poolMaintenance(ServingDevices devices) {
-        return new PoolMaintenance(PoolMaintenance.poolsOf(devices.devices()), Duration.ofSeconds(1));
+    PoolMaintenance poolMaintenance(ServingDevices devices, GpuPoolProperties properties) {
+        return new PoolMaintenance(PoolMaintenance.poolsOf(devices.devices()),
+                PoolMaintenance.interval(properties.getMemory().getMaintenanceInterval()));
     }
 
     /**

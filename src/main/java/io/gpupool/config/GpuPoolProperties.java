@@ -104,6 +104,12 @@ public class GpuPoolProperties {
         private Duration releaseIdleAge = Duration.ofSeconds(30);
 
         /**
+         * How often each device pool's maintenance runs (idle flushes, returns, PERIODIC's reclaim for the
+         * budget, lazy fences of idle streams recorded); 10ms to 1m.
+         */
+        private Duration maintenanceInterval = Duration.ofSeconds(1);
+
+        /**
          * MAPPED growth: free mapped memory kept beyond the high-water mark of allocated bytes, as a
          * fraction of that mark, in [0, 1]; more is unmapped.
          */
@@ -195,6 +201,8 @@ public class GpuPoolProperties {
         public DataSize getReleaseThresholdBytes() { return releaseThresholdBytes; }
         public void setReleaseThresholdBytes(DataSize releaseThresholdBytes) { this.releaseThresholdBytes = releaseThresholdBytes; }
         public Duration getReleaseIdleAge() { return releaseIdleAge; }
+        public Duration getMaintenanceInterval() { return maintenanceInterval; }
+        public void setMaintenanceInterval(Duration interval) { this.maintenanceInterval = interval; }
         public void setReleaseIdleAge(Duration releaseIdleAge) { this.releaseIdleAge = releaseIdleAge; }
         public boolean isWaitBeyondBudget() { return waitBeyondBudget; }
         public void setWaitBeyondBudget(boolean waitBeyondBudget) { this.waitBeyondBudget = waitBeyondBudget; }

@@ -34,6 +34,16 @@ public final class PoolMaintenance implements AutoCloseable {
         this.timer = new DaemonTimer("gpupool-pool-maintenance", period.toNanos(), this::runOnce);
     }
 
+    /** {@code gpupool.memory.maintenance-interval}, validated: 10 ms to 1 min. */
+    static Duration interval(Duration configured) {
+        if (configured == null || configured.compareTo(Duration.ofMillis(10)) < 0
+                || configured.compareTo(Duration.ofMinutes(1)) > 0) {
+            throw new IllegalArgumentException("gpupool.memory.maintenance-interval = "
+                    + (configured == null ? "null" : configured.toMillis() + "ms") + " is invalid; allowed: 10ms to 1m");
+        }
+        return configured;
+    }
+
     /** The pools behind the devices' activation and weight allocators (behind a trace recorder, too). */
     public static List<DevicePool> poolsOf(List<DeviceRuntime> runtimes) {
         List<DevicePool> pools = new ArrayList<>();

@@ -104,6 +104,18 @@ class GpuPoolConfigurationTest {
     }
 
     @Test
+    void theMaintenanceIntervalIsSetAndOutOfRangeValuesAreRefusedByName() {
+        runner.withPropertyValues("gpupool.models.path=does-not-exist", "gpupool.memory.maintenance-interval=100ms")
+                .run(context -> assertThat(context).hasNotFailed().hasSingleBean(PoolMaintenance.class));
+        runner.withPropertyValues("gpupool.memory.maintenance-interval=5ms")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessage("gpupool.memory.maintenance-interval = 5ms is invalid; allowed: 10ms to 1m"));
+        runner.withPropertyValues("gpupool.memory.maintenance-interval=2m")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessage("gpupool.memory.maintenance-interval = 120000ms is invalid; allowed: 10ms to 1m"));
+    }
+
+    @Test
     void badMemoryValueNamesOurPropertyNotThePoolField() {
         runner.withPropertyValues("gpupool.memory.min-block-bytes=3MB")
                 .run(context -> assertThat(context).getFailure().rootCause()
