@@ -20,7 +20,8 @@ import reactor.netty.http.server.HttpServer;
  *
  * <pre>
  *   socket -&gt; ConnectionLimit -&gt; RequestHeaderDeadline.bytes -&gt; HTTP codec
- *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; reactor-netty, WebFlux
+ *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; KeepAliveReadResume
+ *          -&gt; reactor-netty, WebFlux
  * </pre>
  * The codec is reactor-netty's, with Netty's RFC 9112 framing rules (see {@link RequestFraming}).
  * Idle, body-read and whole-body timeouts are reactor-netty's own ({@code idleTimeout},
@@ -45,6 +46,10 @@ public class HttpServerLimits {
         log.debug("HTTP server limits ({}): {} connections, idle {}, headers {}, body reads {}, body {}",
                 management ? "management" : "application", maxConnections,
                 limits.idleTimeout(), limits.requestHeaderTimeout(), limits.bodyReadTimeout(), limits.requestTimeout());
+        if (!KeepAliveReadResume.INSTANCE.active()) {
+            log.warn("reactor-netty has no {}: kept-alive connections may stop reading after an exchange",
+                    KeepAliveReadResume.TERMINATED_EVENT);
+        }
         return server
                 .idleTimeout(limits.idleTimeout())
                 .readTimeout(limits.bodyReadTimeout())
@@ -59,6 +64,7 @@ public class HttpServerLimits {
                     pipeline.addBefore(NettyPipeline.HttpCodec, "gpupool.headerDeadline.bytes", deadline.bytes());
                     pipeline.addAfter(NettyPipeline.HttpCodec, "gpupool.headerDeadline.requests", deadline.requests());
                     pipeline.addAfter("gpupool.headerDeadline.requests", "gpupool.requestFraming", new RequestFraming());
+                    pipeline.addAfter("gpupool.requestFraming", "gpupool.keepAliveReadResume", KeepAliveReadResume.INSTANCE);
                 });
     }
 
