@@ -155,12 +155,12 @@ public final class LoadDriver {
     }
 
     /**
-     * Resends, once, a request that got no answer within the timeout, on a connection of its own.
-     * Reactor Netty 1.3.6 (the version Spring Boot 4.0.7 brings) can stop reading a kept-alive
-     * connection after a request queued behind an unfinished one completes (reactor/reactor-netty#4361,
-     * fixed after 1.3.8, the newest served here); the next request on that connection is never seen
-     * by the server. A request answered on the second try is counted in {@code answered_after_retry},
-     * not as unanswered; one unanswered twice is a real stall and stays unanswered.
+     * Resends, once, a request that got no answer within the timeout, on a connection of its own, to tell
+     * a connection the server stopped reading from a server that stalled. Reactor Netty 1.3.6 can stop
+     * reading a kept-alive connection after an exchange (reactor/reactor-netty#4361); the server resumes the
+     * read itself ({@code config.KeepAliveReadResume}), so a request answered only on the second try, counted
+     * in {@code answered_after_retry}, means that defence failed; one unanswered twice is a stall of the
+     * server and stays unanswered.
      */
     private final HttpClient retryHttp;
     private final Map<String, LongAdder> answeredAfterRetry = new ConcurrentHashMap<>();

@@ -46,7 +46,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * ({@link WorkspaceTakingOps}), given back by the trims and once the server was idle for 1 s.
  *
  * <p>Expected, and asserted: no 5xx other than the deliberate 503/504/507; every request answered
- * (the server's own timeout is 10 s, the client waits 20 s); the pool's allocated bytes back to zero
+ * (the server's own timeout is 10 s, the client waits 20 s), none only after a resend on a fresh connection
+ * (a kept-alive connection the server stopped reading); the pool's allocated bytes back to zero
  * afterwards, stream workspaces included; the server still ready and answering. Timings are not asserted.
  *
  * <p>The injection rate here is 20 % of chunk requests, not the 1 % of a long soak
@@ -141,6 +142,9 @@ class SoakTest {
         assertThat(report.get("unanswered").isEmpty())
                 .as("every request answered within the server's 10 s timeout; unanswered by request: %s",
                         report.get("unanswered")).isTrue();
+        assertThat(report.get("answered_after_retry").isEmpty())
+                .as("no kept-alive connection stopped being read (answered only on a fresh connection: %s)",
+                        report.get("answered_after_retry")).isTrue();
         assertThat(result.allocatedAfterDrain()).as("pool allocated bytes after the drain: %s",
                 LoadDriver.heldAfterDrain(report.path("pool_after_drain"))).isZero();
         for (DeviceRuntime device : devices.devices()) {
