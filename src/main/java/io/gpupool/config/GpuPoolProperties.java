@@ -122,6 +122,13 @@ public class GpuPoolProperties {
         private DataSize retainedHandleBytes = DataSize.ofBytes(0);
 
         /**
+         * MAPPED growth: the size of each physical allocation under runs below 64 MiB (the driver charges a
+         * map and an unmap per allocation); a power of two from the minimum block to 16 MiB. Unset: 8 MiB,
+         * or the minimum block if larger.
+         */
+        private DataSize mappedExtentBytes;
+
+        /**
          * MAPPED growth: rather than map beyond the budget (high-water mark + mapped slack), take memory
          * another stream freed and wait for that stream's work (as cudaMallocAsync does). Less memory,
          * more cross-stream waits. On by default in the server, beside the ON_MAP budget reclaim (the
@@ -215,6 +222,8 @@ public class GpuPoolProperties {
         public double getMappedSlack() { return mappedSlack; }
         public DataSize getRetainedHandleBytes() { return retainedHandleBytes; }
         public void setRetainedHandleBytes(DataSize retainedHandleBytes) { this.retainedHandleBytes = retainedHandleBytes; }
+        public DataSize getMappedExtentBytes() { return mappedExtentBytes; }
+        public void setMappedExtentBytes(DataSize mappedExtentBytes) { this.mappedExtentBytes = mappedExtentBytes; }
         public void setMappedSlack(double mappedSlack) { this.mappedSlack = mappedSlack; }
         public boolean isTrackAllocationSites() { return trackAllocationSites; }
         public void setTrackAllocationSites(boolean track) { this.trackAllocationSites = track; }

@@ -38,6 +38,12 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
         }
     }
 
+    /** The configured extent, or the default raised to the minimum block (a smaller one cannot map). */
+    private static long mappedExtentBytes(GpuPoolProperties.Memory memory) {
+        return memory.getMappedExtentBytes() != null ? bytes(memory.getMappedExtentBytes())
+                : Math.max(PoolConfig.DEFAULT_MAPPED_EXTENT_BYTES, bytes(memory.getMinBlockBytes()));
+    }
+
     static MemorySettings of(GpuPoolProperties.Memory memory) {
         AllocatorMode poolMode = memory.getMode() == AllocatorMode.GLOBAL_ONLY ? AllocatorMode.GLOBAL_ONLY
                 : AllocatorMode.TWO_LEVEL;
@@ -48,6 +54,7 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
                     memory.getCapFraction(), bytes(memory.getLocalCacheBytesPerStream()), memory.getLocalCacheCountPerClass(),
                     memory.getLocalIdleAge(), memory.getCoalesceThreshold(), bytes(memory.getReleaseThresholdBytes()),
                     memory.getReleaseIdleAge(), memory.getMappedSlack(), bytes(memory.getRetainedHandleBytes()),
+                    mappedExtentBytes(memory),
                     memory.isWaitBeyondBudget(), memory.getBudgetReclaim(), memory.getReclaimOrder(), memory.getReclaimHysteresis(),
                     memory.isTrackAllocationSites(), memory.isLazyFences());
             return new MemorySettings(memory.getMode(), pool, memory.getFaultInjection().getProbability(),

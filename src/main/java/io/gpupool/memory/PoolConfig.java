@@ -57,6 +57,13 @@ import java.util.function.Consumer;
  *                                 memory counts as reserved and obeys the cap, and goes on trim, recovery, a
  *                                 lower cap, close, and after releaseIdleAge unused. >= 0; default 0 (nothing
  *                                 kept: plain map and unmap calls). Not tunable at runtime
+ * @param mappedExtentBytes        MAPPED growth: the size of each physical allocation under runs below the large-run
+ *                                 size (64 MiB; larger runs map 16 MiB extents). The driver charges a map and an
+ *                                 unmap per physical allocation, whatever its size, so larger extents make fewer
+ *                                 driver calls; a run smaller than an extent shares it with its neighbours, and
+ *                                 free memory unmaps in whole extents only. A power of two in [minBlockBytes,
+ *                                 min(maxBlockBytes, 16 MiB)]; default {@value #DEFAULT_MAPPED_EXTENT_BYTES} B
+ *                                 (docs/benchmarks.md, "Mapped extents"). Not tunable at runtime
  * @param waitBeyondBudget         MAPPED growth: when no free block the stream can take without waiting is
  *                                 mapped and mapping one would pass the mapped budget (the high-water mark +
  *                                 mappedSlack), take a mapped block another stream freed and make the stream
@@ -98,6 +105,7 @@ public record PoolConfig(
         Duration releaseIdleAge,
         double mappedSlack,
         long retainedHandleBytes,
+        long mappedExtentBytes,
         boolean waitBeyondBudget,
         BudgetReclaim budgetReclaim,
         ReclaimOrder reclaimOrder,
@@ -114,6 +122,10 @@ public record PoolConfig(
     public static final int MAX_LOCAL_COUNT_PER_CLASS = 64;
     /** Default of {@link #mappedSlack()}: 1/16. */
     public static final double DEFAULT_MAPPED_SLACK = 1.0 / 16;
+    /** Default of {@link #mappedExtentBytes()}. */
+    public static final long DEFAULT_MAPPED_EXTENT_BYTES = 8 * 1024 * 1024;
+    /** Upper bound of {@link #mappedExtentBytes()}: the extent of the large chunks. */
+    public static final long MAX_MAPPED_EXTENT_BYTES = 16 * 1024 * 1024;
     /** Default of {@link #reclaimHysteresis()}: a quarter of the slack. */
     public static final double DEFAULT_RECLAIM_HYSTERESIS = 0.25;
     /** Upper bound of maxBlockBytes / minBlockBytes (the packed handle keeps run lengths in 16 bits). */
@@ -166,6 +178,7 @@ public record PoolConfig(
             throw invalid("mappedSlack", mappedSlack, "[0, 1]");
         }
         requireRange("retainedHandleBytes", retainedHandleBytes, 0, 1L << 44);
+        requirePowerOfTwo("mappedExtentBytes", mappedExtentBytes, minBlockBytes, maxMappedExtent(minBlockBytes, maxBlockBytes));
         if (!(reclaimHysteresis >= 0.0 && reclaimHysteresis <= 1.0)) {
             throw invalid("reclaimHysteresis", reclaimHysteresis, "[0, 1]");
         }
@@ -175,8 +188,16 @@ public record PoolConfig(
     public static PoolConfig defaults() {
         return new PoolConfig(AllocatorMode.TWO_LEVEL, 2 * MIB, 256 * MIB, GrowthPolicy.MAPPED, 0,
                 256 * MIB, GIB, 0, 0.9, 256 * MIB, 16, Duration.ofSeconds(10), 10, 0,
-                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, false, BudgetReclaim.ON_MAP, ReclaimOrder.HIGHEST_ADDRESS,
+                Duration.ofSeconds(30), DEFAULT_MAPPED_SLACK, 0, DEFAULT_MAPPED_EXTENT_BYTES, false, BudgetReclaim.ON_MAP, ReclaimOrder.HIGHEST_ADDRESS,
                 DEFAULT_RECLAIM_HYSTERESIS, false, true);
+    }
+
+    /**
+     * The largest {@link #mappedExtentBytes()} for a block range: the large chunks' extent, at most the largest
+     * block, at least the smallest (a minimum block is the smallest unit that maps).
+     */
+    public static long maxMappedExtent(long minBlockBytes, long maxBlockBytes) {
+        return Math.max(minBlockBytes, Math.min(maxBlockBytes, MAX_MAPPED_EXTENT_BYTES));
     }
 
     /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */
@@ -224,6 +245,8 @@ public record PoolConfig(
             c.minBlockBytes = newMinBlockBytes;
             c.maxBlockBytes = newMaxBlockBytes;
             c.growthStepBytes = Math.max(growthStepBytes, newMaxBlockBytes);
+            c.mappedExtentBytes = Math.clamp(mappedExtentBytes, newMinBlockBytes,
+                    maxMappedExtent(newMinBlockBytes, newMaxBlockBytes));
             c.maxGrowthStepBytes = Math.max(maxGrowthStepBytes, c.growthStepBytes);
         });
     }
@@ -250,6 +273,11 @@ public record PoolConfig(
     /** Sets {@link #retainedHandleBytes()}. */
     public PoolConfig withRetainedHandleBytes(long bytes) {
         return copy(c -> c.retainedHandleBytes = bytes);
+    }
+
+    /** Sets {@link #mappedExtentBytes()}. */
+    public PoolConfig withMappedExtentBytes(long bytes) {
+        return copy(c -> c.mappedExtentBytes = bytes);
     }
 
     /** Sets {@link #reclaimOrder()} and {@link #reclaimHysteresis()}. */
@@ -286,6 +314,7 @@ public record PoolConfig(
         Duration releaseIdleAge;
         double mappedSlack;
         long retainedHandleBytes;
+        long mappedExtentBytes;
         boolean waitBeyondBudget;
         BudgetReclaim budgetReclaim;
         ReclaimOrder reclaimOrder;
@@ -311,6 +340,7 @@ public record PoolConfig(
             releaseIdleAge = c.releaseIdleAge;
             mappedSlack = c.mappedSlack;
             retainedHandleBytes = c.retainedHandleBytes;
+            mappedExtentBytes = c.mappedExtentBytes;
             waitBeyondBudget = c.waitBeyondBudget;
             budgetReclaim = c.budgetReclaim;
             reclaimOrder = c.reclaimOrder;
@@ -323,7 +353,7 @@ public record PoolConfig(
             return new PoolConfig(mode, minBlockBytes, maxBlockBytes, growthPolicy, initialBytes, growthStepBytes,
                     maxGrowthStepBytes, capBytes, capFraction, localCacheBytesPerStream, localCacheCountPerClass,
                     localIdleAge, coalesceThreshold, releaseThresholdBytes, releaseIdleAge, mappedSlack,
-                    retainedHandleBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis,
+                    retainedHandleBytes, mappedExtentBytes, waitBeyondBudget, budgetReclaim, reclaimOrder, reclaimHysteresis,
                     trackAllocationSites, lazyFences);
         }
     }

@@ -23,6 +23,7 @@ import java.util.Map;
  * {@code --maintain-every}),
  * "two-level-wait-coldest": waitBeyondBudget with the coldest-first reclaim and no hysteresis
  * ({@link ReclaimOrder#COLDEST_IN_ORDER}, {@link PoolConfig#reclaimHysteresis()} 0),
+ * "two-level-extent-2m": the defaults with 2 MiB mapped extents ({@link PoolConfig#mappedExtentBytes()}),
  * the best-fit baseline with its default 64 MiB growth step, and "two-level-lazy-256":
  * the two-level pool with the defaults before ON_DEMAND growth, kept for before/after comparisons.
  */
@@ -45,6 +46,8 @@ public final class ReplayStrategies {
                 source -> new DevicePool(source, server().withBudgetReclaim(BudgetReclaim.PERIODIC))));
         add(new TraceReplayer.Strategy("global-only-server",
                 source -> new DevicePool(source, server().withMode(AllocatorMode.GLOBAL_ONLY))));
+        add(new TraceReplayer.Strategy("two-level-extent-2m",
+                source -> new DevicePool(source, PoolConfig.defaults().withMappedExtentBytes(2 * PoolConfig.MIB))));
         add(new TraceReplayer.Strategy("best-fit", BestFitAllocator::new));
         add(new TraceReplayer.Strategy("two-level-lazy-256", source -> new DevicePool(source, lazy256())));
         add(new TraceReplayer.Strategy("two-level-ondemand-64",

@@ -62,7 +62,8 @@ class PoolConfigTest {
         PoolConfig tuned = defaults.apply(every);
         assertThat(tuned).isEqualTo(new PoolConfig(defaults.mode(), defaults.minBlockBytes(), defaults.maxBlockBytes(),
                 defaults.growthPolicy(), defaults.initialBytes(), 512 * MIB, 2 * GIB, 4 * GIB, 0.5, 64 * MIB, 8,
-                Duration.ofSeconds(4), 20, 32 * MIB, Duration.ofSeconds(50), 0.2, defaults.retainedHandleBytes(), true,
+                Duration.ofSeconds(4), 20, 32 * MIB, Duration.ofSeconds(50), 0.2, defaults.retainedHandleBytes(),
+                defaults.mappedExtentBytes(), true,
                 BudgetReclaim.PERIODIC, ReclaimOrder.COLDEST_IN_ORDER, 0.75, defaults.trackAllocationSites(),
                 defaults.lazyFences()));
     }
@@ -85,6 +86,6 @@ class PoolConfigTest {
         return new PoolConfig(mode, d.minBlockBytes(), d.maxBlockBytes(), growth, initialBytes, d.growthStepBytes(),
                 d.maxGrowthStepBytes(), d.capBytes(), d.capFraction(), d.localCacheBytesPerStream(),
                 d.localCacheCountPerClass(), d.localIdleAge(), d.coalesceThreshold(), d.releaseThresholdBytes(),
-                d.releaseIdleAge(), d.mappedSlack(), retained, wait, reclaim, order, hysteresis, track, lazyFences);
+                d.releaseIdleAge(), d.mappedSlack(), retained, d.mappedExtentBytes(), wait, reclaim, order, hysteresis, track, lazyFences);
     }
 }

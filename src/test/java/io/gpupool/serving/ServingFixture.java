@@ -106,7 +106,7 @@ final class ServingFixture implements AutoCloseable {
                         new io.gpupool.backend.host.HostBackend(b.poolCap * 4).devices().getFirst().chunkSource(),
                         new io.gpupool.memory.PoolConfig(io.gpupool.memory.metric.AllocatorMode.TWO_LEVEL, 2 * mib, 2 * mib,
                                 io.gpupool.memory.GrowthPolicy.LAZY, 0, 2 * mib, 2 * mib, b.poolCap, 0.9, 256 * mib,
-                                16, Duration.ofSeconds(10), 10, 0, Duration.ofSeconds(30), io.gpupool.memory.PoolConfig.DEFAULT_MAPPED_SLACK, 0, false,
+                                16, Duration.ofSeconds(10), 10, 0, Duration.ofSeconds(30), io.gpupool.memory.PoolConfig.DEFAULT_MAPPED_SLACK, 0, 2 * mib, false,
                                 io.gpupool.memory.BudgetReclaim.ON_MAP, io.gpupool.memory.ReclaimOrder.HIGHEST_ADDRESS, io.gpupool.memory.PoolConfig.DEFAULT_RECLAIM_HYSTERESIS, false, false));
                 pools.add((io.gpupool.memory.pool.DevicePool) allocator);
             }

@@ -83,7 +83,7 @@ final class PinnedStagingPool implements AutoCloseable {
         long cap = Math.max(step, roundUp(slotBytes * maxSlots, minBlock));
         return new PoolConfig(AllocatorMode.TWO_LEVEL, minBlock, maxBlock, GrowthPolicy.LAZY, 0,
                 step, step, cap, 1.0, 4 * slotBytes, 16, Duration.ofSeconds(10), 10, 0,
-                Duration.ofSeconds(30), PoolConfig.DEFAULT_MAPPED_SLACK, 0, false,
+                Duration.ofSeconds(30), PoolConfig.DEFAULT_MAPPED_SLACK, 0, minBlock, false,
                 io.gpupool.memory.BudgetReclaim.ON_MAP, ReclaimOrder.HIGHEST_ADDRESS,
                 PoolConfig.DEFAULT_RECLAIM_HYSTERESIS, false, false);
     }

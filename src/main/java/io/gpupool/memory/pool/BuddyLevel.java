@@ -373,7 +373,7 @@ final class BuddyLevel {
      * Like {@link #popLowest} but only among keys whose first {@code runUnits} units' fences do not
      * block {@code stream} (null: any) and, when {@code mappedUnits} &gt; 0, whose block has its first
      * {@code mappedUnits} units mapped (fence and bitmap locks are leaves under the order lock; a
-     * small chunk's bits need none, {@link Chunk#countMappedSettled}); -1 when there is none.
+     * chunk of one unit per extent needs none, {@link Chunk#countMappedSettled}); -1 when there is none.
      */
     private long popLowestClear(int k, AllocationStream stream, int mappedUnits, int runUnits) {
         long[] list = lists[k];

@@ -49,13 +49,14 @@ final class Chunk {
      */
     volatile boolean large;
     /**
-     * MAPPED growth: units per physical allocation. 1 in small chunks; in large chunks an extent of
-     * several units is mapped and unmapped as a whole (all its units or none are mapped), because the
-     * driver charges per physical allocation. Set before the chunk is published.
+     * MAPPED growth: units per physical allocation ({@link io.gpupool.memory.PoolConfig#mappedExtentBytes()}
+     * in small chunks, 16 MiB in large ones); an extent of several units is mapped and unmapped as a whole
+     * (all its units or none are mapped), because the driver charges per physical allocation. Set before
+     * the chunk is published.
      */
     volatile int extentUnits = 1;
     /**
-     * MAPPED growth, large chunks: the extents (bit at an extent's first unit) that a thread is mapping
+     * MAPPED growth, chunks of several units per extent: the extents (bit at an extent's first unit) that a thread is mapping
      * now, outside every lock; two runs may share an end extent, and the second waits on
      * {@link #mapped} until it is mapped. Null for a chunk that is memory throughout; guarded by {@code mapped}.
      */
@@ -316,12 +317,12 @@ final class Chunk {
     }
 
     /**
-     * Mapped units in [from, to) of a block whose bits cannot change now: a free block in a small chunk
-     * under the order lock of its list, or a run of a small chunk the caller holds. In a small chunk
-     * (one unit per extent) a unit's bit changes only while its holder has it, and that holder handed
+     * Mapped units in [from, to) of a block whose bits cannot change now: a free block in a chunk of one
+     * unit per extent under the order lock of its list, or a run of such a chunk the caller holds. There
+     * a unit's bit changes only while its holder has it, and that holder handed
      * the block on through an order lock, so the bits are settled and visible without the monitor;
      * other bits of a word may change meanwhile, but every write keeps these (the monitor orders those
-     * writes among themselves). In a large chunk a neighbour run may map an extent it shares with the
+     * writes among themselves). With extents of several units a neighbour run may map an extent it shares with the
      * block, so the count is taken under the monitor.
      */
     long countMappedSettled(long from, long to) {

@@ -32,7 +32,8 @@ import java.util.function.Supplier;
  *       staged recovery, so the fenced mapped block comes first there.</li>
  *   <li>Map ({@link #afterTake}): walk the chunk's bitmap and map each unmapped stretch of the run
  *       with one source call; a large chunk maps whole extents of {@value #LARGE_EXTENT_BYTES} B
- *       (the driver charges per physical allocation), a small chunk units. The physical memory
+ *       (the driver charges per physical allocation), a small chunk extents of
+ *       {@link PoolConfig#mappedExtentBytes()} (a run shares its end extents with its neighbours). The physical memory
  *       comes from {@link RetainedHandles}: what an unmap kept first, then new allocations, for which
  *       it takes the cap.</li>
  *   <li>Before mapping, {@link #makeRoomToMap} checks the budget: the allocated high-water mark plus
@@ -63,8 +64,8 @@ import java.util.function.Supplier;
  *   <li>An allocation served from mapped memory (a local hit, or a global run whose units are all
  *       mapped) takes order locks and the bitmap monitor of its chunk for a read; neither is ever
  *       held across a source call, and it never takes the grow lock.</li>
- *   <li>A map runs on the allocating thread after it took its run, holding nothing: a small chunk's
- *       run owns its units; a large chunk's run claims its unmapped extents under the bitmap monitor
+ *   <li>A map runs on the allocating thread after it took its run, holding nothing: where an extent is
+ *       one unit the run owns its units; else it claims its unmapped extents under the bitmap monitor
  *       ({@link #mapExtents}) and waits only for an extent another run is mapping, which it needs.</li>
  *   <li>{@link RetainedHandles} holds its monitor only to push and pop kept handles.</li>
  *   <li>The grow lock serialises growth, reclaims, recovery and trim; reclaims unmap under it, so a
@@ -80,9 +81,8 @@ final class MappedGrowth extends Growth {
     static final int SLACK_FLOOR_UNITS = 8;
     /** Runs of at least this size live in address-space chunks of their own. */
     static final long LARGE_RUN_BYTES = 64L << 20;
-    /** Large chunks map and unmap extents of this size, small chunks of {@link #SMALL_EXTENT_BYTES}. */
-    static final long LARGE_EXTENT_BYTES = 16L << 20;
-    static final long SMALL_EXTENT_BYTES = 2L << 20;
+    /** Large chunks map and unmap extents of this size, small chunks of {@link PoolConfig#mappedExtentBytes()}. */
+    static final long LARGE_EXTENT_BYTES = PoolConfig.MAX_MAPPED_EXTENT_BYTES;
     /** An address-space chunk holds this many maximum blocks (spans of up to this size fit in one). */
     static final int ADDRESS_CHUNK_MAX_BLOCKS = 4;
     /** A stream caches at most this many times the ON_DEMAND share of allocated bytes. */
@@ -91,7 +91,7 @@ final class MappedGrowth extends Growth {
     private final VirtualMemory memory;
     /** The physical allocations behind the mapped units, and those kept for reuse. */
     final RetainedHandles handles;
-    /** The source's mapping granularity: the size of a small chunk's physical allocations. */
+    /** The source's mapping granularity: the size of a physical allocation where an extent is one unit. */
     private final long granule;
     /** Bytes of address space reserved (mapped or not). */
     private final AtomicLong addressSpace = new AtomicLong();
@@ -239,11 +239,20 @@ final class MappedGrowth extends Growth {
             Chunk c = new Chunk(id, address, size, size >>> unitShift, false, true);
             c.large = large;
             c.extentUnits = (int) Math.max(1, Math.min(global.maxUnits,
-                    (large ? LARGE_EXTENT_BYTES : SMALL_EXTENT_BYTES) >>> unitShift));
+                    (large ? LARGE_EXTENT_BYTES : smallExtentBytes()) >>> unitShift));
             return c;
         });
         global.buddy.addChunk(chunk);
         stats.grows.increment();
+    }
+
+    /**
+     * The extent of a new small chunk: the configured one, but at most an eighth of the cap (a pool capped at
+     * a few extents would otherwise map a whole extent for its first small block), at least a minimum block.
+     */
+    private long smallExtentBytes() {
+        long eighthOfCap = Long.highestOneBit(Math.max(1, reservation.capBytes() / 8));
+        return Math.max(global.minBlock, Math.min(config.get().mappedExtentBytes(), eighthOfCap));
     }
 
     @Override

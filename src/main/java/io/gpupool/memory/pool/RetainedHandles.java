@@ -23,7 +23,7 @@ import java.util.function.Supplier;
  *
  *   reserved = mapped + kept (+ chunks of other kinds): kept handles are device memory and obey the cap
  * </pre>
- * Kept handles are grouped by size (a pool uses two: the granule for small chunks, the large extent
+ * Kept handles are grouped by size (a pool uses two: the mapped extent for small chunks, the large extent
  * for large ones); a map takes only handles of its extent size. The bound is
  * {@link PoolConfig#retainedHandleBytes()}; with 0 nothing is kept and the source's plain
  * {@link VirtualMemory#map} and {@link VirtualMemory#unmap} are used, exactly as without this class.

@@ -33,7 +33,7 @@ class MappedGrowthTest {
      * (LazyFenceTest covers lazy fences).
      */
     private static PoolConfig eagerFences() {
-        return PoolConfig.defaults().withLazyFences(false);
+        return GranuleExtents.defaults().withLazyFences(false);
     }
 
 

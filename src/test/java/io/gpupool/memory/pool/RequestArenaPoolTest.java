@@ -27,7 +27,7 @@ class RequestArenaPoolTest {
 
     @Test
     void smallArenasOfEverySizeAreServedFromTheStreamsCacheWithoutMappingAgain() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, GranuleExtents.defaults())) {
             pool.allocateArena(SHORT_ARENAS[0], stream).release();
             long maps = pool.metrics().mapCalls();
             long hits = pool.metrics().counters().localHits();
@@ -48,7 +48,7 @@ class RequestArenaPoolTest {
 
     @Test
     void theSameSizesAsOrdinaryAllocationsTakeTheirSmallObjectClasses() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, GranuleExtents.defaults())) {
             for (long bytes : SHORT_ARENAS) {
                 DeviceBlock block = pool.allocate(bytes, stream);
                 assertThat(block.size()).as("%d B", bytes).isEqualTo(pool.blockBytes(bytes)).isLessThan(2 * MIB);
@@ -59,7 +59,7 @@ class RequestArenaPoolTest {
 
     @Test
     void anArenaTakesExactlyWhatTheAdmissionChargesForIt() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, GranuleExtents.defaults())) {
             for (long bytes : new long[] {256, 300 * KIB, 2 * MIB, 5 * MIB, 70 * MIB, 300 * MIB}) {
                 DeviceBlock arena = pool.allocateArena(bytes, stream);
                 assertThat(arena.size()).as("%d B", bytes).isEqualTo(pool.arenaBlockBytes(bytes));
@@ -71,7 +71,7 @@ class RequestArenaPoolTest {
 
     @Test
     void withoutLocalCachesAnArenaIsAnOrdinaryAllocation() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, GranuleExtents.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
             DeviceBlock arena = pool.allocateArena(300 * KIB, stream);
             assertThat(arena.size()).isEqualTo(pool.blockBytes(300 * KIB)).isEqualTo(pool.arenaBlockBytes(300 * KIB))
                     .isLessThan(2 * MIB);
@@ -81,7 +81,7 @@ class RequestArenaPoolTest {
 
     @Test
     void anArenaOfNoBytesIsRefusedAndLeavesNothingBehind() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, GranuleExtents.defaults())) {
             assertThatThrownBy(() -> pool.allocateArena(0, stream)).isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("bytes = 0");
             assertThat(pool.arenaBlockBytes(0)).isZero();

@@ -41,7 +41,7 @@ class RetainedHandlesTest {
     private final TestStream s1 = new TestStream(1);
 
     private static PoolConfig retaining(long bound) {
-        return PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+        return GranuleExtents.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
                 .apply(PoolTuning.builder().releaseIdleAge(Duration.ZERO).build())
                 .withRetainedHandleBytes(bound);
     }

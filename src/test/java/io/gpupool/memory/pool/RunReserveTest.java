@@ -31,7 +31,7 @@ class RunReserveTest {
     private final TestStream s1 = new TestStream(1);
 
     private DevicePool pool() {
-        return new DevicePool(source, PoolConfig.defaults());
+        return new DevicePool(source, GranuleExtents.defaults());
     }
 
     @Test
@@ -121,7 +121,7 @@ class RunReserveTest {
             pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0).release();
             assertThat(pool.metrics().cachedBytes()).as("a run of a large chunk unmaps in whole extents only").isZero();
         }
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
+        try (DevicePool pool = new DevicePool(source, GranuleExtents.defaults().withMode(AllocatorMode.GLOBAL_ONLY))) {
             pool.allocate(40 * MIB, s0).release();
             assertThat(pool.metrics().cachedBytes()).isZero();
         }
@@ -142,7 +142,7 @@ class RunReserveTest {
         FakeChunkSource fake = new FakeChunkSource(4 * GIB, true);
         TestStream[] streams = {new TestStream(0), new TestStream(1), new TestStream(2)};
         DeviceBlock[] arenas = new DeviceBlock[streams.length];
-        DevicePool pool = new DevicePool(fake, PoolConfig.defaults());
+        DevicePool pool = new DevicePool(fake, GranuleExtents.defaults());
         for (Step step : steps) {
             if (arenas[step.stream()] != null) {
                 arenas[step.stream()].release();

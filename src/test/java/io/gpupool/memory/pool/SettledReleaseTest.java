@@ -25,7 +25,7 @@ class SettledReleaseTest {
     private final ModelStream second = new ModelStream(1);
 
     private static PoolConfig onMap() {
-        return PoolConfig.defaults().apply(PoolTuning.builder().budgetReclaim(BudgetReclaim.ON_MAP).build());
+        return GranuleExtents.defaults().apply(PoolTuning.builder().budgetReclaim(BudgetReclaim.ON_MAP).build());
     }
 
     /** One request on {@code stream}: its work queued on the arena, the host synchronises, the arena goes back. */
@@ -71,7 +71,7 @@ class SettledReleaseTest {
     @Test
     void aSettledBlockLeavesItsStreamWithoutAFenceAndAPlainOneUnderAFenceOfItsStream() {
         // lazy fences off: the plain release's fence is then recorded at the free, where the test can count it
-        PoolConfig eager = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(false);
+        PoolConfig eager = GranuleExtents.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(false);
         try (DevicePool pool = new DevicePool(source, eager)) {
             DeviceBlock settled = pool.allocate(8 * MIB, first);
             DeviceBlock plain = pool.allocate(8 * MIB, first);
@@ -90,7 +90,7 @@ class SettledReleaseTest {
 
     @Test
     void aCacheFlushedAfterItsStreamSynchronisedRecordsNoFenceThoughTheStreamIsBusyAgain() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, GranuleExtents.defaults())) {
             DeviceBlock block = pool.allocate(8 * MIB, first);
             first.enqueue();                                           // a kernel using the block
             block.release();                                           // freed while the kernel may still run
@@ -107,7 +107,7 @@ class SettledReleaseTest {
 
     @Test
     void aCacheFlushedBeforeTheSyncReturnedStillWaitsForTheWorkThatUsedItsMemory() {
-        try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
+        try (DevicePool pool = new DevicePool(source, GranuleExtents.defaults())) {
             DeviceBlock block = pool.allocate(8 * MIB, first);
             long using = first.enqueue();
             block.release();

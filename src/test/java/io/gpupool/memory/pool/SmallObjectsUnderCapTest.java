@@ -27,7 +27,7 @@ class SmallObjectsUnderCapTest {
     private final TestStream s1 = new TestStream(1);
 
     private static PoolConfig cappedAt(long cap, AllocatorMode mode) {
-        return PoolConfig.defaults().withMode(mode).apply(PoolTuning.builder().capBytes(cap).build());
+        return GranuleExtents.defaults().withMode(mode).apply(PoolTuning.builder().capBytes(cap).build());
     }
 
     @Test
