@@ -1,8 +1,9 @@
 package io.gpupool.memory;
 
 /**
- * MAPPED growth: which free blocks a reclaim for the mapped budget unmaps first. Both take the
- * largest blocks first (one unmap call frees the most); they differ within one block size.
+ * MAPPED growth: which free blocks a reclaim for the mapped budget unmaps first. All take the
+ * largest blocks first (one unmap call frees the most); they differ within one block size, and in
+ * whether the large chunks' blocks wait until the small chunks' are not enough.
  */
 public enum ReclaimOrder {
     /**
@@ -17,4 +18,12 @@ public enum ReclaimOrder {
      * docs/benchmarks.md ("Maps and unmaps").
      */
     COLDEST_IN_ORDER
+,
+    /**
+     * Free blocks of the small chunks first (largest first, then the highest address); those of the large
+     * chunks, where runs of 64 MiB and more live, only when the small chunks' are not enough. The runs of
+     * the largest requests stay mapped: they are the dearest to map again, and a map makes the request that
+     * needs it (the longest ones) longer still (docs/benchmarks.md, Part 3 "Reclaim order").
+     */
+    SMALL_CHUNKS_FIRST
 }

@@ -67,7 +67,7 @@ class TuningRequestTest {
         assertThat(tuned.reclaimHysteresis()).isZero();
         assertThatThrownBy(() -> TuningRequest.parse(fields("reclaimOrder", "oldest")))
                 .isInstanceOf(TuningException.class).hasMessageContaining("reclaimOrder")
-                .hasMessageContaining("[HIGHEST_ADDRESS, COLDEST_IN_ORDER]");
+                .hasMessageContaining("[HIGHEST_ADDRESS, COLDEST_IN_ORDER, SMALL_CHUNKS_FIRST]");
     }
 
     @Test

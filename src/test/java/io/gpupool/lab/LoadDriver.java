@@ -111,7 +111,7 @@ public final class LoadDriver {
     record Options(URI url, URI management, Workload.Mix mix, String model, int concurrency, double rate,
                    int maxOutstanding, Duration duration, long maxRequests, Duration warmup, double cancelShare,
                    Duration cancelDelay, Duration timeout, Duration drain, int variants, long seed, String label,
-                   Path jsonOut, Path html, boolean progress, boolean check) {
+                   Path jsonOut, Path html, boolean progress, boolean check, boolean allocationTrace) {
 
         Path htmlOut() {
             if (html != null) {
@@ -263,8 +263,12 @@ public final class LoadDriver {
         log.printf(Locale.ROOT, "[load] %s: %s for %d s%s%n", options.label(),
                 options.rate() > 0 ? "rate " + options.rate() + "/s" : "concurrency " + options.concurrency(),
                 options.duration().toSeconds(), options.maxRequests() < Long.MAX_VALUE ? " or " + options.maxRequests() + " requests" : "");
+        List<String> traced = options.allocationTrace() ? startAllocationTraces(report.get("pool_before")) : List.of();
         double elapsed = drive(workload, recorder, options.duration(), options.maxRequests(), options.progress(),
                 options.seed());
+        if (!traced.isEmpty()) {
+            report.set("allocation_traces", writeAllocationTraces(traced));
+        }
 
         report.set("pool_after", poolSummary());
         long drainStarted = System.nanoTime();
@@ -649,6 +653,81 @@ public final class LoadDriver {
         return node;
     }
 
+    // ---- allocation traces (--allocation-trace) ------------------------------------------------------
+
+    /** Starts the allocation trace of every device the pool summary names; answers the devices that record. */
+    private List<String> startAllocationTraces(JsonNode poolBefore) {
+        List<String> started = new ArrayList<>();
+        JsonNode devices = poolBefore == null ? null : poolBefore.get("devices");
+        if (devices == null || options.management() == null) {
+            return started;
+        }
+        for (String device : devices.propertyNames()) {
+            if (postRecording(device, true) == 200) {
+                started.add(device);
+            }
+        }
+        return started;
+    }
+
+    /**
+     * Stops the traces and writes each as CSV beside the report ({@code NAME-trace-DEVICE.csv}, the
+     * format of {@link io.gpupool.memory.trace.Trace}, for {@code TraceReplayMain --trace}); answers
+     * the files written per device.
+     */
+    private ObjectNode writeAllocationTraces(List<String> devices) {
+        ObjectNode files = JSON.createObjectNode();
+        Path json = options.jsonOut().toAbsolutePath();
+        String name = json.getFileName().toString().replaceFirst("\\.json$", "");
+        for (String device : devices) {
+            postRecording(device, false);
+            Path file = json.resolveSibling(name + "-trace-" + device.replace(':', '_') + ".csv");
+            try {
+                Files.createDirectories(file.getParent());
+                HttpResponse<Path> response = http.send(operator(HttpRequest.newBuilder(
+                                options.management().resolve("/actuator/gpupool/" + device + "/trace")))
+                        .timeout(Duration.ofSeconds(60)).GET().build(), HttpResponse.BodyHandlers.ofFile(file));
+                files.put(device, response.statusCode() == 200 ? file.getFileName().toString()
+                        : "GET answered " + response.statusCode());
+            } catch (IOException e) {
+                files.put(device, "GET failed: " + e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                files.put(device, "interrupted");
+            }
+        }
+        return files;
+    }
+
+    /**
+     * The operator's basic credential, from the variables the server reads (GPUPOOL_SECURITY_OPERATOR_PASSWORD,
+     * _USERNAME, default operator): the trace endpoints are operator-only, and a server the comparison starts
+     * inherits them.
+     */
+    private static HttpRequest.Builder operator(HttpRequest.Builder request) {
+        String password = System.getenv("GPUPOOL_SECURITY_OPERATOR_PASSWORD");
+        if (password == null || password.isEmpty()) {
+            return request;
+        }
+        String user = System.getenv().getOrDefault("GPUPOOL_SECURITY_OPERATOR_USERNAME", "operator");
+        return request.header("Authorization", "Basic " + java.util.Base64.getEncoder()
+                .encodeToString((user + ":" + password).getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    }
+
+    private int postRecording(String device, boolean recording) {
+        try {
+            return http.send(operator(HttpRequest.newBuilder(options.management().resolve("/actuator/gpupool/" + device + "/trace")))
+                    .timeout(Duration.ofSeconds(10)).header("Content-Type", "application/json")
+                    .POST(HttpRequest.BodyPublishers.ofString("{\"recording\": " + recording + "}")).build(),
+                    HttpResponse.BodyHandlers.discarding()).statusCode();
+        } catch (IOException e) {
+            return Recorder.TRANSPORT;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return Recorder.TRANSPORT;
+        }
+    }
+
     // ---- server reads -------------------------------------------------------------------------------
 
     private JsonNode getJson(URI uri) {
@@ -812,7 +891,7 @@ public final class LoadDriver {
             if (eq >= 0) {
                 value = key.substring(eq + 1);
                 key = key.substring(0, eq);
-            } else if (key.equals("quiet") || key.equals("check") || key.equals("help")) {
+            } else if (key.equals("quiet") || key.equals("check") || key.equals("help") || key.equals("allocation-trace")) {
                 value = "true";
             } else {
                 if (i + 1 >= args.length) {
@@ -869,7 +948,8 @@ public final class LoadDriver {
                 duration(v, "drain", "30s"), integer(v, "distinct", 256), Long.parseLong(take(v, "seed", "1")),
                 !label.isEmpty() ? label : !model.isEmpty() ? model : "bert=" + weights[0] + ",mlp=" + weights[1],
                 Path.of(take(v, "out", "target/load/load.json")), html.isEmpty() ? null : Path.of(html),
-                !Boolean.parseBoolean(take(v, "quiet", "false")), Boolean.parseBoolean(take(v, "check", "false")));
+                !Boolean.parseBoolean(take(v, "quiet", "false")), Boolean.parseBoolean(take(v, "check", "false")),
+                Boolean.parseBoolean(take(v, "allocation-trace", "false")));
         if (options.duration().isZero() || options.duration().isNegative()) {
             throw new IllegalArgumentException("--duration must be > 0");
         }

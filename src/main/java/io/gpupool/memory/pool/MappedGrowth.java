@@ -5,9 +5,11 @@ import io.gpupool.memory.BudgetReclaim;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.ReclaimOrder;
 import io.gpupool.memory.VirtualMemory;
 import io.gpupool.memory.metric.Peaks;
 
+import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
@@ -45,7 +47,8 @@ import java.util.function.Supplier;
  *       {@link BudgetReclaim#PERIODIC} the map goes ahead unless it would pass the cap, and
  *       {@link #maintain} unmaps down to the budget, leaving the local caches alone.</li>
  *   <li>Reclaim ({@link #reclaimMapped}, grow lock held) unmaps free blocks with mapped units, taken out of
- *       the lists ({@link ReclaimChoice}: large blocks first, then by {@link PoolConfig#reclaimOrder()}):
+ *       the lists ({@link ReclaimChoice}: large blocks first, then by {@link PoolConfig#reclaimOrder()}, which
+ *       may also leave the large chunks for last):
  *       first those without unfinished fences; where they are not enough, the local caches (the streams'
  *       reserves too) and empty slabs go back to the global level and it takes from those. A reclaim for
  *       the budget stops there (it never waits); trim and recovery then take fenced blocks too, waiting for
@@ -556,13 +559,32 @@ final class MappedGrowth extends Growth {
                 break;
             }
             long units = (excess + global.minBlock - 1) >>> global.unitShift;
-            unmapped += unmapTaken(global.buddy.takeFree(
-                    new ReclaimChoice(global.chunks, units, pass < 2, config.get().reclaimOrder())));
+            unmapped += unmapTaken(takeToReclaim(units, pass < 2, config.get().reclaimOrder()));
         }
         if (unmapped > 0) {
             stats.reclaims.increment();
         }
         return unmapped;
+    }
+
+    /**
+     * Takes free blocks with at least {@code units} mapped units (fewer if there are not so many) out of the
+     * lists in {@code order}; under {@link ReclaimOrder#SMALL_CHUNKS_FIRST} in two sweeps, the large chunks
+     * only in the second.
+     */
+    private long[] takeToReclaim(long units, boolean clearOnly, ReclaimOrder order) {
+        if (order != ReclaimOrder.SMALL_CHUNKS_FIRST) {
+            return global.buddy.takeFree(new ReclaimChoice(global.chunks, units, clearOnly, order));
+        }
+        ReclaimChoice small = new ReclaimChoice(global.chunks, units, clearOnly, order, true);
+        long[] taken = global.buddy.takeFree(small);
+        if (small.satisfied()) {
+            return taken;
+        }
+        long[] large = global.buddy.takeFree(new ReclaimChoice(global.chunks, units - small.gotUnits(), clearOnly, order));
+        long[] both = Arrays.copyOf(taken, taken.length + large.length);
+        System.arraycopy(large, 0, both, taken.length, large.length);
+        return both;
     }
 
     private long unmapTaken(long[] handles) {

@@ -33,9 +33,10 @@ import java.util.Arrays;
  *   <li>For k = top .. 0 while fewer than {@code wantUnits} mapped units are taken: {@link #arrange}
  *       order k's keys so that the last one is the first to take (sorted by key, or by stamp, newest
  *       first, then by key).</li>
- *   <li>From the last key down, {@link #take} a block if it lies in an address-space chunk, covers whole
- *       extents (only whole extents unmap), has mapped units and, with {@code clearOnly}, no unfinished
- *       fence (nobody waits to unmap it); count its mapped units.</li>
+ *   <li>From the last key down, {@link #take} a block if it lies in an address-space chunk (a small one
+ *       where large chunks are skipped), covers whole extents (only whole extents unmap), has mapped
+ *       units and, with {@code clearOnly}, no unfinished fence (nobody waits to unmap it); count its
+ *       mapped units.</li>
  * </ol>
  * One instance per reclaim; it holds the running count and a scratch array for the stamps.
  */
@@ -45,14 +46,26 @@ final class ReclaimChoice implements FreeBlockChooser {
     private final long wantUnits;
     private final boolean clearOnly;
     private final ReclaimOrder order;
+    /** Whether blocks of large chunks are passed over (the first sweep of {@link ReclaimOrder#SMALL_CHUNKS_FIRST}). */
+    private final boolean skipLargeChunks;
     private long gotUnits;
     private long[] stamps = new long[0];
 
     ReclaimChoice(ChunkTable chunks, long wantUnits, boolean clearOnly, ReclaimOrder order) {
+        this(chunks, wantUnits, clearOnly, order, false);
+    }
+
+    ReclaimChoice(ChunkTable chunks, long wantUnits, boolean clearOnly, ReclaimOrder order, boolean skipLargeChunks) {
         this.chunks = chunks;
         this.wantUnits = wantUnits;
         this.clearOnly = clearOnly;
         this.order = order;
+        this.skipLargeChunks = skipLargeChunks;
+    }
+
+    /** Mapped units in the blocks taken so far. */
+    long gotUnits() {
+        return gotUnits;
     }
 
     @Override
@@ -63,7 +76,7 @@ final class ReclaimChoice implements FreeBlockChooser {
     /** Step 1: sorts {@code keys[0, n)} so that the first block to take is the last one. */
     @Override
     public void arrange(long[] keys, int n, int k) {
-        if (order == ReclaimOrder.HIGHEST_ADDRESS) {
+        if (order != ReclaimOrder.COLDEST_IN_ORDER) {
             Arrays.sort(keys, 0, n);
             return;
         }
@@ -82,7 +95,7 @@ final class ReclaimChoice implements FreeBlockChooser {
         long size = 1L << k;
         Chunk chunk = chunks.get(Handles.keyChunk(key));
         long offset = Handles.keyOffset(key);
-        if (!chunk.isAddressSpace() || size < chunk.extentUnits
+        if (!chunk.isAddressSpace() || size < chunk.extentUnits || (skipLargeChunks && chunk.large)
                 || (clearOnly && chunk.fencesPending(offset, size))) {
             return false;
         }
