@@ -77,6 +77,66 @@ class ReclaimOrderTest {
                 .containsExactly(true, true, false, false, false, false);
     }
 
+    /**
+     * A large request's 64 MiB run (a large chunk) and four 8 MiB blocks of small chunks lie free beside nine
+     * live 8 MiB blocks; with a slack of 1 the budget is twice the live bytes (144 MiB), 24 MiB under the
+     * reserved 168: answers whether the large run and each small free block stayed mapped after the reclaim.
+     */
+    private boolean[] mappedAfterReclaimBesideALargeRun(ReclaimOrder order) {
+        PoolConfig config = PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY)
+                .apply(PoolTuning.builder().releaseIdleAge(Duration.ZERO).mappedSlack(1.0).reclaimOrder(order).build());
+        try (DevicePool pool = new DevicePool(source, config)) {
+            DeviceBlock large = pool.allocate(64 * MIB, stream);
+            List<DeviceBlock> small = new ArrayList<>();
+            for (int i = 0; i < 13; i++) {
+                small.add(pool.allocate(8 * MIB, stream));
+            }
+            large.release();
+            for (int i = 0; i < 8; i += 2) {
+                small.get(i).release();                             // free buddies stay apart: no merge
+            }
+            assertThat(pool.metrics().reservedBytes()).isEqualTo(168 * MIB);
+            pool.maintain();
+            assertThat(pool.metrics().reservedBytes()).as("at most the budget").isLessThanOrEqualTo(144 * MIB);
+            boolean[] mapped = new boolean[5];
+            mapped[0] = source.mapped(large.address(), 64 * MIB);
+            for (int i = 0; i < 4; i++) {
+                mapped[i + 1] = source.mapped(small.get(2 * i).address(), 8 * MIB);
+            }
+            for (int i = 1; i < 13; i += 2) {
+                small.get(i).release();
+            }
+            small.get(8).release();
+            small.get(10).release();
+            small.get(12).release();
+            return mapped;
+        }
+    }
+
+    @Test
+    void smallChunksFirstKeepsALargeRequestsFreeRunMappedWhileSmallFreeBlocksCoverTheExcess() {
+        boolean[] mapped = mappedAfterReclaimBesideALargeRun(ReclaimOrder.SMALL_CHUNKS_FIRST);
+        assertThat(mapped[0]).as("the large run stays mapped").isTrue();
+        assertThat(count(mapped, 1, false)).as("three 8 MiB small blocks cover the 24 MiB").isEqualTo(3);
+    }
+
+    @Test
+    void theOtherOrdersUnmapTheLargeRunFirst() {
+        for (ReclaimOrder order : List.of(ReclaimOrder.HIGHEST_ADDRESS, ReclaimOrder.COLDEST_IN_ORDER)) {
+            boolean[] mapped = mappedAfterReclaimBesideALargeRun(order);
+            assertThat(mapped[0]).as(order + ": the largest block goes first").isFalse();
+            assertThat(count(mapped, 1, false)).as(order + ": no small block needed").isZero();
+        }
+    }
+
+    private static int count(boolean[] values, int from, boolean value) {
+        int n = 0;
+        for (int i = from; i < values.length; i++) {
+            n += values[i] == value ? 1 : 0;
+        }
+        return n;
+    }
+
     @Test
     void theOrderAndTheHysteresisAreTunedAtRuntimeAndValidated() {
         try (DevicePool pool = new DevicePool(source, PoolConfig.defaults())) {
