@@ -137,11 +137,10 @@ public class GpuPoolProperties {
         private boolean waitBeyondBudget = true;
 
         /**
-         * MAPPED growth: which free blocks of one size a reclaim for the budget unmaps first: HIGHEST_ADDRESS
-         * (the default) or COLDEST_IN_ORDER (freed longest ago first, so the blocks the next layers ask for
-         * stay mapped).
+         * MAPPED growth: which free blocks a reclaim for the budget unmaps first: SMALL_CHUNKS_FIRST (the
+         * default: the large chunks' free runs last), HIGHEST_ADDRESS or COLDEST_IN_ORDER (within one size).
          */
-        private ReclaimOrder reclaimOrder = ReclaimOrder.HIGHEST_ADDRESS;
+        private ReclaimOrder reclaimOrder = ReclaimOrder.SMALL_CHUNKS_FIRST;
 
         /**
          * MAPPED growth: where free mapped memory above the budget goes back: ON_MAP (the allocation that

@@ -61,10 +61,11 @@ public final class ReplayStrategies {
 
     /**
      * The pool as the server's application.yml sets it: {@link PoolConfig#waitBeyondBudget()} and
-     * {@link BudgetReclaim#ON_MAP}.
+     * {@link BudgetReclaim#ON_MAP}, {@link ReclaimOrder#SMALL_CHUNKS_FIRST}.
      */
     public static PoolConfig server() {
-        return PoolConfig.defaults().withWaitBeyondBudget(true).withBudgetReclaim(BudgetReclaim.ON_MAP);
+        return PoolConfig.defaults().withWaitBeyondBudget(true).withBudgetReclaim(BudgetReclaim.ON_MAP)
+                .withReclaim(ReclaimOrder.SMALL_CHUNKS_FIRST, PoolConfig.DEFAULT_RECLAIM_HYSTERESIS);
     }
 
     /** The defaults before ON_DEMAND: LAZY growth doubling 256 MiB to 1 GiB, 256 MiB maximum block. */
