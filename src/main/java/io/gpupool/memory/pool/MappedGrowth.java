@@ -5,11 +5,9 @@ import io.gpupool.memory.BudgetReclaim;
 import io.gpupool.memory.GrowthPolicy;
 import io.gpupool.memory.OutOfDeviceMemoryException;
 import io.gpupool.memory.PoolConfig;
-import io.gpupool.memory.ReclaimOrder;
 import io.gpupool.memory.VirtualMemory;
 import io.gpupool.memory.metric.Peaks;
 
-import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
@@ -29,7 +27,7 @@ import java.util.function.Supplier;
  *       a map costs host time only; so: a fully mapped block the stream need not wait for, the same
  *       after merging, [near the limit: a fenced mapped block], the block with the most mapped units
  *       the stream need not wait for, any block it need not wait for, a fenced mapped block, the
- *       block with the most mapped units. Near the limit (the cap, or with
+ *       block with the most mapped units ({@link MostMappedChoice}). Near the limit (the cap, or with
  *       {@link PoolConfig#waitBeyondBudget()} the budget) a map would set off a reclaim or the
  *       staged recovery, so the fenced mapped block comes first there.</li>
  *   <li>Map ({@link #afterTake}): walk the chunk's bitmap and map each unmapped stretch of the run
@@ -132,7 +130,7 @@ final class MappedGrowth extends Growth {
                 handle = buddy.allocate(units, null, true);        // no room to map: a wait beats a recovery
             }
             if (handle < 0 && units > 1) {
-                handle = allocateMostMapped(units, stream);  // B need not wait; the least to map
+                handle = MostMappedChoice.take(global, units, stream);  // B need not wait; the least to map
             }
             if (handle < 0) {
                 handle = buddy.allocate(units, stream);            // B need not wait; map all of it
@@ -141,52 +139,13 @@ final class MappedGrowth extends Growth {
                 handle = buddy.allocate(units, null, true);        // mapped, B waits
             }
             if (handle < 0 && units > 1) {
-                handle = allocateMostMapped(units, null);    // the fewest bytes to map
+                handle = MostMappedChoice.take(global, units, null);    // the fewest bytes to map
             }
         }
         if (handle < 0 && units <= global.maxUnits) {
             handle = buddy.allocate(units, stream);
         }
         return handle;
-    }
-
-    /**
-     * For a run no fully mapped block can serve: the free block (any order that holds the run) whose
-     * first {@code units} units have the most mapped units, so the fewest bytes need mapping; ties go
-     * to the lowest key. Candidates come from a racy read of the lists, the winner is taken under its
-     * order lock if it is still there (else -1; the caller falls back). With {@code clearFor}, only
-     * among blocks whose first {@code units} units would not make that stream wait on another stream.
-     */
-    private long allocateMostMapped(int units, AllocationStream clearFor) {
-        BuddyLevel buddy = global.buddy;
-        long bestKey = -1;
-        int bestOrder = -1;
-        long bestMapped = 0;
-        for (int j = BuddyLevel.ceilLog2(units); j <= buddy.topOrder(); j++) {
-            int n = buddy.freeSlotsUnlocked(j);
-            for (int i = 0; i < n; i++) {
-                long key = buddy.freeKeyUnlocked(j, i);
-                Chunk chunk = key < 0 ? null : global.chunks.get(Handles.keyChunk(key));
-                if (chunk == null || !chunk.isAddressSpace() || !buddy.servesRun(chunk, units)) {
-                    continue;
-                }
-                long offset = Handles.keyOffset(key);
-                long mapped;
-                synchronized (chunk.mapped) {
-                    mapped = chunk.countMapped(offset, offset + units);
-                }
-                boolean better = mapped > bestMapped || (mapped == bestMapped && mapped > 0 && key < bestKey);
-                if (better && clearFor != null && chunk.fencesBlock(offset, units, clearFor)) {
-                    continue;                                       // asked only for blocks it need not wait for
-                }
-                if (better) {
-                    bestKey = key;
-                    bestOrder = j;
-                    bestMapped = mapped;
-                }
-            }
-        }
-        return bestKey < 0 ? -1 : buddy.take(bestOrder, bestKey, units);
     }
 
     @Override
@@ -559,32 +518,12 @@ final class MappedGrowth extends Growth {
                 break;
             }
             long units = (excess + global.minBlock - 1) >>> global.unitShift;
-            unmapped += unmapTaken(takeToReclaim(units, pass < 2, config.get().reclaimOrder()));
+            unmapped += unmapTaken(ReclaimChoice.takeFree(global, units, pass < 2, config.get().reclaimOrder()));
         }
         if (unmapped > 0) {
             stats.reclaims.increment();
         }
         return unmapped;
-    }
-
-    /**
-     * Takes free blocks with at least {@code units} mapped units (fewer if there are not so many) out of the
-     * lists in {@code order}; under {@link ReclaimOrder#SMALL_CHUNKS_FIRST} in two sweeps, the large chunks
-     * only in the second.
-     */
-    private long[] takeToReclaim(long units, boolean clearOnly, ReclaimOrder order) {
-        if (order != ReclaimOrder.SMALL_CHUNKS_FIRST) {
-            return global.buddy.takeFree(new ReclaimChoice(global.chunks, units, clearOnly, order));
-        }
-        ReclaimChoice small = new ReclaimChoice(global.chunks, units, clearOnly, order, true);
-        long[] taken = global.buddy.takeFree(small);
-        if (small.satisfied()) {
-            return taken;
-        }
-        long[] large = global.buddy.takeFree(new ReclaimChoice(global.chunks, units - small.gotUnits(), clearOnly, order));
-        long[] both = Arrays.copyOf(taken, taken.length + large.length);
-        System.arraycopy(large, 0, both, taken.length, large.length);
-        return both;
     }
 
     private long unmapTaken(long[] handles) {

@@ -63,9 +63,24 @@ final class ReclaimChoice implements FreeBlockChooser {
         this.skipLargeChunks = skipLargeChunks;
     }
 
-    /** Mapped units in the blocks taken so far. */
-    long gotUnits() {
-        return gotUnits;
+    /**
+     * Takes free blocks with at least {@code units} mapped units (fewer if there are not so many) out of the
+     * global level's lists in {@code order}; under {@link ReclaimOrder#SMALL_CHUNKS_FIRST} in two sweeps, the
+     * large chunks only in the second. The blocks count as live until the caller frees them.
+     */
+    static long[] takeFree(GlobalLevel global, long units, boolean clearOnly, ReclaimOrder order) {
+        if (order != ReclaimOrder.SMALL_CHUNKS_FIRST) {
+            return global.buddy.takeFree(new ReclaimChoice(global.chunks, units, clearOnly, order));
+        }
+        ReclaimChoice small = new ReclaimChoice(global.chunks, units, clearOnly, order, true);
+        long[] taken = global.buddy.takeFree(small);
+        if (small.satisfied()) {
+            return taken;
+        }
+        long[] large = global.buddy.takeFree(new ReclaimChoice(global.chunks, units - small.gotUnits, clearOnly, order));
+        long[] both = Arrays.copyOf(taken, taken.length + large.length);
+        System.arraycopy(large, 0, both, taken.length, large.length);
+        return both;
     }
 
     @Override
