@@ -126,6 +126,12 @@ class GpuPoolConfigurationTest {
         runner.withPropertyValues("gpupool.memory.mapped-slack=2")
                 .run(context -> assertThat(context).getFailure().rootCause()
                         .hasMessage("gpupool.memory.mapped-slack = 2.0 is invalid; allowed: [0, 1]"));
+        runner.withPropertyValues("gpupool.memory.mapped-extent-bytes=3MB")
+                .run(context -> assertThat(context).getFailure().rootCause()
+                        .hasMessage("gpupool.memory.mapped-extent-bytes = 3145728 is invalid; allowed: a power of two"
+                                + " in [2097152, 16777216]"));
+        runner.withPropertyValues("gpupool.memory.min-block-bytes=32MB")     // the default extent follows the block
+                .run(context -> assertThat(context).hasNotFailed());
     }
 
     @Test
