@@ -111,7 +111,8 @@ public final class LoadDriver {
     record Options(URI url, URI management, Workload.Mix mix, String model, int concurrency, double rate,
                    int maxOutstanding, Duration duration, long maxRequests, Duration warmup, double cancelShare,
                    Duration cancelDelay, Duration timeout, Duration drain, int variants, long seed, String label,
-                   Path jsonOut, Path html, boolean progress, boolean check, boolean allocationTrace) {
+                   Path jsonOut, Path html, boolean progress, boolean check, boolean allocationTrace,
+                   Duration trimEvery) {
 
         Path htmlOut() {
             if (html != null) {
@@ -210,6 +211,12 @@ public final class LoadDriver {
             if (readyAfter != 200) {
                 failed.add("/v2/health/ready answered " + readyAfter + " after the run (expected 200)");
             }
+            JsonNode trims = report.path("operator_trims");
+            for (String status : trims.propertyNames()) {
+                if (!status.equals("200")) {
+                    failed.add(trims.get(status).asLong() + " operator trims answered " + status + " (expected 200)");
+                }
+            }
             return failed;
         }
 
@@ -264,8 +271,23 @@ public final class LoadDriver {
                 options.rate() > 0 ? "rate " + options.rate() + "/s" : "concurrency " + options.concurrency(),
                 options.duration().toSeconds(), options.maxRequests() < Long.MAX_VALUE ? " or " + options.maxRequests() + " requests" : "");
         List<String> traced = options.allocationTrace() ? startAllocationTraces(report.get("pool_before")) : List.of();
-        double elapsed = drive(workload, recorder, options.duration(), options.maxRequests(), options.progress(),
-                options.seed());
+        Map<Integer, LongAdder> trims = new ConcurrentHashMap<>();
+        Thread trimmer = options.trimEvery().isZero() ? null : Thread.ofVirtual().name("load-trims").start(() -> trimUntilInterrupted(trims));
+        double elapsed;
+        try {
+            elapsed = drive(workload, recorder, options.duration(), options.maxRequests(), options.progress(),
+                    options.seed());
+        } finally {
+            if (trimmer != null) {
+                trimmer.interrupt();
+                trimmer.join();
+            }
+        }
+        if (trimmer != null) {
+            ObjectNode trimNode = JSON.createObjectNode();
+            trims.forEach((status, count) -> trimNode.put(String.valueOf(status), count.sum()));
+            report.set("operator_trims", trimNode);
+        }
         if (!traced.isEmpty()) {
             report.set("allocation_traces", writeAllocationTraces(traced));
         }
@@ -653,6 +675,33 @@ public final class LoadDriver {
         return node;
     }
 
+    // ---- operator trims (--trim-every) --------------------------------------------------------------
+
+    /**
+     * Every {@link Options#trimEvery()} until interrupted, an operator trim of every device
+     * ({@code DELETE /actuator/gpupool}), counted by status: the pool gives its free memory back and must
+     * go to the device again, where a soak's faults are injected.
+     */
+    private void trimUntilInterrupted(Map<Integer, LongAdder> statuses) {
+        while (!Thread.currentThread().isInterrupted()) {
+            try {
+                Thread.sleep(options.trimEvery());
+            } catch (InterruptedException e) {
+                return;
+            }
+            int status;
+            try {
+                status = http.send(operator(HttpRequest.newBuilder(options.management().resolve("/actuator/gpupool")))
+                        .timeout(Duration.ofSeconds(10)).DELETE().build(), HttpResponse.BodyHandlers.discarding()).statusCode();
+            } catch (IOException e) {
+                status = Recorder.TRANSPORT;
+            } catch (InterruptedException e) {
+                return;
+            }
+            statuses.computeIfAbsent(status, k -> new LongAdder()).increment();
+        }
+    }
+
     // ---- allocation traces (--allocation-trace) ------------------------------------------------------
 
     /** Starts the allocation trace of every device the pool summary names; answers the devices that record. */
@@ -949,7 +998,13 @@ public final class LoadDriver {
                 !label.isEmpty() ? label : !model.isEmpty() ? model : "bert=" + weights[0] + ",mlp=" + weights[1],
                 Path.of(take(v, "out", "target/load/load.json")), html.isEmpty() ? null : Path.of(html),
                 !Boolean.parseBoolean(take(v, "quiet", "false")), Boolean.parseBoolean(take(v, "check", "false")),
-                Boolean.parseBoolean(take(v, "allocation-trace", "false")));
+                Boolean.parseBoolean(take(v, "allocation-trace", "false")), duration(v, "trim-every", "0s"));
+        if (options.trimEvery().isNegative() || (!options.trimEvery().isZero() && options.trimEvery().toMillis() < 10)) {
+            throw new IllegalArgumentException("--trim-every must be 0 (off) or at least 10ms, got " + options.trimEvery());
+        }
+        if (!options.trimEvery().isZero() && options.management() == null) {
+            throw new IllegalArgumentException("--trim-every needs the management URL (--actuator), not none");
+        }
         if (options.duration().isZero() || options.duration().isNegative()) {
             throw new IllegalArgumentException("--duration must be > 0");
         }
