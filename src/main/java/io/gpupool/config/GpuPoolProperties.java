@@ -123,8 +123,8 @@ public class GpuPoolProperties {
 
         /**
          * MAPPED growth: the size of each physical allocation under runs below 64 MiB (the driver charges a
-         * map and an unmap per allocation); a power of two from the minimum block to 16 MiB. Unset: 8 MiB,
-         * or the minimum block if larger.
+         * map and an unmap per allocation); a power of two from the minimum block to 16 MiB (and at most the
+         * largest block). Unset: 8 MiB brought into that range.
          */
         private DataSize mappedExtentBytes;
 

@@ -38,10 +38,18 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
         }
     }
 
-    /** The configured extent, or the default raised to the minimum block (a smaller one cannot map). */
+    /**
+     * The configured extent, or the default brought into the block range (at least the minimum block, which is
+     * the smallest thing that maps; at most the largest block and 16 MiB), so that a block range of its own
+     * needs no extent of its own.
+     */
     private static long mappedExtentBytes(GpuPoolProperties.Memory memory) {
-        return memory.getMappedExtentBytes() != null ? bytes(memory.getMappedExtentBytes())
-                : Math.max(PoolConfig.DEFAULT_MAPPED_EXTENT_BYTES, bytes(memory.getMinBlockBytes()));
+        if (memory.getMappedExtentBytes() != null) {
+            return bytes(memory.getMappedExtentBytes());
+        }
+        long minBlock = bytes(memory.getMinBlockBytes());
+        return Math.clamp(PoolConfig.DEFAULT_MAPPED_EXTENT_BYTES, minBlock,
+                PoolConfig.maxMappedExtent(minBlock, bytes(memory.getMaxBlockBytes())));
     }
 
     static MemorySettings of(GpuPoolProperties.Memory memory) {

@@ -137,7 +137,7 @@ public record PoolConfig(
         Objects.requireNonNull(localIdleAge, "localIdleAge must not be null");
         Objects.requireNonNull(releaseIdleAge, "releaseIdleAge must not be null");
         Objects.requireNonNull(budgetReclaim, "budgetReclaim must not be null (allowed: ON_MAP, PERIODIC)");
-        Objects.requireNonNull(reclaimOrder, "reclaimOrder must not be null (allowed: HIGHEST_ADDRESS, COLDEST_IN_ORDER)");
+        Objects.requireNonNull(reclaimOrder, "reclaimOrder must not be null (allowed: HIGHEST_ADDRESS, COLDEST_IN_ORDER, SMALL_CHUNKS_FIRST)");
         if (mode != AllocatorMode.TWO_LEVEL && mode != AllocatorMode.GLOBAL_ONLY) {
             throw invalid("mode", mode, "TWO_LEVEL or GLOBAL_ONLY (other modes are separate allocators)");
         }

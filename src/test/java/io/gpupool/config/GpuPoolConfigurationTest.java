@@ -130,7 +130,9 @@ class GpuPoolConfigurationTest {
                 .run(context -> assertThat(context).getFailure().rootCause()
                         .hasMessage("gpupool.memory.mapped-extent-bytes = 3145728 is invalid; allowed: a power of two"
                                 + " in [2097152, 16777216]"));
-        runner.withPropertyValues("gpupool.memory.min-block-bytes=32MB")     // the default extent follows the block
+        runner.withPropertyValues("gpupool.memory.min-block-bytes=32MB")     // the default extent follows the blocks
+                .run(context -> assertThat(context).hasNotFailed());
+        runner.withPropertyValues("gpupool.memory.max-block-bytes=4MB")
                 .run(context -> assertThat(context).hasNotFailed());
     }
 
