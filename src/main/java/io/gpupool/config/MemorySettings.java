@@ -47,9 +47,8 @@ public record MemorySettings(AllocatorMode mode, PoolConfig pool, double faultPr
         if (memory.getMappedExtentBytes() != null) {
             return bytes(memory.getMappedExtentBytes());
         }
-        long minBlock = bytes(memory.getMinBlockBytes());
-        return Math.clamp(PoolConfig.DEFAULT_MAPPED_EXTENT_BYTES, minBlock,
-                PoolConfig.maxMappedExtent(minBlock, bytes(memory.getMaxBlockBytes())));
+        return PoolConfig.mappedExtentWithin(PoolConfig.DEFAULT_MAPPED_EXTENT_BYTES, bytes(memory.getMinBlockBytes()),
+                bytes(memory.getMaxBlockBytes()));
     }
 
     static MemorySettings of(GpuPoolProperties.Memory memory) {

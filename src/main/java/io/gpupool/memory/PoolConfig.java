@@ -200,6 +200,11 @@ public record PoolConfig(
         return Math.max(minBlockBytes, Math.min(maxBlockBytes, MAX_MAPPED_EXTENT_BYTES));
     }
 
+    /** {@code extentBytes} brought into the range a block range allows: [minBlockBytes, {@link #maxMappedExtent}]. */
+    public static long mappedExtentWithin(long extentBytes, long minBlockBytes, long maxBlockBytes) {
+        return Math.clamp(extentBytes, minBlockBytes, maxMappedExtent(minBlockBytes, maxBlockBytes));
+    }
+
     /** The cap in bytes for a source of the given capacity, rounded down to a multiple of minBlockBytes. */
     public long effectiveCapBytes(long sourceCapacityBytes) {
         long cap = capBytes != 0 ? capBytes : (long) Math.floor(capFraction * (double) sourceCapacityBytes);
@@ -245,8 +250,7 @@ public record PoolConfig(
             c.minBlockBytes = newMinBlockBytes;
             c.maxBlockBytes = newMaxBlockBytes;
             c.growthStepBytes = Math.max(growthStepBytes, newMaxBlockBytes);
-            c.mappedExtentBytes = Math.clamp(mappedExtentBytes, newMinBlockBytes,
-                    maxMappedExtent(newMinBlockBytes, newMaxBlockBytes));
+            c.mappedExtentBytes = mappedExtentWithin(mappedExtentBytes, newMinBlockBytes, newMaxBlockBytes);
             c.maxGrowthStepBytes = Math.max(maxGrowthStepBytes, c.growthStepBytes);
         });
     }

@@ -17,8 +17,7 @@ public enum ReclaimOrder {
      * with {@link PoolConfig#waitBeyondBudget()} and a {@link PoolConfig#reclaimHysteresis()} of 0 in
      * docs/benchmarks.md ("Maps and unmaps").
      */
-    COLDEST_IN_ORDER
-,
+    COLDEST_IN_ORDER,
     /**
      * Free blocks of the small chunks first (largest first, then the highest address); those of the large
      * chunks, where runs of 64 MiB and more live, only when the small chunks' are not enough. The runs of

@@ -57,7 +57,7 @@ public final class AllocatorComparison {
             int eq = key.indexOf('=');
             if (eq >= 0) {
                 values.put(key.substring(0, eq), key.substring(eq + 1));
-            } else if (key.equals("quiet") || key.equals("check") || key.equals("allocation-trace")) {
+            } else if (LoadDriver.isFlag(key)) {
                 values.put(key, "true");
             } else {
                 values.put(key, args[++i]);

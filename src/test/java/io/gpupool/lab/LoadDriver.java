@@ -927,6 +927,11 @@ public final class LoadDriver {
         }
     }
 
+    /** Whether {@code --key} stands alone (true when given) rather than taking the next argument as its value. */
+    static boolean isFlag(String key) {
+        return key.equals("quiet") || key.equals("check") || key.equals("allocation-trace");
+    }
+
     static Options parse(String... args) {
         Map<String, String> values = new LinkedHashMap<>();
         for (int i = 0; i < args.length; i++) {
@@ -940,7 +945,7 @@ public final class LoadDriver {
             if (eq >= 0) {
                 value = key.substring(eq + 1);
                 key = key.substring(0, eq);
-            } else if (key.equals("quiet") || key.equals("check") || key.equals("help") || key.equals("allocation-trace")) {
+            } else if (key.equals("help") || isFlag(key)) {
                 value = "true";
             } else {
                 if (i + 1 >= args.length) {
