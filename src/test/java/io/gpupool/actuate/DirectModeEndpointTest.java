@@ -1,5 +1,7 @@
 package io.gpupool.actuate;
 
+import io.gpupool.WebTestClients;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -64,7 +66,7 @@ class DirectModeEndpointTest {
 
     @BeforeEach
     void client() {
-        management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build();
+        management = WebTestClients.to("http://localhost:" + managementPort + "/actuator");
     }
 
     @Test

@@ -1,5 +1,7 @@
 package io.gpupool.actuate;
 
+import io.gpupool.WebTestClients;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.Map;
@@ -49,7 +51,7 @@ class GpuPoolEndpointWebTests {
         cuda0.reset();
         cuda1.reset();
         modelsWarmedUp.set(true);
-        management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build();
+        management = WebTestClients.to("http://localhost:" + managementPort + "/actuator");
     }
 
     WebTestClient.RequestBodySpec operatorPost(String uri) {
@@ -290,13 +292,13 @@ class GpuPoolEndpointWebTests {
         management.get().uri("/env").headers(h -> h.setBasicAuth("operator", "s3cret")).exchange()
                 .expectStatus().isForbidden();
         management.get().uri("/beans").exchange().expectStatus().isUnauthorized();
-        WebTestClient root = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort).build();
+        WebTestClient root = WebTestClients.to("http://localhost:" + managementPort);
         root.get().uri("/anything").exchange().expectStatus().isUnauthorized();
     }
 
     @Test
     void theApplicationPortStaysOpenWithoutCredentialOrCsrfToken() {
-        WebTestClient app = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + serverPort).build();
+        WebTestClient app = WebTestClients.to("http://localhost:" + serverPort);
         app.post().uri("/v2/models/none/infer").contentType(MediaType.APPLICATION_JSON).bodyValue("{}").exchange()
                 .expectStatus().isNotFound();
         app.get().uri("/actuator/gpupool").exchange().expectStatus().isNotFound();

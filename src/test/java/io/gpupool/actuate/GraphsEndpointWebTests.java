@@ -1,5 +1,7 @@
 package io.gpupool.actuate;
 
+import io.gpupool.WebTestClients;
+
 import io.gpupool.model.graph.GraphLimits;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -36,7 +38,7 @@ class GraphsEndpointWebTests {
     void client() {
         graphs.reset();
         cuda0.reset();
-        management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build();
+        management = WebTestClients.to("http://localhost:" + managementPort + "/actuator");
     }
 
     private WebTestClient.RequestHeadersSpec<?> tune(String device, Map<String, Object> body) {

@@ -4,6 +4,7 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import io.gpupool.actuate.security.OperatorSecurityConfiguration;
+import io.gpupool.config.HttpServerLimits;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -12,12 +13,14 @@ import org.springframework.context.annotation.Import;
 
 /**
  * The operations layer alone (actuator, security, meters) over two fake pools, without backends,
- * models or serving: what the endpoint and security tests start. Run by hand with
+ * models or serving: what the endpoint and security tests start. Its servers get the production
+ * server's limits and pipeline ({@link HttpServerLimits}): a kept-alive connection otherwise stalls now
+ * and then (reactor-netty stops reading it after an exchange) and the tests would time out. Run by hand with
  * {@code ./mvnw spring-boot:test-run -Dspring-boot.run.main-class=io.gpupool.actuate.OperationsTestApplication}.
  */
 @SpringBootConfiguration
 @EnableAutoConfiguration
-@Import({OperationsConfiguration.class, OperatorSecurityConfiguration.class})
+@Import({OperationsConfiguration.class, OperatorSecurityConfiguration.class, HttpServerLimits.class})
 class OperationsTestApplication {
 
     /** Serves the actuator and dashboard over the fake pools, for working on the page by hand. */

@@ -1,5 +1,7 @@
 package io.gpupool.actuate;
 
+import io.gpupool.WebTestClients;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpupool.actuate.security.LoginThrottle;
@@ -33,7 +35,7 @@ class OperatorAccessWebTests {
     @BeforeEach
     void client() {
         throttle.succeeded("127.0.0.1");
-        management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build();
+        management = WebTestClients.to("http://localhost:" + managementPort + "/actuator");
     }
 
     @Test

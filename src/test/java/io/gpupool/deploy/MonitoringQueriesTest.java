@@ -1,5 +1,7 @@
 package io.gpupool.deploy;
 
+import io.gpupool.WebTestClients;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.IOException;
@@ -111,8 +113,7 @@ class MonitoringQueriesTest {
             assertThat(System.nanoTime()).as("warm-up finished within 120 s").isLessThan(deadline);
             Thread.sleep(20);
         }
-        WebTestClient api = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + serverPort)
-                .responseTimeout(TIMEOUT).build();
+        WebTestClient api = WebTestClients.to("http://localhost:" + serverPort, TIMEOUT);
         for (int i = 0; i < 3; i++) {
             infer(api, "iris-mlp", """
                     {"inputs": [{"name": "input", "shape": [2, 4], "datatype": "FP32",
@@ -124,8 +125,7 @@ class MonitoringQueriesTest {
         infer(api, "iris-mlp", "{\"inputs\": [").expectStatus().isBadRequest();
         infer(api, "no-such-model", "{\"inputs\": []}").expectStatus().isNotFound();
 
-        String body = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort)
-                .responseTimeout(TIMEOUT).build()
+        String body = WebTestClients.to("http://localhost:" + managementPort, TIMEOUT)
                 .get().uri("/actuator/prometheus").exchange()
                 .expectStatus().isOk().expectBody(String.class).returnResult().getResponseBody();
         scraped = parseExposition(body);

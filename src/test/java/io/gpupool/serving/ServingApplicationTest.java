@@ -1,5 +1,7 @@
 package io.gpupool.serving;
 
+import io.gpupool.WebTestClients;
+
 import io.gpupool.GpuPoolApplication;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -214,7 +216,7 @@ class ServingApplicationTest {
                           "data": [5.1, 3.5, 1.4, 0.2, 6.7, 3.0, 5.2, 2.3, 5.9, 3.0, 4.2, 1.5]}]}""")
                 .exchange().expectStatus().isOk();
 
-        WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort + "/actuator").build()
+        WebTestClients.to("http://localhost:" + managementPort + "/actuator")
                 .get().uri("/gpupool").exchange().expectStatus().isOk().expectBody()
                 .jsonPath("$.batching['iris-mlp'].layout").isEqualTo("packed")
                 .jsonPath("$.batching['iris-mlp'].maxRequests").isEqualTo(64)              // models/iris-mlp/config.json
@@ -245,7 +247,7 @@ class ServingApplicationTest {
                 .expectHeader().doesNotExist("Set-Cookie");                         // stateless: no session
         client.get().uri("/v2").exchange().expectStatus().isOk();
 
-        WebTestClient management = WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort).build();
+        WebTestClient management = WebTestClients.to("http://localhost:" + managementPort);
         management.delete().uri("/actuator/gpupool").exchange().expectStatus().isUnauthorized();
         management.post().uri("/actuator/gpupool").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue(Map.of("recording", true)).exchange().expectStatus().isUnauthorized();
@@ -262,7 +264,7 @@ class ServingApplicationTest {
         for (int i = 0; i < 3; i++) {
             client.get().uri("/v2/health/ready").exchange().expectStatus().isOk();
         }
-        WebTestClient.bindToServer().responseTimeout(java.time.Duration.ofSeconds(30)).baseUrl("http://localhost:" + managementPort).build()
+        WebTestClients.to("http://localhost:" + managementPort)
                 .get().uri("/actuator/health").exchange().expectStatus().isOk();
 
         long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
