@@ -52,6 +52,7 @@ import java.util.function.Supplier;
  * Each row also reports {@code eventsCreated}, the events its stream created during the row, next to
  * {@code pairs}: with recycling it stays near zero, without it equals the number of fences.
  * {@code pool-global-only-lazy-fences} is global-only with the default lazy fences (no driver call per free).
+ * {@code pool-repeat} is the {@code pool} row again, measured last.
  *
  * <p>Run from the GPU bundle: {@code ./run-gpu-tests.sh --main io.gpupool.backend.cuda.AllocBench out.json}
  */
@@ -97,6 +98,9 @@ public final class AllocBench {
         // last, so that the rows before it run on the code they always ran on
         allocators.put("pool-global-only-lazy-fences", new Variant(() -> new DevicePool(device.plainChunkSource(),
                 PoolConfig.defaults().withMode(AllocatorMode.GLOBAL_ONLY).withLazyFences(true)), streams));
+        // the first row's pool once more, after every other: a difference between the two is the order's (the JIT
+        // and its type profiles), not the pool's; pool-expandable, with the same local level, is its other witness
+        allocators.put("pool-repeat", allocators.get("pool"));
 
         StringBuilder json = new StringBuilder();
         json.append("{\n  \"device\": \"").append(device.name()).append("\",\n");
