@@ -4,10 +4,12 @@ import java.time.Duration;
 
 import org.springframework.core.io.buffer.DataBuffer;
 import org.springframework.core.io.buffer.DataBufferUtils;
+import org.springframework.core.io.buffer.DefaultDataBufferFactory;
 import org.springframework.test.web.reactive.server.WebTestClient;
 import org.springframework.web.reactive.function.client.ClientResponse;
 import org.springframework.web.reactive.function.client.ExchangeFilterFunction;
 import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
 
 /**
  * WebTestClients for a test's real server that behave like a well-mannered keep-alive client.
@@ -40,8 +42,16 @@ public final class WebTestClients {
     private static ExchangeFilterFunction readWholeBody() {
         return (request, next) -> next.exchange(request).flatMap(response ->
                 DataBufferUtils.join(response.bodyToFlux(DataBuffer.class))
-                        .map(body -> withBody(response, Flux.just(body)))
-                        .defaultIfEmpty(withBody(response, Flux.empty())));
+                        .map(body -> withBody(response, Flux.just(onHeap(body))))
+                        .switchIfEmpty(Mono.fromSupplier(() -> withBody(response, Flux.empty()))));
+    }
+
+    /** A copy on the heap, the network's buffer released: a test that never reads the body leaks nothing. */
+    private static DataBuffer onHeap(DataBuffer received) {
+        byte[] bytes = new byte[received.readableByteCount()];
+        received.read(bytes);
+        DataBufferUtils.release(received);
+        return DefaultDataBufferFactory.sharedInstance.wrap(bytes);
     }
 
     /** The same answer over a body already read (a mutated response would drain the original again). */
