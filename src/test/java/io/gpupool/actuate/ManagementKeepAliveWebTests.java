@@ -15,14 +15,15 @@ import org.springframework.test.web.reactive.server.WebTestClient;
  * refusals and operator requests it sends: the management port keeps reading a connection after each
  * exchange ({@code KeepAliveReadResume}) and a well-mannered client never runs into its connection limit.
  * Without the read resume this sequence stalled within a few thousand requests on the host (the next
- * request on the connection was never read).
+ * request on the connection was never read); a stall is a matter of timing, so the test runs long enough
+ * to catch it in most runs rather than in every one.
  */
 @SpringBootTest(classes = OperationsTestApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"management.server.port=0", "gpupool.security.operator-password=s3cret"})
 class ManagementKeepAliveWebTests {
 
     /** Seven requests a round: a stalled connection shows as one answer not coming within the timeout. */
-    private static final int ROUNDS = 600;
+    private static final int ROUNDS = 1_500;
 
     @LocalManagementPort
     int managementPort;
