@@ -202,7 +202,7 @@ public record ModelConfig(String name, Architecture architecture, Serving servin
                         + ", expected an array of positive integers");
             }
             for (JsonNode size : sizes) {
-                if (!size.isIntegralNumber() || size.longValue() < 1 || size.longValue() > 1 << 16) {
+                if (!size.isIntegralNumber() || size.isBigInteger() || size.longValue() < 1 || size.longValue() > 1 << 16) {
                     throw new ModelFormatException(source + ": gpupool.dynamic_batching.preferred_batch_size = " + sizes
                             + ", expected an array of integers in [1, 65536]");
                 }
@@ -321,8 +321,9 @@ public record ModelConfig(String name, Architecture architecture, Serving servin
             if (value == null || value.isNull()) {
                 return fallback;
             }
-            if (!value.isNumber()) {
-                throw new ModelFormatException(source + ": " + prefix + field + " = " + value + ", expected a number");
+            if (!value.isNumber() || value.isBigInteger() || value.isBigDecimal()) {
+                throw new ModelFormatException(source + ": " + prefix + field + " = " + value
+                        + ", expected a number within a double's range");
             }
             return value.doubleValue();
         }
@@ -336,7 +337,7 @@ public record ModelConfig(String name, Architecture architecture, Serving servin
                 }
                 return fallback;
             }
-            if (!value.isIntegralNumber() || value.longValue() < min || value.longValue() > max) {
+            if (!value.isIntegralNumber() || value.isBigInteger() || value.longValue() < min || value.longValue() > max) {
                 throw new ModelFormatException(source + ": " + prefix + field + " = " + value + ", expected an integer in ["
                         + min + ", " + max + "]");
             }

@@ -277,7 +277,7 @@ public final class RequestDecoder {
                     throw ServingException.badRequest("input '" + name
                             + "' has both 'data' and the binary_data_size parameter");
                 }
-                if (!binarySize.isIntegralNumber() || binarySize.longValue() < 0) {
+                if (!binarySize.isIntegralNumber() || binarySize.isBigInteger() || binarySize.longValue() < 0) {
                     throw ServingException.badRequest("input '" + name
                             + "': binary_data_size must be a non-negative integer, was " + binarySize);
                 }

@@ -199,8 +199,8 @@ final class TensorCodec {
                 boolean value;
                 if (node.isBoolean()) {
                     value = node.booleanValue();
-                } else if (node.isIntegralNumber() && (node.asLong() == 0 || node.asLong() == 1)) {
-                    value = node.asLong() == 1;
+                } else if (node.isIntegralNumber() && !node.isBigInteger() && (node.longValue() == 0 || node.longValue() == 1)) {
+                    value = node.longValue() == 1;
                 } else {
                     throw badValue(input, type, index, node);
                 }
@@ -218,10 +218,11 @@ final class TensorCodec {
             case BF16 -> segment.set(SHORT, offset, toBfloat16(floating(input, type, index, node)));
             case FP32 -> segment.set(FLOAT, offset, floating(input, type, index, node));
             case FP64 -> {
-                if (!node.isNumber() || !Double.isFinite(node.doubleValue())) {
+                double value = node.isNumber() ? doubleOf(node) : Double.NaN;
+                if (!Double.isFinite(value)) {
                     throw badValue(input, type, index, node);
                 }
-                segment.set(DOUBLE, offset, node.doubleValue());
+                segment.set(DOUBLE, offset, value);
             }
             case BYTES -> throw new IllegalStateException("BYTES is read by bytesFromJson");
         }
@@ -243,11 +244,25 @@ final class TensorCodec {
         if (!node.isNumber()) {
             throw badValue(input, type, index, node);
         }
-        double value = node.doubleValue();
+        double value = doubleOf(node);
         if (!Double.isFinite(value) || Math.abs(value) > Float.MAX_VALUE) {
             throw badValue(input, type, index, node);
         }
         return (float) value;
+    }
+
+    /**
+     * A JSON number as the nearest double, an infinity beyond double's range: an integer too long for a long
+     * arrives as a big integer, which Jackson refuses to convert when the double would not hold it exactly.
+     */
+    static double doubleOf(JsonNode number) {
+        if (number.isBigInteger()) {
+            return number.bigIntegerValue().doubleValue();
+        }
+        if (number.isBigDecimal()) {
+            return number.decimalValue().doubleValue();
+        }
+        return number.doubleValue();
     }
 
     private static ServingException badValue(String input, DataType type, long index, JsonNode node) {

@@ -46,6 +46,8 @@ class ModelConfigTest {
             "\"num_hidden_layers\": 2,||num_hidden_layers is missing",
             "\"model_type\": \"bert\"|\"model_type\": \"gpt2\"|model_type = 'gpt2', expected 'bert' or 'mlp'",
             "\"layer_norm_eps\": 1e-12|\"layer_norm_eps\": -1|layer_norm_eps = -1.0, expected a number in (0, 1]",
+            "\"hidden_size\": 64|\"hidden_size\": 18446744073709551616|hidden_size = 18446744073709551616, expected an integer in [1, 65536]",
+            "\"layer_norm_eps\": 1e-12|\"layer_norm_eps\": 18446744073709551616|layer_norm_eps = 18446744073709551616, expected a number within a double's range",
     })
     void badFieldsAreNamedWithValueAndExpectation(String from, String to, String message) {
         String json = BERT.formatted("").replace(from, to == null ? "" : to);

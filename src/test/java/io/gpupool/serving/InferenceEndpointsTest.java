@@ -360,6 +360,13 @@ class InferenceEndpointsTest {
                 .header(InferenceHandler.HEADER_LENGTH, Integer.toString(json.length))
                 .contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(body).exchange(),
                 400, "binary_data_size is 12 bytes but shape [1, 4] of FP32 needs 16");
+        byte[] huge = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                             "parameters": {"binary_data_size": 18446744073709551616}}]}""".getBytes(StandardCharsets.UTF_8);
+        expectError(client().post().uri("/v2/models/doubler/infer")
+                .header(InferenceHandler.HEADER_LENGTH, Integer.toString(huge.length))
+                .contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(java.util.Arrays.copyOf(huge, huge.length + 16))
+                .exchange(), 400, "binary_data_size must be a non-negative integer, was 18446744073709551616");
         expectError(client().post().uri("/v2/models/doubler/infer")
                 .header(InferenceHandler.HEADER_LENGTH, "99999")
                 .contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(body).exchange(),

@@ -87,6 +87,25 @@ class TensorCodecTest {
     }
 
     @Test
+    void integersTooLongForALongAreReadAsNumbersOrRefusedNamingTheElement() {
+        String e141 = "1" + "0".repeat(141);
+        String e400 = "1" + "0".repeat(400);
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP32, new long[]{2}, json("[1, " + e141 + "]")))
+                .isInstanceOf(ServingException.class)
+                .hasMessageStartingWith("input 'x': element 1 (").hasMessageEndingWith("is not a valid FP32 value");
+        byte[] fp64 = TensorCodec.fromJson("x", DataType.FP64, new long[]{1}, json("[" + e141 + "]"));
+        assertThat(java.nio.ByteBuffer.wrap(fp64).order(java.nio.ByteOrder.LITTLE_ENDIAN).getDouble()).isEqualTo(1e141);
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.FP64, new long[]{1}, json("[-" + e400 + "]")))
+                .isInstanceOf(ServingException.class).hasMessageEndingWith("is not a valid FP64 value");
+        assertThatThrownBy(() -> TensorCodec.fromJson("x", DataType.BF16, new long[]{1}, json("[" + e400 + "]")))
+                .isInstanceOf(ServingException.class).hasMessageEndingWith("is not a valid BF16 value");
+        assertThatThrownBy(() -> TensorCodec.fromJson("flags", DataType.BOOL, new long[]{1}, json("[18446744073709551617]")))
+                .isInstanceOf(ServingException.class).hasMessageEndingWith("is not a valid BOOL value");
+        assertThatThrownBy(() -> TensorCodec.fromJson("ids", DataType.INT64, new long[]{1}, json("[9223372036854775808]")))
+                .isInstanceOf(ServingException.class).hasMessageEndingWith("is not a valid INT64 value");
+    }
+
+    @Test
     void floatOutputsInJsonReadBackToExactlyTheValuesComputedInsideTheObjectTheyBelongTo() {
         float[] values = {0f, -0f, 1f, -1.5f, 0.1f, 1e-7f, -65504f, 1.4e-45f, 12345.678f, Math.nextUp(1f)};
         for (DataType type : java.util.List.of(DataType.FP32, DataType.FP16, DataType.BF16)) {

@@ -203,7 +203,7 @@ public final class SafetensorsFile implements AutoCloseable {
         long elements = 1;
         for (int i = 0; i < shape.length; i++) {
             JsonNode d = shapeNode.get(i);
-            if (!d.isIntegralNumber() || d.longValue() < 0) {
+            if (!d.isIntegralNumber() || d.isBigInteger() || d.longValue() < 0) {
                 throw fail(path, "tensor '" + name + "': shape " + shapeNode + " has a dimension that is not a non-negative integer");
             }
             shape[i] = d.longValue();
@@ -215,7 +215,8 @@ public final class SafetensorsFile implements AutoCloseable {
         }
         JsonNode offsets = node.get("data_offsets");
         if (offsets == null || !offsets.isArray() || offsets.size() != 2
-                || !offsets.get(0).isIntegralNumber() || !offsets.get(1).isIntegralNumber()) {
+                || !offsets.get(0).isIntegralNumber() || !offsets.get(1).isIntegralNumber()
+                || offsets.get(0).isBigInteger() || offsets.get(1).isBigInteger()) {
             throw fail(path, "tensor '" + name + "': data_offsets " + offsets + " is not a pair of integers");
         }
         long begin = offsets.get(0).longValue();
