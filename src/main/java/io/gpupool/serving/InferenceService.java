@@ -93,11 +93,17 @@ public final class InferenceService {
                     if (!model.enter()) {
                         return Mono.error(ServingException.unavailable("model '" + model.name() + "' is being unloaded", 1));
                     }
-                    return queue.submit(prepare(queue, request), () -> {
-                                started[0] = System.nanoTime();
-                                tracker.started();
-                            }, outputs -> encoder.encode(request, outputs))
-                            .doFinally(signal -> model.exit());
+                    Mono<EncodedResponse> submitted;
+                    try {
+                        submitted = queue.submit(prepare(queue, request), () -> {
+                            started[0] = System.nanoTime();
+                            tracker.started();
+                        }, outputs -> encoder.encode(request, outputs));
+                    } catch (RuntimeException rejected) {
+                        model.exit();          // refused before it joined a batch: an unload must not wait for it
+                        throw rejected;
+                    }
+                    return submitted.doFinally(signal -> model.exit());
                 });
         return answer
                 .timeout(request.timeout(), Mono.error(() -> ServingException.timedOut(request.timeout())))

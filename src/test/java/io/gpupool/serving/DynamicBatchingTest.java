@@ -254,6 +254,8 @@ class DynamicBatchingTest {
         assertSameOutputs(json(good2.get(20, TimeUnit.SECONDS)),
                 json(send(alone, body("g2", 2, 2, 3, 1, List.of())).get(20, TimeUnit.SECONDS)));
         assertThat(bert.batchSizes).containsExactly(1, 2);
+        assertThat(served.running()).as("requests still counted as running (an unload would wait for them for ever)")
+                .isZero();
     }
 
     @Test
