@@ -236,6 +236,9 @@ public final class InferenceHandler {
         if (model.isReady()) {
             return;
         }
+        if (model.isUnloading()) {
+            throw ServingException.unavailable("model '" + model.name() + "' is being unloaded", 1);
+        }
         if (model.failureReason() != null) {
             throw ServingException.unavailable("model '" + model.name() + "' is unavailable: " + model.failureReason(), 0);
         }

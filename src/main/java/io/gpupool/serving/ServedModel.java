@@ -131,6 +131,11 @@ public final class ServedModel {
         unloading = true;
     }
 
+    /** Whether an unload has begun: the model takes no new request. */
+    boolean isUnloading() {
+        return unloading;
+    }
+
     /** Requests using a replica now. */
     int running() {
         return running.get();

@@ -259,6 +259,15 @@ class DynamicBatchingTest {
     }
 
     @Test
+    void aModelBeingUnloadedSaysSoRatherThanThatItIsWarmingUp() throws Exception {
+        served.beginUnload();
+        EntityExchangeResult<byte[]> refused = send(client, body("u", 1, 1, 5, 0, List.of())).get(20, TimeUnit.SECONDS);
+        assertThat(refused.getStatus().value()).isEqualTo(503);
+        assertThat(json(refused).path("error").asString()).isEqualTo("model '" + MODEL + "' is being unloaded");
+        assertThat(served.running()).isZero();
+    }
+
+    @Test
     void aRequestCancelledWhileWaitingLeavesTheBatchAndTheOthersAreAnswered() throws Exception {
         CompletableFuture<EntityExchangeResult<byte[]>> blocker = block();
         CompletableFuture<EncodedResponse> first = batching.infer(validated("1", 1, 1, 5, Duration.ofSeconds(20))).toFuture();
