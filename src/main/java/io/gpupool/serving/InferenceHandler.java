@@ -237,7 +237,7 @@ public final class InferenceHandler {
             return;
         }
         if (model.isUnloading()) {
-            throw ServingException.unavailable("model '" + model.name() + "' is being unloaded", 1);
+            throw ServingException.beingUnloaded(model.name());
         }
         if (model.failureReason() != null) {
             throw ServingException.unavailable("model '" + model.name() + "' is unavailable: " + model.failureReason(), 0);

@@ -91,7 +91,7 @@ public final class InferenceService {
                 : Mono.defer(() -> {
                     // counted as running from the queue on, so that an unload waits for it as for one alone
                     if (!model.enter()) {
-                        return Mono.error(ServingException.unavailable("model '" + model.name() + "' is being unloaded", 1));
+                        return Mono.error(ServingException.beingUnloaded(model.name()));
                     }
                     Mono<EncodedResponse> submitted;
                     try {
@@ -177,7 +177,7 @@ public final class InferenceService {
         long plannedBytes = replica instanceof PlannedMemory planned
                 ? planned.peakActivationBytes(request.batchSize(), request.sequenceLength()) : 0;
         if (!request.model().enter()) {
-            throw ServingException.unavailable("model '" + request.model().name() + "' is being unloaded", 1);
+            throw ServingException.beingUnloaded(request.model().name());
         }
         statistics.requestStarted(plannedBytes);
         long begin = System.nanoTime();

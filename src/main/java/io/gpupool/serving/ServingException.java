@@ -68,6 +68,11 @@ public final class ServingException extends RuntimeException {
         return new ServingException(503, message, retryAfterSeconds);
     }
 
+    /** 503 with Retry-After: {@code model} takes no new request, an unload of it has begun. */
+    public static ServingException beingUnloaded(String model) {
+        return unavailable("model '" + model + "' is being unloaded", 1);
+    }
+
     /** 504: the request did not finish within its timeout. */
     public static ServingException timedOut(Duration timeout) {
         return new ServingException(504, "inference did not finish within its timeout of "
