@@ -255,7 +255,7 @@ final class TensorCodec {
      * A JSON number as the nearest double, an infinity beyond double's range: an integer too long for a long
      * arrives as a big integer, which Jackson refuses to convert when the double would not hold it exactly.
      */
-    static double doubleOf(JsonNode number) {
+    private static double doubleOf(JsonNode number) {
         if (number.isBigInteger()) {
             return number.bigIntegerValue().doubleValue();
         }
