@@ -111,12 +111,34 @@ public final class RequestDecoder {
             request = requestReader.withAttribute(BoundedDataDeserializer.MAX_ELEMENTS, dataBound(model))
                     .readValue(body, 0, jsonLength);
         } catch (JacksonException e) {
+            if (headerLength == null && declaresBinaryData(body)) {
+                throw ServingException.badRequest("the request declares binary_data_size but has no header "
+                        + InferenceHandler.HEADER_LENGTH + " saying where its JSON ends and the binary data begins");
+            }
             throw ServingException.badRequest("malformed inference request JSON: " + e.getOriginalMessage());
         }
         if (request == null) {
             throw ServingException.badRequest("empty inference request body");
         }
         return validate(model, request, body, jsonLength);
+    }
+
+    /**
+     * Whether an unparsable body names the binary extension's parameter: then the likely mistake is the missing
+     * header, not the JSON, and the message should say so. Only the refusal path scans the body.
+     */
+    private static boolean declaresBinaryData(byte[] body) {
+        byte[] marker = "\"binary_data_size\"".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        outer:
+        for (int i = 0; i + marker.length <= body.length; i++) {
+            for (int j = 0; j < marker.length; j++) {
+                if (body[i + j] != marker[j]) {
+                    continue outer;
+                }
+            }
+            return true;
+        }
+        return false;
     }
 
     /**

@@ -373,6 +373,21 @@ class InferenceEndpointsTest {
                 400, "Inference-Header-Content-Length is 99999");
     }
 
+    @Test
+    void binaryBodyWithoutItsHeaderLengthSaysTheHeaderIsMissing() {
+        byte[] json = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": 16}}]}"""
+                .getBytes(StandardCharsets.UTF_8);
+        ByteBuffer body = ByteBuffer.allocate(json.length + 16).order(ByteOrder.LITTLE_ENDIAN);
+        body.put(json).putFloat(1).putFloat(-2).putFloat(3.5f).putFloat(0);
+        expectError(client().post().uri("/v2/models/doubler/infer")
+                .contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(body.array()).exchange(),
+                400, "no header Inference-Header-Content-Length");
+        expectError(client().post().uri("/v2/models/doubler/infer")
+                .contentType(MediaType.APPLICATION_JSON).bodyValue("{\"inputs\": [").exchange(),
+                400, "malformed inference request JSON");
+    }
+
     // ---- 413, 503, 504, 507, 500 ----
 
     @Test
