@@ -11,6 +11,7 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.handler.codec.http.ContentLengthNotAllowedException;
 import io.netty.handler.codec.http.DefaultFullHttpResponse;
 import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpRequest;
@@ -34,6 +35,7 @@ import io.netty.util.ReferenceCountUtil;
  * {@value #NETTY_RFC9112_PROPERTY} is false; {@link #requireRfc9112Decoder} refuses to start then) fails such a
  * request instead of dropping its {@code Content-Length}, and this handler answers that failure, naming the
  * rule, before reactor-netty would (with an empty 400 and a warning that echoes the client's headers).
+ * A chunked body the decoder cannot frame is refused here too ({@link #refuseBody}), with the decoder's reason.
  * After a refusal the rest of that request is dropped until the connection closes.
  */
 final class RequestFraming extends ChannelInboundHandlerAdapter {
@@ -72,8 +74,39 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
                 ctx.writeAndFlush(badRequest(problem)).addListener(ChannelFutureListener.CLOSE);
                 return;
             }
+        } else if (msg instanceof HttpContent content && content.decoderResult().isFailure()) {
+            refuseBody(ctx, content);
+            return;
         }
         ctx.fireChannelRead(msg);
+    }
+
+    /**
+     * A body the decoder could not frame (a chunk size that is not hexadecimal, a chunk line too long) fails after
+     * the request's headers went on to the handlers. Passed on, reactor-netty would answer an empty 400 itself and
+     * the handler, finding the response already sent, would be logged and counted as a 500, so that client garbage
+     * would fire a server-error alert. Answered here, with the reason, and the connection closed, the handler sees
+     * a client that went away: a cancellation.
+     */
+    private void refuseBody(ChannelHandlerContext ctx, HttpContent content) {
+        Throwable cause = content.decoderResult().cause();
+        refused = true;
+        ReferenceCountUtil.release(content);
+        ctx.channel().config().setAutoRead(false);
+        String reason = cause == null || cause.getMessage() == null ? cause == null ? "unknown" : cause.getClass().getSimpleName()
+                : cause.getMessage();
+        ctx.writeAndFlush(badRequest("the request body's chunked framing is malformed (RFC 9112 section 7.1): "
+                + jsonSafe(reason))).addListener(ChannelFutureListener.CLOSE);
+    }
+
+    /** The decoder's message, kept to printable ASCII without quotes or backslashes, and short. */
+    private static String jsonSafe(String text) {
+        StringBuilder safe = new StringBuilder();
+        for (int i = 0; i < text.length() && safe.length() < 120; i++) {
+            char c = text.charAt(i);
+            safe.append(c >= 0x20 && c < 0x7f && c != '"' && c != '\\' ? c : '?');
+        }
+        return safe.toString();
     }
 
     /** The message for a framing failure of the decoder; null for other failures (reactor-netty answers those). */

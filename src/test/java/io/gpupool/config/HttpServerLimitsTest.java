@@ -369,6 +369,18 @@ class HttpServerLimitsTest {
         assertThat(output).doesNotContain("Inference request failed with an unexpected error");
     }
 
+    @Test
+    void aMalformedChunkSizeIs400NamingItAndCountsNoServerError(CapturedOutput output) throws Exception {
+        try (Socket socket = connect(port)) {
+            send(socket, INFER_HEAD + "Transfer-Encoding: chunked\r\n\r\nzz\r\n" + IRIS + "\r\n0\r\n\r\n");
+            assertThat(readUntilClosed(socket)).startsWith("HTTP/1.1 400").contains("chunk size")
+                    .doesNotContain("outputs");
+        }
+        Thread.sleep(300);
+        assertThat(prometheus()).doesNotContainPattern("http_server_requests_seconds_count\\{[^}]*status=\"500\"[^}]*}");
+        assertThat(output).doesNotContain("500 Server Error").doesNotContain("Inference request failed with an unexpected error");
+    }
+
     private String prometheus() throws IOException {
         try (Socket socket = connect(managementPort)) {
             send(socket, "GET /actuator/prometheus HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
