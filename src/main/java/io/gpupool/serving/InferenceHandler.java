@@ -58,7 +58,7 @@ public final class InferenceHandler {
         this.decoder = decoder;
         this.service = service;
         this.json = json;
-        this.serverMetadata = new ServerMetadata("gpupool", serverVersion, List.of("binary_tensor_data"));
+        this.serverMetadata = new ServerMetadata("gpupool", serverVersion, List.of("binary_tensor_data", "classification"));
         this.bodies = new RequestBodies(maxBodyBytes);
         this.maxBodyBytes = maxBodyBytes;
     }

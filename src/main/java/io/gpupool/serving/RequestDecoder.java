@@ -374,9 +374,31 @@ public final class RequestDecoder {
                 throw ServingException.badRequest("output '" + output.name() + "' is requested more than once");
             }
             boolean binary = flag(output.parameters(), "binary_data", "output '" + output.name() + "'", binaryByDefault);
-            outputs.add(new ValidatedRequest.Output(output.name(), binary));
+            outputs.add(new ValidatedRequest.Output(output.name(), binary, classification(model, output)));
         }
         return outputs;
+    }
+
+    /**
+     * The output's {@code classification} parameter: 0 where absent (or 0, as Triton's clients send for "no
+     * classification"), else the number of classes to return per row. Only outputs of numbers are classified.
+     */
+    private static int classification(ServedModel model, RequestOutput output) {
+        JsonNode count = parameter(output.parameters(), "classification");
+        if (count == null || count.isNull()) {
+            return 0;
+        }
+        if (!count.isIntegralNumber() || count.isBigInteger() || count.longValue() < 0
+                || count.longValue() > Integer.MAX_VALUE) {
+            throw ServingException.badRequest("output '" + output.name() + "': parameter 'classification' must be a "
+                    + "non-negative integer (the number of classes to return), was " + Shown.clip(count.toString()));
+        }
+        TensorSpec spec = model.outputs().stream().filter(s -> s.name().equals(output.name())).findFirst().orElseThrow();
+        if (count.intValue() > 0 && !spec.dataType().isFixedSize()) {
+            throw ServingException.badRequest("output '" + output.name() + "' is " + spec.dataType().protocolName()
+                    + "; parameter 'classification' needs an output of numbers");
+        }
+        return count.intValue();
     }
 
     private Duration timeout(InferenceRequest request) {

@@ -24,9 +24,20 @@ final class ResponseEncoder {
     }
 
     EncodedResponse encode(ValidatedRequest request, List<HostTensor> produced) {
-        Map<String, HostTensor> byName = new HashMap<>();
+        Map<String, HostTensor> producedByName = new HashMap<>();
         for (HostTensor tensor : produced) {
-            byName.put(tensor.name(), tensor);
+            producedByName.put(tensor.name(), tensor);
+        }
+        Map<String, HostTensor> byName = new HashMap<>();
+        for (ValidatedRequest.Output selected : request.outputs()) {
+            HostTensor tensor = producedByName.get(selected.name());
+            if (tensor == null) {
+                throw new IllegalStateException("model '" + request.model().name() + "' did not produce output '"
+                        + selected.name() + "'");
+            }
+            requireFinite(tensor);
+            byName.put(selected.name(), selected.classification() > 0 ? classified(request.model(), tensor,
+                    selected.classification()) : tensor);
         }
         ByteArrayOutputStream out = new ByteArrayOutputStream(expectedBytes(request, byName));
         try (JsonGenerator generator = json.createGenerator(out)) {
@@ -40,11 +51,6 @@ final class ResponseEncoder {
             generator.writeStartArray();
             for (ValidatedRequest.Output selected : request.outputs()) {
                 HostTensor tensor = byName.get(selected.name());
-                if (tensor == null) {
-                    throw new IllegalStateException("model '" + request.model().name() + "' did not produce output '"
-                            + selected.name() + "'");
-                }
-                requireFinite(tensor);
                 generator.writeStartObject();
                 generator.writeStringProperty("name", tensor.name());
                 generator.writeStringProperty("datatype", tensor.dataType().protocolName());
@@ -73,6 +79,14 @@ final class ResponseEncoder {
             }
         }
         return new EncodedResponse(out.toByteArray(), jsonLength);
+    }
+
+    /** The classification extension's result for an output: its declared batch axis decides what a row is. */
+    private static HostTensor classified(ServedModel model, HostTensor tensor, int k) {
+        long[] declared = model.outputs().stream().filter(spec -> spec.name().equals(tensor.name())).findFirst()
+                .map(spec -> spec.shape()).orElse(new long[0]);
+        boolean batched = model.maxBatchSize() > 0 && declared.length > 0 && declared[0] == -1;
+        return Classification.topK(tensor, k, batched, model.classLabels(tensor.name()));
     }
 
     /**

@@ -21,6 +21,7 @@ public final class ServedModel {
     private final List<TensorSpec> outputs;
     private final int maxBatchSize;
     private final int maxSequenceLength;
+    private final Map<String, List<String>> classLabels;
     private final Map<Integer, InferenceModel> replicas;
     private final ModelStatistics statistics = new ModelStatistics();
     /** Requests computing on a replica now; see {@link #enter()}. */
@@ -46,6 +47,7 @@ public final class ServedModel {
         this.outputs = List.copyOf(first.outputs());
         this.maxBatchSize = first.maxBatchSize();
         this.maxSequenceLength = first.maxSequenceLength();
+        this.classLabels = first.signature().classLabels();
         for (InferenceModel replica : replicas.values()) {
             if (!replica.name().equals(name) || !replica.version().equals(version)
                     || !replica.inputs().equals(inputs) || !replica.outputs().equals(outputs)) {
@@ -69,6 +71,11 @@ public final class ServedModel {
 
     public List<TensorSpec> inputs() {
         return inputs;
+    }
+
+    /** The names of the classes {@code output}'s last dimension indexes, or an empty list (see {@link Classification}). */
+    public List<String> classLabels(String output) {
+        return classLabels.getOrDefault(output, List.of());
     }
 
     public List<TensorSpec> outputs() {

@@ -41,7 +41,16 @@ public record ValidatedRequest(String id, ServedModel model, List<Input> inputs,
     public record Input(String name, DataType dataType, long[] shape, byte[] data) {
     }
 
-    /** One selected output. */
-    public record Output(String name, boolean binary) {
+    /**
+     * One selected output.
+     *
+     * @param classification 0 for the output's values, else how many of each row's largest values to return as
+     *                       the classification extension's text ({@link Classification})
+     */
+    public record Output(String name, boolean binary, int classification) {
+
+        public Output(String name, boolean binary) {
+            this(name, binary, 0);
+        }
     }
 }

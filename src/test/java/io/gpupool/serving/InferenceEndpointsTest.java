@@ -301,6 +301,70 @@ class InferenceEndpointsTest {
         assertThat(result.getResponseBody().length - jsonLength).isEqualTo(16 + 8);
     }
 
+    // ---- classification extension ----
+
+    @Test
+    void classificationAnswersEachRowsLargestValuesWithTheirIndexAsText() {
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32", "data": [1, 4, 2, 4, 0.5, -1, 3, 0]}],
+                 "outputs": [{"name": "y", "parameters": {"classification": 3}}, {"name": "argmax"}]}""")
+                .expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[0].name").isEqualTo("y")
+                .jsonPath("$.outputs[0].datatype").isEqualTo("BYTES")
+                .jsonPath("$.outputs[0].shape").isEqualTo(List.of(2, 3))
+                .jsonPath("$.outputs[0].data").isEqualTo(List.of("8.0:1", "8.0:3", "4.0:2", "6.0:2", "1.0:0", "0.0:3"))
+                .jsonPath("$.outputs[1].datatype").isEqualTo("INT64");
+    }
+
+    @Test
+    void classificationBeyondTheRowsLengthReturnsTheWholeRowAndZeroMeansTheValues() {
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
+                 "outputs": [{"name": "y", "parameters": {"classification": 100}}]}""")
+                .expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[0].shape").isEqualTo(List.of(1, 4))
+                .jsonPath("$.outputs[0].data[3]").isEqualTo("2.0:0");
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
+                 "outputs": [{"name": "y", "parameters": {"classification": 0}}]}""")
+                .expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[0].datatype").isEqualTo("FP32")
+                .jsonPath("$.outputs[0].data").isEqualTo(List.of(2.0, 4.0, 6.0, 8.0));
+    }
+
+    @Test
+    void classificationAsBinaryDataIsLengthPrefixedText() {
+        EntityExchangeResult<byte[]> result = infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 9, 3, 4]}],
+                 "outputs": [{"name": "y", "parameters": {"classification": 1, "binary_data": true}}]}""")
+                .expectStatus().isOk().expectBody(byte[].class).returnResult();
+        int jsonLength = Integer.parseInt(result.getResponseHeaders().getFirst(InferenceHandler.HEADER_LENGTH));
+        byte[] response = result.getResponseBody();
+        String json = new String(response, 0, jsonLength, StandardCharsets.UTF_8);
+        assertThat(json).contains("\"datatype\":\"BYTES\"").contains("\"shape\":[1,1]")
+                .contains("\"binary_data_size\":10");
+        ByteBuffer binary = ByteBuffer.wrap(response, jsonLength, response.length - jsonLength)
+                .order(ByteOrder.LITTLE_ENDIAN);
+        assertThat(binary.getInt()).isEqualTo(6);
+        assertThat(new String(response, jsonLength + 4, 6, StandardCharsets.UTF_8)).isEqualTo("18.0:1");
+    }
+
+    @Test
+    void aClassificationThatCannotBeMadeIs400NamingTheOutputAndLeavesNoMemoryBehind() {
+        expectError(infer("echo", """
+                {"inputs": [{"name": "bytes", "shape": [1], "datatype": "BYTES", "data": ["a"]}],
+                 "outputs": [{"name": "bytes_out", "parameters": {"classification": 1}}]}"""),
+                400, "output 'bytes_out' is BYTES; parameter 'classification' needs an output of numbers");
+        for (String bad : List.of("-1", "1.5", "\"2\"", "true", "4294967296")) {
+            expectError(infer("doubler", """
+                    {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
+                     "outputs": [{"name": "y", "parameters": {"classification": %s}}]}""".formatted(bad)),
+                    400, "output 'y': parameter 'classification' must be a non-negative integer");
+        }
+        assertThat(fixture.model("doubler").invocations).as("refused before the model ran").hasValue(0);
+        assertThat(fixture.allocators).allMatch(a -> a.allocatedBytes.get() == 0);
+    }
+
     // ---- 400 ----
 
     @Test

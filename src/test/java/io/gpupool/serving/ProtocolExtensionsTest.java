@@ -125,12 +125,12 @@ class ProtocolExtensionsTest {
     @Test
     void serverMetadataListsTheExtensionsOffered() {
         client().get().uri("/v2").exchange().expectStatus().isOk().expectBody()
-                .jsonPath("$.extensions").isEqualTo(java.util.List.of("binary_tensor_data", "model_configuration",
-                        "statistics"));
+                .jsonPath("$.extensions").isEqualTo(java.util.List.of("binary_tensor_data", "classification",
+                        "model_configuration", "statistics"));
         fixture.close();
         fixture = ServingFixture.builder().modelControl().build();
         fixture.client.get().uri("/v2").exchange().expectBody()
-                .jsonPath("$.extensions[3]").isEqualTo("model_repository");
+                .jsonPath("$.extensions[4]").isEqualTo("model_repository");
     }
 
     // ---- model configuration ----

@@ -83,6 +83,22 @@ class ServingApplicationTest {
     }
 
     @Test
+    void irisMlpClassificationNamesEachFlowersClassesMostLikelyFirst() {
+        client.post().uri("/v2/models/iris-mlp/infer").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("""
+                        {"inputs": [{"name": "input", "shape": [2, 4], "datatype": "FP32",
+                          "data": [5.1, 3.5, 1.4, 0.2, 6.3, 3.3, 6.0, 2.5]}],
+                         "outputs": [{"name": "probabilities", "parameters": {"classification": 2}}]}""")
+                .exchange().expectStatus().isOk().expectBody()
+                .jsonPath("$.outputs[0].datatype").isEqualTo("BYTES")
+                .jsonPath("$.outputs[0].shape").isEqualTo(java.util.List.of(2, 2))
+                .jsonPath("$.outputs[0].data[0]").value(org.hamcrest.Matchers.endsWith(":0:setosa"))
+                .jsonPath("$.outputs[0].data[2]").value(org.hamcrest.Matchers.endsWith(":2:virginica"))
+                .jsonPath("$.outputs[0].data[0]").value((String first) ->
+                        assertThat(Float.parseFloat(first.split(":")[0])).isBetween(0.5f, 1f));
+    }
+
+    @Test
     void tinyBertPoolsEachSequence() {
         client.get().uri("/v2/models/tiny-bert").exchange().expectStatus().isOk().expectBody()
                 .jsonPath("$.inputs[0].name").isEqualTo("input_ids")

@@ -88,7 +88,8 @@ public final class MlpModel implements BatchableModel, PlannedMemory {
                             + "', expected some of " + allOutputs.stream().map(TensorSpec::name).toList())));
         }
         this.outputs = selected.isEmpty() ? allOutputs : List.copyOf(selected);
-        this.signature = ModelSignature.of(config, PLATFORM, inputs, outputs, 0);
+        ModelSignature declared = ModelSignature.of(config, PLATFORM, inputs, outputs, 0);
+        this.signature = arch.classLabels().isEmpty() ? declared : declared.withClassLabels(scoreName, arch.classLabels());
 
         ExecutionPlan.Builder b = ExecutionPlan.builder().requestArena(requestArena);
         int in = b.tensor(INPUT, (bs, s) -> (long) bs * arch.inputFeatures() * Float.BYTES);

@@ -147,7 +147,7 @@ public class TextInputModel implements InferenceModel, PlannedMemory {
     @Override
     public ModelSignature signature() {
         return new ModelSignature(model.name(), model.version(), model.platform(), inputs, model.outputs(),
-                model.maxBatchSize(), model.maxSequenceLength());
+                model.maxBatchSize(), model.maxSequenceLength(), model.signature().classLabels());
     }
 
     @Override
