@@ -52,7 +52,7 @@ public final class ModelRegistry implements AutoCloseable {
     /** Stops serving {@code model} (its replicas are the caller's to close); the index lists it with {@code reason}. */
     public void withdraw(ServedModel model, String reason) {
         models.remove(model.name(), model);
-        failures.add(new ModelFailure(model.name(), model.version(), reason));
+        failures.add(new ModelFailure(model.name(), model.version(), reason, true));
     }
 
     /** The served model called {@code name}, or null (no validation; for lookups by known names). */
@@ -91,9 +91,12 @@ public final class ModelRegistry implements AutoCloseable {
         }
         ServedModel model = models.get(name);
         if (model == null) {
-            String reason = failures.stream().filter(f -> name.equals(f.name())).map(ModelFailure::reason)
-                    .findFirst().map(r -> " (it failed to load: " + r + ")").orElse("");
-            throw ServingException.notFound("unknown model '" + name + "'" + reason);
+            ModelFailure failure = failures.stream().filter(f -> name.equals(f.name())).findFirst().orElse(null);
+            if (failure != null && failure.withdrawn()) {
+                throw ServingException.notFound("model '" + name + "' is not loaded: it was " + failure.reason());
+            }
+            throw ServingException.notFound("unknown model '" + name + "'"
+                    + (failure == null ? "" : " (it failed to load: " + failure.reason() + ")"));
         }
         if (version != null && !version.equals(model.version())) {
             throw ServingException.notFound("model '" + name + "' has no version '" + version

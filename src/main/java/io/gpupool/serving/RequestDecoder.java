@@ -373,6 +373,10 @@ public final class RequestDecoder {
             if (!seen.add(output.name())) {
                 throw ServingException.badRequest("output '" + output.name() + "' is requested more than once");
             }
+            if (parameter(output.parameters(), "shared_memory_region") != null) {
+                throw ServingException.badRequest("output '" + output.name() + "' names a shared-memory region: "
+                        + SharedMemoryHandler.unsupported("system or CUDA"));
+            }
             boolean binary = flag(output.parameters(), "binary_data", "output '" + output.name() + "'", binaryByDefault);
             outputs.add(new ValidatedRequest.Output(output.name(), binary, classification(model, output)));
         }

@@ -57,21 +57,42 @@ final class TensorCodec {
         }
         long elementCount = io.gpupool.model.HostTensor.elementCount(shape);
         if (!type.isFixedSize()) {
-            return bytesFromJson(input, elementCount, data);
+            List<byte[]> elements = new ArrayList<>();
+            walk(input, shape, elementCount, data, (index, node) -> {
+                if (!node.isString()) {
+                    throw badValue(input, DataType.BYTES, index, node);
+                }
+                elements.add(node.stringValue().getBytes(StandardCharsets.UTF_8));
+            });
+            return BytesElements.encode(elements);
         }
         long bytes = elementCount * type.byteSize();
         if (bytes > Integer.MAX_VALUE - 8) {
             throw ServingException.badRequest("input '" + input + "' is too large for JSON data: " + bytes + " bytes");
         }
+        byte[] out = new byte[(int) bytes];
+        MemorySegment segment = MemorySegment.ofArray(out);
+        walk(input, shape, elementCount, data, (index, node) -> write(input, type, segment, index, node));
+        return out;
+    }
+
+    /** Receives the scalars of a JSON tensor in row-major order. */
+    private interface ElementSink {
+        void accept(long index, JsonNode node);
+    }
+
+    /**
+     * Hands every scalar of {@code data} to {@code sink} in row-major order, after checking that the data is flat
+     * or nested exactly as {@code shape} (see {@link #fromJson}) and holds exactly {@code elementCount} scalars. A
+     * depth-first walk without recursion, so that deep nesting cannot overflow the stack; the stack's size is the
+     * depth of the array being walked.
+     */
+    private static void walk(String input, long[] shape, long elementCount, JsonNode data, ElementSink sink) {
         boolean nested = shape.length > 1 && !data.isEmpty() && data.get(0).isArray();
         if (nested && data.size() != shape[0]) {
             throw notShaped(input, shape);
         }
-        byte[] out = new byte[(int) bytes];
-        MemorySegment segment = MemorySegment.ofArray(out);
         long index = 0;
-        // Depth-first walk over nested arrays without recursion, so that deep nesting cannot overflow the stack;
-        // the stack's size is the depth of the array being walked.
         ArrayDeque<Iterator<JsonNode>> stack = new ArrayDeque<>();
         stack.push(data.iterator());
         while (!stack.isEmpty()) {
@@ -95,12 +116,11 @@ final class TensorCodec {
             if (index >= elementCount) {
                 throw countMismatch(input, elementCount, "more");
             }
-            write(input, type, segment, index++, node);
+            sink.accept(index++, node);
         }
         if (index != elementCount) {
             throw countMismatch(input, elementCount, String.valueOf(index));
         }
-        return out;
     }
 
     private static ServingException notShaped(String input, long[] shape) {
@@ -157,36 +177,6 @@ final class TensorCodec {
         };
     }
 
-    /** BYTES: every element a JSON string, stored as its UTF-8 bytes. */
-    private static byte[] bytesFromJson(String input, long elementCount, JsonNode data) {
-        List<byte[]> elements = new ArrayList<>();
-        ArrayDeque<Iterator<JsonNode>> stack = new ArrayDeque<>();
-        stack.push(data.iterator());
-        while (!stack.isEmpty()) {
-            Iterator<JsonNode> level = stack.peek();
-            if (!level.hasNext()) {
-                stack.pop();
-                continue;
-            }
-            JsonNode node = level.next();
-            if (node.isArray()) {
-                stack.push(node.iterator());
-                continue;
-            }
-            if (elements.size() >= elementCount) {
-                throw countMismatch(input, elementCount, "more");
-            }
-            if (!node.isString()) {
-                throw badValue(input, DataType.BYTES, elements.size(), node);
-            }
-            elements.add(node.stringValue().getBytes(StandardCharsets.UTF_8));
-        }
-        if (elements.size() != elementCount) {
-            throw countMismatch(input, elementCount, String.valueOf(elements.size()));
-        }
-        return BytesElements.encode(elements);
-    }
-
     private static ServingException countMismatch(String input, long expected, String got) {
         return ServingException.badRequest("input '" + input + "': shape needs " + expected
                 + " elements but 'data' holds " + got);
@@ -224,7 +214,7 @@ final class TensorCodec {
                 }
                 segment.set(DOUBLE, offset, value);
             }
-            case BYTES -> throw new IllegalStateException("BYTES is read by bytesFromJson");
+            case BYTES -> throw new IllegalStateException("BYTES elements are strings, read in fromJson");
         }
     }
 

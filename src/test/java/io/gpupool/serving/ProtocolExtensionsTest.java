@@ -239,6 +239,14 @@ class ProtocolExtensionsTest {
                 "shared memory is not supported");
     }
 
+    @Test
+    void anOutputNamingASharedMemoryRegionIsRefusedSayingSo() {
+        expectError(infer("""
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
+                 "outputs": [{"name": "y", "parameters": {"shared_memory_region": "out0", "shared_memory_byte_size": 16}}]}"""),
+                400, "output 'y' names a shared-memory region");
+    }
+
     // ---- BYTES ----
 
     @Test

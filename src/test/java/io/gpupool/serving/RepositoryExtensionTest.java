@@ -96,7 +96,9 @@ class RepositoryExtensionTest {
         assertThat(unload.get(10, TimeUnit.SECONDS)).isEqualTo(200);
         clients.shutdown();
         assertThat(doubler.closed).as("replicas closed after the drain").isTrue();
-        expectError(infer("doubler"), 404, "unloaded on request");
+        expectError(infer("doubler"), 404, "model 'doubler' is not loaded: it was unloaded on request");
+        fixture.client.get().uri("/v2/models/doubler").exchange().expectStatus().isNotFound().expectBody()
+                .jsonPath("$.error").value(error -> assertThat(error.toString()).doesNotContain("failed to load"));
         fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
                 .jsonPath("$[?(@.name=='doubler')].state").isEqualTo("UNAVAILABLE")
                 .jsonPath("$[?(@.name=='doubler')].reason").value(reason -> assertThat(reason.toString())

@@ -34,6 +34,19 @@ class TensorCodecTest {
     }
 
     @Test
+    void bytesDataFollowsTheShapesNestingAsNumbersDo() {
+        byte[] nested = TensorCodec.fromJson("t", DataType.BYTES, new long[]{2, 1}, json("[[\"a\"], [\"b\"]]"));
+        assertThat(nested).isEqualTo(TensorCodec.fromJson("t", DataType.BYTES, new long[]{2, 1}, json("[\"a\", \"b\"]")));
+        assertThatThrownBy(() -> TensorCodec.fromJson("t", DataType.BYTES, new long[]{2}, json("[[\"a\"], [\"b\"]]")))
+                .isInstanceOf(ServingException.class)
+                .hasMessageStartingWith("input 't': 'data' does not match shape [2]");
+        assertThatThrownBy(() -> TensorCodec.fromJson("t", DataType.BYTES, new long[]{1, 2}, json("[[[\"a\", \"b\"]]]")))
+                .hasMessageStartingWith("input 't': 'data' does not match shape [1, 2]");
+        assertThatThrownBy(() -> TensorCodec.fromJson("t", DataType.BYTES, new long[]{2}, json("[\"a\", 3]")))
+                .hasMessageContaining("element 1");
+    }
+
+    @Test
     void nonFiniteBinaryFloatsAreRefusedAndFoundInOutputs() {
         byte[] half = {0x00, 0x3C, 0x00, 0x7C}; // 1.0, +Infinity in FP16
         assertThatThrownBy(() -> TensorCodec.requireFinite("h", DataType.FP16, half))
