@@ -145,8 +145,9 @@ public class GpuPoolEndpoint {
         GraphLimits graphLimits = null;
         if (graphFields.any()) {
             if (graphCache == null) {
-                throw TuningException.ofField(GraphTuning.ENABLED, graphFields.enabled() + "/" + graphFields.maxCount()
-                        + "/" + graphFields.maxBytes(), "no graph fields: device " + device + " has no CUDA graphs");
+                String field = graphFields.firstGiven();
+                throw TuningException.ofField(field, String.valueOf(graphFields.value(field)),
+                        "no graph fields: device " + device + " has no CUDA graphs");
             }
             graphLimits = GraphTuning.apply(graphCache.limits(), graphFields.enabled(), graphFields.maxCount(),
                     graphFields.maxBytes());

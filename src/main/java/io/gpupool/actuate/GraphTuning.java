@@ -40,6 +40,20 @@ final class GraphTuning {
         boolean any() {
             return GraphTuning.any(enabled, maxCount, maxBytes);
         }
+
+        /** The first field given, in the order of the record: the one a refusal of them all names. */
+        String firstGiven() {
+            return given(enabled) ? ENABLED : given(maxCount) ? MAX_COUNT : MAX_BYTES;
+        }
+
+        /** The value given for {@code field}, as the body wrote it. */
+        @Nullable String value(String field) {
+            return switch (field) {
+                case ENABLED -> enabled;
+                case MAX_COUNT -> maxCount;
+                default -> maxBytes;
+            };
+        }
     }
 
     static boolean any(@Nullable String enabled, @Nullable String maxCount, @Nullable String maxBytes) {

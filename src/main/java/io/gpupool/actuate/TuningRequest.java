@@ -144,7 +144,12 @@ public final class TuningRequest {
         if (!DECIMAL.matcher(text).matches()) {
             throw new TuningException(field, text, "a decimal number such as 0.0625");
         }
-        return Double.parseDouble(text);
+        double value = Double.parseDouble(text);
+        if (Double.isInfinite(value)) {
+            // refused here, while the text is at hand: past this point the value would read "Infinity"
+            throw new TuningException(field, text, "a decimal number within the range of a double, such as 0.0625");
+        }
+        return value;
     }
 
     private static boolean bool(String field, String text) {

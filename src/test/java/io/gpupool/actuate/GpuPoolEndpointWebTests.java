@@ -171,12 +171,32 @@ class GpuPoolEndpointWebTests {
     }
 
     @Test
+    void aBodyThatIsNoJsonObjectIs400SayingWhatABodyMustBeAndChangesNothing() {
+        for (String body : new String[] {"[]", "3", "\"coalesceThreshold\""}) {
+            operatorPost("/gpupool/cuda:1").bodyValue(body).exchange()
+                    .expectStatus().isBadRequest()
+                    .expectBody().jsonPath("$.error").value(m -> assertThat((String) m).as(body)
+                            .startsWith("the request body must be one JSON object of fields"));
+        }
+        operatorPost("/gpupool/cuda:1").bodyValue("{\"coalesceThreshold\": 30").exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.error").value(m -> assertThat((String) m)
+                        .startsWith("the request body is not valid JSON: Unexpected end-of-input")
+                        .doesNotContain("Source"));
+        management.get().uri("/gpupool/cuda:1").exchange()
+                .expectBody().jsonPath("$.configuration.coalesceThreshold").isEqualTo(10);
+    }
+
+    @Test
     void javaNumberLiteralsAreNotNumbers() {
         for (String text : new String[] {"0.5d", "0x1p-3"}) {
             operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capFraction", text)).exchange()
                     .expectStatus().isBadRequest()
                     .expectBody().jsonPath("$.field").isEqualTo("capFraction").jsonPath("$.value").isEqualTo(text);
         }
+        operatorPost("/gpupool/cuda:1").bodyValue("{\"capFraction\": 1e999}").exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("capFraction").jsonPath("$.value").isEqualTo("1e999");
         management.get().uri("/gpupool/cuda:1").exchange().expectBody().jsonPath("$.capBytes").isEqualTo(920 * MIB);
     }
 

@@ -90,8 +90,10 @@ class GraphsEndpointWebTests {
                 .jsonPath("$.error").value(m -> assertThat((String) m).contains("0 to 4096"));
         tune("cuda:0", Map.of("graphsMaxBytes", "a lot")).exchange()
                 .expectStatus().isBadRequest().expectBody().jsonPath("$.field").isEqualTo("graphsMaxBytes");
-        tune("cuda:1", Map.of("graphsEnabled", true)).exchange()
+        tune("cuda:1", Map.of("graphsMaxCount", 5)).exchange()
                 .expectStatus().isBadRequest().expectBody()
+                .jsonPath("$.field").isEqualTo("graphsMaxCount")
+                .jsonPath("$.value").isEqualTo("5")
                 .jsonPath("$.error").value(m -> assertThat((String) m).contains("has no CUDA graphs"));
         assertThat(graphs.limits()).isEqualTo(new GraphLimits(true, 64, 1L << 30));
         assertThat(cuda0.configuration().coalesceThreshold()).isNotEqualTo(30);

@@ -134,6 +134,11 @@ class TuningRequestTest {
             assertThatThrownBy(() -> TuningRequest.parse(fields("mappedSlack", text))).as(text)
                     .isInstanceOf(TuningException.class);
         }
+        assertThatThrownBy(() -> TuningRequest.parse(fields("capFraction", "1e999")))
+                .isInstanceOfSatisfying(TuningException.class, e -> {
+                    assertThat(e.value()).isEqualTo("1e999"); // as sent, not the "Infinity" it would parse to
+                    assertThat(e.allowed()).contains("within the range of a double");
+                });
         assertThat(TuningRequest.parse(Map.of("capFraction", 1.0E-3)).capFraction()).isEqualTo(0.001);
         assertThat(TuningRequest.parse(fields("mappedSlack", ".25")).mappedSlack()).isEqualTo(0.25);
         assertThat(TuningRequest.parse(Map.of("coalesceThreshold", 7, "waitBeyondBudget", true)))

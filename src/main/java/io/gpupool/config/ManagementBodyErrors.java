@@ -1,0 +1,84 @@
+package io.gpupool.config;
+
+import java.util.Map;
+
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.actuate.autoconfigure.endpoint.web.WebEndpointProperties;
+import org.springframework.context.annotation.Bean;
+import org.springframework.core.Ordered;
+import org.springframework.core.annotation.Order;
+import org.springframework.core.codec.DecodingException;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.MediaType;
+import org.springframework.http.server.reactive.ServerHttpResponse;
+import org.springframework.web.server.ServerWebExchange;
+import org.springframework.web.server.ServerWebInputException;
+import org.springframework.web.server.WebExceptionHandler;
+import reactor.core.publisher.Mono;
+import tools.jackson.databind.json.JsonMapper;
+
+/**
+ * Answers an actuator request whose body Boot could not read (not JSON, or JSON but not an object, as an
+ * endpoint's write operation needs) with a 400 whose {@code error} says so. Boot's own error handler answers
+ * these with a bare "Bad Request" that names nothing, so an operator who sent {@code [..]} or a truncated
+ * object to {@code /actuator/gpupool/{device}} could not tell what was wrong.
+ *
+ * <p>Listed in {@code META-INF/spring/...ManagementContextConfiguration.imports} (no {@code @Configuration},
+ * as {@link ManagementServerLimits}): on its own management port the handler lives in the actuator's child
+ * context; on a shared port in the application's, where it leaves every path outside the actuator's base
+ * path to the inference API's own handling.
+ */
+public class ManagementBodyErrors {
+
+    private static final JsonMapper JSON = JsonMapper.shared();
+
+    @Bean
+    @Order(Ordered.HIGHEST_PRECEDENCE)
+    WebExceptionHandler gpupoolManagementBodyErrors(ObjectProvider<WebEndpointProperties> endpoints) {
+        String basePath = endpoints.getIfAvailable(WebEndpointProperties::new).getBasePath();
+        return (exchange, failure) -> failure instanceof ServerWebInputException input
+                && input.getStatusCode().value() == HttpStatus.BAD_REQUEST.value()
+                && underActuator(exchange, basePath) && !exchange.getResponse().isCommitted()
+                ? answer(exchange.getResponse(), describe(input))
+                : Mono.error(failure);
+    }
+
+    private static boolean underActuator(ServerWebExchange exchange, String basePath) {
+        String path = exchange.getRequest().getPath().pathWithinApplication().value();
+        return basePath.isEmpty() || path.equals(basePath) || path.startsWith(basePath + "/");
+    }
+
+    /** What the body got wrong, in the operator's terms; the decoder's own text names Java types. */
+    static String describe(ServerWebInputException input) {
+        for (Throwable cause = input; cause != null; cause = cause.getCause()) {
+            if (cause instanceof DecodingException decoding) {
+                String detail = String.valueOf(decoding.getMessage());
+                if (detail.contains("Cannot deserialize value of type")) {
+                    return "the request body must be one JSON object of fields, such as {\"coalesceThreshold\": 20}";
+                }
+                return "the request body is not valid JSON: " + parserReason(detail);
+            }
+        }
+        return "the request body could not be read: " + firstLine(String.valueOf(input.getReason()));
+    }
+
+    /** The parser's reason without the decoder's prefix and the location it cannot give (the source is hidden). */
+    private static String parserReason(String detail) {
+        String reason = firstLine(detail.replaceFirst("^JSON decoding error: ", ""));
+        int location = reason.indexOf(" (start marker at ");
+        return location < 0 ? reason : reason.substring(0, location);
+    }
+
+    private static String firstLine(String text) {
+        int end = text.indexOf('\n');
+        String line = end < 0 ? text : text.substring(0, end);
+        return line.length() > 200 ? line.substring(0, 200) + "..." : line;
+    }
+
+    private static Mono<Void> answer(ServerHttpResponse response, String error) {
+        response.setStatusCode(HttpStatus.BAD_REQUEST);
+        response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
+        byte[] body = JSON.writeValueAsBytes(Map.of("error", error));
+        return response.writeWith(Mono.just(response.bufferFactory().wrap(body)));
+    }
+}
