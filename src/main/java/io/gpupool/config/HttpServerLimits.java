@@ -20,12 +20,12 @@ import reactor.netty.http.server.HttpServer;
  *
  * <pre>
  *   socket -&gt; ConnectionLimit -&gt; RequestHeaderDeadline.bytes -&gt; HTTP codec
- *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; KeepAliveReadResume
+ *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; RequestBodyDeadline -&gt; KeepAliveReadResume
  *          -&gt; reactor-netty, WebFlux
  * </pre>
  * The codec is reactor-netty's, with Netty's RFC 9112 framing rules (see {@link RequestFraming}).
- * Idle, body-read and whole-body timeouts are reactor-netty's own ({@code idleTimeout},
- * {@code readTimeout}, {@code requestTimeout}).
+ * The idle and whole-body timeouts are reactor-netty's own ({@code idleTimeout}, {@code requestTimeout}); the
+ * body-read timeout is {@link RequestBodyDeadline}'s, which answers it with a 408 on every route.
  */
 @Configuration(proxyBeanMethods = false)
 @EnableConfigurationProperties(ServerLimitsProperties.class)
@@ -52,7 +52,6 @@ public class HttpServerLimits {
         }
         return server
                 .idleTimeout(limits.idleTimeout())
-                .readTimeout(limits.bodyReadTimeout())
                 .requestTimeout(limits.requestTimeout())
                 .doOnChannelInit((observer, channel, remote) -> {
                     ChannelPipeline pipeline = channel.pipeline();
@@ -64,6 +63,8 @@ public class HttpServerLimits {
                     pipeline.addBefore(NettyPipeline.HttpCodec, "gpupool.headerDeadline.bytes", deadline.bytes());
                     pipeline.addAfter(NettyPipeline.HttpCodec, "gpupool.headerDeadline.requests", deadline.requests());
                     pipeline.addAfter("gpupool.headerDeadline.requests", "gpupool.requestFraming", new RequestFraming());
+                    pipeline.addAfter("gpupool.requestFraming", "gpupool.bodyDeadline",
+                            new RequestBodyDeadline(limits.bodyReadTimeout()));
                     pipeline.addAfter("gpupool.requestFraming", "gpupool.keepAliveReadResume", KeepAliveReadResume.INSTANCE);
                 });
     }

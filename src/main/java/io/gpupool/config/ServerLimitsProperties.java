@@ -15,8 +15,8 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param idleTimeout              a kept-alive connection with no request in progress is closed after this
  * @param requestHeaderTimeout     the request line and headers must arrive within this from their first
  *                                 byte, else 408 and close (a client trickling header bytes is not idle)
- * @param bodyReadTimeout          longest pause between two reads of a request body, else the connection
- *                                 is closed
+ * @param bodyReadTimeout          longest pause between two reads of a request body, else 408 naming it
+ *                                 and close
  * @param requestTimeout           the whole request body must arrive within this
  * @param maxConnections           connections the application port (inference API) holds at once; one
  *                                 more is answered 503 and closed

@@ -21,6 +21,11 @@ final class ErrorResponses {
      * 405 its Allow header; a 500 is a bug and is logged with its stack trace.
      */
     static Mono<ServerResponse> of(Throwable failure) {
+        if (ErrorStatus.clientWentAway(failure)) {
+            // the connection is gone (closed by the client, or by the server's body-read deadline, which has
+            // answered 408): no answer can reach anyone, and the client's leaving is no server error
+            return Mono.empty();
+        }
         int status = ErrorStatus.of(failure);
         String message;
         long retryAfter = 0;

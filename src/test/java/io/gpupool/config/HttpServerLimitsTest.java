@@ -186,13 +186,37 @@ class HttpServerLimitsTest {
     }
 
     @Test
-    void aBodyThatStopsArrivingIsClosed() throws IOException {
+    void aBodyThatStopsArrivingIs408NamingTheTimeoutOnEveryRouteAndCountsNoServerError(CapturedOutput output)
+            throws Exception {
+        for (String path : new String[] {"/v2/models/iris-mlp/infer", "/v2/models/no-such-model/infer",
+                "/v2/repository/index", "/v2/repository/models/iris-mlp/load"}) {
+            try (Socket socket = connect(port)) {
+                send(socket, "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        + "Content-Length: 200\r\n\r\n{\"inputs\": [");
+                long start = System.nanoTime();
+                assertThat(readUntilClosed(socket)).as(path).startsWith("HTTP/1.1 408")
+                        .contains("gpupool.server.body-read-timeout").contains("1s");
+                assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(4));
+            }
+        }
+        Thread.sleep(300);
+        assertThat(prometheus()).doesNotContainPattern("http_server_requests_seconds_count\\{[^}]*status=\"500\"[^}]*}");
+        assertThat(output).doesNotContain("500 Server Error").doesNotContain("Inference request failed with an unexpected error")
+                .doesNotContain("ReadTimeoutException");
+    }
+
+    @Test
+    void aBodyThatKeepsArrivingSlowerThanOnePartATimeoutIsServed() throws Exception {
         try (Socket socket = connect(port)) {
             send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: 200\r\n\r\n{\"inputs\": [");
-            long start = System.nanoTime();
-            readUntilClosed(socket);
-            assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(4));
+                    + "Content-Length: " + IRIS.length() + "\r\n\r\n");
+            int third = IRIS.length() / 3;
+            for (String part : new String[] {IRIS.substring(0, third), IRIS.substring(third, 2 * third),
+                    IRIS.substring(2 * third)}) {
+                Thread.sleep(600); // each pause below the 1 s body-read timeout, all of them above it
+                send(socket, part);
+            }
+            assertThat(readResponse(socket)).startsWith("HTTP/1.1 200").contains("outputs");
         }
     }
 
