@@ -8,6 +8,12 @@ import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.handler.codec.http.DefaultFullHttpResponse;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpVersion;
 import io.netty.util.AttributeKey;
 
 /**
@@ -88,6 +94,17 @@ final class ConnectionLimit extends ChannelInboundHandlerAdapter {
         String body = "{\"error\":\"" + error + "\"}\n";
         return ("HTTP/1.1 " + statusAndHeaders + "\r\nContent-Type: application/json\r\nContent-Length: "
                 + body.length() + "\r\nConnection: close\r\n\r\n" + body).getBytes(StandardCharsets.US_ASCII);
+    }
+
+    /** The same response, for a handler above the HTTP codec, which encodes it. */
+    static FullHttpResponse closingResponse(HttpResponseStatus status, String error) {
+        byte[] body = ("{\"error\":\"" + error + "\"}\n").getBytes(StandardCharsets.UTF_8);
+        FullHttpResponse response = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, status,
+                Unpooled.wrappedBuffer(body));
+        response.headers().set(HttpHeaderNames.CONTENT_TYPE, "application/json")
+                .setInt(HttpHeaderNames.CONTENT_LENGTH, body.length)
+                .set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        return response;
     }
 
     int open() {

@@ -20,7 +20,7 @@ import reactor.netty.http.server.HttpServer;
  *
  * <pre>
  *   socket -&gt; ConnectionLimit -&gt; RequestHeaderDeadline.bytes -&gt; HTTP codec
- *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; RequestBodyDeadline -&gt; KeepAliveReadResume
+ *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; KeepAliveReadResume -&gt; RequestBodyDeadline
  *          -&gt; reactor-netty, WebFlux
  * </pre>
  * The codec is reactor-netty's, with Netty's RFC 9112 framing rules (see {@link RequestFraming}).

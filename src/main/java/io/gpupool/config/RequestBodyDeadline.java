@@ -1,25 +1,18 @@
 package io.gpupool.config;
 
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
-import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
-import io.netty.handler.codec.http.DefaultFullHttpResponse;
-import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpContent;
-import io.netty.handler.codec.http.HttpHeaderNames;
-import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
-import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.util.ReferenceCountUtil;
 
@@ -109,20 +102,14 @@ final class RequestBodyDeadline extends ChannelDuplexHandler {
         if (responseStarted) {
             ctx.close();
         } else {
-            ctx.writeAndFlush(timedOut()).addListener(ChannelFutureListener.CLOSE);
+            ctx.writeAndFlush(ConnectionLimit.closingResponse(HttpResponseStatus.REQUEST_TIMEOUT, timedOutError()))
+                    .addListener(ChannelFutureListener.CLOSE);
         }
     }
 
-    private FullHttpResponse timedOut() {
-        byte[] body = ("{\"error\":\"the request body stopped arriving: no part of it for " + timeoutText
-                + " (gpupool.server.body-read-timeout); send the whole body its headers announce\"}\n")
-                .getBytes(StandardCharsets.UTF_8);
-        FullHttpResponse response = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1,
-                HttpResponseStatus.REQUEST_TIMEOUT, Unpooled.wrappedBuffer(body));
-        response.headers().set(HttpHeaderNames.CONTENT_TYPE, "application/json")
-                .setInt(HttpHeaderNames.CONTENT_LENGTH, body.length)
-                .set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
-        return response;
+    private String timedOutError() {
+        return "the request body stopped arriving: no part of it for " + timeoutText
+                + " (gpupool.server.body-read-timeout); send the whole body its headers announce";
     }
 
     private void cancel() {

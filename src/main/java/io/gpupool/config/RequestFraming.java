@@ -1,16 +1,12 @@
 package io.gpupool.config;
 
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Locale;
 
-import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.handler.codec.http.ContentLengthNotAllowedException;
-import io.netty.handler.codec.http.DefaultFullHttpResponse;
-import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
@@ -71,7 +67,8 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
                 refused = true;
                 ReferenceCountUtil.release(msg);
                 ctx.channel().config().setAutoRead(false);
-                ctx.writeAndFlush(badRequest(problem)).addListener(ChannelFutureListener.CLOSE);
+                ctx.writeAndFlush(ConnectionLimit.closingResponse(HttpResponseStatus.BAD_REQUEST, problem))
+                        .addListener(ChannelFutureListener.CLOSE);
                 return;
             }
         } else if (msg instanceof HttpContent content && content.decoderResult().isFailure()) {
@@ -95,7 +92,8 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
         ctx.channel().config().setAutoRead(false);
         String reason = cause == null || cause.getMessage() == null ? cause == null ? "unknown" : cause.getClass().getSimpleName()
                 : cause.getMessage();
-        ctx.writeAndFlush(badRequest("the request body's chunked framing is malformed (RFC 9112 section 7.1): "
+        ctx.writeAndFlush(ConnectionLimit.closingResponse(HttpResponseStatus.BAD_REQUEST,
+                "the request body's chunked framing is malformed (RFC 9112 section 7.1): "
                 + jsonSafe(reason))).addListener(ChannelFutureListener.CLOSE);
     }
 
@@ -139,15 +137,5 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
             }
         }
         return null;
-    }
-
-    private static FullHttpResponse badRequest(String problem) {
-        byte[] body = ("{\"error\":\"" + problem + "\"}\n").getBytes(StandardCharsets.UTF_8);
-        FullHttpResponse response = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.BAD_REQUEST,
-                Unpooled.wrappedBuffer(body));
-        response.headers().set(HttpHeaderNames.CONTENT_TYPE, "application/json")
-                .setInt(HttpHeaderNames.CONTENT_LENGTH, body.length)
-                .set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
-        return response;
     }
 }

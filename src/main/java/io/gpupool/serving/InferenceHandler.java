@@ -164,7 +164,7 @@ public final class InferenceHandler {
             if (!queued[0] && reported.compareAndSet(false, true)) {
                 observer.rejected(servedName(request), cancelled ? InferenceObserver.CANCELLED : ErrorStatus.of(failure));
             }
-            return cancelled ? Mono.empty() : error(failure);
+            return error(failure); // nothing is answered to a client gone (ErrorResponses)
         }).doOnCancel(() -> {
             if (!queued[0] && reported.compareAndSet(false, true)) {
                 observer.rejected(servedName(request), InferenceObserver.CANCELLED);
