@@ -24,8 +24,8 @@ import reactor.netty.http.server.HttpServer;
  *          -&gt; reactor-netty, WebFlux
  * </pre>
  * The codec is reactor-netty's, with Netty's RFC 9112 framing rules (see {@link RequestFraming}).
- * The idle and whole-body timeouts are reactor-netty's own ({@code idleTimeout}, {@code requestTimeout}); the
- * body-read timeout is {@link RequestBodyDeadline}'s, which answers it with a 408 on every route.
+ * The idle timeout is reactor-netty's own ({@code idleTimeout}); the body-read and whole-body timeouts are
+ * {@link RequestBodyDeadline}'s, which answers either with a 408 naming it on every route.
  */
 @Configuration(proxyBeanMethods = false)
 @EnableConfigurationProperties(ServerLimitsProperties.class)
@@ -52,7 +52,6 @@ public class HttpServerLimits {
         }
         return server
                 .idleTimeout(limits.idleTimeout())
-                .requestTimeout(limits.requestTimeout())
                 .doOnChannelInit((observer, channel, remote) -> {
                     ChannelPipeline pipeline = channel.pipeline();
                     if (pipeline.get(NettyPipeline.HttpCodec) == null || pipeline.get("gpupool.connectionLimit") != null) {
@@ -64,7 +63,7 @@ public class HttpServerLimits {
                     pipeline.addAfter(NettyPipeline.HttpCodec, "gpupool.headerDeadline.requests", deadline.requests());
                     pipeline.addAfter("gpupool.headerDeadline.requests", "gpupool.requestFraming", new RequestFraming());
                     pipeline.addAfter("gpupool.requestFraming", "gpupool.bodyDeadline",
-                            new RequestBodyDeadline(limits.bodyReadTimeout()));
+                            new RequestBodyDeadline(limits.bodyReadTimeout(), limits.requestTimeout()));
                     pipeline.addAfter("gpupool.requestFraming", "gpupool.keepAliveReadResume", KeepAliveReadResume.INSTANCE);
                 });
     }

@@ -17,31 +17,50 @@ import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.util.ReferenceCountUtil;
 
 /**
- * A request body must keep arriving: after the headers of a request that has a body, and after each part
- * of it, the next part must come within the body-read timeout, else the client gets
- * {@code 408 Request Timeout} naming the timeout and the connection is closed. Without this the stalled
- * read surfaced inside whichever handler was reading (a dropped connection, an empty 200 or a 500,
- * depending on the route); here the answer is the same on every route, and the handler only sees its
- * exchange cancelled.
+ * Two deadlines for a request body, both answered with {@code 408 Request Timeout} naming the property that
+ * ran out, then the connection is closed:
+ * <pre>
+ *   body-read timeout   after the headers of a request that has a body, and after each part of it, the next
+ *                       part must come within this (a stalled upload)
+ *   request timeout     the whole body must have arrived within this from the headers (an upload trickled
+ *                       slowly enough to pass the first rule for ever)
+ * </pre>
+ * Without this a stalled read surfaced inside whichever handler was reading (a dropped connection, an empty 200
+ * or a 500, depending on the route), and reactor-netty's own whole-request timeout closed the connection with
+ * no answer at all; here the answer is the same on every route, and the handler only sees its exchange
+ * cancelled.
  *
  * <p>One instance per connection, after the HTTP codec, on the connection's event loop (the state needs no
- * synchronisation). The deadline is armed once per body and checked against the time of the last part read
- * when it fires (re-armed for the rest), so a fast upload costs one scheduled task, not one per part. If
- * the response has already begun (a handler answered without reading the body), the stalled connection is
- * only closed: a second status line cannot follow the first.
+ * synchronisation). One timer serves both deadlines: armed once per body, it checks the time of the last part
+ * read and of the headers when it fires and, if neither ran out, re-arms for the nearer one, so a fast upload
+ * costs one scheduled task, not one per part. If the response has already begun (a handler answered without
+ * reading the body), the stalled connection is only closed: a second status line cannot follow the first.
  */
 final class RequestBodyDeadline extends ChannelDuplexHandler {
 
-    private final long timeoutNanos;
-    private final String timeoutText;
+    private final long partTimeoutNanos;
+    private final String partTimeoutText;
+    private final long bodyTimeoutNanos;
+    private final String bodyTimeoutText;
     private ScheduledFuture<?> deadline;
+    private long headersNanos;
     private long lastPartNanos;
     private boolean responseStarted;
     private boolean expired;
 
-    RequestBodyDeadline(Duration timeout) {
-        this.timeoutNanos = timeout.toNanos();
-        this.timeoutText = timeout.toMillis() % 1000 == 0 ? timeout.toSeconds() + "s" : timeout.toMillis() + "ms";
+    /**
+     * @param partTimeout the body-read timeout: the longest pause between two parts of a body
+     * @param bodyTimeout the request timeout: the longest a whole body may take after its headers
+     */
+    RequestBodyDeadline(Duration partTimeout, Duration bodyTimeout) {
+        this.partTimeoutNanos = partTimeout.toNanos();
+        this.partTimeoutText = text(partTimeout);
+        this.bodyTimeoutNanos = bodyTimeout.toNanos();
+        this.bodyTimeoutText = text(bodyTimeout);
+    }
+
+    private static String text(Duration timeout) {
+        return timeout.toMillis() % 1000 == 0 ? timeout.toSeconds() + "s" : timeout.toMillis() + "ms";
     }
 
     @Override
@@ -83,17 +102,21 @@ final class RequestBodyDeadline extends ChannelDuplexHandler {
 
     private void arm(ChannelHandlerContext ctx) {
         cancel();
-        lastPartNanos = System.nanoTime();
-        deadline = ctx.executor().schedule(() -> check(ctx), timeoutNanos, TimeUnit.NANOSECONDS);
+        headersNanos = System.nanoTime();
+        lastPartNanos = headersNanos;
+        deadline = ctx.executor().schedule(() -> check(ctx), Math.min(partTimeoutNanos, bodyTimeoutNanos),
+                TimeUnit.NANOSECONDS);
     }
 
     private void check(ChannelHandlerContext ctx) {
         if (deadline == null || !ctx.channel().isActive()) {
             return;
         }
-        long quietNanos = System.nanoTime() - lastPartNanos;
-        if (quietNanos < timeoutNanos) {
-            deadline = ctx.executor().schedule(() -> check(ctx), timeoutNanos - quietNanos, TimeUnit.NANOSECONDS);
+        long now = System.nanoTime();
+        long partLeft = partTimeoutNanos - (now - lastPartNanos);
+        long bodyLeft = bodyTimeoutNanos - (now - headersNanos);
+        if (partLeft > 0 && bodyLeft > 0) {
+            deadline = ctx.executor().schedule(() -> check(ctx), Math.min(partLeft, bodyLeft), TimeUnit.NANOSECONDS);
             return;
         }
         deadline = null;
@@ -102,14 +125,20 @@ final class RequestBodyDeadline extends ChannelDuplexHandler {
         if (responseStarted) {
             ctx.close();
         } else {
-            ctx.writeAndFlush(ConnectionLimit.closingResponse(HttpResponseStatus.REQUEST_TIMEOUT, timedOutError()))
+            String error = bodyLeft <= 0 ? bodyTooSlowError() : bodyStalledError();
+            ctx.writeAndFlush(ConnectionLimit.closingResponse(HttpResponseStatus.REQUEST_TIMEOUT, error))
                     .addListener(ChannelFutureListener.CLOSE);
         }
     }
 
-    private String timedOutError() {
-        return "the request body stopped arriving: no part of it for " + timeoutText
+    private String bodyStalledError() {
+        return "the request body stopped arriving: no part of it for " + partTimeoutText
                 + " (gpupool.server.body-read-timeout); send the whole body its headers announce";
+    }
+
+    private String bodyTooSlowError() {
+        return "the request body did not arrive within " + bodyTimeoutText
+                + " of its headers (gpupool.server.request-timeout); send it faster or in a smaller request";
     }
 
     private void cancel() {

@@ -13,6 +13,8 @@ import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.TooLongHttpHeaderException;
+import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.netty.handler.codec.http.TransferEncodingNotAllowedException;
 import io.netty.util.ReferenceCountUtil;
 
@@ -31,7 +33,8 @@ import io.netty.util.ReferenceCountUtil;
  * {@value #NETTY_RFC9112_PROPERTY} is false; {@link #requireRfc9112Decoder} refuses to start then) fails such a
  * request instead of dropping its {@code Content-Length}, and this handler answers that failure, naming the
  * rule, before reactor-netty would (with an empty 400 and a warning that echoes the client's headers).
- * A chunked body the decoder cannot frame is refused here too ({@link #refuseBody}), with the decoder's reason.
+ * A chunked body the decoder cannot frame is refused here too ({@link #refuseBody}), with the decoder's reason, and
+ * so are headers or a request line beyond the decoder's limits (431, 414), which reactor-netty answers without a body.
  * After a refusal the rest of that request is dropped until the connection closes.
  */
 final class RequestFraming extends ChannelInboundHandlerAdapter {
@@ -61,13 +64,13 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
             return;
         }
         if (msg instanceof HttpRequest request) {
-            String problem = request.decoderResult().isFailure() ? decoderProblem(request.decoderResult().cause())
-                    : problem(request);
-            if (problem != null) {
+            Refusal refusal = request.decoderResult().isFailure() ? decoderProblem(request.decoderResult().cause())
+                    : badRequest(problem(request));
+            if (refusal != null) {
                 refused = true;
                 ReferenceCountUtil.release(msg);
                 ctx.channel().config().setAutoRead(false);
-                ctx.writeAndFlush(ConnectionLimit.closingResponse(HttpResponseStatus.BAD_REQUEST, problem))
+                ctx.writeAndFlush(ConnectionLimit.closingResponse(refusal.status(), refusal.error()))
                         .addListener(ChannelFutureListener.CLOSE);
                 return;
             }
@@ -107,14 +110,34 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
         return safe.toString();
     }
 
-    /** The message for a framing failure of the decoder; null for other failures (reactor-netty answers those). */
-    static String decoderProblem(Throwable cause) {
+    /** The status and message a refused request gets. */
+    record Refusal(HttpResponseStatus status, String error) {
+    }
+
+    private static Refusal badRequest(String problem) {
+        return problem == null ? null : new Refusal(HttpResponseStatus.BAD_REQUEST, problem);
+    }
+
+    /**
+     * The answer to a request the decoder failed on: its framing rules (400), headers or a request line beyond the
+     * decoder's limits (431, 414: reactor-netty would send those with an empty body); null for other failures
+     * (reactor-netty answers those).
+     */
+    static Refusal decoderProblem(Throwable cause) {
         if (cause instanceof ContentLengthNotAllowedException) {
-            return "Transfer-Encoding and Content-Length must not both be sent (RFC 9112 section 6.3); send one";
+            return badRequest("Transfer-Encoding and Content-Length must not both be sent (RFC 9112 section 6.3); send one");
         }
         if (cause instanceof TransferEncodingNotAllowedException) {
-            return "Transfer-Encoding is not allowed in an HTTP/1.0 request (RFC 9112 section 6.1); send "
-                    + "Content-Length or use HTTP/1.1";
+            return badRequest("Transfer-Encoding is not allowed in an HTTP/1.0 request (RFC 9112 section 6.1); send "
+                    + "Content-Length or use HTTP/1.1");
+        }
+        if (cause instanceof TooLongHttpHeaderException) {
+            return new Refusal(HttpResponseStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "the request's headers are larger "
+                    + "than this server accepts (server.max-http-request-header-size); send fewer or shorter headers");
+        }
+        if (cause instanceof TooLongHttpLineException) {
+            return new Refusal(HttpResponseStatus.REQUEST_URI_TOO_LONG, "the request line is longer than this server "
+                    + "accepts; shorten the path and query");
         }
         return null;
     }

@@ -17,7 +17,8 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *                                 byte, else 408 and close (a client trickling header bytes is not idle)
  * @param bodyReadTimeout          longest pause between two reads of a request body, else 408 naming it
  *                                 and close
- * @param requestTimeout           the whole request body must arrive within this
+ * @param requestTimeout           the whole request body must arrive within this from its headers, else 408
+ *                                 naming it and close
  * @param maxConnections           connections the application port (inference API) holds at once; one
  *                                 more is answered 503 and closed
  * @param managementMaxConnections the same for the management port (actuator), counted separately so

@@ -42,7 +42,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 @SpringBootTest(classes = HttpServerLimitsTest.Application.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"gpupool.backend=host", "management.server.port=0", "gpupool.security.operator-password=s3cret",
                 "gpupool.server.idle-timeout=3s", "gpupool.server.request-header-timeout=1s",
-                "gpupool.server.body-read-timeout=1s", "gpupool.server.max-connections=4",
+                "gpupool.server.body-read-timeout=1s", "gpupool.server.request-timeout=3s", "gpupool.server.max-connections=4",
                 "gpupool.server.management-max-connections=4"})
 @ExtendWith(OutputCaptureExtension.class)
 class HttpServerLimitsTest {
@@ -206,6 +206,34 @@ class HttpServerLimitsTest {
     }
 
     @Test
+    void aBodyTrickledPastTheRequestTimeoutIs408NamingItAndCountsNoServerError(CapturedOutput output) throws Exception {
+        try (Socket socket = connect(port)) {
+            send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 400\r\n\r\n{");
+            long start = System.nanoTime();
+            Thread trickle = Thread.ofPlatform().daemon().start(() -> {
+                try {
+                    for (int i = 0; i < 20; i++) {
+                        Thread.sleep(400); // each pause below the 1 s body-read timeout: only the 3 s one can end it
+                        send(socket, " ");
+                    }
+                } catch (IOException | InterruptedException closedByTheServer) {
+                    // the answer came; the connection is gone
+                }
+            });
+            String answer = readUntilClosed(socket);
+            Duration took = Duration.ofNanos(System.nanoTime() - start);
+            trickle.interrupt();
+            assertThat(answer).startsWith("HTTP/1.1 408").contains("gpupool.server.request-timeout").contains("3s")
+                    .doesNotContain("body-read-timeout");
+            assertThat(took).isGreaterThanOrEqualTo(Duration.ofMillis(2900)).isLessThan(Duration.ofMillis(4500));
+        }
+        Thread.sleep(300);
+        assertThat(prometheus()).doesNotContainPattern("http_server_requests_seconds_count\\{[^}]*status=\"500\"[^}]*}");
+        assertThat(output).doesNotContain("500 Server Error").doesNotContain("Inference request failed with an unexpected error");
+    }
+
+    @Test
     void aBodyThatKeepsArrivingSlowerThanOnePartATimeoutIsServed() throws Exception {
         try (Socket socket = connect(port)) {
             send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -254,6 +282,24 @@ class HttpServerLimitsTest {
             for (Socket socket : held) {
                 socket.close();
             }
+        }
+    }
+
+    @Test
+    void headersBeyondTheLimitAre431AndATooLongRequestLineIs414EachNamingTheProblem() throws IOException {
+        try (Socket socket = connect(port)) {
+            send(socket, infer("Host: x\r\nX-Padding: " + "a".repeat(20_000) + "\r\n", IRIS));
+            String answer = readUntilClosed(socket);
+            assertThat(answer).startsWith("HTTP/1.1 431").contains("server.max-http-request-header-size");
+            assertThat(answer.substring(answer.indexOf("\r\n\r\n") + 4)).startsWith("{\"error\":");
+        }
+        try (Socket socket = connect(port)) {
+            send(socket, "GET /v2/models/" + "m".repeat(10_000) + " HTTP/1.1\r\nHost: x\r\n\r\n");
+            assertThat(readUntilClosed(socket)).startsWith("HTTP/1.1 414").contains("request line is longer");
+        }
+        try (Socket socket = connect(port)) {
+            send(socket, infer("Host: x\r\n", IRIS));
+            assertThat(readResponse(socket)).as("the server serves the next connection").startsWith("HTTP/1.1 200");
         }
     }
 
