@@ -217,6 +217,9 @@ public final class RequestDecoder {
             throw ServingException.badRequest("raw binary request: batch size " + rows + " is outside 1.." + maxBatch
                     + " (model '" + model.name() + "')");
         }
+        if (TensorCodec.isFloatingPoint(spec.dataType())) {
+            TensorCodec.requireFinite(spec.name(), spec.dataType(), body);   // as for a binary section of a JSON header
+        }
         List<ValidatedRequest.Output> outputs = model.outputs().stream()
                 .map(output -> new ValidatedRequest.Output(output.name(), false)).toList();
         return new ValidatedRequest(null, model,
@@ -312,7 +315,7 @@ public final class RequestDecoder {
                             + " bytes but shape " + Arrays.toString(shape) + " of " + type.protocolName()
                             + " needs " + bytes);
                 }
-                if (binaryOffset + size > body.length) {
+                if (size > body.length - binaryOffset) {            // not offset + size: that overflows near 2^63
                     throw ServingException.badRequest("input '" + name + "': binary section ends after "
                             + (body.length - binaryOffset) + " of the " + size + " bytes it declares");
                 }

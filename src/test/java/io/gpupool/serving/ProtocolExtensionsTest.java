@@ -291,6 +291,20 @@ class ProtocolExtensionsTest {
     }
 
     @Test
+    void aBytesSectionDeclaredNearTheLargestLongIsRefusedNamingItsSize() {
+        for (long declared : new long[] {Long.MAX_VALUE, Long.MAX_VALUE - 10}) {
+            byte[] json = """
+                    {"inputs": [{"name": "bytes", "shape": [1], "datatype": "BYTES",
+                      "parameters": {"binary_data_size": %d}}]}""".formatted(declared).getBytes(StandardCharsets.UTF_8);
+            byte[] body = java.util.Arrays.copyOf(json, json.length + 9);
+            body[json.length] = 5;
+            expectError(client().post().uri("/v2/models/echo/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                    .header(InferenceHandler.HEADER_LENGTH, Integer.toString(json.length)).bodyValue(body).exchange(),
+                    400, "binary section ends after 9 of the " + declared + " bytes it declares");
+        }
+    }
+
+    @Test
     void configurationNamesBytesAsTritonsTypeString() {
         client().get().uri("/v2/models/echo/config").exchange().expectStatus().isOk().expectBody()
                 .jsonPath("$.input[?(@.name=='bytes')].data_type").isEqualTo("TYPE_STRING");
@@ -316,6 +330,11 @@ class ProtocolExtensionsTest {
         expectError(client().post().uri("/v2/models/echo/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
                 .header(InferenceHandler.HEADER_LENGTH, "0").bodyValue(new byte[8]).exchange(), 400,
                 "needs a model with exactly one input");
+        java.nio.ByteBuffer notFinite = java.nio.ByteBuffer.allocate(16).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+                .putFloat(Float.NaN).putFloat(Float.POSITIVE_INFINITY).putFloat(1).putFloat(1);
+        expectError(client().post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
+                .header(InferenceHandler.HEADER_LENGTH, "0").bodyValue(notFinite.array()).exchange(), 400,
+                "element 0 (NaN) is not a valid FP32 value");
         expectError(client().post().uri("/v2/models/tokens/infer").contentType(MediaType.APPLICATION_OCTET_STREAM)
                 .header(InferenceHandler.HEADER_LENGTH, "0").bodyValue(new byte[8]).exchange(), 400,
                 "needs every dimension of input 'ids' but the batch to be fixed");
