@@ -101,7 +101,7 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
     }
 
     /** The decoder's message, kept to printable ASCII without quotes or backslashes, and short. */
-    private static String jsonSafe(String text) {
+    static String jsonSafe(String text) {
         StringBuilder safe = new StringBuilder();
         for (int i = 0; i < text.length() && safe.length() < 120; i++) {
             char c = text.charAt(i);

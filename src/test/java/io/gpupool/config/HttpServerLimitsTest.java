@@ -304,6 +304,18 @@ class HttpServerLimitsTest {
     }
 
     @Test
+    void pathsTheFirewallRefusesAre400WithAnErrorNamingTheProblem() throws IOException {
+        for (String path : new String[] {"/v2/models//infer", "/v2/models/%2e%2e/infer", "/v2/models/iris-mlp%2Finfer",
+                "/v2/models/iris-mlp;x=1/infer", "/v2/systemsharedmemory/region//status"}) {
+            try (Socket socket = connect(port)) {
+                send(socket, infer("Host: x\r\n", IRIS).replace("/v2/models/iris-mlp/infer", path));
+                String answer = readResponse(socket);
+                assertThat(answer).as(path).startsWith("HTTP/1.1 400").contains("{\"error\":\"the request path is refused: ");
+            }
+        }
+    }
+
+    @Test
     void aTransferCodingOtherThanChunkedIs400AndCloses() throws IOException {
         try (Socket socket = connect(port)) {
             send(socket, infer("Host: x\r\nTransfer-Encoding: gzip\r\n", IRIS));
