@@ -124,8 +124,16 @@ public final class RepositoryHandler {
         } catch (JacksonException e) {
             throw ServingException.badRequest("malformed repository request JSON: " + e.getOriginalMessage());
         }
-        JsonNode parameters = node == null ? null : node.get("parameters");
-        if (parameters != null && parameters.isObject()) {
+        if (node == null || !node.isObject()) {
+            throw ServingException.badRequest("a repository request body must be one JSON object (for example "
+                    + "{\"parameters\": {}}), not " + (node == null ? "empty" : node.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
+        }
+        JsonNode parameters = node.get("parameters");
+        if (parameters != null && !parameters.isObject()) {
+            throw ServingException.badRequest("'parameters' of a repository request must be a JSON object, not "
+                    + parameters.getNodeType().name().toLowerCase(java.util.Locale.ROOT));
+        }
+        if (parameters != null) {
             for (String key : parameters.propertyNames()) {
                 if (key.equals("config") || key.startsWith("file:")) {
                     throw ServingException.badRequest("parameter '" + key + "' is not supported: models load from "

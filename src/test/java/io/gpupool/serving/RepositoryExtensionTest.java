@@ -131,6 +131,11 @@ class RepositoryExtensionTest {
         expectError(post("/v2/repository/models/nowhere/unload"), 404, "unknown model 'nowhere'");
         expectError(fixture.client.post().uri("/v2/repository/models/late/load").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue("{\"parameters\": {\"config\": \"{}\"}}").exchange(), 400, "parameter 'config' is not supported");
+        expectError(fixture.client.post().uri("/v2/repository/models/late/load").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("[1, 2]").exchange(), 400, "a repository request body must be one JSON object");
+        expectError(fixture.client.post().uri("/v2/repository/models/late/load").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("{\"parameters\": [1]}").exchange(), 400,
+                "'parameters' of a repository request must be a JSON object, not array");
         assertThat(fixture.loadedModels).isEmpty();
         assertThat(fixture.allocatedBytes()).isZero();
     }
