@@ -91,20 +91,35 @@ final class ConnectionLimit extends ChannelInboundHandlerAdapter {
 
     /** A whole HTTP/1.1 response that closes the connection, written below the HTTP codec. */
     static byte[] rawResponse(String statusAndHeaders, String error) {
-        String body = "{\"error\":\"" + error + "\"}\n";
+        String body = errorJson(error);
         return ("HTTP/1.1 " + statusAndHeaders + "\r\nContent-Type: application/json\r\nContent-Length: "
                 + body.length() + "\r\nConnection: close\r\n\r\n" + body).getBytes(StandardCharsets.US_ASCII);
     }
 
     /** The same response, for a handler above the HTTP codec, which encodes it. */
     static FullHttpResponse closingResponse(HttpResponseStatus status, String error) {
-        byte[] body = ("{\"error\":\"" + error + "\"}\n").getBytes(StandardCharsets.UTF_8);
+        byte[] body = errorJson(error).getBytes(StandardCharsets.UTF_8);
         FullHttpResponse response = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, status,
                 Unpooled.wrappedBuffer(body));
         response.headers().set(HttpHeaderNames.CONTENT_TYPE, "application/json")
                 .setInt(HttpHeaderNames.CONTENT_LENGTH, body.length)
                 .set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         return response;
+    }
+
+    /** The JSON error body every refusal of this server carries; {@code error} holds no quote or backslash. */
+    static String errorJson(String error) {
+        return "{\"error\":\"" + error + "\"}\n";
+    }
+
+    /** A client-supplied or library message, kept to printable ASCII without quotes or backslashes, and short. */
+    static String jsonSafe(String text) {
+        StringBuilder safe = new StringBuilder();
+        for (int i = 0; i < text.length() && safe.length() < 120; i++) {
+            char c = text.charAt(i);
+            safe.append(c >= 0x20 && c < 0x7f && c != '"' && c != '\\' ? c : '?');
+        }
+        return safe.toString();
     }
 
     int open() {

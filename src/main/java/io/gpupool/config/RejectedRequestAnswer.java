@@ -28,10 +28,10 @@ public class RejectedRequestAnswer {
             if (response.isCommitted()) {
                 return Mono.empty();
             }
-            String error = "the request path is refused: " + RequestFraming.jsonSafe(String.valueOf(rejected.getMessage()))
+            String error = "the request path is refused: " + ConnectionLimit.jsonSafe(String.valueOf(rejected.getMessage()))
                     + "; send the path as the protocol writes it (no empty, . or .. segments, encoded slashes,"
                     + " semicolons or control characters)";
-            byte[] body = ("{\"error\":\"" + error + "\"}\n").getBytes(StandardCharsets.UTF_8);
+            byte[] body = ConnectionLimit.errorJson(error).getBytes(StandardCharsets.UTF_8);
             response.setStatusCode(HttpStatus.BAD_REQUEST);
             response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
             response.getHeaders().setContentLength(body.length);

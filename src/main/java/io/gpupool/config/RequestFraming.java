@@ -97,17 +97,7 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
                 : cause.getMessage();
         ctx.writeAndFlush(ConnectionLimit.closingResponse(HttpResponseStatus.BAD_REQUEST,
                 "the request body's chunked framing is malformed (RFC 9112 section 7.1): "
-                + jsonSafe(reason))).addListener(ChannelFutureListener.CLOSE);
-    }
-
-    /** The decoder's message, kept to printable ASCII without quotes or backslashes, and short. */
-    static String jsonSafe(String text) {
-        StringBuilder safe = new StringBuilder();
-        for (int i = 0; i < text.length() && safe.length() < 120; i++) {
-            char c = text.charAt(i);
-            safe.append(c >= 0x20 && c < 0x7f && c != '"' && c != '\\' ? c : '?');
-        }
-        return safe.toString();
+                + ConnectionLimit.jsonSafe(reason))).addListener(ChannelFutureListener.CLOSE);
     }
 
     /** The status and message a refused request gets. */

@@ -11,6 +11,7 @@ import tools.jackson.core.JacksonException;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.ObjectMapper;
 
+import java.util.Locale;
 import java.util.function.Consumer;
 
 /**
@@ -126,12 +127,12 @@ public final class RepositoryHandler {
         }
         if (node == null || !node.isObject()) {
             throw ServingException.badRequest("a repository request body must be one JSON object (for example "
-                    + "{\"parameters\": {}}), not " + (node == null ? "empty" : node.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
+                    + "{\"parameters\": {}}), not " + (node == null ? "empty" : node.getNodeType().name().toLowerCase(Locale.ROOT)));
         }
         JsonNode parameters = node.get("parameters");
         if (parameters != null && !parameters.isObject()) {
             throw ServingException.badRequest("'parameters' of a repository request must be a JSON object, not "
-                    + parameters.getNodeType().name().toLowerCase(java.util.Locale.ROOT));
+                    + parameters.getNodeType().name().toLowerCase(Locale.ROOT));
         }
         if (parameters != null) {
             for (String key : parameters.propertyNames()) {
