@@ -20,7 +20,8 @@ import reactor.netty.http.server.HttpServer;
  *
  * <pre>
  *   socket -&gt; ConnectionLimit -&gt; RequestHeaderDeadline.bytes -&gt; HTTP codec
- *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; KeepAliveReadResume -&gt; RequestBodyDeadline
+ *          -&gt; RequestHeaderDeadline.requests -&gt; RequestFraming -&gt; PipelinedClose -&gt; KeepAliveReadResume
+ *          -&gt; RequestBodyDeadline
  *          -&gt; reactor-netty, WebFlux
  * </pre>
  * The codec is reactor-netty's, with Netty's RFC 9112 framing rules (see {@link RequestFraming}).
@@ -65,6 +66,7 @@ public class HttpServerLimits {
                     pipeline.addAfter("gpupool.requestFraming", "gpupool.bodyDeadline",
                             new RequestBodyDeadline(limits.bodyReadTimeout(), limits.requestTimeout()));
                     pipeline.addAfter("gpupool.requestFraming", "gpupool.keepAliveReadResume", KeepAliveReadResume.INSTANCE);
+                    pipeline.addAfter("gpupool.requestFraming", "gpupool.pipelinedClose", new PipelinedClose());
                 });
     }
 

@@ -397,6 +397,26 @@ class HttpServerLimitsTest {
         }
     }
 
+    /**
+     * Pipelined requests are answered in order; the one asking to close is answered before the connection closes,
+     * and what the client sent after it is not served (RFC 9112 section 9.6).
+     */
+    @Test
+    void aPipelinedRequestAskingToCloseIsAnsweredAfterThoseBeforeItAndThenTheConnectionCloses() throws IOException {
+        String post = infer("Host: x\r\n", IRIS);
+        String closingGet = "GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        String after = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+        try (Socket socket = connect(port)) {
+            send(socket, post + closingGet + after);
+            String all = readUntilClosed(socket);
+            String[] answers = all.split("(?=HTTP/1\\.1 )");
+            assertThat(answers).as("answers in %s", all).hasSize(2);
+            assertThat(answers[0]).startsWith("HTTP/1.1 200").contains("outputs")
+                    .doesNotContainIgnoringCase("connection: close");
+            assertThat(answers[1]).startsWith("HTTP/1.1 200").containsIgnoringCase("connection: close");
+        }
+    }
+
     /** Pairs of exchanges: without the read resumed, a request went unread within the first dozen in each trial. */
     private static final int KEPT_ALIVE_EXCHANGES = 300;
 
