@@ -24,6 +24,7 @@ import io.gpupool.serving.InferenceHandler;
 import io.gpupool.serving.DynamicBatcher;
 import io.gpupool.serving.InferenceObserver;
 import io.gpupool.serving.InferenceService;
+import io.gpupool.serving.UndeliveredFailures;
 import io.gpupool.serving.ModelRegistry;
 import io.gpupool.serving.ModelConfigHandler;
 import io.gpupool.serving.ModelSource;
@@ -267,6 +268,7 @@ public class GpuPoolConfiguration {
     @Bean
     InferenceService inferenceService(ServingDevices devices, JsonMapper json,
                                       ObjectProvider<InferenceObserver> observer, ObjectProvider<DynamicBatcher> batcher) {
+        UndeliveredFailures.install(); // failures raised after their client left: logged by what they are, not as ERROR
         return new InferenceService(devices.devices(), json, observer.getIfAvailable(() -> InferenceObserver.NONE),
                 batcher.getIfAvailable());
     }
