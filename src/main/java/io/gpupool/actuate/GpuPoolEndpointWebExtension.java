@@ -2,6 +2,7 @@ package io.gpupool.actuate;
 
 import java.util.Map;
 
+import io.gpupool.serving.Shown;
 import io.gpupool.memory.PoolTuning;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.actuate.endpoint.annotation.DeleteOperation;
@@ -34,9 +35,9 @@ public class GpuPoolEndpointWebExtension {
     }
 
     @ReadOperation
-    public WebEndpointResponse<GpuPoolEndpoint.DeviceDescriptor> device(@Selector String device) {
+    public WebEndpointResponse<Object> device(@Selector String device) {
         GpuPoolEndpoint.DeviceDescriptor descriptor = delegate.device(device);
-        return descriptor == null ? notFound() : new WebEndpointResponse<>(descriptor);
+        return descriptor == null ? noDevice(device) : new WebEndpointResponse<>(descriptor);
     }
 
     @ReadOperation(produces = {"application/json", "text/csv"})
@@ -44,7 +45,7 @@ public class GpuPoolEndpointWebExtension {
                                                @Nullable String addresses) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {
-            return notFound();
+            return noDevice(device);
         }
         return switch (section) {
             case GpuPoolEndpoint.LAYOUT -> new WebEndpointResponse<>(delegate.section(device, section, null), JSON);
@@ -59,7 +60,7 @@ public class GpuPoolEndpointWebExtension {
                             WebEndpointResponse.STATUS_BAD_REQUEST);
                 }
             }
-            default -> notFound();
+            default -> noSection(section, GpuPoolEndpoint.LAYOUT + ", " + GpuPoolEndpoint.TRACE);
         };
     }
 
@@ -67,7 +68,7 @@ public class GpuPoolEndpointWebExtension {
     public WebEndpointResponse<Object> tune(@Selector String device, PoolTuning tuning, GraphTuning.Fields graphs) {
         try {
             GpuPoolEndpoint.TunedDescriptor tuned = delegate.tune(device, tuning, graphs);
-            return tuned == null ? notFound() : new WebEndpointResponse<>(tuned);
+            return tuned == null ? noDevice(device) : new WebEndpointResponse<>(tuned);
         }
         catch (TuningException ex) {
             return badRequest(ex);
@@ -83,8 +84,11 @@ public class GpuPoolEndpointWebExtension {
     @WriteOperation
     public WebEndpointResponse<Object> record(@Selector String device, @Selector String section, boolean recording) {
         ManagedPool pool = pools.find(device).orElse(null);
-        if (pool == null || !GpuPoolEndpoint.TRACE.equals(section)) {
-            return notFound();
+        if (pool == null) {
+            return noDevice(device);
+        }
+        if (!GpuPoolEndpoint.TRACE.equals(section)) {
+            return noSection(section, GpuPoolEndpoint.TRACE);
         }
         if (pool.trace().isEmpty()) {
             return traceUnavailable(device);
@@ -93,13 +97,22 @@ public class GpuPoolEndpointWebExtension {
     }
 
     @DeleteOperation
-    public WebEndpointResponse<GpuPoolEndpoint.TrimDescriptor> trimDevice(@Selector String device) {
+    public WebEndpointResponse<Object> trimDevice(@Selector String device) {
         GpuPoolEndpoint.TrimDescriptor trimmed = delegate.trimDevice(device);
-        return trimmed == null ? notFound() : new WebEndpointResponse<>(trimmed);
+        return trimmed == null ? noDevice(device) : new WebEndpointResponse<>(trimmed);
     }
 
-    private static <T> WebEndpointResponse<T> notFound() {
-        return new WebEndpointResponse<>(WebEndpointResponse.STATUS_NOT_FOUND);
+    /** 404 naming the device asked for and those there are. */
+    private WebEndpointResponse<Object> noDevice(String device) {
+        String known = String.join(", ", pools.all().stream().map(ManagedPool::device).toList());
+        return new WebEndpointResponse<>(Map.of("error", "no device '" + Shown.clip(device) + "'; devices: "
+                + (known.isEmpty() ? "none" : known)), WebEndpointResponse.STATUS_NOT_FOUND);
+    }
+
+    /** 404 naming the section asked for and those the operation has. */
+    private static WebEndpointResponse<Object> noSection(String section, String sections) {
+        return new WebEndpointResponse<>(Map.of("error", "no section '" + Shown.clip(section) + "'; sections: "
+                + sections), WebEndpointResponse.STATUS_NOT_FOUND);
     }
 
     private static WebEndpointResponse<Object> traceUnavailable(String device) {

@@ -75,6 +75,11 @@ public final class TuningRequest {
             }
         }
         if (!any) {
+            if (!body.isEmpty()) {                   // fields given, each null or blank: it would change nothing
+                String field = body.keySet().iterator().next();
+                throw new TuningException(field, String.valueOf(body.get(field)),
+                        "a value (null or blank leaves a field unchanged, and this body changes no field)");
+            }
             throw new TuningException("body", String.valueOf(body), "at least one of the fields " + FIELDS);
         }
         try {

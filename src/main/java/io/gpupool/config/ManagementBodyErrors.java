@@ -14,7 +14,9 @@ import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.web.server.ServerWebExchange;
 import org.springframework.web.server.ServerWebInputException;
 import org.springframework.web.server.WebExceptionHandler;
+import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
+import tools.jackson.core.JacksonException;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
@@ -54,12 +56,26 @@ public class ManagementBodyErrors {
             if (cause instanceof DecodingException decoding) {
                 String detail = String.valueOf(decoding.getMessage());
                 if (detail.contains("Cannot deserialize value of type")) {
-                    return "the request body must be one JSON object of fields, such as {\"coalesceThreshold\": 20}";
+                    String field = fieldOf(decoding);
+                    return field == null
+                            ? "the request body must be one JSON object of fields, such as {\"coalesceThreshold\": 20}"
+                            : "field " + field + " must be one JSON number, string or boolean, not an array or object";
                 }
                 return "the request body is not valid JSON: " + parserReason(detail);
             }
         }
         return "the request body could not be read: " + firstLine(String.valueOf(input.getReason()));
+    }
+
+    /** The body's field whose value could not be read, when the reader's failure names one (a value of a field). */
+    private static @Nullable String fieldOf(Throwable decoding) {
+        for (Throwable cause = decoding; cause != null; cause = cause.getCause()) {
+            if (cause instanceof JacksonException jackson && !jackson.getPath().isEmpty()) {
+                String name = jackson.getPath().getFirst().getPropertyName();
+                return name == null ? null : firstLine(name);
+            }
+        }
+        return null;
     }
 
     /** The parser's reason without the decoder's prefix and the location it cannot give (the source is hidden). */

@@ -4,7 +4,7 @@ package io.gpupool.serving;
  * How a value the client sent appears in an error message: whole when short, else its start and its
  * length, so that an answer never grows with the input (a 30 MB name must not come back as a 30 MB 400).
  */
-final class Shown {
+public final class Shown {
 
     /** Characters of a client's value repeated in a message. */
     static final int MAX_SHOWN = 64;
@@ -12,7 +12,7 @@ final class Shown {
     private Shown() {
     }
 
-    static String clip(String value) {
+    public static String clip(String value) {
         if (value == null || value.length() <= MAX_SHOWN) {
             return value;
         }

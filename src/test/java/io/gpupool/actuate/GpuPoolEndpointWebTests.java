@@ -96,7 +96,8 @@ class GpuPoolEndpointWebTests {
                 .expectStatus().isOk()
                 .expectBody().jsonPath("$.device").isEqualTo("cuda:1").jsonPath("$.trace").doesNotExist();
         management.get().uri("/gpupool/cuda:9").exchange().expectStatus().isNotFound();
-        management.get().uri("/gpupool/cuda:0/nonsense").exchange().expectStatus().isNotFound();
+        management.get().uri("/gpupool/cuda:0/nonsense").exchange().expectStatus().isNotFound()
+                .expectBody().jsonPath("$.error").isEqualTo("no section 'nonsense'; sections: layout, trace");
     }
 
     @Test
@@ -167,7 +168,19 @@ class GpuPoolEndpointWebTests {
         management.get().uri("/gpupool/cuda:1").exchange()
                 .expectBody().jsonPath("$.configuration.coalesceThreshold").isEqualTo(10);
         operatorPost("/gpupool/cuda:9").bodyValue(Map.of("bogus", 1)).exchange()
-                .expectStatus().isNotFound(); // an unknown device is the answer, whatever the fields
+                .expectStatus().isNotFound() // an unknown device is the answer, whatever the fields
+                .expectBody().jsonPath("$.error").value(m -> assertThat((String) m)
+                        .isEqualTo("no device 'cuda:9'; devices: cuda:0, cuda:1"));
+    }
+
+    @Test
+    void aFieldGivenOnlyAsNullIs400NamingItAndChangesNothing() {
+        operatorPost("/gpupool/cuda:1").bodyValue("{\"capBytes\": null}").exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("capBytes")
+                .jsonPath("$.error").value(m -> assertThat((String) m).contains("capBytes = null")
+                        .contains("changes no field"));
+        management.get().uri("/gpupool/cuda:1").exchange().expectBody().jsonPath("$.capBytes").isEqualTo(920 * MIB);
     }
 
     @Test
@@ -177,6 +190,12 @@ class GpuPoolEndpointWebTests {
                     .expectStatus().isBadRequest()
                     .expectBody().jsonPath("$.error").value(m -> assertThat((String) m).as(body)
                             .startsWith("the request body must be one JSON object of fields"));
+        }
+        for (String body : new String[] {"{\"coalesceThreshold\": [1]}", "{\"coalesceThreshold\": {\"a\": 1}}"}) {
+            operatorPost("/gpupool/cuda:1").bodyValue(body).exchange()
+                    .expectStatus().isBadRequest()
+                    .expectBody().jsonPath("$.error").value(m -> assertThat((String) m).as(body)
+                            .isEqualTo("field coalesceThreshold must be one JSON number, string or boolean, not an array or object"));
         }
         operatorPost("/gpupool/cuda:1").bodyValue("{\"coalesceThreshold\": 30").exchange()
                 .expectStatus().isBadRequest()
