@@ -82,7 +82,8 @@ public class GpuPoolEndpointWebExtension {
     }
 
     @WriteOperation
-    public WebEndpointResponse<Object> record(@Selector String device, @Selector String section, boolean recording) {
+    public WebEndpointResponse<Object> record(@Selector String device, @Selector String section,
+                                              @Nullable String recording) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {
             return noDevice(device);
@@ -93,7 +94,12 @@ public class GpuPoolEndpointWebExtension {
         if (pool.trace().isEmpty()) {
             return traceUnavailable(device);
         }
-        return new WebEndpointResponse<>(delegate.record(device, section, recording));
+        // true or false only: Spring's conversion would also take "yes", "on", "1" and give a bare 400 for the rest
+        if (recording == null || !(recording.equals("true") || recording.equals("false"))) {
+            return new WebEndpointResponse<>(Map.of("error", "recording = " + (recording == null ? "(missing)"
+                    : Shown.clip(recording)) + " is invalid; allowed: true or false"), WebEndpointResponse.STATUS_BAD_REQUEST);
+        }
+        return new WebEndpointResponse<>(delegate.record(device, section, Boolean.parseBoolean(recording)));
     }
 
     @DeleteOperation

@@ -280,6 +280,19 @@ class GpuPoolEndpointWebTests {
     }
 
     @Test
+    void traceRecordingIsTrueOrFalseAndAnythingElseIs400NamingIt() {
+        for (Object value : new Object[] {"yes", 1, "on"}) {
+            operatorPost("/gpupool/cuda:0/trace").bodyValue(Map.of("recording", value)).exchange()
+                    .expectStatus().isBadRequest()
+                    .expectBody().jsonPath("$.error").isEqualTo("recording = " + value + " is invalid; allowed: true or false");
+        }
+        operatorPost("/gpupool/cuda:0/trace").bodyValue(Map.of("other", true)).exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.error").isEqualTo("recording = (missing) is invalid; allowed: true or false");
+        management.get().uri("/gpupool/cuda:0").exchange().expectBody().jsonPath("$.trace.recording").isEqualTo(false);
+    }
+
+    @Test
     void traceRecordingStartsStopsAndDownloadsAsCsv() {
         operatorPost("/gpupool/cuda:0/trace").bodyValue(Map.of("recording", true)).exchange()
                 .expectStatus().isOk()
