@@ -18,11 +18,13 @@ import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.DeserializationFeature;
 import tools.jackson.databind.ObjectMapper;
 import tools.jackson.databind.ObjectReader;
+import tools.jackson.databind.exc.MismatchedInputException;
 
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -115,7 +117,7 @@ public final class RequestDecoder {
                 throw ServingException.badRequest("the request declares binary_data_size but has no header "
                         + InferenceHandler.HEADER_LENGTH + " saying where its JSON ends and the binary data begins");
             }
-            throw ServingException.badRequest("malformed inference request JSON: " + e.getOriginalMessage());
+            throw ServingException.badRequest("malformed inference request JSON: " + jsonProblem(e));
         }
         if (request == null) {
             throw ServingException.badRequest("empty inference request body");
@@ -488,5 +490,49 @@ public final class RequestDecoder {
 
     private static String names(List<TensorSpec> specs) {
         return specs.stream().map(TensorSpec::toString).collect(Collectors.joining(", ", "[", "]"));
+    }
+
+    /**
+     * What the JSON got wrong, in the protocol's terms: a value of the wrong kind is named by its place in the
+     * request and the kind it must be ({@code inputs[0].shape[0] must be an integer}), not by the Java types it
+     * would have been read into; a syntax error keeps the parser's own words.
+     */
+    static String jsonProblem(JacksonException e) {
+        if (e instanceof MismatchedInputException mismatch && !mismatch.getPath().isEmpty()
+                && mismatch.getTargetType() != null) {
+            return place(mismatch.getPath()) + " must be " + kind(mismatch.getTargetType());
+        }
+        return e.getOriginalMessage();
+    }
+
+    private static String place(List<JacksonException.Reference> path) {
+        StringBuilder place = new StringBuilder();
+        for (JacksonException.Reference step : path) {
+            if (step.getPropertyName() != null) {
+                place.append(place.isEmpty() ? "" : ".").append(Shown.clip(step.getPropertyName()));
+            } else {
+                place.append('[').append(step.getIndex()).append(']');
+            }
+        }
+        return place.toString();
+    }
+
+    private static String kind(Class<?> type) {
+        if (type == String.class) {
+            return "a string";
+        }
+        if (type == Long.class || type == long.class || type == Integer.class || type == int.class) {
+            return "an integer";
+        }
+        if (Number.class.isAssignableFrom(type) || type == double.class || type == float.class) {
+            return "a number";
+        }
+        if (type == Boolean.class || type == boolean.class) {
+            return "true or false";
+        }
+        if (Collection.class.isAssignableFrom(type) || type.isArray()) {
+            return "an array";
+        }
+        return "an object";
     }
 }

@@ -371,7 +371,7 @@ class InferenceEndpointsTest {
     void aFractionalDimensionIs400NotTruncated() {
         expectError(infer("doubler", """
                 {"inputs": [{"name": "x", "shape": [1.5, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
-                400, "malformed inference request JSON");
+                400, "malformed inference request JSON: inputs[0].shape[0] must be an integer");
         assertThat(fixture.model("doubler").invocations).hasValue(0);
     }
 

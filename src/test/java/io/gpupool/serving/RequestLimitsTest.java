@@ -119,10 +119,14 @@ class RequestLimitsTest {
     void aDimensionGivenAsAStringIs400() {
         expectError(infer("doubler", """
                 {"inputs": [{"name": "x", "shape": ["1", 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
-                400, "malformed inference request JSON");
+                400, "malformed inference request JSON: inputs[0].shape[0] must be an integer");
         expectError(infer("doubler", """
                 {"inputs": [{"name": 7, "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"""),
-                400, "malformed inference request JSON");
+                400, "malformed inference request JSON: inputs[0].name must be a string");
+        expectError(infer("doubler", "{\"inputs\": \"x\"}"), 400, "malformed inference request JSON: inputs must be an array");
+        expectError(infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}], "parameters": [1]}"""),
+                400, "malformed inference request JSON: parameters must be an object");
         assertThat(fixture.model("doubler").invocations).hasValue(0);
     }
 
