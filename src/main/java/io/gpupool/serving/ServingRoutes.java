@@ -56,7 +56,7 @@ public final class ServingRoutes {
         for (String kind : List.of("systemsharedmemory", "cudasharedmemory")) {
             SharedMemoryHandler memory = extensions.sharedMemory();
             table.get("/v2/" + kind + "/status", memory::status);
-            table.get("/v2/" + kind + "/region/{region}/status", memory::status);
+            table.get("/v2/" + kind + "/region/{region}/status", memory::regionStatus);
             table.post("/v2/" + kind + "/region/{region}/register", memory::register);
             table.post("/v2/" + kind + "/unregister", memory::unregister);
             table.post("/v2/" + kind + "/region/{region}/unregister", memory::unregister);

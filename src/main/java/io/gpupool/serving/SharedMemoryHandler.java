@@ -11,15 +11,21 @@ import java.util.List;
 
 /**
  * Triton's system and CUDA shared-memory extensions, answered as a server that offers neither:
- * status lists no region, register is refused with 400 saying so, unregister has nothing to remove
+ * status lists no region (and a region's status is a 404 naming it), register is refused with 400 saying so, unregister has nothing to remove
  * and succeeds (clients call it on clean-up). Inputs that name a region are refused by the
  * {@link RequestDecoder} with the same message.
  */
 public final class SharedMemoryHandler {
 
-    /** GET /v2/{kind}sharedmemory[/region/{r}]/status. */
+    /** GET /v2/{kind}sharedmemory/status: no region. */
     public Mono<ServerResponse> status(ServerRequest request) {
         return ServerResponse.ok().contentType(MediaType.APPLICATION_JSON).bodyValue(List.of());
+    }
+
+    /** GET /v2/{kind}sharedmemory/region/{r}/status: 404 naming the region, which cannot have been registered. */
+    public Mono<ServerResponse> regionStatus(ServerRequest request) {
+        return ErrorResponses.of(ServingException.notFound("no " + kind(request) + " shared memory region '"
+                + Shown.clip(request.pathVariable("region")) + "' is registered; " + unsupported(kind(request))));
     }
 
     /** POST /v2/{kind}sharedmemory/region/{r}/register. */

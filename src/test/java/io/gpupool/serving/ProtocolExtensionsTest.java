@@ -218,8 +218,8 @@ class ProtocolExtensionsTest {
         for (String kind : new String[]{"systemsharedmemory", "cudasharedmemory"}) {
             client().get().uri("/v2/" + kind + "/status").exchange().expectStatus().isOk()
                     .expectBody().json("[]", true);
-            client().get().uri("/v2/" + kind + "/region/r0/status").exchange().expectStatus().isOk()
-                    .expectBody().json("[]", true);
+            expectError(client().get().uri("/v2/" + kind + "/region/r0/status").exchange(), 404,
+                    "shared memory region 'r0' is registered; ");
             client().post().uri("/v2/" + kind + "/unregister").exchange().expectStatus().isOk();
             client().post().uri("/v2/" + kind + "/region/r0/unregister").exchange().expectStatus().isOk();
         }
