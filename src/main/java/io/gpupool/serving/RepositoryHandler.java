@@ -127,12 +127,12 @@ public final class RepositoryHandler {
         }
         if (node == null || !node.isObject()) {
             throw ServingException.badRequest("a repository request body must be one JSON object (for example "
-                    + "{\"parameters\": {}}), not " + (node == null ? "empty" : node.getNodeType().name().toLowerCase(Locale.ROOT)));
+                    + "{\"parameters\": {}}), not " + (node == null ? "empty" : kindOf(node)));
         }
         JsonNode parameters = node.get("parameters");
         if (parameters != null && !parameters.isObject()) {
             throw ServingException.badRequest("'parameters' of a repository request must be a JSON object, not "
-                    + parameters.getNodeType().name().toLowerCase(Locale.ROOT));
+                    + kindOf(parameters));
         }
         if (parameters != null) {
             for (String key : parameters.propertyNames()) {
@@ -142,6 +142,11 @@ public final class RepositoryHandler {
                 }
             }
         }
+    }
+
+    /** What a JSON value is, as a message names it ("array", "string", "number"). */
+    private static String kindOf(JsonNode node) {
+        return node.getNodeType().name().toLowerCase(Locale.ROOT);
     }
 
     /** Stops new requests for {@code model} and waits for those using a replica to finish. */

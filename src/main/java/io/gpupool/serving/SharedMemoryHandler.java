@@ -11,8 +11,8 @@ import java.util.List;
 
 /**
  * Triton's system and CUDA shared-memory extensions, answered as a server that offers neither:
- * status lists no region (and a region's status is a 404 naming it), register is refused with 400 saying so, unregister has nothing to remove
- * and succeeds (clients call it on clean-up). Inputs that name a region are refused by the
+ * status lists no region (and a region's status is a 404 naming it), register is refused with 400 saying
+ * so, unregister has nothing to remove and succeeds (clients call it on clean-up). Inputs that name a region are refused by the
  * {@link RequestDecoder} with the same message.
  */
 public final class SharedMemoryHandler {
@@ -24,8 +24,9 @@ public final class SharedMemoryHandler {
 
     /** GET /v2/{kind}sharedmemory/region/{r}/status: 404 naming the region, which cannot have been registered. */
     public Mono<ServerResponse> regionStatus(ServerRequest request) {
-        return ErrorResponses.of(ServingException.notFound("no " + kind(request) + " shared memory region '"
-                + Shown.clip(request.pathVariable("region")) + "' is registered; " + unsupported(kind(request))));
+        String kind = kind(request);
+        return ErrorResponses.of(ServingException.notFound("no " + kind + " shared memory region '"
+                + Shown.clip(request.pathVariable("region")) + "' is registered; " + unsupported(kind)));
     }
 
     /** POST /v2/{kind}sharedmemory/region/{r}/register. */
