@@ -12,9 +12,7 @@ import static io.gpupool.memory.pool.Handles.offset;
 
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicIntegerArray;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The global level: a binary buddy allocator over chunks, with deferred coalescing and one lock
@@ -86,7 +84,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <h2>Concurrency, and why not one read-write lock</h2>
  * Allocation and free both mutate free lists, so "allocate under a shared lock" would still race on
- * the lists. Instead every order has its own small lock and its own array stack; an operation holds
+ * the lists. Instead every order has its own small lock ({@link ShortLock}) and its own array stack; an operation holds
  * one order lock at a time except a merge, which holds two adjacent ones (ascending), and chunk
  * release, which holds all (ascending). Sixteen streams contend only when they touch the same order
  * at the same instant, and the stream-local level in front absorbs most traffic anyway. The critical
@@ -97,7 +95,7 @@ final class BuddyLevel {
 
     private final ChunkTable chunks;
     private final int top;
-    private final ReentrantLock[] locks;
+    private final ShortLock[] locks;
     private final long[][] lists;
     private final int[] sizes;
     private final int[] triggers;
@@ -105,7 +103,7 @@ final class BuddyLevel {
     private volatile int threshold;
     final LongAdder coalesces = new LongAdder();
     /** Frees of address-space runs so far: the next free stamp ({@link FreeStamps}). */
-    private final AtomicLong freeClock = new AtomicLong();
+    private final FreeStamps.Clock freeClock = new FreeStamps.Clock();
 
     /**
      * Runs of at least this many units (and spans) come only from chunks marked {@link Chunk#large},
@@ -122,14 +120,14 @@ final class BuddyLevel {
         this.chunks = chunks;
         this.top = topOrder;
         int orders = topOrder + 1;
-        locks = new ReentrantLock[orders];
+        locks = new ShortLock[orders];
         lists = new long[orders][];
         sizes = new int[orders];
         triggers = new int[orders];
         counts = new AtomicIntegerArray(orders);
         threshold = coalesceThreshold;
         for (int k = 0; k < orders; k++) {
-            locks[k] = new ReentrantLock();
+            locks[k] = new ShortLock();
             lists[k] = new long[16];
             triggers[k] = coalesceThreshold;
         }
@@ -184,7 +182,7 @@ final class BuddyLevel {
                 continue;
             }
             long key;
-            ReentrantLock lock = locks[j];
+            ShortLock lock = locks[j];
             lock.lock();
             try {
                 if (sizes[j] == 0) {
@@ -228,7 +226,7 @@ final class BuddyLevel {
      * @return the run's handle, or -1 when another thread took the block meanwhile
      */
     long take(int j, long key, int units) {
-        ReentrantLock lock = locks[j];
+        ShortLock lock = locks[j];
         lock.lock();
         try {
             int found = 0;
@@ -257,7 +255,7 @@ final class BuddyLevel {
     long allocateSpan(int units, long start) {
         long step = 1L << top;
         int blocks = (int) ((units + step - 1) >>> top);
-        ReentrantLock lock = locks[top];
+        ShortLock lock = locks[top];
         lock.lock();
         try {
             int n = sizes[top];
@@ -325,12 +323,12 @@ final class BuddyLevel {
 
     private void push(int order, long key, Chunk chunk) {
         boolean merge;
-        ReentrantLock lock = locks[order];
+        ShortLock lock = locks[order];
         lock.lock();
         try {
             pushLocked(order, key);
-            if (chunk.liveUnits.addAndGet(-(1L << order)) == 0) {
-                chunk.emptySinceNanos = System.nanoTime();
+            if (chunk.liveUnits.addAndGet(-(1L << order)) == 0 && chunk.emptySinceNanos != Chunk.EMPTY_UNSTAMPED) {
+                chunk.emptySinceNanos = Chunk.EMPTY_UNSTAMPED;     // maintenance stamps it (Chunk#emptySinceNanos)
             }
             merge = order < top && sizes[order] > triggers[order];
         } finally {
@@ -464,7 +462,7 @@ final class BuddyLevel {
      * @return true if the chunk was empty and is now detached (the caller returns it to the source)
      */
     boolean detachIfEmpty(Chunk chunk) {
-        for (ReentrantLock lock : locks) {
+        for (ShortLock lock : locks) {
             lock.lock();
         }
         try {
@@ -511,7 +509,7 @@ final class BuddyLevel {
     long[] takeFree(FreeBlockChooser chooser) {
         long[] taken = new long[8];
         int count = 0;
-        for (ReentrantLock lock : locks) {
+        for (ShortLock lock : locks) {
             lock.lock();
         }
         try {

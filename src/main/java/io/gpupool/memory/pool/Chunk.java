@@ -16,7 +16,14 @@ final class Chunk {
     final boolean dedicated;
     /** Minimum blocks of this chunk outside the global free lists; changed under the order lock that moved them. */
     final AtomicLong liveUnits = new AtomicLong();
-    /** When {@link #liveUnits} last reached 0 ({@link System#nanoTime()}). */
+    /** {@link #emptySinceNanos} of a buddy chunk that became empty after maintenance last looked at it. */
+    static final long EMPTY_UNSTAMPED = Long.MIN_VALUE;
+    /**
+     * When {@link #liveUnits} last reached 0 ({@link System#nanoTime()}). For a buddy chunk, as maintenance saw it:
+     * the free that empties it writes {@link #EMPTY_UNSTAMPED} (no clock read on the free path, and no store while
+     * it is unstamped already) and the next look ({@link Recovery#releaseEmptyChunks}) stamps it with its own time,
+     * so the chunk is kept at most one maintenance period longer than its idle age, never released earlier.
+     */
     volatile long emptySinceNanos;
     /**
      * Fences of memory that left a stream for the global level: one set per unit of a buddy chunk,
@@ -99,10 +106,22 @@ final class Chunk {
     void addFence(long first, long count, FenceSet.Shared fence) {
         int from = firstSlot(first);
         int end = endSlot(first, count);
-        fence.retain(end - from);                              // one atomic for the run, not one per unit
         synchronized (fenceLock) {
+            int missing = 0;                                   // units that do not hold this very fence yet (a
+            for (int u = from; u < end; u++) {                 // stream freeing again under one lazy fence: none)
+                if (!fences[u].holdsLocked(fence)) {
+                    missing++;
+                }
+            }
+            if (missing == 0) {
+                return;
+            }
+            fence.retain(missing);                             // one atomic for the run, not one per unit
             for (int u = from; u < end; u++) {
-                fences[u].addRetainedLocked(fence);
+                FenceSet unit = fences[u];
+                if (!unit.holdsLocked(fence)) {
+                    unit.addRetainedLocked(fence);
+                }
             }
         }
     }
@@ -129,8 +148,11 @@ final class Chunk {
 
     /**
      * {@link #takeFences(long, long, FenceSet)}, except that a unit whose only fence is stream {@code own}'s
-     * lets go of it here instead (-1: none): the taker is that stream, which needs no wait for its own work,
-     * so the fence would be gathered only to be cleared. Not for a new slab's run (its fences move to the slab).
+     * keeps it (-1: none): the taker is that stream, which needs no wait for its own work, so the fence would
+     * be gathered only to be cleared. It stays on the unit while the stream holds the run; when the run comes
+     * back under the same lazy fence the unit already holds it ({@link #addFence} adds nothing), under a newer
+     * one it is replaced, and once it completed the next look drops it. A stream taking back what it freed
+     * thus touches no reference count at all. Not for a new slab's run (its fences move to the slab).
      */
     FenceSet takeFences(long first, long count, FenceSet into, int own) {
         int end = endSlot(first, count);
@@ -144,15 +166,8 @@ final class Chunk {
             for (int u = start; u < end; u++) {
                 FenceSet unit = fences[u];
                 if (!unit.isEmpty()) {
-                    FenceSet.Shared mine = own >= 0 ? unit.dropIfOnly(own) : null;
-                    if (mine != null) {
-                        if (mine != owed && owedCount > 0) {
-                            owed.release(owedCount);
-                            owedCount = 0;
-                        }
-                        owed = mine;
-                        owedCount++;
-                        continue;
+                    if (own >= 0 && unit.holdsOnlyLocked(own)) {
+                        continue;                              // stays: see the method comment
                     }
                     if (into == null) {
                         into = new FenceSet();

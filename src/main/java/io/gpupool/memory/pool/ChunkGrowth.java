@@ -59,7 +59,7 @@ final class ChunkGrowth extends Growth {
             long span = global.buddy.allocateSpan((int) ((bytes + global.minBlock - 1) >>> global.unitShift), -1);
             if (span >= 0) {                                       // adjacent free maximum blocks of one chunk
                 global.waitForRun(span, stream, null);
-                stats.globalHits.increment();
+                stats.countGlobalHit(stream.ordinal());
                 return span;
             }
         }

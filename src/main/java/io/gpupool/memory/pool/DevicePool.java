@@ -194,12 +194,12 @@ public final class DevicePool implements DeviceAllocator {
         if (handle == 0) {
             handle = placement.allocateClass(c, stream, cache, cfg, bytes);   // exit 2 or 3: global level
             size = global.classBytes()[global.classOf(handle)];   // a larger class where the cap left no slab
-            stats.countAllocation(size, bytes);
+            boolean sampleDue = stats.countAllocation(stream.ordinal(), size, bytes);
             if (cache != null && c >= global.smallCount) {
                 cache.tookRun(handle);
             }
-            if (cache == null || size >= maxBlock >>> 3
-                    || cache.addUnsampled(size, stats.peakAllocated() >>> PoolStatistics.PEAK_LAG_SHIFT)) {
+            if (size >= maxBlock >>> 3 || (cache == null ? sampleDue
+                    : cache.addUnsampled(size, stats.peakAllocated() >>> PoolStatistics.PEAK_LAG_SHIFT))) {
                 stats.samplePeak();
             }
         }
@@ -220,7 +220,7 @@ public final class DevicePool implements DeviceAllocator {
         }
         long handle = placement.allocateLarge(bytes, stream);
         long size = global.largeSize(handle);
-        stats.countAllocation(size, bytes);
+        stats.countAllocation(stream.ordinal(), size, bytes);
         stats.samplePeak();
         DeviceBlock block = new DeviceBlock(owner, global.address(handle), size, bytes, stream, handle, outstanding.site());
         outstanding.added(block);
@@ -239,7 +239,7 @@ public final class DevicePool implements DeviceAllocator {
         long handle = block.handle();
         AllocationStream stream = block.stream();
         if (Handles.kind(handle) == Handles.KIND_DEDICATED) {
-            stats.countFree(block.size(), block.requestedBytes());
+            stats.countFree(stream.ordinal(), block.size(), block.requestedBytes());
             dedicated.put(global.chunks.get(Handles.dedicatedChunkId(handle)), stream, settled);
             return;
         }
@@ -250,7 +250,7 @@ public final class DevicePool implements DeviceAllocator {
                         settled)) {
             return;                                                // exit 1: kept in the stream's cache
         }
-        stats.countFree(block.size(), block.requestedBytes());     // exit 2: back to the global level
+        stats.countFree(stream.ordinal(), block.size(), block.requestedBytes());   // exit 2: back to the global level
         global.returnToGlobal(stream, new long[] {handle}, 0, 1, settled);
     }
 

@@ -93,7 +93,7 @@ final class FenceSet {
             return true;
         }
 
-        /** Adds {@code count} references at once (one atomic for the units of a run, {@link #addRetained}). */
+        /** Adds {@code count} references at once (one atomic for the units of a run, {@link #addRetainedLocked}). */
         void retain(int count) {
             REFERENCES.getAndAdd(this, count);
         }
@@ -178,20 +178,25 @@ final class FenceSet {
         return only != null && only.ordinal == ordinal && !isEmpty();
     }
 
-    /** Adds a reference to {@code fence}, replacing an older fence of the same stream. */
+    /**
+     * Adds a reference to {@code fence}, replacing an older fence of the same stream; nothing when the set holds
+     * this very fence already (a slab its stream keeps freeing into under one lazy fence: no reference taken only
+     * to be dropped again).
+     */
     void add(Shared fence) {
-        fence.retain();
-        addRetained(fence);
-    }
-
-    /** Like {@link #add}, with the reference already taken by the caller ({@link Shared#retain(int)}). */
-    void addRetained(Shared fence) {
         synchronized (lock) {
+            if (holdsLocked(fence)) {
+                return;
+            }
+            fence.retain();
             addRetainedLocked(fence);
         }
     }
 
-    /** {@link #addRetained} for a caller that holds this set's lock (a chunk's loop over a run's units). */
+    /**
+     * Like {@link #add}, with the reference already taken by the caller ({@link Shared#retain(int)}), who holds this
+     * set's lock (a chunk's loop over a run's units).
+     */
     void addRetainedLocked(Shared fence) {
         boolean wasEmpty = isEmpty();
         put(fence);
@@ -439,18 +444,15 @@ final class FenceSet {
         }
     }
 
-    /**
-     * When this set's only fence is stream {@code ordinal}'s, lets go of it and returns it: the caller owes
-     * it one {@link Shared#release}. Otherwise changes nothing and returns null. Under the lock.
-     */
-    Shared dropIfOnly(int ordinal) {
+    /** Whether this set's only fence is stream {@code ordinal}'s. Under the lock. */
+    boolean holdsOnlyLocked(int ordinal) {
         Shared only = sole;
-        if (only == null || only.ordinal != ordinal) {
-            return null;
-        }
-        byStream[ordinal] = null;
-        holdOnly(null);
-        return only;
+        return only != null && only.ordinal == ordinal;
+    }
+
+    /** Whether this set holds {@code fence} itself (not only a fence of its stream). Under the lock. */
+    boolean holdsLocked(Shared fence) {
+        return fence.ordinal < byStream.length && byStream[fence.ordinal] == fence;
     }
 
     /**

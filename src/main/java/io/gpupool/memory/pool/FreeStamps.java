@@ -1,13 +1,14 @@
 package io.gpupool.memory.pool;
 
-import java.util.concurrent.atomic.AtomicLong;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 
 /**
  * How recently the memory of each free block of one address-space chunk was freed: the input of the
  * reclaim order {@link io.gpupool.memory.ReclaimOrder#COLDEST_IN_ORDER} ({@link ReclaimChoice}).
  *
  * <h2>What a stamp means</h2>
- * A free of a run takes the next value t of the buddy level's counter: every unit of the run was freed
+ * A free of a run takes the next value t of the buddy level's counter ({@link Clock}): every unit of the run was freed
  * at t. The stamp of a free block is the newest free time among its units (0: never freed since the
  * chunk was reserved). Blocks merge and split, so one number per block would lose what a merged block's
  * halves held; a record per node of the chunk's buddy tree keeps it.
@@ -44,6 +45,33 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 final class FreeStamps {
 
+    /**
+     * The buddy level's free counter, one for all its chunks. Advanced with an opaque load and store, not an atomic
+     * increment (a locked instruction on every free): two frees racing on two threads may take the same value, or
+     * one may take a value just below the other's, and the reclaim order then reads them as freed at the same
+     * moment, which they were. One thread's frees always get increasing stamps.
+     */
+    static final class Clock {
+        private static final VarHandle TIME;
+
+        static {
+            try {
+                TIME = MethodHandles.lookup().findVarHandle(Clock.class, "time", long.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
+        @SuppressWarnings("unused") // accessed through TIME
+        private long time;
+
+        long next() {
+            long next = (long) TIME.getOpaque(this) + 1;
+            TIME.setOpaque(this, next);
+            return next;
+        }
+    }
+
     /** The records of a chunk that is memory throughout: no stamps kept, every stamp reads 0. */
     static final FreeStamps NONE = new FreeStamps(0);
 
@@ -63,11 +91,11 @@ final class FreeStamps {
     }
 
     /** Step 1: a run [from, to) freed now (the next value of {@code clock}), pushed as the buddy level's aligned pieces. */
-    void stampRange(long from, long to, int top, AtomicLong clock) {
+    void stampRange(long from, long to, int top, Clock clock) {
         if (this == NONE) {
             return;                                                // memory throughout: not even the clock moves
         }
-        long stamp = clock.incrementAndGet();
+        long stamp = clock.next();
         for (long p = from; p < to; p += 1L << pieceOrder(p, to, top)) {
             records[index(pieceOrder(p, to, top), p)] = stamp << 1;
         }

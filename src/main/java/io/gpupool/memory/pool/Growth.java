@@ -263,7 +263,7 @@ abstract class Growth {
         Chunk chunk = dedicated.take(size);
         if (chunk != null) {
             global.waitForDedicated(chunk, stream);
-            stats.globalHits.increment();
+            stats.countGlobalHit(stream.ordinal());
             return Handles.dedicated(chunk.id);
         }
         makeRoomForDedicated(size);

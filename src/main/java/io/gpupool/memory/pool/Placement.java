@@ -58,14 +58,14 @@ final class Placement implements Growth.RunAllocator {
         while (true) {
             long handle;
             if (cache != null && (handle = cache.refillSmall(c, global.classBytes()[c], global.small, cfg)) != 0) {
-                stats.globalHits.increment();
+                stats.countGlobalHit(stream.ordinal());
                 return handle;
             }
             if (one == null) {
                 one = new long[1];
             }
             if (global.small.take(c, one, 0, 1, stream) == 1) {
-                stats.globalHits.increment();
+                stats.countGlobalHit(stream.ordinal());
                 return one[0];
             }
             FenceSet inherited = new FenceSet();                   // the run's fences, for every later taker
@@ -78,7 +78,7 @@ final class Placement implements Growth.RunAllocator {
                     throw noRoomForSlab;
                 }
                 stats.failures.decrement();                        // the slab's run failed, not the allocation
-                stats.globalHits.increment();
+                stats.countGlobalHit(stream.ordinal());
                 return larger;
             }
             global.small.addSlab(c, run, global.address(run), inherited);
@@ -129,7 +129,7 @@ final class Placement implements Growth.RunAllocator {
             handle = global.tryAllocate(units);
         }
         if (handle >= 0) {
-            stats.globalHits.increment();
+            stats.countGlobalHit(stream.ordinal());
         } else {
             handle = growth.growAndAllocate(units);                // step 5
         }

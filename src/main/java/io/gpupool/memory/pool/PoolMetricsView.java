@@ -95,8 +95,9 @@ final class PoolMetricsView implements PoolMetrics, BlockLayoutMetric {
     @Override
     public AllocatorCounters counters() {
         long localHits = streams.sum(LocalCache.HITS);
-        return new AllocatorCounters(localHits + stats.allocations.sum(), streams.sum(LocalCache.FREES) + stats.frees.sum(),
-                localHits, stats.globalHits.sum(), stats.grows.sum(), stats.trims.sum(),
+        return new AllocatorCounters(localHits + stats.global.sum(GlobalCounters.ALLOCATIONS),
+                streams.sum(LocalCache.FREES) + stats.global.sum(GlobalCounters.FREES),
+                localHits, stats.global.sum(GlobalCounters.HITS), stats.grows.sum(), stats.trims.sum(),
                 global.buddy.coalesces.sum(), stats.recoveries.sum(), stats.failures.sum());
     }
 

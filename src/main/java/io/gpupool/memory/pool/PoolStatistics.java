@@ -14,19 +14,20 @@ import java.util.concurrent.atomic.LongAdder;
  * <pre>
  *   local hits, local frees, their bytes   single-writer counters in each LocalCache (StreamLevel sums them,
  *                                          retired caches included)
- *   everything on the global path          LongAdder here
+ *   the global path's blocks, bytes, hits  GlobalCounters (cells by stream ordinal, one claim per update)
+ *   its rarer events (grows, maps, ...)    LongAdder here
  *   reserved bytes and their peak          Reservation (AtomicLong, exact)
- *   allocated bytes = stream level's (alloc - free) + global adders (alloc - free)
+ *   allocated bytes = stream level's (alloc - free) + global counters (alloc - free)
  * </pre>
  *
  * <h2>Sampling the allocated and requested peaks</h2>
  * A sample ({@link #samplePeak}) reads one line of every stream's cache, which its owner keeps writing;
  * sampling on every miss limited scaling. The facade therefore samples on every read, on every
- * global allocation of at least maxBlock/8, on every global allocation in GLOBAL_ONLY mode, and when
- * a stream has taken more than peak / 2^{@value #PEAK_LAG_SHIFT} from the global level since its last
- * sample ({@link LocalCache#addUnsampled}; no randomness, so replays stay deterministic). Between
- * samples the recorded peak lags by at most the local hits since the last sample (at most the bytes
- * held in local caches) plus peak / 2^{@value #PEAK_LAG_SHIFT} per stream.
+ * global allocation of at least maxBlock/8, and when a stream has taken more than peak /
+ * 2^{@value #PEAK_LAG_SHIFT} from the global level since its last sample ({@link LocalCache#addUnsampled};
+ * in GLOBAL_ONLY mode, without caches, its cell of the {@link GlobalCounters}; no randomness, so replays
+ * stay deterministic). Between samples the recorded peak lags by at most the local hits since the last
+ * sample (at most the bytes held in local caches) plus peak / 2^{@value #PEAK_LAG_SHIFT} per stream.
  *
  * A sample also refreshes the stream share behind the local caches' bytes cap ({@link StreamLevel#capBytes}).
  *
@@ -42,13 +43,8 @@ final class PoolStatistics {
     static final int PEAK_LAG_SHIFT = 6;
     static final int LATENCY_SAMPLE_EVERY = 64;
 
-    final LongAdder allocations = new LongAdder();
-    final LongAdder frees = new LongAdder();
-    final LongAdder allocatedBytes = new LongAdder();
-    final LongAdder allocatedRequested = new LongAdder();
-    final LongAdder freedBytes = new LongAdder();
-    final LongAdder freedRequested = new LongAdder();
-    final LongAdder globalHits = new LongAdder();
+    /** Blocks, bytes and hits of the global path. */
+    final GlobalCounters global = new GlobalCounters();
     final LongAdder grows = new LongAdder();
     final LongAdder trims = new LongAdder();
     final LongAdder recoveries = new LongAdder();
@@ -74,28 +70,34 @@ final class PoolStatistics {
         return ThreadLocalRandom.current().nextInt(LATENCY_SAMPLE_EVERY) == 0;
     }
 
-    /** Counts one block handed out by the global level. */
-    void countAllocation(long size, long requested) {
-        allocations.increment();
-        allocatedBytes.add(size);
-        allocatedRequested.add(requested);
+    /**
+     * Counts one block handed out by the global level on stream {@code ordinal}.
+     *
+     * @return whether that stream took more than peak / 2^{@value #PEAK_LAG_SHIFT} through the global level since
+     *         its last sample (the trigger in GLOBAL_ONLY mode)
+     */
+    boolean countAllocation(int ordinal, long size, long requested) {
+        return global.allocated(ordinal, size, requested, peakAllocated.get() >>> PEAK_LAG_SHIFT);
     }
 
-    /** Counts one block given back to the global level. */
-    void countFree(long size, long requested) {
-        frees.increment();
-        freedBytes.add(size);
-        freedRequested.add(requested);
+    /** Counts one block given back to the global level from stream {@code ordinal}. */
+    void countFree(int ordinal, long size, long requested) {
+        global.freed(ordinal, size, requested);
+    }
+
+    /** Counts an allocation or a local refill the global level served without growing. */
+    void countGlobalHit(int ordinal) {
+        global.hit(ordinal);
     }
 
     long allocatedBytes() {
         return streams.sum(LocalCache.ALLOC_BYTES) - streams.sum(LocalCache.FREE_BYTES)
-                + allocatedBytes.sum() - freedBytes.sum();
+                + global.difference(GlobalCounters.ALLOC_BYTES, GlobalCounters.FREE_BYTES);
     }
 
     long requestedBytes() {
         return streams.sum(LocalCache.ALLOC_REQUESTED) - streams.sum(LocalCache.FREE_REQUESTED)
-                + allocatedRequested.sum() - freedRequested.sum();
+                + global.difference(GlobalCounters.ALLOC_REQUESTED, GlobalCounters.FREE_REQUESTED);
     }
 
     /** The recorded peak, which may lag (see the class comment); {@link #peakAllocatedNow} samples first. */
@@ -122,8 +124,10 @@ final class PoolStatistics {
     /** Raises the allocated and requested peaks to the bytes allocated and requested now; refreshes the stream share. */
     void samplePeak() {
         LocalCache[] current = streams.caches();
-        long allocated = allocatedBytes.sum() - freedBytes.sum() + streams.retiredAllocated();
-        long requested = allocatedRequested.sum() - freedRequested.sum() + streams.retiredRequested();
+        long allocated = global.difference(GlobalCounters.ALLOC_BYTES, GlobalCounters.FREE_BYTES)
+                + streams.retiredAllocated();
+        long requested = global.difference(GlobalCounters.ALLOC_REQUESTED, GlobalCounters.FREE_REQUESTED)
+                + streams.retiredRequested();
         for (LocalCache cache : current) {
             if (cache != null) {
                 allocated += cache.stat(LocalCache.ALLOC_BYTES) - cache.stat(LocalCache.FREE_BYTES);

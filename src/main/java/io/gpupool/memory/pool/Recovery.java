@@ -113,7 +113,11 @@ final class Recovery implements Growth.Fallback {
             if (chunk.dedicated || chunk.liveUnits.get() != 0) {
                 continue;
             }
-            if (!force && (now - chunk.emptySinceNanos < cfg.releaseIdleAge().toNanos()
+            long emptySince = chunk.emptySinceNanos;
+            if (emptySince == Chunk.EMPTY_UNSTAMPED) {
+                chunk.emptySinceNanos = emptySince = now;          // emptied since the last look
+            }
+            if (!force && (now - emptySince < cfg.releaseIdleAge().toNanos()
                     || reservation.reserved() - chunk.bytes < cfg.releaseThresholdBytes())) {
                 continue;
             }

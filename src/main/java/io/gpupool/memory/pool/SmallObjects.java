@@ -2,11 +2,12 @@ package io.gpupool.memory.pool;
 
 import io.gpupool.memory.AllocationStream;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The shared level of the small-object cache: for each {@link SizeClasses size class}, slabs
@@ -32,7 +33,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *       slab that becomes empty while the class has another slab with room leaves the class; its
  *       fences move to the chunk and its run goes back to the buddy level, outside the class lock.</li>
  * </ol>
- * One lock per class: streams contend only when they miss their local cache on the same class at
+ * One lock per class ({@link ShortLock}): streams contend only when they miss their local cache on the same class at
  * the same instant.
  */
 final class SmallObjects {
@@ -69,13 +70,54 @@ final class SmallObjects {
     }
 
     private static final class ClassArena {
-        final ReentrantLock lock = new ReentrantLock();
+        private static final VarHandle SLABS;
+        private static final VarHandle LIVE;
+        private static final VarHandle FREE;
+
+        static {
+            try {
+                MethodHandles.Lookup lookup = MethodHandles.lookup();
+                SLABS = lookup.findVarHandle(ClassArena.class, "slabs", long.class);
+                LIVE = lookup.findVarHandle(ClassArena.class, "live", long.class);
+                FREE = lookup.findVarHandle(ClassArena.class, "free", long.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
+        final ShortLock lock = new ShortLock();
         Slab[] withRoom = new Slab[4];
         int roomCount;
-        /** Read by metrics without the lock; written under it. */
-        volatile long slabs;
-        volatile long live;
-        volatile long free;
+        /*
+         * Slabs, objects handed out and objects free in them, for metrics: written under the lock with opaque
+         * stores (atomic, but no store-load fence, which a volatile store costs on every take and give-back) and
+         * read without it with opaque loads, so a reading may be a moment old.
+         */
+        private long slabs;
+        private long live;
+        private long free;
+
+        void add(long slabDelta, long liveDelta, long freeDelta) {
+            if (slabDelta != 0) {
+                SLABS.setOpaque(this, slabs + slabDelta);
+            }
+            if (liveDelta != 0) {
+                LIVE.setOpaque(this, live + liveDelta);
+            }
+            FREE.setOpaque(this, free + freeDelta);
+        }
+
+        long slabs() {
+            return (long) SLABS.getOpaque(this);
+        }
+
+        long live() {
+            return (long) LIVE.getOpaque(this);
+        }
+
+        long free() {
+            return (long) FREE.getOpaque(this);
+        }
     }
 
     private final SizeClasses classes;
@@ -122,8 +164,7 @@ final class SmallObjects {
                     removeRoom(arena, slab);
                 }
             }
-            arena.live += n;
-            arena.free -= n;
+            arena.add(0, n, -n);
             return n;
         } finally {
             arena.lock.unlock();
@@ -172,8 +213,7 @@ final class SmallObjects {
         arena.lock.lock();
         try {
             addRoom(arena, slab);
-            arena.slabs++;
-            arena.free += slab.capacity;
+            arena.add(1, 0, slab.capacity);
         } finally {
             arena.lock.unlock();
         }
@@ -201,8 +241,7 @@ final class SmallObjects {
                 }
                 slab.bitmap[index >>> 6] = word & ~mask;
                 slab.used--;
-                arena.live--;
-                arena.free++;
+                arena.add(0, -1, 1);
                 if (fence != null) {
                     slab.fences.add(fence);
                 }
@@ -239,8 +278,7 @@ final class SmallObjects {
 
     private void detach(ClassArena arena, Slab slab) {
         removeRoom(arena, slab);
-        arena.slabs--;
-        arena.free -= slab.capacity;
+        arena.add(-1, 0, -slab.capacity);
         slab.detached = true;
         synchronized (slabTableLock) {
             Slab[] table = slabTable.clone();
@@ -308,11 +346,11 @@ final class SmallObjects {
         List<io.gpupool.memory.metric.SizeClassMetric> result = new ArrayList<>();
         for (int c = 0; c < arenas.length; c++) {
             ClassArena arena = arenas[c];
-            long slabs = arena.slabs;
-            long live = arena.live;
+            long slabs = arena.slabs();
+            long live = arena.live();
             if (slabs != 0 || live != 0) {
                 result.add(new io.gpupool.memory.metric.SizeClassMetric(c, classes.size(c),
-                        classes.slabBlocks(c) * minBlockBytes, slabs, live, arena.free));
+                        classes.slabBlocks(c) * minBlockBytes, slabs, live, arena.free()));
             }
         }
         return result;

@@ -13,7 +13,6 @@ import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.atomic.AtomicLong;
 
 import static io.gpupool.memory.PoolConfig.GIB;
 import static io.gpupool.memory.PoolConfig.MIB;
@@ -155,7 +154,7 @@ class ReclaimOrderTest {
     @Test
     void aSplitOfAMergedBlockGivesEachPieceTheStampOfItsOwnUnits() {
         FreeStamps stamps = new FreeStamps(8);
-        AtomicLong clock = new AtomicLong();
+        FreeStamps.Clock clock = new FreeStamps.Clock();
         stamps.stampRange(0, 2, 3, clock);                          // units 0-1 freed at 1: one order-1 piece
         stamps.stampRange(2, 4, 3, clock);                          // units 2-3 freed at 2
         stamps.merge(0, 1);                                         // the two merge: order 2 at 0, newer = 2
