@@ -8,16 +8,9 @@ import org.springframework.web.reactive.function.server.ServerRequest;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
 
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
-import java.io.InputStream;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.zip.GZIPInputStream;
-import java.util.zip.Inflater;
-import java.util.zip.InflaterInputStream;
 
 /**
  * Reads a request body whole, within {@code gpupool.serving.max-body-size}, and undoes its
@@ -78,40 +71,12 @@ final class RequestBodies {
         return header.trim().toLowerCase(Locale.ROOT);
     }
 
-    /**
-     * Inflates {@code body}, at most {@code maxBodyBytes} of output. {@code deflate} is the zlib format
-     * (RFC 1950) as HTTP defines it, but raw deflate data (RFC 1951), which some clients send, is taken too.
-     */
+    /** Inflates {@code body} ({@link CompressedBody}), at most {@code maxBodyBytes} of output. */
     private byte[] inflate(byte[] body, boolean gzip) {
         if (body.length == 0) {
             return body;
         }
-        String format = gzip ? "gzip" : "deflate";
-        Inflater inflater = new Inflater(!gzip && !zlibHeader(body));
-        try (InputStream in = gzip ? new GZIPInputStream(new ByteArrayInputStream(body))
-                : new InflaterInputStream(new ByteArrayInputStream(body), inflater)) {
-            ByteArrayOutputStream out = new ByteArrayOutputStream(Math.min(maxBodyBytes, Math.max(256, body.length * 4)));
-            byte[] step = new byte[64 * 1024];
-            int read;
-            while ((read = in.read(step)) >= 0) {
-                if ((long) out.size() + read > maxBodyBytes) {
-                    throw ServingException.payloadTooLarge(maxBodyBytes, "decompressed request body");
-                }
-                out.write(step, 0, read);
-            }
-            return out.toByteArray();
-        } catch (IOException e) {
-            // ZipException (corrupt data, wrong header) and EOFException (cut short) alike: the client's data
-            throw ServingException.badRequest("request body is not valid " + format + " data (Content-Encoding: "
-                    + format + "): " + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()));
-        } finally {
-            inflater.end();
-        }
-    }
-
-    /** RFC 1950: compression method 8 in the low nibble of the first byte, and the two bytes a multiple of 31. */
-    private static boolean zlibHeader(byte[] body) {
-        return body.length >= 2 && (body[0] & 0x0F) == 8 && (((body[0] & 0xFF) << 8) | (body[1] & 0xFF)) % 31 == 0;
+        return gzip ? CompressedBody.gunzip(body, maxBodyBytes) : CompressedBody.inflate(body, maxBodyBytes);
     }
 
     /** The bytes kept so far; once over the limit nothing more is kept, only counted. */
