@@ -155,9 +155,14 @@ public record PoolConfig(
         }
         requireRange("initialBytes", initialBytes, 0, Long.MAX_VALUE / 2);
         requireMultiple("growthStepBytes", growthStepBytes, minBlockBytes);
-        requireRange("growthStepBytes", growthStepBytes, maxBlockBytes, maxGrowthStepBytes);
+        if (growthStepBytes < maxBlockBytes || growthStepBytes > maxGrowthStepBytes) {
+            throw invalid("growthStepBytes", growthStepBytes, "[maxBlockBytes (" + maxBlockBytes + "), maxGrowthStepBytes ("
+                    + maxGrowthStepBytes + ")]; raise maxGrowthStepBytes with it");
+        }
         requireMultiple("maxGrowthStepBytes", maxGrowthStepBytes, minBlockBytes);
-        requireRange("maxGrowthStepBytes", maxGrowthStepBytes, growthStepBytes, 1L << 44);
+        if (maxGrowthStepBytes > 1L << 44) {
+            throw invalid("maxGrowthStepBytes", maxGrowthStepBytes, "[growthStepBytes (" + growthStepBytes + "), " + (1L << 44) + "]");
+        }
         requireRange("capBytes", capBytes, 0, Long.MAX_VALUE / 2);
         if (capBytes != 0 && capBytes < minBlockBytes) {
             throw invalid("capBytes", capBytes, "0 (use capFraction) or at least minBlockBytes (" + minBlockBytes + ")");

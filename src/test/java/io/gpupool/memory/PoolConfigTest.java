@@ -42,6 +42,16 @@ class PoolConfigTest {
     }
 
     @Test
+    void aGrowthStepAboveItsMaximumNamesTheSettingThatBoundsIt() {
+        assertThatThrownBy(() -> defaults.apply(PoolTuning.builder().growthStepBytes(2 * GIB).build()))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageStartingWith("gpupool.memory.growthStepBytes = " + 2 * GIB + " is invalid")
+                .hasMessageContaining("maxGrowthStepBytes (" + defaults.maxGrowthStepBytes() + ")");
+        assertThat(defaults.apply(PoolTuning.builder().growthStepBytes(2 * GIB).maxGrowthStepBytes(4 * GIB).build())
+                .growthStepBytes()).as("raised together").isEqualTo(2 * GIB);
+    }
+
+    @Test
     void aTuningReplacesOnlyTheValuesItCarries() {
         PoolTuning tuning = PoolTuning.builder().capFraction(0.5).mappedSlack(0.25).localIdleAge(Duration.ofSeconds(3))
                 .build();
