@@ -26,7 +26,7 @@ import java.util.concurrent.locks.LockSupport;
  * core each.
  *
  * <p>Taking a lock this thread already holds would wait for ever; {@link #lock} detects that in its slow path (the
- * holder is recorded with a plain store after the CAS) and throws instead.
+ * holder's thread id is recorded with a plain store after the CAS) and throws instead.
  */
 final class ShortLock {
 
@@ -45,23 +45,26 @@ final class ShortLock {
 
     @SuppressWarnings("unused") // accessed through STATE
     private volatile int state;
-    /** The thread holding the lock, for the reentrance check only; read and written with plain accesses. */
-    private Thread holder;
+    /**
+     * The id of the thread holding the lock, 0 when free; for the reentrance check only, read and written with plain
+     * accesses (an id rather than the Thread: a primitive store needs no garbage-collector barrier).
+     */
+    private long holder;
 
     void lock() {
         if (!STATE.weakCompareAndSetAcquire(this, 0, 1)) {
             lockSlowly();
         }
-        holder = Thread.currentThread();
+        holder = Thread.currentThread().threadId();
     }
 
     void unlock() {
-        holder = null;
+        holder = 0;
         STATE.setRelease(this, 0);
     }
 
     private void lockSlowly() {
-        Thread self = Thread.currentThread();
+        long self = Thread.currentThread().threadId();
         long park = 1_000;
         for (int tries = 0; ; tries++) {
             if ((int) STATE.getOpaque(this) == 0 && STATE.weakCompareAndSetAcquire(this, 0, 1)) {
