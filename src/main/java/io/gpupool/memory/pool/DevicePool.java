@@ -194,12 +194,13 @@ public final class DevicePool implements DeviceAllocator {
         if (handle == 0) {
             handle = placement.allocateClass(c, stream, cache, cfg, bytes);   // exit 2 or 3: global level
             size = global.classBytes()[global.classOf(handle)];   // a larger class where the cap left no slab
-            boolean sampleDue = stats.countAllocation(stream.ordinal(), size, bytes);
+            long sampleAfter = stats.sampleAfter();
+            boolean sampleDue = stats.countAllocation(stream.ordinal(), size, bytes,
+                    cache == null ? sampleAfter : GlobalCounters.NO_TRIGGER);
             if (cache != null && c >= global.smallCount) {
                 cache.tookRun(handle);
             }
-            if (size >= maxBlock >>> 3 || (cache == null ? sampleDue
-                    : cache.addUnsampled(size, stats.peakAllocated() >>> PoolStatistics.PEAK_LAG_SHIFT))) {
+            if (size >= maxBlock >>> 3 || (cache == null ? sampleDue : cache.addUnsampled(size, sampleAfter))) {
                 stats.samplePeak();
             }
         }
@@ -220,7 +221,7 @@ public final class DevicePool implements DeviceAllocator {
         }
         long handle = placement.allocateLarge(bytes, stream);
         long size = global.largeSize(handle);
-        stats.countAllocation(stream.ordinal(), size, bytes);
+        stats.countAllocation(stream.ordinal(), size, bytes, GlobalCounters.NO_TRIGGER);
         stats.samplePeak();
         DeviceBlock block = new DeviceBlock(owner, global.address(handle), size, bytes, stream, handle, outstanding.site());
         outstanding.added(block);

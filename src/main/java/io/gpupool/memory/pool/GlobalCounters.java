@@ -66,11 +66,15 @@ final class GlobalCounters {
     @SuppressWarnings("unused") // accessed through USED
     private volatile long used;
 
+    /** {@link #allocated}'s {@code sampleAfter} for a caller that keeps its own trigger (a stream's local cache). */
+    static final long NO_TRIGGER = Long.MAX_VALUE;
+
     /**
      * Counts a block of {@code size} bytes ({@code requested} asked for) handed out by the global level on stream
      * {@code ordinal}.
      *
-     * @param sampleAfter the unsampled bytes beyond which the caller should sample the allocated peak
+     * @param sampleAfter the unsampled bytes beyond which the caller should sample the allocated peak, or
+     *                    {@link #NO_TRIGGER}
      * @return whether the caller should sample it now (the cell's unsampled bytes restart from 0)
      */
     boolean allocated(int ordinal, long size, long requested, long sampleAfter) {
@@ -79,9 +83,12 @@ final class GlobalCounters {
         LONGS.setOpaque(c, base + ALLOCATIONS, c[base + ALLOCATIONS] + 1);
         LONGS.setOpaque(c, base + ALLOC_BYTES, c[base + ALLOC_BYTES] + size);
         LONGS.setOpaque(c, base + ALLOC_REQUESTED, c[base + ALLOC_REQUESTED] + requested);
-        long unsampled = c[base + UNSAMPLED] + size;
-        boolean sample = unsampled > sampleAfter;
-        c[base + UNSAMPLED] = sample ? 0 : unsampled;             // read and written only by claimants
+        boolean sample = false;
+        if (sampleAfter != NO_TRIGGER) {
+            long unsampled = c[base + UNSAMPLED] + size;
+            sample = unsampled > sampleAfter;
+            c[base + UNSAMPLED] = sample ? 0 : unsampled;         // read and written only by claimants
+        }
         LONGS.setRelease(c, base + CLAIM, 0L);
         return sample;
     }

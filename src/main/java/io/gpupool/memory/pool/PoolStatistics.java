@@ -73,11 +73,18 @@ final class PoolStatistics {
     /**
      * Counts one block handed out by the global level on stream {@code ordinal}.
      *
-     * @return whether that stream took more than peak / 2^{@value #PEAK_LAG_SHIFT} through the global level since
-     *         its last sample (the trigger in GLOBAL_ONLY mode)
+     * @param sampleAfter {@link #sampleAfter()} where the stream has no local cache to keep the trigger (GLOBAL_ONLY),
+     *                    else {@link GlobalCounters#NO_TRIGGER}
+     * @return whether that stream took more than {@code sampleAfter} bytes through the global level since its last
+     *         sample
      */
-    boolean countAllocation(int ordinal, long size, long requested) {
-        return global.allocated(ordinal, size, requested, peakAllocated.get() >>> PEAK_LAG_SHIFT);
+    boolean countAllocation(int ordinal, long size, long requested, long sampleAfter) {
+        return global.allocated(ordinal, size, requested, sampleAfter);
+    }
+
+    /** The bytes a stream may take from the global level between two samples: peak / 2^{@value #PEAK_LAG_SHIFT}. */
+    long sampleAfter() {
+        return peakAllocated.get() >>> PEAK_LAG_SHIFT;
     }
 
     /** Counts one block given back to the global level from stream {@code ordinal}. */
@@ -100,11 +107,7 @@ final class PoolStatistics {
                 + global.difference(GlobalCounters.ALLOC_REQUESTED, GlobalCounters.FREE_REQUESTED);
     }
 
-    /** The recorded peak, which may lag (see the class comment); {@link #peakAllocatedNow} samples first. */
-    long peakAllocated() {
-        return peakAllocated.get();
-    }
-
+    /** The allocated peak, raised to the bytes allocated now first (the recorded one may lag: class comment). */
     long peakAllocatedNow() {
         Peaks.raise(peakAllocated, allocatedBytes());
         return peakAllocated.get();
