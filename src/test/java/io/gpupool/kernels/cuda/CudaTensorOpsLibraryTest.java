@@ -11,9 +11,11 @@ import io.gpupool.serving.fake.CountingAllocator;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -35,13 +37,16 @@ class CudaTensorOpsLibraryTest {
 
     /**
      * Records plans and runs; declines shapes with {@code out == 3} as a library without an algorithm would. A plan's
-     * algorithm needs 64 bytes of workspace per output feature.
+     * algorithm needs 64 bytes of workspace per output feature. Safe for several streams' threads at once, as the
+     * real library is (a device worker plans and runs products on all its streams together).
      */
     static final class RecordingLibrary implements MatmulLibrary {
-        final List<Plan> plans = new ArrayList<>();
-        final List<Run> runs = new ArrayList<>();
-        final Map<Matmul, Plan> planned = new IdentityHashMap<>();
-        int closed;
+        final List<Plan> plans = Collections.synchronizedList(new ArrayList<>());
+        final List<Run> runs = Collections.synchronizedList(new ArrayList<>());
+        final Map<Matmul, Plan> planned = Collections.synchronizedMap(new IdentityHashMap<>());
+        private final AtomicInteger closedPlans = new AtomicInteger();
+        /** Plans closed so far (read once the products are done). */
+        volatile int closed;
 
         @Override
         public long workspaceBytes(Matmul plan) {
@@ -59,7 +64,7 @@ class CudaTensorOpsLibraryTest {
         }
 
         /** Plans made by {@link #planResidual}. */
-        final List<Plan> residualPlans = new ArrayList<>();
+        final List<Plan> residualPlans = Collections.synchronizedList(new ArrayList<>());
 
         @Override
         public Matmul plan(int rows, int in, int out, ElementType type, Compute compute, Epilogue epilogue) {
@@ -91,7 +96,7 @@ class CudaTensorOpsLibraryTest {
 
                 @Override
                 public void close() {
-                    closed++;
+                    closed = closedPlans.incrementAndGet();
                 }
             };
             planned.put(matmul, plan);

@@ -23,6 +23,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
@@ -77,12 +78,19 @@ class IdleWorkspaceReleaseTest {
         CountDownLatch started = new CountDownLatch(3);
         CountDownLatch gate = new CountDownLatch(1);
         List<Mono<Void>> running = new ArrayList<>();
-        for (int i = 0; i < 3; i++) {
-            running.add(request(started, gate).cache());
-            running.getLast().subscribe();
+        List<Throwable> failed = new CopyOnWriteArrayList<>();
+        try {
+            for (int i = 0; i < 3; i++) {
+                running.add(request(started, gate).cache());
+                running.getLast().subscribe(done -> { }, failed::add);
+            }
+            assertThat(started.await(10, TimeUnit.SECONDS)).as("three requests running at once; failed: %s", failed)
+                    .isTrue();
+        } catch (InterruptedException e) {
+            throw new AssertionError(e);
+        } finally {
+            gate.countDown();
         }
-        await(started);
-        gate.countDown();
         running.forEach(Mono::block);
     }
 
