@@ -47,9 +47,11 @@ final class FreeStamps {
 
     /**
      * The buddy level's free counter, one for all its chunks. Advanced with an opaque load and store, not an atomic
-     * increment (a locked instruction on every free): two frees racing on two threads may take the same value, or
-     * one may take a value just below the other's, and the reclaim order then reads them as freed at the same
-     * moment, which they were. One thread's frees always get increasing stamps.
+     * increment (a locked instruction on every free): two frees racing on two threads may take the same value, and
+     * a thread descheduled between its load and its store sets the counter back by the frees that passed it
+     * meanwhile, so later frees may be stamped as older than they are. The stamps only order the coldest-first
+     * reclaim (a choice of which free memory to give back first), never whether memory is free or safe to use, so
+     * an inexact order costs at worst a less cold choice.
      */
     static final class Clock {
         private static final VarHandle TIME;

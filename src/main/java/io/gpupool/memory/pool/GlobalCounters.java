@@ -119,16 +119,6 @@ final class GlobalCounters {
         return total;
     }
 
-    /** Sum of {@code plus} minus sum of {@code minus}, in one pass over the cells. */
-    long difference(int plus, int minus) {
-        long total = 0;
-        for (long mask = (long) USED.getAcquire(this); mask != 0; mask &= mask - 1) {
-            int base = cellBase(Long.numberOfTrailingZeros(mask));
-            total += (long) LONGS.getOpaque(cells, base + plus) - (long) LONGS.getOpaque(cells, base + minus);
-        }
-        return total;
-    }
-
     private static int cellBase(int cell) {
         return PAD + cell * STRIDE;
     }

@@ -34,8 +34,13 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  *   S synchronises           mark m+1: the next free gets F'(m+1), slot[S] -&gt; F'
  *   T takes memory under F'  F' sealed, event recorded; the next free on S gets F''
  * </pre>
- * Lock-free: a slot is read with acquire and written with release semantics; two frees racing on one
- * slot at worst both create a fence, as without sharing.
+ * Lock-free: a slot is read with acquire semantics and replaced only by a compare-and-set against the fence
+ * the free read. So a slot's sequence numbers only grow, and a free that starts after another free got its
+ * fence never gets an older fence of that stream. That matters because {@link FenceSet} keeps the newer of two
+ * fences of a stream: were an older, unsealed fence installed over a newer one that gets sealed, a stream taking
+ * back a unit that still holds the newer fence ({@link Chunk#takeFences(long, long, FenceSet, int)}) and freeing
+ * it again under the older would leave the unit behind an event recorded before its latest work. Two frees
+ * racing on one slot at worst create a fence each; the loser closes its own unused and takes the winner's.
  *
  * <h2>Idle streams</h2>
  * A fence that left its slot completes by itself: a newer mark means a synchronisation began after it,
@@ -64,16 +69,20 @@ final class LatestLazyFences {
         if (ordinal < 0 || ordinal >= SLOTS) {
             return new FenceSet.Shared(new LazyFence(stream, mark), ordinal, open);
         }
-        FenceSet.Shared current = latest.getAcquire(ordinal);
-        if (current != null && current.tryRetain()) {
-            if (((LazyFence) current.fence).coversFreeAt(stream, mark)) {
-                return current;
+        while (true) {
+            FenceSet.Shared current = latest.getAcquire(ordinal);
+            if (current != null && current.tryRetain()) {
+                if (((LazyFence) current.fence).coversFreeAt(stream, mark)) {
+                    return current;
+                }
+                current.release();
             }
-            current.release();
+            FenceSet.Shared fresh = new FenceSet.Shared(new LazyFence(stream, mark), ordinal, open);
+            if (latest.compareAndSet(ordinal, current, fresh)) {
+                return fresh;
+            }
+            fresh.release();                                       // another free installed one: try that
         }
-        FenceSet.Shared fresh = new FenceSet.Shared(new LazyFence(stream, mark), ordinal, open);
-        latest.setRelease(ordinal, fresh);
-        return fresh;
     }
 
     /** Records the event of every slot's fence still open and unfinished ("Idle streams"). */

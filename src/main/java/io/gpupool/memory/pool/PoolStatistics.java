@@ -98,13 +98,24 @@ final class PoolStatistics {
     }
 
     long allocatedBytes() {
-        return streams.sum(LocalCache.ALLOC_BYTES) - streams.sum(LocalCache.FREE_BYTES)
-                + global.difference(GlobalCounters.ALLOC_BYTES, GlobalCounters.FREE_BYTES);
+        return inUse(LocalCache.ALLOC_BYTES, LocalCache.FREE_BYTES, GlobalCounters.ALLOC_BYTES, GlobalCounters.FREE_BYTES);
     }
 
     long requestedBytes() {
-        return streams.sum(LocalCache.ALLOC_REQUESTED) - streams.sum(LocalCache.FREE_REQUESTED)
-                + global.difference(GlobalCounters.ALLOC_REQUESTED, GlobalCounters.FREE_REQUESTED);
+        return inUse(LocalCache.ALLOC_REQUESTED, LocalCache.FREE_REQUESTED, GlobalCounters.ALLOC_REQUESTED,
+                GlobalCounters.FREE_REQUESTED);
+    }
+
+    /**
+     * What is handed out by one pair of counters of both levels: every "in" counter (local caches, retired ones, global
+     * cells) is read before any "out" counter. The counters only grow, so the result is at most what was in use at
+     * the moment between the two passes: a block freed and taken again while the reads run is missed at worst, never
+     * counted twice. That matters for the peaks, which only rise: an over-count would stay for good.
+     */
+    private long inUse(int localIn, int localOut, int globalIn, int globalOut) {
+        long in = streams.sum(localIn) + global.sum(globalIn);
+        long out = streams.sum(localOut) + global.sum(globalOut);
+        return in - out;
     }
 
     /** The allocated peak, raised to the bytes allocated now first (the recorded one may lag: class comment). */
@@ -126,19 +137,10 @@ final class PoolStatistics {
 
     /** Raises the allocated and requested peaks to the bytes allocated and requested now; refreshes the stream share. */
     void samplePeak() {
-        LocalCache[] current = streams.caches();
-        long allocated = global.difference(GlobalCounters.ALLOC_BYTES, GlobalCounters.FREE_BYTES)
-                + streams.retiredAllocated();
-        long requested = global.difference(GlobalCounters.ALLOC_REQUESTED, GlobalCounters.FREE_REQUESTED)
-                + streams.retiredRequested();
-        for (LocalCache cache : current) {
-            if (cache != null) {
-                allocated += cache.stat(LocalCache.ALLOC_BYTES) - cache.stat(LocalCache.FREE_BYTES);
-                requested += cache.stat(LocalCache.ALLOC_REQUESTED) - cache.stat(LocalCache.FREE_REQUESTED);
-            }
-        }
+        long allocated = allocatedBytes();
+        long requested = requestedBytes();
         Peaks.raise(peakAllocated, allocated);
         Peaks.raise(peakRequested, requested);
-        streams.updateShare(allocated, current.length);
+        streams.updateShare(allocated, streams.caches().length);
     }
 }

@@ -173,16 +173,6 @@ final class StreamLevel implements LocalCache.CapRule {
         return retired[LocalCache.HITS].sum();
     }
 
-    /** Requested bytes of blocks allocated from the retired caches and not freed to them. */
-    long retiredRequested() {
-        return retired[LocalCache.ALLOC_REQUESTED].sum() - retired[LocalCache.FREE_REQUESTED].sum();
-    }
-
-    /** Bytes allocated from the retired caches and not freed to them. */
-    long retiredAllocated() {
-        return retired[LocalCache.ALLOC_BYTES].sum() - retired[LocalCache.FREE_BYTES].sum();
-    }
-
     /**
      * Flushes every cache to the global level (recovery, trim); claims each owner word.
      *
