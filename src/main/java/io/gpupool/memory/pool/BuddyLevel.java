@@ -419,9 +419,14 @@ final class BuddyLevel {
         }
         locks[k].lock();
         while (true) {
-            locks[k + 1].lock();
             try {
-                mergeOrder(k);
+                locks[k + 1].lock();
+                try {
+                    mergeOrder(k);
+                } catch (RuntimeException | Error e) {
+                    locks[k + 1].unlock();                         // a failed merge leaves no lock held
+                    throw e;
+                }
             } finally {
                 locks[k].unlock();
             }
@@ -462,9 +467,7 @@ final class BuddyLevel {
      * @return true if the chunk was empty and is now detached (the caller returns it to the source)
      */
     boolean detachIfEmpty(Chunk chunk) {
-        for (ShortLock lock : locks) {
-            lock.lock();
-        }
+        lockAll();
         try {
             if (chunk.liveUnits.get() != 0) {
                 return false;
@@ -491,9 +494,7 @@ final class BuddyLevel {
             chunk.liveUnits.set(Long.MIN_VALUE / 2);  // poisoned: never empty again
             return true;
         } finally {
-            for (int k = top; k >= 0; k--) {
-                locks[k].unlock();
-            }
+            unlockAll();
         }
     }
 
@@ -509,9 +510,7 @@ final class BuddyLevel {
     long[] takeFree(FreeBlockChooser chooser) {
         long[] taken = new long[8];
         int count = 0;
-        for (ShortLock lock : locks) {
-            lock.lock();
-        }
+        lockAll();
         try {
             for (int k = top; k >= 0 && !chooser.satisfied(); k--) {
                 long[] list = lists[k];
@@ -534,11 +533,29 @@ final class BuddyLevel {
                 triggers[k] = Math.min(triggers[k], n + threshold);
             }
         } finally {
-            for (int k = top; k >= 0; k--) {
+            unlockAll();
+        }
+        return Arrays.copyOf(taken, count);
+    }
+
+    /** Takes every order lock, ascending (as a merge takes two); if one throws, those taken are given back. */
+    private void lockAll() {
+        int k = 0;
+        try {
+            for (; k <= top; k++) {
+                locks[k].lock();
+            }
+        } finally {
+            while (k <= top && --k >= 0) {                         // k <= top: lock k threw
                 locks[k].unlock();
             }
         }
-        return Arrays.copyOf(taken, count);
+    }
+
+    private void unlockAll() {
+        for (int k = top; k >= 0; k--) {
+            locks[k].unlock();
+        }
     }
 
     /** Copies the free blocks as (chunkId, offset, order) triples; for tests and leak reports. */
