@@ -25,7 +25,8 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *                                 that a flood on the API leaves probes and metrics reachable (when the
  *                                 actuator has a port of its own, {@code management.server.port})
  * @param maxDecodingBytes         bytes of inference request bodies read and decoded at once (a body is
- *                                 counted at its declared length, else at {@code gpupool.serving.max-body-size});
+ *                                 counted at its declared length, else by what has arrived, and at its inflated
+ *                                 size when compressed: {@link io.gpupool.serving.DecodingBudget});
  *                                 a request beyond it is answered 503 with Retry-After; at least
  *                                 {@code max-body-size}. Decoding holds a few times these bytes of heap
  */

@@ -141,19 +141,22 @@ public final class InferenceHandler {
                 return discard(request).then(Mono.<ServerResponse>error(refused));
             }
             String headerLength = request.headers().firstHeader(HEADER_LENGTH);
-            // what the body may take while it is read and decoded: its declared length, else the limit
+            // What the body takes of the decoding budget (DecodingBudget): its declared length at once, else each
+            // part as it arrives; then what decoding an encoded body added.
             long declared = request.headers().contentLength().orElse(-1);
-            long reserve = declared >= 0 && declared <= maxBodyBytes ? declared : maxBodyBytes;
-            if (!decoding.tryReserve(reserve)) {
-                return discard(request).then(Mono.<ServerResponse>error(ServingException.unavailable(
-                        "the server is already reading and decoding as many request bytes as "
-                                + "gpupool.server.max-decoding-bytes (" + decoding.maxBytes() + ") allows; retry shortly",
-                        1)));
+            DecodingBudget.Hold hold = decoding.hold();
+            if (declared >= 0 && !hold.take(Math.min(declared, maxBodyBytes))) {
+                return discard(request).then(Mono.<ServerResponse>error(decoding.exhausted()));
             }
-            return body(request)
+            return bodies.read(request, declared >= 0 ? null : hold, decoding)
                     .publishOn(Schedulers.boundedElastic())
-                    .map(body -> decoder.decode(model, body, headerLength))
-                    .doFinally(signal -> decoding.release(reserve))
+                    .map(body -> {
+                        if (!hold.cover(body.length)) {
+                            throw decoding.exhausted();
+                        }
+                        return decoder.decode(model, body, headerLength);
+                    })
+                    .doFinally(signal -> hold.close())
                     .flatMap(validated -> {
                         queued[0] = true;
                         return service.infer(validated);

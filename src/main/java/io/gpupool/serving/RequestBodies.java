@@ -44,6 +44,14 @@ final class RequestBodies {
 
     /** The decoded body; empty array for no body. Fails with 413, 415 (unknown encoding) or 400 (corrupt data). */
     Mono<byte[]> read(ServerRequest request) {
+        return read(request, null, null);
+    }
+
+    /**
+     * {@link #read(ServerRequest)}, each part kept counted in {@code hold} as it arrives; when a part does not fit
+     * there, the rest of the body is read and dropped (as beyond the limit) and the answer is {@code refusal}'s 503.
+     */
+    Mono<byte[]> read(ServerRequest request, DecodingBudget.Hold hold, DecodingBudget refusal) {
         String encoding = encoding(request.headers().firstHeader(HttpHeaders.CONTENT_ENCODING));
         long drainLimit = (long) DRAIN_FACTOR * maxBodyBytes;
         long declared = request.headers().contentLength().orElse(-1);
@@ -51,10 +59,15 @@ final class RequestBodies {
             return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
         }
         Mono<byte[]> raw = request.body(BodyExtractors.toDataBuffers())
-                .reduceWith(Collected::new, (collected, buffer) -> collected.add(buffer, maxBodyBytes, drainLimit))
+                .reduceWith(() -> new Collected(hold), (collected, buffer) -> collected.add(buffer, maxBodyBytes, drainLimit))
                 .doOnDiscard(DataBuffer.class, DataBufferUtils::release)
-                .defaultIfEmpty(new Collected())
-                .map(collected -> collected.bytes(maxBodyBytes));
+                .defaultIfEmpty(new Collected(null))
+                .map(collected -> {
+                    if (collected.refused && collected.total <= maxBodyBytes) {
+                        throw refusal.exhausted();
+                    }
+                    return collected.bytes(maxBodyBytes);
+                });
         return switch (encoding) {
             case "identity" -> raw;
             case "gzip", "x-gzip" -> raw.publishOn(Schedulers.boundedElastic()).map(body -> inflate(body, true));
@@ -79,10 +92,16 @@ final class RequestBodies {
         return gzip ? CompressedBody.gunzip(body, maxBodyBytes) : CompressedBody.inflate(body, maxBodyBytes);
     }
 
-    /** The bytes kept so far; once over the limit nothing more is kept, only counted. */
+    /** The bytes kept so far; once over the limit, or refused by the hold, nothing more is kept, only counted. */
     private static final class Collected {
         private final List<byte[]> parts = new ArrayList<>();
+        private final DecodingBudget.Hold hold;
         private long total;
+        private boolean refused;
+
+        Collected(DecodingBudget.Hold hold) {
+            this.hold = hold;
+        }
 
         Collected add(DataBuffer buffer, int limit, long drainLimit) {
             try {
@@ -92,7 +111,10 @@ final class RequestBodies {
                     clear();
                     throw ServingException.payloadTooLarge(limit);
                 }
-                if (total <= limit) {
+                if (total <= limit && !refused && hold != null && !hold.take(size)) {
+                    refused = true;                                // drained from here on, answered 503 at the end
+                }
+                if (total <= limit && !refused) {
                     byte[] part = new byte[size];
                     buffer.read(part);
                     parts.add(part);

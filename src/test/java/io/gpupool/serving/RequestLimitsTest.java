@@ -3,6 +3,17 @@ package io.gpupool.serving;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.http.MediaType;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DefaultDataBufferFactory;
+import org.springframework.web.reactive.function.BodyInserters;
+import reactor.core.publisher.Sinks;
+import java.io.ByteArrayOutputStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.zip.GZIPOutputStream;
 import org.springframework.test.web.reactive.server.EntityExchangeResult;
 import org.springframework.test.web.reactive.server.WebTestClient;
 
@@ -26,6 +37,7 @@ class RequestLimitsTest {
     @AfterEach
     void close() {
         fixture.close();
+        clients.shutdownNow();
     }
 
     private WebTestClient.ResponseSpec infer(String model, String json) {
@@ -193,6 +205,93 @@ class RequestLimitsTest {
         budget.release(6000);
         infer("doubler", """
                 {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isOk();
+        awaitReserved(budget, 0, "released after decoding");
+    }
+
+    /** Clients waiting for their answers, one thread each (exchange() blocks). */
+    private final ExecutorService clients = Executors.newCachedThreadPool();
+
+    /** A request whose body comes in parts, without a Content-Length (chunked), as {@code parts} emits them. */
+    private CompletableFuture<WebTestClient.ResponseSpec> inferChunked(String model, Sinks.Many<DataBuffer> parts) {
+        return CompletableFuture.supplyAsync(() -> fixture.client.post().uri("/v2/models/" + model + "/infer")
+                .contentType(MediaType.APPLICATION_JSON)
+                .body(BodyInserters.fromDataBuffers(parts.asFlux()))
+                .exchange(), clients);
+    }
+
+    private static DataBuffer bytes(String text) {
+        return DefaultDataBufferFactory.sharedInstance.wrap(text.getBytes(StandardCharsets.UTF_8));
+    }
+
+    @Test
+    void aBodyWithoutALengthHoldsOnlyWhatHasArrivedSoTricklingClientsLeaveRoomForOthers() throws Exception {
+        fixture.close();
+        DecodingBudget budget = new DecodingBudget(8192);
+        fixture = ServingFixture.builder().maxBody(4096).decodingBudget(budget).build();
+        String head = "{\"inputs\": [{\"name\": \"x\", ";
+        List<Sinks.Many<DataBuffer>> trickles = new ArrayList<>();
+        List<CompletableFuture<WebTestClient.ResponseSpec>> answers = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {                           // three bodies as large as allowed would not fit
+            trickles.add(Sinks.many().unicast().onBackpressureBuffer());
+            answers.add(inferChunked("doubler", trickles.getLast()));
+            trickles.getLast().tryEmitNext(bytes(head));
+        }
+        awaitReserved(budget, 3L * head.length(), "three trickling bodies hold what arrived of them");
+        infer("doubler", """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}""")
+                .expectStatus().isOk();                         // another client is served meanwhile
+        for (Sinks.Many<DataBuffer> trickle : trickles) {
+            trickle.tryEmitNext(bytes("\"shape\": [1, 4], \"datatype\": \"FP32\", \"data\": [1, 2, 3, 4]}]}"));
+            trickle.tryEmitComplete();
+        }
+        for (CompletableFuture<WebTestClient.ResponseSpec> answer : answers) {
+            answer.get(10, TimeUnit.SECONDS).expectStatus().isOk()
+                    .expectBody().jsonPath("$.outputs[0].data[0]").isEqualTo(2.0);
+        }
+        awaitReserved(budget, 0, "everything given back");
+    }
+
+    @Test
+    void aBodyWithoutALengthThatOutgrowsTheBudgetIs503AfterItsEndAndGivesBackWhatItHeld() throws Exception {
+        fixture.close();
+        DecodingBudget budget = new DecodingBudget(8192);
+        fixture = ServingFixture.builder().maxBody(4096).decodingBudget(budget).build();
+        assertThat(budget.tryReserve(6000)).isTrue();          // another request is being decoded
+        Sinks.Many<DataBuffer> parts = Sinks.many().unicast().onBackpressureBuffer();
+        CompletableFuture<WebTestClient.ResponseSpec> answer = inferChunked("doubler", parts);
+        parts.tryEmitNext(bytes("{\"inputs\": [{\"name\": \"x\", \"shape\": [1, 4], \"datatype\": \"FP32\", "));
+        parts.tryEmitNext(bytes("\"data\": [1, 2, 3, 4]}], \"pad\": \"" + "p".repeat(3000) + "\"}"));
+        parts.tryEmitComplete();
+        answer.get(10, TimeUnit.SECONDS).expectStatus().isEqualTo(503)
+                .expectHeader().valueEquals("Retry-After", "1")
+                .expectBody().jsonPath("$.error").value(containsString("gpupool.server.max-decoding-bytes"));
+        awaitReserved(budget, 6000, "the refused request's parts given back");
+        assertThat(fixture.model("doubler").invocations).hasValue(0);
+    }
+
+    @Test
+    void aCompressedBodyCountsAtTheSizeItInflatesTo() throws Exception {
+        fixture.close();
+        DecodingBudget budget = new DecodingBudget(8192);
+        fixture = ServingFixture.builder().maxBody(4096).decodingBudget(budget).build();
+        assertThat(budget.tryReserve(6000)).isTrue();
+        String json = """
+                {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}], "pad": "%s"}"""
+                .formatted("p".repeat(3000));
+        ByteArrayOutputStream packed = new ByteArrayOutputStream();
+        try (GZIPOutputStream gzip = new GZIPOutputStream(packed)) {
+            gzip.write(json.getBytes(StandardCharsets.UTF_8));
+        }
+        assertThat(packed.size()).as("small enough to fit as sent").isLessThan(2192);
+        fixture.client.post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON)
+                .header("Content-Encoding", "gzip").bodyValue(packed.toByteArray()).exchange()
+                .expectStatus().isEqualTo(503)
+                .expectBody().jsonPath("$.error").value(containsString("gpupool.server.max-decoding-bytes"));
+        awaitReserved(budget, 6000, "what it took given back");
+        budget.release(6000);
+        fixture.client.post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON)
+                .header("Content-Encoding", "gzip").bodyValue(packed.toByteArray()).exchange()
                 .expectStatus().isOk();
         awaitReserved(budget, 0, "released after decoding");
     }
