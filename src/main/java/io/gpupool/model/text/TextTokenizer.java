@@ -23,6 +23,24 @@ import java.util.Map;
  * into a private temporary folder and loaded from there; DJL's offline mode is set first, so the
  * binding never looks for a CUDA build to download (a GPU host would otherwise make it try).
  * Encoding is thread-safe.
+ *
+ * <h2>Only the part of a text that can reach the model is tokenised</h2>
+ * The library tokenises a whole text before it truncates, so a text of megabytes would cost seconds of CPU and
+ * gigabytes of native memory for the same few hundred tokens. {@link #tokenPrefix} hands it the part that decides
+ * them, with the same result:
+ * <pre>
+ *   "  The  quick\u0301  brown ... fox"
+ *      |___| |_______|  |___|         a word: a run between separators (' ', \t, \n, \r, Unicode Zs) holding a
+ *       1       2         3             character that survives BERT's clean-up (not a control/format/unassigned
+ *                                       code point, not a combining mark), so it gives at least one token
+ *   cut right after word maxLength      no token of the first maxLength can come after it: the tokens before a
+ *                                       separator do not depend on what follows it, and maxLength words give at
+ *                                       least maxLength tokens, more than truncation keeps
+ * </pre>
+ * The few characters that might count either way (Unicode line separators, marks) count as neither, which only
+ * moves the cut later. A prefix longer than {@value #MAX_CHARS_PER_TOKEN} characters per token of the model (words
+ * of hundreds of characters, or megabytes of blanks) is refused instead, naming the element: real text never has
+ * such words, and tokenising it would cost what the cut saves.
  */
 public final class TextTokenizer implements AutoCloseable {
 
@@ -67,9 +85,61 @@ public final class TextTokenizer implements AutoCloseable {
         return maxLength;
     }
 
+    /** Characters per token of the model that the part of a text deciding its tokens may have (class comment). */
+    static final int MAX_CHARS_PER_TOKEN = 256;
+
     /** Encodes one text: ids, attention mask and token types of equal length. */
     public Encoding encode(String text) {
-        return tokenizer.encode(text);
+        return tokenizer.encode(tokenPrefix(text, 0));
+    }
+
+    /**
+     * The part of {@code text} that decides its first {@link #maxLength()} tokens: up to the end of its
+     * maxLength-th word, or all of it (class comment).
+     *
+     * @param element the text's place in its request, for the message
+     * @throws IllegalArgumentException when that part is longer than {@value #MAX_CHARS_PER_TOKEN} x maxLength characters
+     */
+    String tokenPrefix(String text, int element) {
+        long limit = (long) MAX_CHARS_PER_TOKEN * maxLength;
+        int words = 0;
+        boolean inWord = false;
+        boolean bearing = false;
+        int i = 0;
+        for (; i < text.length() && i <= limit; ) {
+            int c = text.codePointAt(i);
+            if (isSeparator(c)) {
+                if (inWord && bearing && ++words == maxLength) {
+                    return text.substring(0, i);
+                }
+                inWord = false;
+                bearing = false;
+            } else {
+                inWord = true;
+                bearing |= makesToken(c);
+            }
+            i += Character.charCount(c);
+        }
+        if (i >= text.length() && text.length() <= limit) {
+            return text;
+        }
+        throw new IllegalArgumentException("'text' element " + element + " has words of more than " + limit
+                + " characters before its first " + maxLength + " (its length: " + text.length()
+                + " characters); the model reads at most " + maxLength + " tokens, and real text has no such words");
+    }
+
+    private static boolean isSeparator(int c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || Character.getType(c) == Character.SPACE_SEPARATOR;
+    }
+
+    /** Whether {@code c} survives BERT's clean-up and accent stripping, so its word gives at least one token. */
+    private static boolean makesToken(int c) {
+        return switch (Character.getType(c)) {
+            case Character.CONTROL, Character.FORMAT, Character.UNASSIGNED, Character.PRIVATE_USE, Character.SURROGATE,
+                 Character.NON_SPACING_MARK, Character.ENCLOSING_MARK, Character.COMBINING_SPACING_MARK,
+                 Character.LINE_SEPARATOR, Character.PARAGRAPH_SEPARATOR, Character.SPACE_SEPARATOR -> false;
+            default -> c != 0xFFFD;
+        };
     }
 
     /** Encodes and pads a batch of texts (at least one). */
@@ -80,7 +150,7 @@ public final class TextTokenizer implements AutoCloseable {
         Encoding[] encodings = new Encoding[texts.size()];
         int longest = 1;
         for (int i = 0; i < encodings.length; i++) {
-            encodings[i] = tokenizer.encode(texts.get(i));
+            encodings[i] = tokenizer.encode(tokenPrefix(texts.get(i), i));
             longest = Math.max(longest, encodings[i].getIds().length);
         }
         int batch = encodings.length;

@@ -1,5 +1,6 @@
 package io.gpupool.model.text;
 
+import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import io.gpupool.model.ModelFormatException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -13,6 +14,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -69,6 +71,50 @@ class TextTokenizerTest {
         assertThat(ids).hasSize(64);
         assertThat(ids[0]).isEqualTo(2);   // [CLS]
         assertThat(ids[63]).isEqualTo(3);  // [SEP]
+    }
+
+    /**
+     * Texts far longer than the model reads, with what BERT's clean-up drops or splits on (accents, zero-width and
+     * control characters, no-break and ideographic spaces, line separators, CJK, punctuation runs, emoji): the tokens
+     * of the part handed to the library are exactly those the library gives for the whole text.
+     */
+    @Test
+    void onlyThePartThatDecidesTheTokensIsTokenisedWithTheLibrarysOwnResult() throws Exception {
+        List<String> texts = List.of(
+                " hello world".repeat(500),
+                "Caf\u00e9 cafe\u0301 \u200b\u200b na\u00efve \u0000 \t\n\r".repeat(200),
+                "\u00a0a\u3000b\u2028c\u2029d\u0085e ".repeat(300),
+                "\u4e16\u754c\u4f60\u597d".repeat(400),
+                "a,b.c!d?e;".repeat(300),
+                "\ud83d\ude00 \ufffd \ue000 x ".repeat(300),
+                "\u0301\u0301 \u200b " + "word ".repeat(200),
+                "short text");
+        try (HuggingFaceTokenizer library = HuggingFaceTokenizer.newInstance(SHIPPED, Map.of(
+                "addSpecialTokens", "true", "truncation", "true", "padding", "false",
+                "maxLength", Integer.toString(tokenizer.maxLength())))) {
+            for (String text : texts) {
+                String part = tokenizer.tokenPrefix(text, 0);
+                assertThat(text).startsWith(part);
+                assertThat(tokenizer.encode(text).getIds()).as("ids of %s...", text.substring(0, Math.min(20, text.length())))
+                        .containsExactly(library.encode(text).getIds());
+            }
+        }
+        assertThat(tokenizer.tokenPrefix(" hello world".repeat(500), 0)).as("64 words")
+                .isEqualTo(" hello world".repeat(32));
+        assertThat(tokenizer.tokenPrefix("short text", 0)).isEqualTo("short text");
+    }
+
+    @Test
+    void aTextWhoseFirstWordsRunToAbsurdLengthsIsRefusedNamingItsElement() {
+        String limit = Integer.toString(TextTokenizer.MAX_CHARS_PER_TOKEN * tokenizer.maxLength());
+        assertThatThrownBy(() -> tokenizer.encode(List.of("fine", "a".repeat(20_000))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("'text' element 1").hasMessageContaining(limit)
+                .hasMessageContaining("at most " + tokenizer.maxLength() + " tokens");
+        assertThatThrownBy(() -> tokenizer.encode(" ".repeat(1 << 20) + "hello"))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'text' element 0");
+        assertThat(tokenizer.encode("a".repeat(16_000)).getIds()).as("a long word within the limit: one [UNK]")
+                .hasSize(3);
     }
 
     @Test
