@@ -154,12 +154,18 @@ public final class InferenceHandler {
                         if (!hold.cover(body.length)) {
                             throw decoding.exhausted();
                         }
-                        return decoder.decode(model, body, headerLength);
+                        // the model as served now: a reload while the body arrived replaced the one found above
+                        ServedModel current = find(request);
+                        if (current != model) {
+                            requireReady(current);
+                        }
+                        return decoder.decode(current, body, headerLength);
                     })
                     .doFinally(signal -> hold.close())
                     .flatMap(validated -> {
                         queued[0] = true;
-                        return service.infer(validated);
+                        return service.infer(validated)
+                                .onErrorResume(failure -> onReplacement(validated, failure));
                     })
                     .flatMap(InferenceHandler::respond);
         }).onErrorResume(failure -> {
@@ -233,6 +239,21 @@ public final class InferenceHandler {
     /** The model named in the path, at the version in the path when there is one. */
     private ServedModel find(ServerRequest request) {
         return registry.find(request.pathVariable("model"), request.pathVariables().get("version"));
+    }
+
+    /**
+     * A request refused because its model began unloading while it waited for a stream runs once more on the model
+     * that replaced it (a reload: POST .../load of a served model), when that one takes the same requests; nothing
+     * else is retried. The first attempt stays counted as refused in the metrics: it was.
+     */
+    private Mono<EncodedResponse> onReplacement(ValidatedRequest request, Throwable failure) {
+        ServedModel was = request.model();
+        ServedModel now = failure instanceof ServingException refused && refused.status() == 503 && was.isUnloading()
+                ? registry.served(was.name()) : null;
+        if (now == null || now == was || !now.isReady() || !now.takesRequestsOf(was)) {
+            return Mono.error(failure);
+        }
+        return service.infer(request.on(now));
     }
 
     private static void requireReady(ServedModel model) {

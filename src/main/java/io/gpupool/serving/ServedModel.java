@@ -100,6 +100,16 @@ public final class ServedModel {
         return maxSequenceLength > 0 ? Math.min(maxSequenceLength, serverMaxSequence) : 0;
     }
 
+    /**
+     * Whether a request validated for {@code other} is valid for this model as it is: same name, version, inputs,
+     * outputs, limits and class labels (a reload of an unchanged folder).
+     */
+    public boolean takesRequestsOf(ServedModel other) {
+        return name.equals(other.name) && version.equals(other.version) && inputs.equals(other.inputs)
+                && outputs.equals(other.outputs) && maxBatchSize == other.maxBatchSize
+                && maxSequenceLength == other.maxSequenceLength && classLabels.equals(other.classLabels);
+    }
+
     /** Device index to replica. */
     public Map<Integer, InferenceModel> replicas() {
         return replicas;

@@ -3,7 +3,11 @@ package io.gpupool.serving;
 import io.gpupool.serving.fake.TestModel;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DefaultDataBufferFactory;
 import org.springframework.http.MediaType;
+import org.springframework.web.reactive.function.BodyInserters;
+import reactor.core.publisher.Sinks;
 import org.springframework.test.web.reactive.server.WebTestClient;
 
 import java.time.Duration;
@@ -117,6 +121,86 @@ class RepositoryExtensionTest {
         assertThat(before.closed).isTrue();
         assertThat(fixture.model("doubler")).isNotSameAs(before);
         infer("doubler").expectStatus().isOk();
+    }
+
+    @Test
+    void aRequestWhoseBodyIsArrivingWhileItsModelIsReloadedRunsOnTheNewModel() throws Exception {
+        fixture = ServingFixture.builder().modelControl().build();
+        TestModel before = fixture.model("doubler");
+        ExecutorService clients = Executors.newFixedThreadPool(1);
+        try {
+            Sinks.Many<DataBuffer> parts = Sinks.many().unicast().onBackpressureBuffer();
+            CompletableFuture<WebTestClient.ResponseSpec> answer = CompletableFuture.supplyAsync(() -> fixture.client
+                    .post().uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON)
+                    .body(BodyInserters.fromDataBuffers(parts.asFlux())).exchange(), clients);
+            parts.tryEmitNext(bytes(ONE_ROW.substring(0, 20)));
+            Thread.sleep(100);                                  // the request has found the model it was sent to
+            post("/v2/repository/models/doubler/load").expectStatus().isOk();
+            assertThat(before.closed).as("the old model was replaced").isTrue();
+            int warmUp = fixture.model("doubler").invocations.get();
+            parts.tryEmitNext(bytes(ONE_ROW.substring(20)));
+            parts.tryEmitComplete();
+            answer.get(10, TimeUnit.SECONDS).expectStatus().isOk()
+                    .expectBody().jsonPath("$.outputs[0].data[3]").isEqualTo(8.0);
+            assertThat(fixture.model("doubler").invocations).as("run by the new model").hasValue(warmUp + 1);
+            assertThat(before.invocations).as("not by the old one").hasValue(0);
+        } finally {
+            clients.shutdownNow();
+        }
+    }
+
+    /**
+     * A request that found the model before a reload and waits for a stream until the old model drains is run by the
+     * new one. The reload's steps are taken here as RepositoryHandler takes them (serve the new model, then begin
+     * the old one's unload), without its dry run, which would need the stream the first request holds.
+     */
+    @Test
+    void aRequestWaitingForAStreamWhileItsModelIsReloadedRunsOnTheNewModel() throws Exception {
+        fixture = ServingFixture.builder().modelControl().streams(1).build();
+        TestModel before = fixture.model("doubler");
+        ServedModel old = fixture.registry.served("doubler");
+        CountDownLatch entered = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        before.gate = () -> {
+            entered.countDown();
+            try {
+                release.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        };
+        WebTestClient patient = fixture.client.mutate().responseTimeout(Duration.ofSeconds(20)).build();
+        ExecutorService clients = Executors.newFixedThreadPool(2);
+        try {
+            CompletableFuture<Integer> running = CompletableFuture.supplyAsync(() -> patient.post()
+                    .uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON).bodyValue(ONE_ROW)
+                    .exchange().returnResult(String.class).getStatus().value(), clients);
+            assertThat(entered.await(10, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<Integer> waiting = CompletableFuture.supplyAsync(() -> patient.post()
+                    .uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON).bodyValue(ONE_ROW)
+                    .exchange().returnResult(String.class).getStatus().value(), clients);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (fixture.runtimes.getFirst().worker().queueDepth() == 0 && System.nanoTime() < deadline) {
+                Thread.sleep(5);                                // the second request waits for the only stream
+            }
+            ServedModel fresh = fixture.reloaded("doubler");
+            fresh.markReady();
+            assertThat(fixture.registry.serve(fresh)).isSameAs(old);
+            old.beginUnload();
+            release.countDown();
+            assertThat(running.get(10, TimeUnit.SECONDS)).as("the running request finished on the old model").isEqualTo(200);
+            assertThat(waiting.get(10, TimeUnit.SECONDS)).as("the waiting one ran on the new model").isEqualTo(200);
+            assertThat(before.invocations).as("the running request only").hasValue(1);
+            assertThat(fixture.model("doubler").invocations).as("the new model ran the waiting one").hasValue(1);
+            assertThat(fixture.allocatedBytes()).isZero();
+        } finally {
+            release.countDown();
+            clients.shutdownNow();
+        }
+    }
+
+    private static DataBuffer bytes(String text) {
+        return DefaultDataBufferFactory.sharedInstance.wrap(text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
     }
 
     @Test

@@ -208,6 +208,11 @@ final class ServingFixture implements AutoCloseable {
         return new ServedModel(new HashMap<>(replicas));
     }
 
+    /** A fresh copy of a model of the fixture's repository ({@link #loadFolder}), not yet served. */
+    ServedModel reloaded(String name) {
+        return loadFolder(name);
+    }
+
     TestModel model(String name) {
         return models.get(name).get(0);
     }
