@@ -498,9 +498,9 @@ public final class RequestDecoder {
      * would have been read into; a syntax error keeps the parser's own words.
      */
     static String jsonProblem(JacksonException e) {
-        if (e instanceof MismatchedInputException mismatch && !mismatch.getPath().isEmpty()
-                && mismatch.getTargetType() != null) {
-            return place(mismatch.getPath()) + " must be " + kind(mismatch.getTargetType());
+        if (e instanceof MismatchedInputException mismatch && mismatch.getTargetType() != null) {
+            return (mismatch.getPath().isEmpty() ? "the request body" : place(mismatch.getPath())) + " must be "
+                    + kind(mismatch.getTargetType());
         }
         return e.getOriginalMessage();
     }

@@ -316,6 +316,19 @@ class HttpServerLimitsTest {
     }
 
     @Test
+    void methodsTheFirewallRefusesAre405NamingTheMethodWithTheMethodsAnswered() throws IOException {
+        for (String method : new String[] {"TRACE", "CONNECT", "get", "FOO"}) {
+            try (Socket socket = connect(port)) {
+                send(socket, method + " /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+                String answer = readResponse(socket);
+                assertThat(answer).as(method).startsWith("HTTP/1.1 405")
+                        .containsIgnoringCase("allow: GET, HEAD, POST, OPTIONS")
+                        .contains("{\"error\":\"method " + method + " is not allowed: this server answers GET, HEAD, POST, OPTIONS");
+            }
+        }
+    }
+
+    @Test
     void aTransferCodingOtherThanChunkedIs400AndCloses() throws IOException {
         try (Socket socket = connect(port)) {
             send(socket, infer("Host: x\r\nTransfer-Encoding: gzip\r\n", IRIS));

@@ -139,6 +139,12 @@ class RequestLimitsTest {
         expectError(infer("doubler", """
                 {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}], "parameters": [1]}"""),
                 400, "malformed inference request JSON: parameters must be an object");
+        for (String body : new String[] {"[]", "5", "\"x\""}) {
+            infer("doubler", body).expectStatus().isBadRequest().expectBody().jsonPath("$.error")
+                    .value(error -> assertThat(error.toString()).as(body)
+                            .contains("malformed inference request JSON: the request body must be an object")
+                            .doesNotContain("io.gpupool"));
+        }
         assertThat(fixture.model("doubler").invocations).hasValue(0);
     }
 
