@@ -1,5 +1,7 @@
 package io.gpupool.config;
 
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.util.List;
 import java.util.Locale;
 
@@ -29,6 +31,8 @@ import io.netty.util.ReferenceCountUtil;
  *       HTTP/1.0 request (§6.1);</li>
  *   <li>an HTTP/1.1 request without exactly one {@code Host} header (§3.2).</li>
  * </ul>
+ * It also names a request target that is no valid URI (a {@code %} not followed by two hexadecimal digits, a
+ * character RFC 3986 does not allow unencoded), which the web layer would refuse with an empty 400.
  * The second rule is the codec's: Netty's decoder in its RFC 9112 mode (on unless the system property
  * {@value #NETTY_RFC9112_PROPERTY} is false; {@link #requireRfc9112Decoder} refuses to start then) fails such a
  * request instead of dropping its {@code Content-Length}, and this handler answers that failure, naming the
@@ -133,6 +137,13 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
     }
 
     static String problem(HttpRequest request) {
+        String target = request.uri();
+        try {
+            new URI(target);                                       // as the web layer parses it; it answers an empty 400
+        } catch (URISyntaxException e) {
+            return "the request target is not a valid URI (RFC 3986): " + ConnectionLimit.jsonSafe(e.getReason())
+                    + " at index " + e.getIndex() + "; percent-encode reserved and non-ASCII characters as %XX";
+        }
         List<String> codings = request.headers().getAll(HttpHeaderNames.TRANSFER_ENCODING);
         if (!codings.isEmpty()) {
             String all = String.join(",", codings);

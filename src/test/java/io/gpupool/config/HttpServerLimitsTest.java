@@ -316,6 +316,22 @@ class HttpServerLimitsTest {
     }
 
     @Test
+    void aRequestTargetThatIsNoValidUriIs400NamingWhere() throws IOException {
+        for (String target : new String[] {"/v2/health/live?%ZZ", "/v2/models/%ZZ/infer", "/v2/health/live?x=%G1",
+                "/v2/health/live?a|b"}) {
+            try (Socket socket = connect(port)) {
+                send(socket, "GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
+                assertThat(readUntilClosed(socket)).as(target).startsWith("HTTP/1.1 400")
+                        .contains("{\"error\":\"the request target is not a valid URI (RFC 3986): ");
+            }
+        }
+        try (Socket socket = connect(port)) {
+            send(socket, "GET /v2/health/live?x=%41%2F HTTP/1.1\r\nHost: x\r\n\r\n");
+            assertThat(readResponse(socket)).as("valid escapes").startsWith("HTTP/1.1 200");
+        }
+    }
+
+    @Test
     void methodsTheFirewallRefusesAre405NamingTheMethodWithTheMethodsAnswered() throws IOException {
         for (String method : new String[] {"TRACE", "CONNECT", "get", "FOO"}) {
             try (Socket socket = connect(port)) {
