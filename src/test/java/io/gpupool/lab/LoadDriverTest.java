@@ -147,7 +147,8 @@ class LoadDriverTest {
         server.start();
         try {
             String url = "http://127.0.0.1:" + server.getAddress().getPort();
-            LoadDriver.Options options = LoadDriver.parse("--url", url, "--actuator", "none", "--duration", "3s",
+            // the request count ends the run; the duration only bounds it on a machine that stalls
+            LoadDriver.Options options = LoadDriver.parse("--url", url, "--actuator", "none", "--duration", "60s",
                     "--warmup", "0s", "--concurrency", "2", "--malformed", "0.5", "--requests", "400", "--quiet",
                     "--drain", "0s");
             LoadDriver.Result result = new LoadDriver(options, new PrintStream(new ByteArrayOutputStream())).run();

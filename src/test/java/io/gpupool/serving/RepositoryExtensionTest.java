@@ -91,7 +91,12 @@ class RepositoryExtensionTest {
         CompletableFuture<Integer> unload = CompletableFuture.supplyAsync(() -> patient.post()
                 .uri("/v2/repository/models/doubler/unload").exchange().returnResult(String.class).getStatus().value(),
                 clients);
-        Thread.sleep(200);
+        ServedModel served = fixture.registry.served("doubler");
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!served.isUnloading() && System.nanoTime() < deadline) {
+            Thread.sleep(5);                                    // the unload has begun
+        }
+        Thread.sleep(50);
         assertThat(unload).as("unload waits for the running request").isNotDone();
         assertThat(doubler.closed).isFalse();
         fixture.client.get().uri("/v2/models/doubler/ready").exchange().expectStatus().isEqualTo(503);

@@ -73,12 +73,17 @@ class IdleWorkspaceReleaseTest {
         }
     }
 
-    /** Runs three requests at once, so that each holds its own stream, and waits for them. */
-    private void loadAllThreeStreams() {
+    /**
+     * Runs three requests at once, so that each holds its own stream, and waits for them.
+     *
+     * @return System.nanoTime() before the requests were let finish (no later than the device's last activity)
+     */
+    private long loadAllThreeStreams() {
         CountDownLatch started = new CountDownLatch(3);
         CountDownLatch gate = new CountDownLatch(1);
         List<Mono<Void>> running = new ArrayList<>();
         List<Throwable> failed = new CopyOnWriteArrayList<>();
+        long letFinish;
         try {
             for (int i = 0; i < 3; i++) {
                 running.add(request(started, gate).cache());
@@ -89,9 +94,11 @@ class IdleWorkspaceReleaseTest {
         } catch (InterruptedException e) {
             throw new AssertionError(e);
         } finally {
+            letFinish = System.nanoTime();
             gate.countDown();
         }
         running.forEach(Mono::block);
+        return letFinish;
     }
 
     @Test
@@ -179,8 +186,7 @@ class IdleWorkspaceReleaseTest {
     @Test
     void aDeviceIdleLongEnoughIsReleasedByItselfAndNotBefore() throws InterruptedException {
         try (IdleWorkspaceRelease release = new IdleWorkspaceRelease(List.of(worker), Duration.ofMillis(200))) {
-            loadAllThreeStreams();
-            long finished = System.nanoTime();
+            long finished = loadAllThreeStreams();
             while (pool.metrics().allocatedBytes() > 0 && System.nanoTime() - finished < TimeUnit.SECONDS.toNanos(10)) {
                 Thread.sleep(10);
             }
