@@ -17,7 +17,8 @@ import java.util.regex.Pattern;
  */
 public final class ModelRegistry implements AutoCloseable {
 
-    private static final Pattern SAFE_NAME = Pattern.compile("[A-Za-z0-9_.-]{1,128}");
+    private static final int MAX_NAME_LENGTH = 128;
+    private static final Pattern SAFE_NAME = Pattern.compile("[A-Za-z0-9_.-]{1," + MAX_NAME_LENGTH + "}");
 
     /** Sorted by name; changed only by the repository extension ({@link #serve}, {@link #withdraw}). */
     private final ConcurrentNavigableMap<String, ServedModel> models;
@@ -82,12 +83,10 @@ public final class ModelRegistry implements AutoCloseable {
      */
     public ServedModel find(String name, String version) {
         if (!isSafeName(name)) {
-            throw ServingException.badRequest("invalid model name '" + printable(name)
-                    + "': only letters, digits, '_', '.' and '-' are allowed");
+            throw ServingException.badRequest("invalid model name '" + printable(name) + "': " + nameRule(name));
         }
         if (version != null && !isSafeName(version)) {
-            throw ServingException.badRequest("invalid model version '" + printable(version)
-                    + "': only letters, digits, '_', '.' and '-' are allowed");
+            throw ServingException.badRequest("invalid model version '" + printable(version) + "': " + nameRule(version));
         }
         ServedModel model = models.get(name);
         if (model == null) {
@@ -135,6 +134,17 @@ public final class ModelRegistry implements AutoCloseable {
                 }
             }
         }
+    }
+
+    /** Which rule of {@link #isSafeName} {@code text} breaks, in words. */
+    private static String nameRule(String text) {
+        if (text.length() > MAX_NAME_LENGTH) {
+            return "it has " + text.length() + " characters; at most " + MAX_NAME_LENGTH + " are allowed";
+        }
+        if (text.isEmpty() || text.equals(".") || text.equals("..")) {
+            return "a name must not be empty, '.' or '..'";
+        }
+        return "only letters, digits, '_', '.' and '-' are allowed";
     }
 
     private static String printable(String text) {

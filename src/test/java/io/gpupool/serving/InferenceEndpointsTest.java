@@ -170,6 +170,14 @@ class InferenceEndpointsTest {
         expectError(client().get().uri("/v2/models/{m}", "a b").exchange(), 400, "invalid model name");
         expectError(client().post().uri("/v2/models/{m}/infer", "..%2F..%2Fetc").bodyValue("{}").exchange(), 400,
                 "invalid model name");
+        expectError(client().get().uri("/v2/models/{m}", "..").exchange(), 400, "must not be empty, '.' or '..'");
+        expectError(client().get().uri("/v2/models/{m}", "a b").exchange(), 400,
+                "only letters, digits, '_', '.' and '-' are allowed");
+        expectError(client().get().uri("/v2/models/{m}", "a".repeat(129)).exchange(), 400,
+                "it has 129 characters; at most 128 are allowed");
+        expectError(client().get().uri("/v2/models/{m}", "a".repeat(128)).exchange(), 404, "unknown model");
+        expectError(client().get().uri("/v2/models/{m}/versions/{v}", "doubler", "v".repeat(200)).exchange(), 400,
+                "invalid model version");
     }
 
     @Test
