@@ -198,7 +198,12 @@ public final class InferenceHandler {
                 } catch (JacksonException e) {
                     throw ServingException.badRequest("malformed repository index request JSON: " + e.getOriginalMessage());
                 }
-                JsonNode ready = node == null ? null : node.get("ready");
+                if (node == null || !node.isObject()) {
+                    throw ServingException.badRequest("a repository index request body must be one JSON object (for "
+                            + "example {\"ready\": true}), not " + (node == null ? "empty"
+                            : node.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
+                }
+                JsonNode ready = node.get("ready");
                 if (ready != null && !ready.isNull()) {
                     if (!ready.isBoolean()) {
                         throw ServingException.badRequest("'ready' must be true or false, was " + ready);

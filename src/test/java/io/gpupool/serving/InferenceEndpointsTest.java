@@ -200,6 +200,10 @@ class InferenceEndpointsTest {
                 .jsonPath("$.length()").isEqualTo(3);
         expectError(fixture.client.post().uri("/v2/repository/index").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue("{\"ready\": 3}").exchange(), 400, "'ready' must be true or false");
+        for (String body : new String[] {"[]", "5", "\"x\""}) {
+            expectError(fixture.client.post().uri("/v2/repository/index").contentType(MediaType.APPLICATION_JSON)
+                    .bodyValue(body).exchange(), 400, "a repository index request body must be one JSON object");
+        }
     }
 
     // ---- inference ----
