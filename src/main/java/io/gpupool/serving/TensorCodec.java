@@ -256,7 +256,9 @@ final class TensorCodec {
     }
 
     private static ServingException badValue(String input, DataType type, long index, JsonNode node) {
-        String shown = node.toString();
+        // a number beyond a double's range was read as an infinity, which Jackson writes as a string
+        String shown = node.isNumber() && !Double.isFinite(doubleOf(node)) ? "a number beyond any double's range"
+                : node.toString();
         if (shown.length() > 40) {
             shown = shown.substring(0, 40) + "...";
         }
