@@ -12,6 +12,8 @@ import io.gpupool.memory.PoolTuning;
  *       allocation fail.</li>
  *   <li>{@code maxGrowthStepBytes} alone may not fall below the growth step in force. The pool would
  *       reject the pair in the name of {@code growthStepBytes}, a field the operator did not send.</li>
+ *   <li>{@code capBytes} may not exceed the device's memory: such a cap caps nothing, and an operator who
+ *       typed {@code 1TB} for {@code 1GB} should hear so rather than find the pool uncapped.</li>
  * </ol>
  */
 final class TuningChecks {
@@ -25,6 +27,11 @@ final class TuningChecks {
         if (maxStep != null && tuning.growthStepBytes() == null && maxStep < current.growthStepBytes()) {
             throw new TuningException("maxGrowthStepBytes", maxStep,
                     "at least growthStepBytes (" + current.growthStepBytes() + ")");
+        }
+        Long cap = tuning.capBytes();
+        if (cap != null && capacityBytes > 0 && cap > capacityBytes) {
+            throw new TuningException("capBytes", cap, "at most the device's " + capacityBytes
+                    + " bytes (0: the fraction capFraction of them)");
         }
         Double fraction = tuning.capFraction();
         if (fraction != null) {

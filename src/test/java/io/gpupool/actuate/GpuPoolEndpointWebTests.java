@@ -235,6 +235,15 @@ class GpuPoolEndpointWebTests {
     }
 
     @Test
+    void aCapInBytesBeyondTheDevicesMemoryIsRefused() {
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capBytes", "1TB")).exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("capBytes")
+                .jsonPath("$.allowed").value(a -> assertThat((String) a).contains("at most the device's"));
+        management.get().uri("/gpupool/cuda:1").exchange().expectBody().jsonPath("$.capBytes").isEqualTo(920 * MIB);
+    }
+
+    @Test
     void aMaxGrowthStepBelowTheGrowthStepIsRefusedInItsOwnName() {
         operatorPost("/gpupool/cuda:1").bodyValue(Map.of("maxGrowthStepBytes", "128MB")).exchange()
                 .expectStatus().isBadRequest()
