@@ -208,9 +208,9 @@ class HttpServerLimitsTest {
     @Test
     void aBodyTrickledPastTheRequestTimeoutIs408NamingItAndCountsNoServerError(CapturedOutput output) throws Exception {
         try (Socket socket = connect(port)) {
+            long start = System.nanoTime();                     // before the server's clock starts, never after
             send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     + "Content-Length: 400\r\n\r\n{");
-            long start = System.nanoTime();
             Thread trickle = Thread.ofPlatform().daemon().start(() -> {
                 try {
                     for (int i = 0; i < 20; i++) {
