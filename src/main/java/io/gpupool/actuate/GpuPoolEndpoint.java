@@ -56,9 +56,9 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 @Endpoint(id = GpuPoolEndpoint.ID)
 public class GpuPoolEndpoint {
 
-    static final String ID = "gpupool";
+    public static final String ID = "gpupool";
 
-    static final String LAYOUT = "layout";
+    public static final String LAYOUT = "layout";
     static final String TRACE = "trace";
     static final String ADDRESSES_RAW = "raw";
     static final String ADDRESSES_HIDDEN = "hidden";
@@ -103,7 +103,7 @@ public class GpuPoolEndpoint {
      * Reads a section of one device: {@code layout} (JSON) or {@code trace} (CSV, streamed; pointers are
      * stand-ins for the device addresses unless {@code addresses=raw}).
      */
-    @ReadOperation
+    @ReadOperation(produces = {"application/json", "text/csv"})   // as the web extension's, which then replaces it
     public @Nullable Object section(@Selector String device, @Selector String section, @Nullable String addresses) {
         ManagedPool pool = pools.find(device).orElse(null);
         if (pool == null) {

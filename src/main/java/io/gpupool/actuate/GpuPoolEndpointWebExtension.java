@@ -57,7 +57,7 @@ public class GpuPoolEndpointWebExtension {
                     yield new WebEndpointResponse<>(delegate.section(device, section, addresses), TEXT_CSV);
                 } catch (IllegalArgumentException e) {
                     yield new WebEndpointResponse<>(Map.of("error", String.valueOf(e.getMessage())),
-                            WebEndpointResponse.STATUS_BAD_REQUEST);
+                            WebEndpointResponse.STATUS_BAD_REQUEST, JSON);
                 }
             }
             default -> noSection(section, GpuPoolEndpoint.LAYOUT + ", " + GpuPoolEndpoint.TRACE);
@@ -112,18 +112,18 @@ public class GpuPoolEndpointWebExtension {
     private WebEndpointResponse<Object> noDevice(String device) {
         String known = String.join(", ", pools.all().stream().map(ManagedPool::device).toList());
         return new WebEndpointResponse<>(Map.of("error", "no device '" + Shown.clip(device) + "'; devices: "
-                + (known.isEmpty() ? "none" : known)), WebEndpointResponse.STATUS_NOT_FOUND);
+                + (known.isEmpty() ? "none" : known)), WebEndpointResponse.STATUS_NOT_FOUND, JSON);
     }
 
     /** 404 naming the section asked for and those the operation has. */
     private static WebEndpointResponse<Object> noSection(String section, String sections) {
         return new WebEndpointResponse<>(Map.of("error", "no section '" + Shown.clip(section) + "'; sections: "
-                + sections), WebEndpointResponse.STATUS_NOT_FOUND);
+                + sections), WebEndpointResponse.STATUS_NOT_FOUND, JSON);
     }
 
     private static WebEndpointResponse<Object> traceUnavailable(String device) {
         return new WebEndpointResponse<>(Map.of("error", "pool " + device
-                + " records no allocation trace (it is not wrapped by the trace recorder)"), STATUS_CONFLICT);
+                + " records no allocation trace (it is not wrapped by the trace recorder)"), STATUS_CONFLICT, JSON);
     }
 
     /** The 400 body: {@code error} for people, {@code field}/{@code value}/{@code allowed} for tools. */

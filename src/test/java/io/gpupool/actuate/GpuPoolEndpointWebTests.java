@@ -96,7 +96,10 @@ class GpuPoolEndpointWebTests {
                 .expectStatus().isOk()
                 .expectBody().jsonPath("$.device").isEqualTo("cuda:1").jsonPath("$.trace").doesNotExist();
         management.get().uri("/gpupool/cuda:9").exchange().expectStatus().isNotFound();
-        management.get().uri("/gpupool/cuda:0/nonsense").exchange().expectStatus().isNotFound()
+        management.get().uri("/gpupool/cuda:0/nonsense").exchange().expectStatus()
+                .isUnauthorized();
+        management.get().uri("/gpupool/cuda:0/nonsense").headers(h -> h.setBasicAuth("operator", "s3cret")).exchange()
+                .expectStatus().isNotFound()
                 .expectBody().jsonPath("$.error").isEqualTo("no section 'nonsense'; sections: layout, trace");
     }
 
@@ -232,6 +235,21 @@ class GpuPoolEndpointWebTests {
         operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capFraction", 0.002)).exchange() // 2.05 MiB: one block
                 .expectStatus().isOk()
                 .expectBody().jsonPath("$.capBytes").isEqualTo(2 * MIB);
+    }
+
+    @Test
+    void aSectionAskedForAsJsonOrCsvAnswersAsTheSectionIsNeverA500() {
+        management.get().uri("/gpupool/cuda:1/layout").accept(MediaType.APPLICATION_JSON).exchange()
+                .expectStatus().isOk().expectHeader().contentTypeCompatibleWith(MediaType.APPLICATION_JSON);
+        for (MediaType accept : new MediaType[] {MediaType.APPLICATION_JSON, MediaType.valueOf("text/csv")}) {
+            management.get().uri("/gpupool/cuda:9/layout").accept(accept).exchange()
+                    .expectStatus().isNotFound().expectBody().jsonPath("$.error").isEqualTo(
+                            "no device 'cuda:9'; devices: cuda:0, cuda:1");
+            management.get().uri("/gpupool/cuda:1/bogus").accept(accept)
+                    .headers(h -> h.setBasicAuth("operator", "s3cret")).exchange()
+                    .expectStatus().isNotFound().expectBody().jsonPath("$.error").value(
+                            e -> assertThat((String) e).startsWith("no section 'bogus'"));
+        }
     }
 
     @Test

@@ -2,6 +2,8 @@ package io.gpupool.actuate;
 
 import io.gpupool.WebTestClients;
 
+import java.net.URI;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpupool.actuate.security.LoginThrottle;
@@ -58,6 +60,28 @@ class OperatorAccessWebTests {
         management.get().uri("/gpupool/cuda:0/trace").exchange().expectStatus().isUnauthorized();
         management.get().uri("/gpupool/cuda:0/trace").headers(h -> h.setBasicAuth("operator", "s3cret")).exchange()
                 .expectStatus().isOk();
+    }
+
+    /**
+     * The actuator decodes the path and takes query parameters over the path's selectors, so the trace can be asked
+     * for without "/trace" in the path as sent: each such way needs the operator too, and only the figures and the
+     * layout, asked for plainly, are open.
+     */
+    @Test
+    void theTraceAskedForAnyOtherWayNeedsTheOperatorToo() {
+        String base = "http://localhost:" + managementPort + "/actuator/gpupool/cuda:0";
+        for (String disguised : new String[] {"/%74race", "/tr%61ce?addresses=raw", "/layout?section=trace",
+                "/layout?section=trace&addresses=raw", "?section=trace"}) {
+            assertThat(management.get().uri(URI.create(base + disguised)).exchange().returnResult(String.class)
+                    .getStatus().value()).as(disguised).isEqualTo(401);
+        }
+        for (String open : new String[] {"", "/layout"}) {
+            assertThat(management.get().uri(URI.create(base + open)).exchange().returnResult(String.class)
+                    .getStatus().value()).as(open).isEqualTo(200);
+        }
+        management.get().uri(URI.create("http://localhost:" + managementPort + "/actuator/gpupool")).exchange()
+                .expectStatus().isOk();
+        management.get().uri(URI.create(base + "/layout?device=cuda:1")).exchange().expectStatus().isUnauthorized();
     }
 
     @Test

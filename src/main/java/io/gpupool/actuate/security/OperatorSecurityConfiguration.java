@@ -3,7 +3,9 @@ package io.gpupool.actuate.security;
 import java.net.InetSocketAddress;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Base64;
+import java.util.List;
 
 import io.gpupool.actuate.GpuPoolEndpoint;
 import org.slf4j.Logger;
@@ -16,6 +18,7 @@ import org.springframework.core.env.Environment;
 import org.springframework.core.env.Profiles;
 import org.springframework.http.HttpMethod;
 import org.springframework.http.HttpStatus;
+import org.springframework.http.server.PathContainer;
 import org.springframework.security.config.annotation.web.reactive.EnableWebFluxSecurity;
 import org.springframework.security.config.web.server.ServerHttpSecurity;
 import org.springframework.security.authentication.BadCredentialsException;
@@ -92,11 +95,11 @@ public class OperatorSecurityConfiguration {
                         .authenticationSuccessHandler(clearFailures(throttle)))
                 .exceptionHandling(handling -> handling.authenticationEntryPoint(entryPoint))
                 .authorizeExchange(exchanges -> exchanges
-                        // the recording can be large and shows the allocation pattern: the operator's
-                        .matchers(new AndServerWebExchangeMatcher(EndpointRequest.to(GpuPoolEndpoint.class),
-                                OperatorSecurityConfiguration::isTraceDownload)).hasRole(OPERATOR)
                         .matchers(read(EndpointRequest.to("health", "metrics", "prometheus", "dashboard"))).permitAll()
-                        .matchers(read(EndpointRequest.to(GpuPoolEndpoint.class))).permitAll()
+                        // open: the pool's figures and layout; everything else of it (the trace, which can be large
+                        // and shows the allocation pattern, and every change) is the operator's
+                        .matchers(new AndServerWebExchangeMatcher(EndpointRequest.to(GpuPoolEndpoint.class),
+                                OperatorSecurityConfiguration::isOpenPoolRead)).permitAll()
                         .matchers(EndpointRequest.to(GpuPoolEndpoint.class)).hasRole(OPERATOR)
                         .matchers(EndpointRequest.toAnyEndpoint()).denyAll()
                         .matchers(new ManagementPortMatcher(environment)).denyAll()
@@ -202,11 +205,29 @@ public class OperatorSecurityConfiguration {
         return printable.length() <= 64 ? printable : printable.substring(0, 64) + "...";
     }
 
-    private static Mono<ServerWebExchangeMatcher.MatchResult> isTraceDownload(ServerWebExchange exchange) {
+    /**
+     * A read of the {@code gpupool} endpoint that anyone may make: GET or HEAD of the endpoint, of a device, or of a
+     * device's {@code layout}, judged on the decoded path (an encoded {@code %74race} is the trace), and without any
+     * query parameter: the actuator takes query parameters (and body fields) over the path's own selectors, so
+     * {@code /layout?section=trace} would be served as the trace. An allowlist: whatever else reaches the endpoint
+     * needs the operator.
+     */
+    static Mono<ServerWebExchangeMatcher.MatchResult> isOpenPoolRead(ServerWebExchange exchange) {
         HttpMethod method = exchange.getRequest().getMethod();
         boolean read = HttpMethod.GET.equals(method) || HttpMethod.HEAD.equals(method);
-        return read && exchange.getRequest().getPath().value().endsWith("/trace")
-                ? ServerWebExchangeMatcher.MatchResult.match() : ServerWebExchangeMatcher.MatchResult.notMatch();
+        if (!read || !exchange.getRequest().getQueryParams().isEmpty()) {
+            return ServerWebExchangeMatcher.MatchResult.notMatch();
+        }
+        List<String> segments = new ArrayList<>();
+        for (PathContainer.Element element : exchange.getRequest().getPath().pathWithinApplication().elements()) {
+            if (element instanceof PathContainer.PathSegment segment) {
+                segments.add(segment.valueToMatch());
+            }
+        }
+        int endpoint = segments.indexOf(GpuPoolEndpoint.ID);
+        List<String> below = endpoint < 0 ? List.of("?", "?", "?") : segments.subList(endpoint + 1, segments.size());
+        boolean open = below.size() <= 1 || below.size() == 2 && below.get(1).equals(GpuPoolEndpoint.LAYOUT);
+        return open ? ServerWebExchangeMatcher.MatchResult.match() : ServerWebExchangeMatcher.MatchResult.notMatch();
     }
 
     /**
