@@ -13,7 +13,8 @@ import io.gpupool.memory.PoolTuning;
  *   <li>{@code maxGrowthStepBytes} alone may not fall below the growth step in force. The pool would
  *       reject the pair in the name of {@code growthStepBytes}, a field the operator did not send.</li>
  *   <li>{@code capBytes} may not exceed the device's memory: such a cap caps nothing, and an operator who
- *       typed {@code 1TB} for {@code 1GB} should hear so rather than find the pool uncapped.</li>
+ *       typed {@code 1TB} for {@code 1GB} should hear so rather than find the pool uncapped; and it does not
+ *       come with a {@code capFraction}, which it would hide.</li>
  * </ol>
  */
 final class TuningChecks {
@@ -34,6 +35,10 @@ final class TuningChecks {
                     + " bytes (0: the fraction capFraction of them)");
         }
         Double fraction = tuning.capFraction();
+        if (fraction != null && cap != null && cap != 0) {
+            throw new TuningException("capFraction", fraction, "not together with a capBytes other than 0 (a cap in "
+                    + "bytes hides the fraction); send one of them");
+        }
         if (fraction != null) {
             PoolConfig tuned = current.apply(tuning);
             if (tuned.capBytes() == 0 && tuned.effectiveCapBytes(capacityBytes) < tuned.minBlockBytes()) {

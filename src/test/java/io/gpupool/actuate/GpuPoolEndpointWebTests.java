@@ -253,11 +253,15 @@ class GpuPoolEndpointWebTests {
     }
 
     @Test
-    void aCapInBytesBeyondTheDevicesMemoryIsRefused() {
+    void aCapInBytesBeyondTheDevicesMemoryOrBesideAFractionIsRefused() {
         operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capBytes", "1TB")).exchange()
                 .expectStatus().isBadRequest()
                 .expectBody().jsonPath("$.field").isEqualTo("capBytes")
                 .jsonPath("$.allowed").value(a -> assertThat((String) a).contains("at most the device's"));
+        operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capBytes", "512MB", "capFraction", 0.01)).exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.field").isEqualTo("capFraction")
+                .jsonPath("$.allowed").value(a -> assertThat((String) a).contains("send one of them"));
         management.get().uri("/gpupool/cuda:1").exchange().expectBody().jsonPath("$.capBytes").isEqualTo(920 * MIB);
     }
 
