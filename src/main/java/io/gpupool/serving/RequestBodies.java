@@ -48,10 +48,11 @@ final class RequestBodies {
     }
 
     /**
-     * {@link #read(ServerRequest)}, each part kept counted in {@code hold} as it arrives; when a part does not fit
-     * there, the rest of the body is read and dropped (as beyond the limit) and the answer is {@code refusal}'s 503.
+     * {@link #read(ServerRequest)}, each part kept counted in {@code hold} (taken from {@code budget}) as it arrives;
+     * when a part does not fit, the rest of the body is read and dropped (as beyond the limit) and the answer is the
+     * budget's 503.
      */
-    Mono<byte[]> read(ServerRequest request, DecodingBudget.Hold hold, DecodingBudget refusal) {
+    Mono<byte[]> read(ServerRequest request, DecodingBudget.Hold hold, DecodingBudget budget) {
         String encoding = encoding(request.headers().firstHeader(HttpHeaders.CONTENT_ENCODING));
         long drainLimit = (long) DRAIN_FACTOR * maxBodyBytes;
         long declared = request.headers().contentLength().orElse(-1);
@@ -64,7 +65,7 @@ final class RequestBodies {
                 .defaultIfEmpty(new Collected(null))
                 .map(collected -> {
                     if (collected.refused && collected.total <= maxBodyBytes) {
-                        throw refusal.exhausted();
+                        throw budget.exhausted();
                     }
                     return collected.bytes(maxBodyBytes);
                 });
