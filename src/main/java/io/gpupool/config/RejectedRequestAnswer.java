@@ -30,7 +30,7 @@ public class RejectedRequestAnswer {
     private static final Set<String> FIREWALL_METHODS = Set.of("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS",
             "PATCH");
     /** Every method some path of this server answers; a refused method gets 405 with these as {@code Allow}. */
-    private static final List<String> ANSWERED = List.of("GET", "HEAD", "POST", "OPTIONS");
+    private static final List<String> ANSWERED = List.of("GET", "HEAD", "POST", "DELETE", "OPTIONS");
 
     @Bean
     ServerExchangeRejectedHandler jsonExchangeRejectedHandler() {

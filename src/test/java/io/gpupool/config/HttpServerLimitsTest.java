@@ -338,8 +338,8 @@ class HttpServerLimitsTest {
                 send(socket, method + " /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
                 String answer = readResponse(socket);
                 assertThat(answer).as(method).startsWith("HTTP/1.1 405")
-                        .containsIgnoringCase("allow: GET, HEAD, POST, OPTIONS")
-                        .contains("{\"error\":\"method " + method + " is not allowed: this server answers GET, HEAD, POST, OPTIONS");
+                        .containsIgnoringCase("allow: GET, HEAD, POST, DELETE, OPTIONS")
+                        .contains("{\"error\":\"method " + method + " is not allowed: this server answers GET, HEAD, POST, DELETE, OPTIONS");
             }
         }
     }

@@ -110,11 +110,14 @@ final class PoolStatistics {
      * What is handed out by one pair of counters of both levels: every "in" counter (local caches, retired ones, global
      * cells) is read before any "out" counter. The counters only grow, so the result is at most what was in use at
      * the moment between the two passes: a block freed and taken again while the reads run is missed at worst, never
-     * counted twice. That matters for the peaks, which only rise: an over-count would stay for good.
+     * counted twice. That matters for the peaks, which only rise: an over-count would stay for good. Both passes
+     * read the same caches: a cache retired meanwhile (its counters folded into the retired totals) counts at worst its
+     * frees twice or its blocks still out twice, never its allocations without its frees.
      */
     private long inUse(int localIn, int localOut, int globalIn, int globalOut) {
-        long in = streams.sum(localIn) + global.sum(globalIn);
-        long out = streams.sum(localOut) + global.sum(globalOut);
+        LocalCache[] caches = streams.caches();
+        long in = streams.sum(localIn, caches) + global.sum(globalIn);
+        long out = streams.sum(localOut, caches) + global.sum(globalOut);
         return in - out;
     }
 

@@ -159,8 +159,16 @@ final class StreamLevel implements LocalCache.CapRule {
 
     /** Statistic {@code stat} summed over the live caches and, for the folded ones, the retired caches. */
     long sum(int stat) {
+        return sum(stat, caches);
+    }
+
+    /**
+     * {@link #sum(int)} over the caches of {@code snapshot} (an earlier {@link #caches()}), so that several sums
+     * see the same caches: a cache that leaves the table between them still counts in each.
+     */
+    long sum(int stat, LocalCache[] snapshot) {
         long total = retired[stat] == null ? 0 : retired[stat].sum();
-        for (LocalCache cache : caches) {
+        for (LocalCache cache : snapshot) {
             if (cache != null) {
                 total += cache.stat(stat);
             }
