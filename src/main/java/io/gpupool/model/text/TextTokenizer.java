@@ -4,6 +4,9 @@ import ai.djl.huggingface.tokenizers.Encoding;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import io.gpupool.model.ModelFormatException;
 
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -37,8 +40,10 @@ import java.util.Map;
  *                                       separator do not depend on what follows it, and maxLength words give at
  *                                       least maxLength tokens, more than truncation keeps
  * </pre>
- * The few characters that might count either way (Unicode line separators, marks) count as neither, which only
- * moves the cut later. A prefix longer than {@value #MAX_CHARS_PER_TOKEN} characters per token of the model (words
+ * A CJK ideograph is a word of its own, as BERT's normalizer spaces it ({@code handle_chinese_chars}), so Chinese
+ * and Japanese text without spaces is cut too. The few characters that might count either way (Unicode line
+ * separators, marks) count as neither, which only moves the cut later. All this holds for BERT's normalizer and
+ * pre-tokenizer; a {@code tokenizer.json} with others has its texts tokenised whole. A prefix longer than {@value #MAX_CHARS_PER_TOKEN} characters per token of the model (words
  * of hundreds of characters, or megabytes of blanks) is refused instead, naming the element: real text never has
  * such words, and tokenising it would cost what the cut saves.
  */
@@ -54,10 +59,18 @@ public final class TextTokenizer implements AutoCloseable {
     private final int maxLength;
     private final Path source;
 
-    private TextTokenizer(HuggingFaceTokenizer tokenizer, int maxLength, Path source) {
+    /** Whether the file splits words as BERT does, so that {@link #tokenPrefix} may cut (class comment). */
+    private final boolean bertWords;
+    /** Whether its normalizer makes each CJK ideograph a word of its own (BERT's handle_chinese_chars). */
+    private final boolean ideographsAreWords;
+
+    private TextTokenizer(HuggingFaceTokenizer tokenizer, int maxLength, Path source, boolean bertWords,
+                          boolean ideographsAreWords) {
         this.tokenizer = tokenizer;
         this.maxLength = maxLength;
         this.source = source;
+        this.bertWords = bertWords;
+        this.ideographsAreWords = ideographsAreWords;
     }
 
     /**
@@ -74,7 +87,12 @@ public final class TextTokenizer implements AutoCloseable {
             HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerJson, Map.of(
                     "addSpecialTokens", "true", "truncation", "true", "padding", "false",
                     "maxLength", Integer.toString(maxLength)));
-            return new TextTokenizer(tokenizer, maxLength, tokenizerJson);
+            JsonNode file = JsonMapper.shared().readTree(tokenizerJson.toFile());
+            JsonNode normalizer = file.path("normalizer");
+            boolean bertWords = normalizer.path("type").asString("").equals("BertNormalizer")
+                    && file.path("pre_tokenizer").path("type").asString("").equals("BertPreTokenizer");
+            return new TextTokenizer(tokenizer, maxLength, tokenizerJson, bertWords,
+                    bertWords && normalizer.path("handle_chinese_chars").asBoolean(true));
         } catch (IOException | RuntimeException e) {
             throw new ModelFormatException(tokenizerJson + ": cannot be loaded as a HuggingFace tokenizer: "
                     + e.getMessage(), e);
@@ -101,6 +119,9 @@ public final class TextTokenizer implements AutoCloseable {
      * @throws IllegalArgumentException when that part is longer than {@value #MAX_CHARS_PER_TOKEN} x maxLength characters
      */
     String tokenPrefix(String text, int element) {
+        if (!bertWords) {
+            return text;                                           // words it splits otherwise: nothing is cut
+        }
         long limit = (long) MAX_CHARS_PER_TOKEN * maxLength;
         int words = 0;
         boolean inWord = false;
@@ -108,7 +129,14 @@ public final class TextTokenizer implements AutoCloseable {
         int i = 0;
         for (; i < text.length() && i <= limit; ) {
             int c = text.codePointAt(i);
-            if (isSeparator(c)) {
+            if (ideographsAreWords && isIdeograph(c)) {
+                // a word of its own, and the end of the one before it: both end here
+                if (inWord && bearing && ++words == maxLength || ++words == maxLength) {
+                    return text.substring(0, i + Character.charCount(c));
+                }
+                inWord = false;
+                bearing = false;
+            } else if (isSeparator(c)) {
                 if (inWord && bearing && ++words == maxLength) {
                     return text.substring(0, i);
                 }
@@ -126,6 +154,13 @@ public final class TextTokenizer implements AutoCloseable {
         throw new IllegalArgumentException("'text' element " + element + " has words of more than " + limit
                 + " characters before its first " + maxLength + " (its length: " + text.length()
                 + " characters); the model reads at most " + maxLength + " tokens, and real text has no such words");
+    }
+
+    /** The CJK ideographs BERT's normalizer puts spaces around (its {@code handle_chinese_chars}). */
+    private static boolean isIdeograph(int c) {
+        return c >= 0x4E00 && c <= 0x9FFF || c >= 0x3400 && c <= 0x4DBF || c >= 0x20000 && c <= 0x2A6DF
+                || c >= 0x2A700 && c <= 0x2B73F || c >= 0x2B740 && c <= 0x2B81F || c >= 0x2B820 && c <= 0x2CEAF
+                || c >= 0xF900 && c <= 0xFAFF || c >= 0x2F800 && c <= 0x2FA1F;
     }
 
     private static boolean isSeparator(int c) {

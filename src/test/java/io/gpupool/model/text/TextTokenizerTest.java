@@ -85,6 +85,9 @@ class TextTokenizerTest {
                 "Caf\u00e9 cafe\u0301 \u200b\u200b na\u00efve \u0000 \t\n\r".repeat(200),
                 "\u00a0a\u3000b\u2028c\u2029d\u0085e ".repeat(300),
                 "\u4e16\u754c\u4f60\u597d".repeat(400),
+                "\u4e16\u754c\u4f60\u597d".repeat(5000),         // longer than the limit, without a space
+                "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3067\u3059\u3002".repeat(3000),
+                "abc\u4e16def\u754c".repeat(2000),
                 "a,b.c!d?e;".repeat(300),
                 "\ud83d\ude00 \ufffd \ue000 x ".repeat(300),
                 "\u0301\u0301 \u200b " + "word ".repeat(200),
