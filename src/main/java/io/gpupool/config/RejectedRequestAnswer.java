@@ -1,7 +1,6 @@
 package io.gpupool.config;
 
 import java.nio.charset.StandardCharsets;
-import java.util.List;
 import java.util.Set;
 
 import org.springframework.context.annotation.Bean;
@@ -30,7 +29,7 @@ public class RejectedRequestAnswer {
     private static final Set<String> FIREWALL_METHODS = Set.of("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS",
             "PATCH");
     /** Every method some path of this server answers; a refused method gets 405 with these as {@code Allow}. */
-    private static final List<String> ANSWERED = List.of("GET", "HEAD", "POST", "DELETE", "OPTIONS");
+    private static final String ANSWERED = "GET, HEAD, POST, DELETE, OPTIONS";
 
     @Bean
     ServerExchangeRejectedHandler jsonExchangeRejectedHandler() {
@@ -43,14 +42,14 @@ public class RejectedRequestAnswer {
             boolean methodRefused = !FIREWALL_METHODS.contains(method);
             String error = methodRefused
                     ? "method " + ConnectionLimit.jsonSafe(method) + " is not allowed: this server answers "
-                            + String.join(", ", ANSWERED) + " (OPTIONS lists the methods of each path)"
+                            + ANSWERED + " (OPTIONS lists the methods of each path)"
                     : "the request path is refused: " + ConnectionLimit.jsonSafe(String.valueOf(rejected.getMessage()))
                             + "; send the path as the protocol writes it (no empty, . or .. segments, encoded slashes,"
                             + " semicolons or control characters)";
             byte[] body = ConnectionLimit.errorJson(error).getBytes(StandardCharsets.UTF_8);
             response.setStatusCode(methodRefused ? HttpStatus.METHOD_NOT_ALLOWED : HttpStatus.BAD_REQUEST);
             if (methodRefused) {
-                response.getHeaders().set(HttpHeaders.ALLOW, String.join(", ", ANSWERED));
+                response.getHeaders().set(HttpHeaders.ALLOW, ANSWERED);
             }
             response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
             response.getHeaders().setContentLength(body.length);

@@ -103,10 +103,9 @@ public final class DecodingBudget {
             return now != CLOSED && (bytes <= now || take(bytes - now));
         }
 
-        /** Bytes held now (0 once closed). */
-        public long bytes() {
-            long now = held.get();
-            return now == CLOSED ? 0 : now;
+        /** The answer to the request when a take or a cover did not fit. */
+        ServingException exhausted() {
+            return DecodingBudget.this.exhausted();
         }
 
         /** Gives everything held back; idempotent. */

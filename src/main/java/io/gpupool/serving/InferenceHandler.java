@@ -148,7 +148,7 @@ public final class InferenceHandler {
             if (declared >= 0 && !hold.take(Math.min(declared, maxBodyBytes))) {
                 return discard(request).then(Mono.<ServerResponse>error(decoding.exhausted()));
             }
-            return bodies.read(request, declared >= 0 ? null : hold, decoding)
+            return bodies.read(request, declared >= 0 ? null : hold)
                     .publishOn(Schedulers.boundedElastic())
                     .map(body -> {
                         if (!hold.cover(body.length)) {
@@ -200,8 +200,7 @@ public final class InferenceHandler {
                 }
                 if (node == null || !node.isObject()) {
                     throw ServingException.badRequest("a repository index request body must be one JSON object (for "
-                            + "example {\"ready\": true}), not " + (node == null ? "empty"
-                            : node.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
+                            + "example {\"ready\": true}), not " + (node == null ? "empty" : RepositoryHandler.kindOf(node)));
                 }
                 JsonNode ready = node.get("ready");
                 if (ready != null && !ready.isNull()) {

@@ -145,7 +145,7 @@ public final class RepositoryHandler {
     }
 
     /** What a JSON value is, as a message names it ("array", "string", "number"). */
-    private static String kindOf(JsonNode node) {
+    static String kindOf(JsonNode node) {
         return node.getNodeType().name().toLowerCase(Locale.ROOT);
     }
 

@@ -44,15 +44,14 @@ final class RequestBodies {
 
     /** The decoded body; empty array for no body. Fails with 413, 415 (unknown encoding) or 400 (corrupt data). */
     Mono<byte[]> read(ServerRequest request) {
-        return read(request, null, null);
+        return read(request, null);
     }
 
     /**
-     * {@link #read(ServerRequest)}, each part kept counted in {@code hold} (taken from {@code budget}) as it arrives;
-     * when a part does not fit, the rest of the body is read and dropped (as beyond the limit) and the answer is the
-     * budget's 503.
+     * {@link #read(ServerRequest)}, each part kept counted in {@code hold} (null: none) as it arrives; when a part
+     * does not fit, the rest of the body is read and dropped (as beyond the limit) and the answer is the budget's 503.
      */
-    Mono<byte[]> read(ServerRequest request, DecodingBudget.Hold hold, DecodingBudget budget) {
+    Mono<byte[]> read(ServerRequest request, DecodingBudget.Hold hold) {
         String encoding = encoding(request.headers().firstHeader(HttpHeaders.CONTENT_ENCODING));
         long drainLimit = (long) DRAIN_FACTOR * maxBodyBytes;
         long declared = request.headers().contentLength().orElse(-1);
@@ -65,7 +64,7 @@ final class RequestBodies {
                 .defaultIfEmpty(new Collected(null))
                 .map(collected -> {
                     if (collected.refused && collected.total <= maxBodyBytes) {
-                        throw budget.exhausted();
+                        throw hold.exhausted();
                     }
                     return collected.bytes(maxBodyBytes);
                 });

@@ -74,19 +74,10 @@ class RepositoryExtensionTest {
         TestModel doubler = fixture.model("doubler");
         CountDownLatch entered = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
-        doubler.gate = () -> {
-            entered.countDown();
-            try {
-                release.await(10, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        };
+        holdRuns(doubler, entered, release);
         WebTestClient patient = fixture.client.mutate().responseTimeout(Duration.ofSeconds(20)).build();
         ExecutorService clients = Executors.newFixedThreadPool(2);
-        CompletableFuture<Integer> running = CompletableFuture.supplyAsync(() -> patient.post()
-                .uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON).bodyValue(ONE_ROW)
-                .exchange().returnResult(String.class).getStatus().value(), clients);
+        CompletableFuture<Integer> running = inferStatus(patient, clients);
         assertThat(entered.await(10, TimeUnit.SECONDS)).isTrue();
         CompletableFuture<Integer> unload = CompletableFuture.supplyAsync(() -> patient.post()
                 .uri("/v2/repository/models/doubler/unload").exchange().returnResult(String.class).getStatus().value(),
@@ -166,24 +157,13 @@ class RepositoryExtensionTest {
         ServedModel old = fixture.registry.served("doubler");
         CountDownLatch entered = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
-        before.gate = () -> {
-            entered.countDown();
-            try {
-                release.await(10, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        };
+        holdRuns(before, entered, release);
         WebTestClient patient = fixture.client.mutate().responseTimeout(Duration.ofSeconds(20)).build();
         ExecutorService clients = Executors.newFixedThreadPool(2);
         try {
-            CompletableFuture<Integer> running = CompletableFuture.supplyAsync(() -> patient.post()
-                    .uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON).bodyValue(ONE_ROW)
-                    .exchange().returnResult(String.class).getStatus().value(), clients);
+            CompletableFuture<Integer> running = inferStatus(patient, clients);
             assertThat(entered.await(10, TimeUnit.SECONDS)).isTrue();
-            CompletableFuture<Integer> waiting = CompletableFuture.supplyAsync(() -> patient.post()
-                    .uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON).bodyValue(ONE_ROW)
-                    .exchange().returnResult(String.class).getStatus().value(), clients);
+            CompletableFuture<Integer> waiting = inferStatus(patient, clients);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
             while (fixture.runtimes.getFirst().worker().queueDepth() == 0 && System.nanoTime() < deadline) {
                 Thread.sleep(5);                                // the second request waits for the only stream
@@ -202,6 +182,25 @@ class RepositoryExtensionTest {
             release.countDown();
             clients.shutdownNow();
         }
+    }
+
+    /** Makes {@code model}'s runs count down {@code entered} and then wait for {@code release} (10 s at most). */
+    private static void holdRuns(TestModel model, CountDownLatch entered, CountDownLatch release) {
+        model.gate = () -> {
+            entered.countDown();
+            try {
+                release.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        };
+    }
+
+    /** The status of one inference of {@link #ONE_ROW} on doubler, sent by {@code client} on a thread of {@code clients}. */
+    private static CompletableFuture<Integer> inferStatus(WebTestClient client, ExecutorService clients) {
+        return CompletableFuture.supplyAsync(() -> client.post().uri("/v2/models/doubler/infer")
+                .contentType(MediaType.APPLICATION_JSON).bodyValue(ONE_ROW)
+                .exchange().returnResult(String.class).getStatus().value(), clients);
     }
 
     private static DataBuffer bytes(String text) {

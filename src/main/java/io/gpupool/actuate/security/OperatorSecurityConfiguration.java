@@ -225,8 +225,9 @@ public class OperatorSecurityConfiguration {
             }
         }
         int endpoint = segments.indexOf(GpuPoolEndpoint.ID);
-        List<String> below = endpoint < 0 ? List.of("?", "?", "?") : segments.subList(endpoint + 1, segments.size());
-        boolean open = below.size() <= 1 || below.size() == 2 && below.get(1).equals(GpuPoolEndpoint.LAYOUT);
+        int below = segments.size() - endpoint - 1;              // the endpoint, a device, a device's section
+        boolean open = endpoint >= 0 && (below <= 1
+                || below == 2 && segments.getLast().equals(GpuPoolEndpoint.LAYOUT));
         return open ? ServerWebExchangeMatcher.MatchResult.match() : ServerWebExchangeMatcher.MatchResult.notMatch();
     }
 

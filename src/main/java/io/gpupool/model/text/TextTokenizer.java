@@ -43,9 +43,10 @@ import java.util.Map;
  * A CJK ideograph is a word of its own, as BERT's normalizer spaces it ({@code handle_chinese_chars}), so Chinese
  * and Japanese text without spaces is cut too. The few characters that might count either way (Unicode line
  * separators, marks) count as neither, which only moves the cut later. All this holds for BERT's normalizer and
- * pre-tokenizer; a {@code tokenizer.json} with others has its texts tokenised whole. A prefix longer than {@value #MAX_CHARS_PER_TOKEN} characters per token of the model (words
- * of hundreds of characters, or megabytes of blanks) is refused instead, naming the element: real text never has
- * such words, and tokenising it would cost what the cut saves.
+ * pre-tokenizer; a {@code tokenizer.json} with others has its texts tokenised whole. A prefix longer than
+ * {@value #MAX_CHARS_PER_TOKEN} characters per token of the model (words of hundreds of characters, or megabytes of
+ * blanks) is refused instead, naming the element: real text never has such words, and tokenising it would cost what
+ * the cut saves.
  */
 public final class TextTokenizer implements AutoCloseable {
 
@@ -130,8 +131,10 @@ public final class TextTokenizer implements AutoCloseable {
         for (; i < text.length() && i <= limit; ) {
             int c = text.codePointAt(i);
             if (ideographsAreWords && isIdeograph(c)) {
-                // a word of its own, and the end of the one before it: both end here
-                if (inWord && bearing && ++words == maxLength || ++words == maxLength) {
+                if (inWord && bearing) {
+                    words++;                                       // the word before it ends here
+                }
+                if (++words >= maxLength) {                        // and the ideograph is one of its own
                     return text.substring(0, i + Character.charCount(c));
                 }
                 inWord = false;
