@@ -35,12 +35,15 @@ mvnw -DskipTests package
 cp target/gpupool-*.jar.original "$STAGE/app/gpupool.jar" 2>/dev/null \
   || cp "$(ls target/gpupool-*.jar | grep -v -- '-sources' | head -1)" "$STAGE/app/gpupool.jar"
 cp -r target/test-classes "$STAGE/test-classes"
+# ArchUnit does not travel (below), so neither do the tests written with it.
+grep -rlZ --include='*.class' 'com/tngtech/archunit' "$STAGE/test-classes" | xargs -0 -r rm -f
 
 echo "[bundle] copying dependency jars"
 # JUnit comes from the console launcher; the Docker/Testcontainers stack and the JMH annotation
-# processor are of no use on a GPU host (tests tagged docker need a Docker engine) and would double the size.
+# processor are of no use on a GPU host (tests tagged docker need a Docker engine) and would double the size; the
+# architecture rules (ArchUnit) are checked by the build, not by the GPU suite.
 mvnw dependency:copy-dependencies -DincludeScope=test -DoutputDirectory="$STAGE/lib" \
-  -DexcludeGroupIds=org.junit.platform,org.junit.jupiter,org.junit.vintage,org.testcontainers,com.github.docker-java,net.java.dev.jna \
+  -DexcludeGroupIds=org.junit.platform,org.junit.jupiter,org.junit.vintage,org.testcontainers,com.github.docker-java,net.java.dev.jna,com.tngtech.archunit \
   -DexcludeArtifactIds=jmh-generator-annprocess,commons-compress,duct-tape,testcontainers,testcontainers-junit-jupiter
 
 echo "[bundle] fetching the JUnit console launcher $JUNIT_VERSION"
@@ -68,10 +71,15 @@ for folder in sys.argv[1:]:
         stored = path + ".stored"
         # The tokenizers jar carries its native library for four platforms; the GPU machine needs one.
         foreign = name.startswith("tokenizers-")
+        # JCuda's natives carry its PTX compiler and NVRTC bindings too; NVRTC goes through FFM (CUDA 13) and the PTX
+        # compiler is never used, so only the driver and runtime bindings travel.
+        jcuda = name.startswith("jcuda-natives-")
         with zipfile.ZipFile(path) as src, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as dst:
             for info in src.infolist():
                 if foreign and info.filename.startswith("native/lib/") and info.filename.count("/") > 2 \
                         and not info.filename.startswith("native/lib/linux-x86_64/"):
+                    continue
+                if jcuda and ("JNvPTXCompiler" in info.filename or "JNvrtc" in info.filename):
                     continue
                 data = src.read(info.filename)
                 info.compress_type = zipfile.ZIP_STORED
