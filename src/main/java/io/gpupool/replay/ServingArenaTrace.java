@@ -46,7 +46,17 @@ public final class ServingArenaTrace {
          * (gpupool.serving.streams-per-device); BF16 activations; a 32 MiB workspace per stream; 4 000 requests.
          */
         public static Config bf16Default() {
-            return new Config(4000, 4, 42, 32, 96, 0.7, 512, 6 * 768 * 2 + 4, 1000, 32L << 20);
+            return new Config(4000, 4, 42, 32, 96, 0.7, 512, BF16_BYTES_PER_TOKEN, 1000, 32L << 20);
+        }
+
+        /** The BERT-base plan's arena bytes per token: 6 hidden activations of 768 values plus the token id. */
+        public static final long BF16_BYTES_PER_TOKEN = 6 * 768 * 2 + 4;
+        public static final long FP32_BYTES_PER_TOKEN = 6 * 768 * 4 + 4;
+
+        /** The same load with activations of another width. */
+        public Config withBytesPerToken(long bytes) {
+            return new Config(requests, streams, seed, batchMax, seqMedian, seqSigma, seqMax, bytes, fixedTokens,
+                    workspaceBytes);
         }
 
         public Config withRequests(int n) {

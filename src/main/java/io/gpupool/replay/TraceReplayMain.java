@@ -25,6 +25,7 @@ import java.util.function.LongPredicate;
  *                           BERT-base BF16, 4 streams, 4000 requests; --requests, --streams, --seed apply)
  *       --serving-shape B,M,S,X   requests of batch 1..B, sequence median M, log-sigma S, at most X
  *                           (default 32,96,0.7,512; issue 15's short load: 4,24,0.6,128)
+ *       --serving-precision P   BF16 (default) or FP32: the activations' width, so the arenas' bytes per token
  *     --maintain-every N    run the pool's maintenance after every N events (the server's once a second;
  *                           ServingArenaTrace makes about 2000 events a second of its load)
  *     --request-arena       replay each request as one allocation of its arena (RequestArenaTrace), as the
@@ -104,6 +105,15 @@ public final class TraceReplayMain {
                     }
                     serving = serving.withShape(Integer.parseInt(shape[0]), Double.parseDouble(shape[1]),
                             Double.parseDouble(shape[2]), Integer.parseInt(shape[3]));
+                }
+                case "--serving-precision" -> {
+                    String precision = value(args, ++i, arg);
+                    serving = switch (precision) {
+                        case "BF16" -> serving.withBytesPerToken(ServingArenaTrace.Config.BF16_BYTES_PER_TOKEN);
+                        case "FP32" -> serving.withBytesPerToken(ServingArenaTrace.Config.FP32_BYTES_PER_TOKEN);
+                        default -> throw new IllegalArgumentException(
+                                "--serving-precision " + precision + " is invalid; allowed: BF16, FP32");
+                    };
                 }
                 case "--write-trace" -> writeTrace = Path.of(value(args, ++i, arg));
                 case "--json" -> json = Path.of(value(args, ++i, arg));

@@ -143,8 +143,6 @@ final class LocalCache {
     private final int firstRunClass;
     /** The run kept for requests of varying size (request arenas); touched only by the claimant. */
     private final RunReserve reserve;
-    /** The most bytes the reserve keeps in one run (besides the configured bytes per stream). */
-    private final long maxReserveBytes;
 
     LocalCache(AllocationStream stream, long[] classBytes, int firstRunClass, int maxReserveUnits, GlobalFree global,
                CapRule cap, CoarseClock clock) {
@@ -160,9 +158,9 @@ final class LocalCache {
         this.hot = new long[CLASS_BASE + 2 * classCount + PAD];
         this.firstRunClass = firstRunClass;
         int unitShift = Long.numberOfTrailingZeros(classBytes[Math.min(firstRunClass, classCount - 1)]);
-        this.reserve = new RunReserve(unitShift, run -> global.returnToGlobal(stream, new long[] {run}, 0, 1, settled()));
+        this.reserve = new RunReserve(unitShift, maxReserveUnits,
+                run -> global.returnToGlobal(stream, new long[] {run}, 0, 1, settled()));
         hot[UNSETTLED_MARK] = ALL_SETTLED;
-        this.maxReserveBytes = (long) maxReserveUnits << unitShift;
     }
 
     boolean tryClaim() {
@@ -308,7 +306,7 @@ final class LocalCache {
     private long carve(int c, long size, long requested, PoolConfig config) {
         long before = reserve.bytes();
         int blocksBefore = reserve.blocks();
-        long handle = reserve.take(c - firstRunClass + 1, clock.nanos());
+        long handle = reserve.take(c - firstRunClass + 1, config.localCacheBytesPerStream(), clock.nanos());
         reserveChanged(before, blocksBefore);
         if (handle == 0) {
             return miss();
@@ -391,7 +389,7 @@ final class LocalCache {
         try {
             long before = reserve.bytes();
             int blocksBefore = reserve.blocks();
-            long limit = handle == hot[LAST_RUN] ? Math.min(config.localCacheBytesPerStream(), maxReserveBytes) : 0;
+            long limit = handle == hot[LAST_RUN] ? config.localCacheBytesPerStream() : 0;
             if (!settled) {
                 unsettledPush();                                   // before give: the run it lets go may be this one
             }

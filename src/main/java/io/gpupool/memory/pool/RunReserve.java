@@ -35,12 +35,15 @@ import java.util.function.LongConsumer;
  *       [o, o + n), keep [o + n, o + keep) as the remainder, give [o + keep, o + L) to the global level when it
  *       is more than an eighth of keep (a stream whose requests shrank lets go of what they no longer use).
  *       A reserve of fewer units: it goes to the global level (where it can merge with free neighbours for the
- *       larger run the caller now takes there), and take answers 0.</li>
+ *       larger run the caller now takes there), and take answers 0; but when n is more than any reserve may keep
+ *       (step 2's limit: a large run, mapped in whole extents of its own), merging would not serve it and the run
+ *       will not stay after it, so the reserve stays for the stream's next request.</li>
  *   <li>give(h): a run h that ends where the remainder begins merges with it. Then, with no reserve, the run
  *       becomes the reserve; with a reserve, the larger of the two stays and the other goes to the global
- *       level. A run above the limit the caller gives is refused and the caller frees it (the cache passes
- *       its configured bytes per stream, under MAPPED growth at most a run below the large-run size, whose
- *       chunks unmap whole extents only; and 0 for a run other than the one the stream took last).</li>
+ *       level. A run above the limit is refused and the caller frees it. The limit is the lower of the bytes the
+ *       cache passes (its configured bytes per stream; 0 for a run other than the one the stream took last) and
+ *       the reserve's own bound (under MAPPED growth a run below the large-run size, whose chunks unmap whole
+ *       extents only; without virtual memory 0).</li>
  *   <li>flush: reserve and remainder go to the global level (trim, recovery, retire, idle).</li>
  * </ol>
  * A run the reserve hands out or keeps is any stretch of units of one chunk: the buddy level frees such a run
@@ -62,11 +65,14 @@ final class RunReserve {
 
     private final long[] state = new long[PAD + 6 + PAD];
     private final int unitShift;
+    /** The most units a reserve keeps (under MAPPED growth, a run below the large-run size; else 0: none). */
+    private final long maxUnits;
     /** Where a run the reserve gives up goes: the global level, under a fence of the stream. */
     private final LongConsumer giveBack;
 
-    RunReserve(int unitShift, LongConsumer giveBack) {
+    RunReserve(int unitShift, long maxUnits, LongConsumer giveBack) {
         this.unitShift = unitShift;
+        this.maxUnits = maxUnits;
         this.giveBack = giveBack;
         state[WINDOW_LEFT] = WINDOW;
     }
@@ -93,9 +99,10 @@ final class RunReserve {
 
     /**
      * Step 1: a run of {@code units} carved from the reserve, or 0 when the reserve is smaller (or empty).
-     * Runs given up on the way go to the global level.
+     * Runs given up on the way go to the global level; a reserve smaller than a run above what a reserve may hold
+     * ({@code configuredBytes}, the cache's bytes per stream, and this reserve's own bound) stays.
      */
-    long take(int units, long now) {
+    long take(int units, long configuredBytes, long now) {
         long windowMax = Math.max(state[WINDOW_MAX], units);
         long recent = Math.max(windowMax, state[PREVIOUS_MAX]);
         if (--state[WINDOW_LEFT] <= 0) {
@@ -112,7 +119,11 @@ final class RunReserve {
         state[LAST_USE] = now;
         long length = Handles.length(reserve);
         if (length < units) {
-            giveBack.accept(reserve);                    // too small: the global level may merge it
+            if (units > limitUnits(configuredBytes)) {
+                state[RESERVE] = reserve;                // a run no reserve keeps: this one serves the next request
+            } else {
+                giveBack.accept(reserve);                // too small: the global level may merge it
+            }
             return 0;
         }
         int chunk = Handles.chunkId(reserve);
@@ -133,9 +144,10 @@ final class RunReserve {
     /**
      * Step 2: keeps run {@code handle}, merged with the remainder when it ends where the remainder begins.
      *
-     * @return false when the run is above {@code limitBytes} and no merge took it (the caller frees it)
+     * @param configuredBytes the most a reserve may hold by the configuration (0: this run may not stay)
+     * @return false when the run is above what the reserve may hold and no merge took it (the caller frees it)
      */
-    boolean give(long handle, long limitBytes, long now) {
+    boolean give(long handle, long configuredBytes, long now) {
         long remainder = state[REMAINDER];
         long run = handle;
         if (remainder != 0 && Handles.chunkId(remainder) == Handles.chunkId(handle)
@@ -143,7 +155,7 @@ final class RunReserve {
             run = Handles.run(Handles.chunkId(handle), Handles.offset(handle),
                     Handles.length(handle) + Handles.length(remainder));
             state[REMAINDER] = 0;
-        } else if (Handles.length(handle) << unitShift > limitBytes) {
+        } else if (Handles.length(handle) > limitUnits(configuredBytes)) {
             return false;                                          // limit 0: the caller does not let it stay
         }
         state[LAST_USE] = now;
@@ -157,6 +169,11 @@ final class RunReserve {
             giveBack.accept(run);
         }
         return true;
+    }
+
+    /** The most units the reserve may hold: the configured bytes and its own bound. */
+    private long limitUnits(long configuredBytes) {
+        return Math.min(configuredBytes >>> unitShift, maxUnits);
     }
 
     /** Step 3: everything held goes to the global level. @return the bytes that went */

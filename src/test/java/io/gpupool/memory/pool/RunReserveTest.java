@@ -88,6 +88,26 @@ class RunReserveTest {
     }
 
     @Test
+    void anArenaTooLargeForAnyReserveLeavesTheReserveForTheNextOne() {
+        try (DevicePool pool = pool()) {
+            DeviceBlock earlier = pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0);
+            DeviceBlock first = pool.allocate(40 * MIB, s0);
+            long base = first.address();
+            earlier.release();                    // free and mapped within the pool's peak: the next large run maps nothing
+            first.release();
+            DeviceBlock large = pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0);
+            assertThat(pool.metrics().cachedBytes()).as("the 40 MiB reserve stays while the large run is out")
+                    .isEqualTo(40 * MIB);
+            large.release();
+            long hits = pool.metrics().counters().localHits();
+            DeviceBlock next = pool.allocate(30 * MIB, s0);
+            assertThat(next.address()).as("carved from the reserve kept across the large run").isEqualTo(base);
+            assertThat(pool.metrics().counters().localHits() - hits).isEqualTo(1);
+            next.release();
+        }
+    }
+
+    @Test
     void aReserveShrinksToTheStreamsRecentArenas() {
         try (DevicePool pool = pool()) {
             pool.allocate(60 * MIB, s0).release();
