@@ -14,6 +14,7 @@ import org.springframework.web.reactive.function.server.ServerResponse;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
 import tools.jackson.core.JacksonException;
+import tools.jackson.core.StreamReadFeature;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.ObjectMapper;
 
@@ -194,7 +195,7 @@ public final class InferenceHandler {
             if (body.length > 0) {
                 JsonNode node;
                 try {
-                    node = json.readTree(body);
+                    node = json.reader().with(StreamReadFeature.STRICT_DUPLICATE_DETECTION).readTree(body);
                 } catch (JacksonException e) {
                     throw ServingException.badRequest("malformed repository index request JSON: " + e.getOriginalMessage());
                 }

@@ -8,6 +8,7 @@ import org.springframework.web.reactive.function.server.ServerResponse;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
 import tools.jackson.core.JacksonException;
+import tools.jackson.core.StreamReadFeature;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.ObjectMapper;
 
@@ -121,7 +122,7 @@ public final class RepositoryHandler {
         }
         JsonNode node;
         try {
-            node = json.readTree(body);
+            node = json.reader().with(StreamReadFeature.STRICT_DUPLICATE_DETECTION).readTree(body);
         } catch (JacksonException e) {
             throw ServingException.badRequest("malformed repository request JSON: " + e.getOriginalMessage());
         }

@@ -210,6 +210,16 @@ class GpuPoolEndpointWebTests {
     }
 
     @Test
+    void aFieldGivenTwiceIs400NamingItAndChangesNothing() {
+        operatorPost("/gpupool/cuda:1").bodyValue("{\"coalesceThreshold\": 20, \"coalesceThreshold\": 30}").exchange()
+                .expectStatus().isBadRequest()
+                .expectBody().jsonPath("$.error").value(m -> assertThat((String) m)
+                        .startsWith("the request body is not valid JSON: Duplicate Object property \"coalesceThreshold\""));
+        management.get().uri("/gpupool/cuda:1").exchange()
+                .expectBody().jsonPath("$.configuration.coalesceThreshold").isEqualTo(10);
+    }
+
+    @Test
     void javaNumberLiteralsAreNotNumbers() {
         for (String text : new String[] {"0.5d", "0x1p-3"}) {
             operatorPost("/gpupool/cuda:1").bodyValue(Map.of("capFraction", text)).exchange()

@@ -5,6 +5,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import io.gpupool.actuate.security.OperatorSecurityConfiguration;
 import io.gpupool.config.HttpServerLimits;
+import io.gpupool.config.StrictJsonConfiguration;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -20,7 +21,8 @@ import org.springframework.context.annotation.Import;
  */
 @SpringBootConfiguration
 @EnableAutoConfiguration
-@Import({OperationsConfiguration.class, OperatorSecurityConfiguration.class, HttpServerLimits.class})
+@Import({OperationsConfiguration.class, OperatorSecurityConfiguration.class, HttpServerLimits.class,
+        StrictJsonConfiguration.class})
 class OperationsTestApplication {
 
     /** Serves the actuator and dashboard over the fake pools, for working on the page by hand. */

@@ -204,6 +204,9 @@ class InferenceEndpointsTest {
             expectError(fixture.client.post().uri("/v2/repository/index").contentType(MediaType.APPLICATION_JSON)
                     .bodyValue(body).exchange(), 400, "a repository index request body must be one JSON object");
         }
+        expectError(fixture.client.post().uri("/v2/repository/index").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("{\"ready\": false, \"ready\": true}").exchange(), 400,
+                "malformed repository index request JSON: Duplicate Object property \"ready\"");
     }
 
     // ---- inference ----

@@ -224,6 +224,9 @@ class RepositoryExtensionTest {
         expectError(fixture.client.post().uri("/v2/repository/models/late/load").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue("{\"parameters\": [1]}").exchange(), 400,
                 "'parameters' of a repository request must be a JSON object, not array");
+        expectError(fixture.client.post().uri("/v2/repository/models/late/load").contentType(MediaType.APPLICATION_JSON)
+                .bodyValue("{\"parameters\": {}, \"parameters\": {}}").exchange(), 400,
+                "malformed repository request JSON: Duplicate Object property \"parameters\"");
         assertThat(fixture.loadedModels).isEmpty();
         assertThat(fixture.allocatedBytes()).isZero();
     }
