@@ -18,6 +18,7 @@ import tools.jackson.core.StreamReadFeature;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.ObjectMapper;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -165,8 +166,9 @@ public final class InferenceHandler {
                     .doFinally(signal -> hold.close())
                     .flatMap(validated -> {
                         queued[0] = true;
+                        long submitted = System.nanoTime();
                         return service.infer(validated)
-                                .onErrorResume(failure -> onReplacement(validated, failure));
+                                .onErrorResume(failure -> onReplacement(validated, failure, submitted));
                     })
                     .flatMap(InferenceHandler::respond);
         }).onErrorResume(failure -> {
@@ -249,16 +251,24 @@ public final class InferenceHandler {
     /**
      * A request refused because its model began unloading while it waited for a stream runs once more on the model
      * that replaced it (a reload: POST .../load of a served model), when that one takes the same requests; nothing
-     * else is retried. The first attempt stays counted as refused in the metrics: it was.
+     * else is retried. The first attempt stays counted as refused in the metrics: it was. The second gets what is left
+     * of the request's timeout since it was first submitted ({@code submittedNanos}), so that a client's deadline holds
+     * across the two; its 504 names the timeout the client gave.
      */
-    private Mono<EncodedResponse> onReplacement(ValidatedRequest request, Throwable failure) {
+    private Mono<EncodedResponse> onReplacement(ValidatedRequest request, Throwable failure, long submittedNanos) {
         ServedModel was = request.model();
         ServedModel now = failure instanceof ServingException refused && refused.status() == 503 && was.isUnloading()
                 ? registry.served(was.name()) : null;
         if (now == null || now == was || !now.isReady() || !now.takesRequestsOf(was)) {
             return Mono.error(failure);
         }
-        return service.infer(request.on(now));
+        Duration left = request.timeout().minusNanos(System.nanoTime() - submittedNanos);
+        if (!left.isPositive()) {
+            return Mono.error(ServingException.timedOut(request.timeout()));
+        }
+        return service.infer(request.on(now, left)).onErrorMap(
+                again -> again instanceof ServingException late && late.status() == 504,
+                again -> ServingException.timedOut(request.timeout()));
     }
 
     private static void requireReady(ServedModel model) {

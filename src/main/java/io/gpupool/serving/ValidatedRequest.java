@@ -17,9 +17,12 @@ import java.util.List;
 public record ValidatedRequest(String id, ServedModel model, List<Input> inputs, List<Output> outputs,
                                Duration timeout) {
 
-    /** This request for {@code other}, a model that takes the same requests ({@link ServedModel#takesRequestsOf}). */
-    public ValidatedRequest on(ServedModel other) {
-        return new ValidatedRequest(id, other, inputs, outputs, timeout);
+    /**
+     * This request for {@code other}, a model that takes the same requests ({@link ServedModel#takesRequestsOf}),
+     * within {@code remaining} (what is left of its timeout).
+     */
+    public ValidatedRequest on(ServedModel other, Duration remaining) {
+        return new ValidatedRequest(id, other, inputs, outputs, remaining);
     }
 
     /** Rows in this request: dimension 0 of its first input where the model batches, else 1. */

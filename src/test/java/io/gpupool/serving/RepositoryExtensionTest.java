@@ -184,6 +184,52 @@ class RepositoryExtensionTest {
         }
     }
 
+    /**
+     * The run on the new model gets what is left of the request's timeout, not a fresh one: a client that asked for
+     * an answer within 2 s gets its 504 after about 2 s even though most of them passed waiting on the old model.
+     */
+    @Test
+    void aRequestRunAgainOnTheNewModelKeepsItsOriginalDeadline() throws Exception {
+        fixture = ServingFixture.builder().modelControl().streams(1).build();
+        ServedModel old = fixture.registry.served("doubler");
+        CountDownLatch entered = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        holdRuns(fixture.model("doubler"), entered, release);
+        WebTestClient patient = fixture.client.mutate().responseTimeout(Duration.ofSeconds(20)).build();
+        ExecutorService clients = Executors.newFixedThreadPool(2);
+        CountDownLatch releaseNew = new CountDownLatch(1);
+        try {
+            CompletableFuture<Integer> running = inferStatus(patient, clients);
+            assertThat(entered.await(10, TimeUnit.SECONDS)).isTrue();
+            long sent = System.nanoTime();
+            String twoSeconds = ONE_ROW.replace("{\"inputs\"", "{\"parameters\": {\"timeout\": 2000000}, \"inputs\"");
+            CompletableFuture<String> waiting = CompletableFuture.supplyAsync(() -> patient.post()
+                    .uri("/v2/models/doubler/infer").contentType(MediaType.APPLICATION_JSON).bodyValue(twoSeconds)
+                    .exchange().returnResult(String.class).getResponseBody().blockFirst(), clients);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (fixture.runtimes.getFirst().worker().queueDepth() == 0 && System.nanoTime() < deadline) {
+                Thread.sleep(5);                                // the second request waits for the only stream
+            }
+            ServedModel fresh = fixture.reloaded("doubler");
+            fresh.markReady();
+            holdRuns(fixture.model("doubler"), new CountDownLatch(1), releaseNew);   // the new model never answers
+            fixture.registry.serve(fresh);
+            old.beginUnload();
+            Thread.sleep(1_500);                                // most of the 2 s pass on the old model
+            release.countDown();
+            assertThat(running.get(10, TimeUnit.SECONDS)).isEqualTo(200);
+            String answer = waiting.get(10, TimeUnit.SECONDS);
+            long elapsedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - sent);
+            assertThat(answer).contains("within its timeout of 2000000 µs");
+            assertThat(elapsedMillis).as("answered at its 2 s deadline, not 2 s after the run on the new model began")
+                    .isLessThan(3_000);
+        } finally {
+            release.countDown();
+            releaseNew.countDown();
+            clients.shutdownNow();
+        }
+    }
+
     /** Makes {@code model}'s runs count down {@code entered} and then wait for {@code release} (10 s at most). */
     private static void holdRuns(TestModel model, CountDownLatch entered, CountDownLatch release) {
         model.gate = () -> {
