@@ -216,9 +216,6 @@ public final class DevicePool implements DeviceAllocator {
     private DeviceBlock allocateLarge(long bytes, AllocationStream stream) {
         boolean sampled = PoolStatistics.latencySampleDue();
         long start = sampled ? System.nanoTime() : 0;
-        if (config.mode() == AllocatorMode.TWO_LEVEL) {
-            streams.cacheFor(stream).releaseReserve();             // its runs may make up part of the span
-        }
         long handle = placement.allocateLarge(bytes, stream);
         long size = global.largeSize(handle);
         stats.countAllocation(stream.ordinal(), size, bytes, GlobalCounters.NO_TRIGGER);

@@ -550,21 +550,6 @@ final class LocalCache {
         hot[RESERVE_BYTES] = bytes;
     }
 
-    /**
-     * Gives the reserve to the global level when the stream's request takes a block the reserve cannot serve
-     * (a span above the maximum block), so that it does not lie idle beside it; skipped when the cache is busy.
-     */
-    void releaseReserve() {
-        if (reserve.blocks() == 0 || !tryClaim()) {
-            return;
-        }
-        try {
-            flushReserve();
-        } finally {
-            unclaim();
-        }
-    }
-
     /** Flushes idle classes from any thread (maintenance). */
     long flushIdleNow(long idleNanos) {
         if (!claim()) {

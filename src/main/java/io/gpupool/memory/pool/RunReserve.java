@@ -35,9 +35,12 @@ import java.util.function.LongConsumer;
  *       [o, o + n), keep [o + n, o + keep) as the remainder, give [o + keep, o + L) to the global level when it
  *       is more than an eighth of keep (a stream whose requests shrank lets go of what they no longer use).
  *       A reserve of fewer units: it goes to the global level (where it can merge with free neighbours for the
- *       larger run the caller now takes there), and take answers 0; but when n is more than any reserve may keep
- *       (step 2's limit: a large run, mapped in whole extents of its own), merging would not serve it and the run
- *       will not stay after it, so the reserve stays for the stream's next request.</li>
+ *       larger run the caller now takes there), and take answers 0. But a large run (n above the reserve's own bound,
+ *       step 2) comes only from large chunks (BuddyLevel, "Large and small chunks"), which the reserve's small-chunk
+ *       units cannot join, and it will not stay as a reserve after it: there the reserve stays, as it is, for the
+ *       stream's next request (a request arena, usually smaller again). The window notes large runs too, so a
+ *       stream whose large requests recur within it keeps its reserve whole rather than cutting it down to the
+ *       smaller requests in between (the next large one would find the cut part gone).</li>
  *   <li>give(h): a run h that ends where the remainder begins merges with it. Then, with no reserve, the run
  *       becomes the reserve; with a reserve, the larger of the two stays and the other goes to the global
  *       level. A run above the limit is refused and the caller frees it. The limit is the lower of the bytes the
@@ -99,8 +102,8 @@ final class RunReserve {
 
     /**
      * Step 1: a run of {@code units} carved from the reserve, or 0 when the reserve is smaller (or empty).
-     * Runs given up on the way go to the global level; a reserve smaller than a run above what a reserve may hold
-     * ({@code configuredBytes}, the cache's bytes per stream, and this reserve's own bound) stays.
+     * Runs given up on the way go to the global level, except the reserve itself when {@code units} is a large run
+     * (see the class comment) and the reserve is still within {@code configuredBytes}, the cache's bytes per stream.
      */
     long take(int units, long configuredBytes, long now) {
         long windowMax = Math.max(state[WINDOW_MAX], units);
@@ -115,15 +118,14 @@ final class RunReserve {
         if (reserve == 0) {
             return 0;
         }
+        long length = Handles.length(reserve);
+        if (length < units && units > maxUnits && length <= limitUnits(configuredBytes)) {
+            return 0;                                    // a large run: the reserve stays, unused (no new last use)
+        }
         state[RESERVE] = 0;
         state[LAST_USE] = now;
-        long length = Handles.length(reserve);
         if (length < units) {
-            if (units > limitUnits(configuredBytes)) {
-                state[RESERVE] = reserve;                // a run no reserve keeps: this one serves the next request
-            } else {
-                giveBack.accept(reserve);                // too small: the global level may merge it
-            }
+            giveBack.accept(reserve);                    // too small: the global level may merge it
             return 0;
         }
         int chunk = Handles.chunkId(reserve);
@@ -171,7 +173,7 @@ final class RunReserve {
         return true;
     }
 
-    /** The most units the reserve may hold: the configured bytes and its own bound. */
+    /** The most units the reserve may hold: the lower of the configured bytes and its own bound. */
     private long limitUnits(long configuredBytes) {
         return Math.min(configuredBytes >>> unitShift, maxUnits);
     }

@@ -2,6 +2,7 @@ package io.gpupool.memory.pool;
 
 import io.gpupool.memory.DeviceBlock;
 import io.gpupool.memory.PoolConfig;
+import io.gpupool.memory.PoolTuning;
 import io.gpupool.memory.metric.AllocatorMode;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
@@ -13,8 +14,10 @@ import net.jqwik.api.Provide;
 import net.jqwik.api.constraints.Size;
 import org.junit.jupiter.api.Test;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 import static io.gpupool.memory.PoolConfig.GIB;
 import static io.gpupool.memory.PoolConfig.MIB;
@@ -88,22 +91,60 @@ class RunReserveTest {
     }
 
     @Test
-    void anArenaTooLargeForAnyReserveLeavesTheReserveForTheNextOne() {
+    void aLargeRunLeavesTheReserveForTheNextArenaSoNeitherMaps() {
         try (DevicePool pool = pool()) {
+            // a large run freed first, so that the one below is served without a map: a map beyond the pool's
+            // budget would reclaim every cache, this reserve included, and the test would show nothing
             DeviceBlock earlier = pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0);
             DeviceBlock first = pool.allocate(40 * MIB, s0);
             long base = first.address();
-            earlier.release();                    // free and mapped within the pool's peak: the next large run maps nothing
+            earlier.release();
             first.release();
+            long maps = pool.metrics().mapCalls();
             DeviceBlock large = pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0);
-            assertThat(pool.metrics().cachedBytes()).as("the 40 MiB reserve stays while the large run is out")
-                    .isEqualTo(40 * MIB);
+            long cachedWhileLarge = pool.metrics().cachedBytes();
             large.release();
             long hits = pool.metrics().counters().localHits();
             DeviceBlock next = pool.allocate(30 * MIB, s0);
-            assertThat(next.address()).as("carved from the reserve kept across the large run").isEqualTo(base);
-            assertThat(pool.metrics().counters().localHits() - hits).isEqualTo(1);
+            long nextAddress = next.address();
             next.release();
+            assertThat(cachedWhileLarge).as("the 40 MiB reserve stays while the large run is out").isEqualTo(40 * MIB);
+            assertThat(nextAddress).as("carved from the reserve kept across the large run").isEqualTo(base);
+            assertThat(pool.metrics().counters().localHits() - hits).isEqualTo(1);
+            assertThat(pool.metrics().mapCalls()).as("no map for either request").isEqualTo(maps);
+        }
+    }
+
+    @Test
+    void aReserveKeptAcrossLargeRunsStillGoesWhenIdle() throws InterruptedException {
+        PoolConfig idleSoon = GranuleExtents.defaults().apply(PoolTuning.builder()
+                .localIdleAge(Duration.ofMillis(50)).build());
+        try (DevicePool pool = new DevicePool(source, idleSoon)) {
+            DeviceBlock earlier = pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0);
+            DeviceBlock first = pool.allocate(40 * MIB, s0);
+            earlier.release();
+            first.release();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (pool.metrics().cachedBytes() > 0 && System.nanoTime() < deadline) {
+                pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0).release();   // large runs only: the reserve idles
+                Thread.sleep(10);
+                pool.maintain();
+            }
+            assertThat(pool.metrics().cachedBytes()).as("the idle sweep took the reserve no request used").isZero();
+        }
+    }
+
+    @Test
+    void aReserveAboveTheConfiguredBytesGoesOnTheNextRequestEvenALargeOne() {
+        try (DevicePool pool = pool()) {
+            DeviceBlock earlier = pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0);
+            DeviceBlock first = pool.allocate(40 * MIB, s0);
+            earlier.release();
+            first.release();
+            pool.tune(PoolTuning.builder().localCacheBytesPerStream(16 * MIB).build());
+            DeviceBlock large = pool.allocate(MappedGrowth.LARGE_RUN_BYTES, s0);
+            assertThat(pool.metrics().cachedBytes()).as("40 MiB is above the 16 MiB a stream may now keep").isZero();
+            large.release();
         }
     }
 
