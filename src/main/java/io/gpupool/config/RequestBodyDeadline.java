@@ -71,7 +71,7 @@ final class RequestBodyDeadline extends ChannelDuplexHandler {
         }
         if (msg instanceof HttpRequest request) {
             responseStarted = false;
-            if (!(msg instanceof LastHttpContent) && hasBody(request)) {
+            if (!(msg instanceof LastHttpContent) && request.decoderResult().isSuccess() && hasBody(request)) {
                 arm(ctx);
             }
         } else if (msg instanceof LastHttpContent) {

@@ -4,6 +4,7 @@ import java.net.URI;
 import java.net.URISyntaxException;
 import java.util.List;
 import java.util.Locale;
+import java.util.regex.Pattern;
 
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
@@ -24,8 +25,12 @@ import io.netty.util.ReferenceCountUtil;
  * Refuses requests whose framing a proxy in front could read differently from us (the ground of request
  * smuggling), with 400 and a closed connection, before any handler sees them (RFC 9112):
  * <ul>
- *   <li>a {@code Transfer-Encoding} whose final coding is not {@code chunked} (§6.3: the length cannot be
- *       determined, whatever {@code Content-Length} says);</li>
+ *   <li>a {@code Transfer-Encoding} other than {@code chunked} alone (§6.3: without chunked last the length cannot
+ *       be determined, whatever {@code Content-Length} says; §6.1: a coding before it this server does not decode,
+ *       and would otherwise pass the still-encoded body on as if it were plain);</li>
+ *   <li>a {@code Content-Length} that is not one decimal number (RFC 9110 §8.6): letters, a sign, an empty
+ *       value, a list, two headers; the later readers (the body deadline, the decoder's length) would otherwise
+ *       fail on it without an answer;</li>
  *   <li>{@code Transfer-Encoding} together with {@code Content-Length} (§6.3: a proxy framing by the length
  *       would read the rest of a chunked body as a second request), and {@code Transfer-Encoding} in an
  *       HTTP/1.0 request (§6.1);</li>
@@ -69,7 +74,10 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
         }
         if (msg instanceof HttpRequest request) {
             Refusal refusal = request.decoderResult().isFailure() ? decoderProblem(request.decoderResult().cause())
-                    : badRequest(problem(request));
+                    : null;
+            if (refusal == null) {
+                refusal = badRequest(problem(request));           // also where the decoder failed on a header we name
+            }
             if (refusal != null) {
                 refused = true;
                 ReferenceCountUtil.release(msg);
@@ -136,6 +144,19 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
         return null;
     }
 
+    /**
+     * A body length: digits only. Eighteen at most keeps it within a long for every reader after this one (the
+     * body limits are far below); a list of equal values, which RFC 9110 lets a server take, is refused as well,
+     * since a proxy in front might have framed by a different one.
+     */
+    private static final Pattern DECIMAL_LENGTH = Pattern.compile("[0-9]{1,18}");
+
+    /** A client's header value in a message: quoted, clipped, JSON-safe. */
+    private static String shown(String value) {
+        String clipped = value.length() > 64 ? value.substring(0, 64) + "..." : value;
+        return "'" + ConnectionLimit.jsonSafe(clipped) + "'";
+    }
+
     static String problem(HttpRequest request) {
         String target = request.uri();
         try {
@@ -145,14 +166,16 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
                     + " at index " + e.getIndex() + "; percent-encode reserved and non-ASCII characters as %XX";
         }
         List<String> codings = request.headers().getAll(HttpHeaderNames.TRANSFER_ENCODING);
-        if (!codings.isEmpty()) {
-            String all = String.join(",", codings);
-            String[] parts = all.split(",");
-            String last = parts[parts.length - 1].trim().toLowerCase(Locale.ROOT);
-            if (!last.equals(HttpHeaderValues.CHUNKED.toString())) {
-                return "Transfer-Encoding must end in chunked (RFC 9112 section 6.3); this server decodes no "
-                        + "other transfer coding (use Content-Encoding for a compressed body)";
-            }
+        if (!codings.isEmpty() && !(codings.size() == 1
+                && codings.getFirst().trim().toLowerCase(Locale.ROOT).equals(HttpHeaderValues.CHUNKED.toString()))) {
+            return "Transfer-Encoding must be chunked alone (RFC 9112 sections 6.1 and 6.3), was "
+                    + shown(String.join(", ", codings)) + "; this server decodes no other transfer coding "
+                    + "(use Content-Encoding for a compressed body)";
+        }
+        List<String> lengths = request.headers().getAll(HttpHeaderNames.CONTENT_LENGTH);
+        if (lengths.size() > 1 || lengths.size() == 1 && !DECIMAL_LENGTH.matcher(lengths.getFirst().trim()).matches()) {
+            return "Content-Length must be one decimal number of at most 18 digits (RFC 9110 section 8.6), was "
+                    + shown(String.join(", ", lengths));
         }
         if (request.protocolVersion().equals(HttpVersion.HTTP_1_1)) {
             int hosts = request.headers().getAll(HttpHeaderNames.HOST).size();

@@ -346,9 +346,28 @@ class HttpServerLimitsTest {
 
     @Test
     void aTransferCodingOtherThanChunkedIs400AndCloses() throws IOException {
-        try (Socket socket = connect(port)) {
-            send(socket, infer("Host: x\r\nTransfer-Encoding: gzip\r\n", IRIS));
-            assertThat(readUntilClosed(socket)).startsWith("HTTP/1.1 400").contains("Transfer-Encoding must end in chunked");
+        for (String coding : new String[] {"gzip", "foo, chunked", "gzip, chunked", "chunked, chunked"}) {
+            try (Socket socket = connect(port)) {
+                send(socket, INFER_HEAD + "Transfer-Encoding: " + coding + "\r\n\r\n" + chunked(IRIS));
+                assertThat(readUntilClosed(socket)).as(coding).startsWith("HTTP/1.1 400")
+                        .contains("Transfer-Encoding must be chunked alone");
+            }
+        }
+    }
+
+    /** A length that is no single decimal number cannot frame the body: answered, named, on both ports. */
+    @Test
+    void aContentLengthThatIsNoSingleNumberIs400NamingIt() throws IOException {
+        String[] lengths = {"abc", "1e3", "", "9223372036854775808", "79, 79", "-1", "+5", "5\r\nContent-Length: 5"};
+        for (int to : new int[] {port, managementPort}) {
+            for (String length : lengths) {
+                try (Socket socket = connect(to)) {
+                    send(socket, "POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            + "Content-Length: " + length + "\r\n\r\n{}");
+                    assertThat(readUntilClosed(socket)).as("%s on %d", length, to).startsWith("HTTP/1.1 400")
+                            .contains("{\"error\":\"Content-Length must be one decimal number");
+                }
+            }
         }
     }
 
