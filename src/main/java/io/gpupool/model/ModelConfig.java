@@ -3,6 +3,7 @@ package io.gpupool.model;
 import io.gpupool.kernels.TensorOps.Activation;
 import io.gpupool.kernels.TensorOps.Pooling;
 import tools.jackson.core.JacksonException;
+import tools.jackson.core.StreamReadFeature;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
@@ -116,7 +117,9 @@ public record ModelConfig(String name, Architecture architecture, Serving servin
         }
     }
 
-    private static final JsonMapper JSON = JsonMapper.builder().build();
+    /** A key given twice is refused: which of the two a loader uses would otherwise be a guess. */
+    private static final JsonMapper JSON = JsonMapper.builder()
+            .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION).build();
     private static final int DEFAULT_MAX_BATCH = 32;
 
     /** Reads and validates {@code configJson} for the model called {@code name}. */

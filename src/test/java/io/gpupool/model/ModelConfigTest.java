@@ -27,6 +27,15 @@ class ModelConfigTest {
     }
 
     @Test
+    void aKeyGivenTwiceIsNamedNotGuessed() {
+        assertThatThrownBy(() -> ModelConfig.parse("m", "models/m/config.json",
+                BERT.formatted(", \"hidden_size\": 128")))
+                .isInstanceOf(ModelFormatException.class)
+                .hasMessageStartingWith("models/m/config.json: not valid JSON: ")
+                .hasMessageContaining("Duplicate Object property \"hidden_size\"");
+    }
+
+    @Test
     void servingSectionOverridesDefaults() {
         ModelConfig config = ModelConfig.parse("m", "config.json", BERT.formatted(
                 ", \"gpupool\": {\"version\": \"7\", \"max_batch_size\": 4, \"max_sequence_length\": 16, \"pooling\": \"mean\"}"));

@@ -1,6 +1,7 @@
 package io.gpupool.model.safetensors;
 
 import tools.jackson.core.JacksonException;
+import tools.jackson.core.StreamReadFeature;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
@@ -52,7 +53,9 @@ public final class SafetensorsFile implements AutoCloseable {
     /** A header larger than this is refused before it is read (real headers are kilobytes). */
     static final long MAX_HEADER_BYTES = 100L << 20;
 
-    private static final JsonMapper JSON = JsonMapper.builder().build();
+    /** A tensor or key given twice is refused: which offsets hold the tensor would otherwise be a guess. */
+    private static final JsonMapper JSON = JsonMapper.builder()
+            .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION).build();
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfDouble F64 = ValueLayout.JAVA_DOUBLE_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfShort I16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);

@@ -4,6 +4,7 @@ import ai.djl.huggingface.tokenizers.Encoding;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import io.gpupool.model.ModelFormatException;
 
+import tools.jackson.core.StreamReadFeature;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
@@ -88,7 +89,8 @@ public final class TextTokenizer implements AutoCloseable {
             HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerJson, Map.of(
                     "addSpecialTokens", "true", "truncation", "true", "padding", "false",
                     "maxLength", Integer.toString(maxLength)));
-            JsonNode file = JsonMapper.shared().readTree(tokenizerJson.toFile());
+            JsonNode file = JsonMapper.shared().reader().with(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+                    .readTree(Files.readString(tokenizerJson));
             JsonNode normalizer = file.path("normalizer");
             boolean bertWords = normalizer.path("type").asString("").equals("BertNormalizer")
                     && file.path("pre_tokenizer").path("type").asString("").equals("BertPreTokenizer");

@@ -111,6 +111,13 @@ class SafetensorsFileTest {
 
         assertThatThrownBy(() -> SafetensorsFile.open(dtype)).hasMessageContaining("tensor 'a': dtype \"F8_E9\" is not one of");
         assertThatThrownBy(() -> SafetensorsFile.open(garbage)).hasMessageContaining("header is not valid JSON");
+        byte[] twice = ("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                + "\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}").getBytes(StandardCharsets.UTF_8);
+        ByteBuffer both = ByteBuffer.allocate(8 + twice.length + 8).order(ByteOrder.LITTLE_ENDIAN).putLong(twice.length)
+                .put(twice);
+        Path duplicate = Files.write(dir.resolve("t.safetensors"), both.array());
+        assertThatThrownBy(() -> SafetensorsFile.open(duplicate)).hasMessageContaining("header is not valid JSON")
+                .hasMessageContaining("Duplicate Object property \"a\"");
     }
 
     @Test
