@@ -210,6 +210,23 @@ class GpuPoolEndpointWebTests {
     }
 
     @Test
+    void aContentEncodedBodyIs415NamingTheCodingAndChangesNothing() {
+        for (String coding : new String[] {"gzip", "br", "deflate, gzip"}) {
+            operatorPost("/gpupool/cuda:1").header("Content-Encoding", coding).bodyValue("{\"coalesceThreshold\": 20}")
+                    .exchange()
+                    .expectStatus().isEqualTo(415)
+                    .expectBody().jsonPath("$.error").value(m -> assertThat((String) m).as(coding)
+                            .contains("read no Content-Encoding (the request has '" + coding + "')"));
+        }
+        management.get().uri("/gpupool/cuda:1").exchange()
+                .expectBody().jsonPath("$.configuration.coalesceThreshold").isEqualTo(10);
+        operatorPost("/gpupool/cuda:1").header("Content-Encoding", "identity").bodyValue("{\"coalesceThreshold\": 20}")
+                .exchange().expectStatus().isOk();
+        management.get().uri("/gpupool/cuda:1").exchange()
+                .expectBody().jsonPath("$.configuration.coalesceThreshold").isEqualTo(20);
+    }
+
+    @Test
     void aFieldGivenTwiceIs400NamingItAndChangesNothing() {
         operatorPost("/gpupool/cuda:1").bodyValue("{\"coalesceThreshold\": 20, \"coalesceThreshold\": 30}").exchange()
                 .expectStatus().isBadRequest()
