@@ -128,6 +128,26 @@ class ClientCompatibilityApplicationTest {
         }
     }
 
+    /** A client that asks before sending (Expect: 100-continue) a body declared over the limit is told 413 first. */
+    @Test
+    void aClientAskingToSendAnOversizedBodyGets413InsteadOf100Continue() throws IOException {
+        int limit = 64 * 1024 * 1024;   // gpupool.serving.max-body-size default
+        try (Socket socket = new Socket("127.0.0.1", port)) {
+            socket.setSoTimeout(10_000);
+            socket.getOutputStream().write(("POST /v2/models/iris-mlp/infer HTTP/1.1\r\nHost: localhost\r\n"
+                    + "Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: " + (limit + 1)
+                    + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+            InputStream in = socket.getInputStream();
+            StringBuilder head = new StringBuilder();
+            while (!head.toString().endsWith("\r\n\r\n")) {
+                head.append((char) in.read());                 // the answer's head, then its body by its length
+            }
+            int length = Integer.parseInt(head.toString().replaceAll("(?is).*content-length: *([0-9]+).*", "$1"));
+            String answer = head + new String(in.readNBytes(length), StandardCharsets.UTF_8);
+            assertThat(answer).startsWith("HTTP/1.1 413").contains("exceeds the limit of " + limit + " bytes");
+        }
+    }
+
     @Test
     void statisticsAreMeters() {
         double before = counter("gpupool.model.inferences", "iris-mlp");
