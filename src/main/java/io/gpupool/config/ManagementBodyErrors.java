@@ -9,6 +9,7 @@ import org.springframework.core.Ordered;
 import org.springframework.core.annotation.Order;
 import org.springframework.core.codec.DecodingException;
 import org.springframework.http.HttpStatus;
+import org.springframework.http.HttpStatusCode;
 import org.springframework.http.MediaType;
 import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.web.server.ServerWebExchange;
@@ -16,6 +17,7 @@ import org.springframework.web.server.ServerWebInputException;
 import org.springframework.web.server.WebExceptionHandler;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
+import reactor.netty.channel.AbortedException;
 import tools.jackson.core.JacksonException;
 import tools.jackson.databind.json.JsonMapper;
 
@@ -23,7 +25,8 @@ import tools.jackson.databind.json.JsonMapper;
  * Answers an actuator request whose body Boot could not read (not JSON, or JSON but not an object, as an
  * endpoint's write operation needs) with a 400 whose {@code error} says so. Boot's own error handler answers
  * these with a bare "Bad Request" that names nothing, so an operator who sent {@code [..]} or a truncated
- * object to {@code /actuator/gpupool/{device}} could not tell what was wrong.
+ * object to {@code /actuator/gpupool/{device}} could not tell what was wrong. A body its client abandoned is
+ * counted as the client's leaving, not as a server error.
  *
  * <p>Listed in {@code META-INF/spring/...ManagementContextConfiguration.imports} (no {@code @Configuration},
  * as {@link ManagementServerLimits}): on its own management port the handler lives in the actuator's child
@@ -48,6 +51,36 @@ public class ManagementBodyErrors {
     private static boolean underActuator(ServerWebExchange exchange, String basePath) {
         String path = exchange.getRequest().getPath().pathWithinApplication().value();
         return basePath.isEmpty() || path.equals(basePath) || path.startsWith(basePath + "/");
+    }
+
+    /**
+     * A client that closed its connection before its body arrived (an operator's script stopped, a proxy's timeout)
+     * is no server error: without this handler Boot logs it as a 500 and the request meter counts a 5xx that would
+     * fire server-error alerts. Handled here it gets no answer (nobody is left to read one) and the status 499
+     * ("client closed request", as proxies record it), which the meter counts as a client error, or as UNKNOWN when
+     * the exchange's cancellation reaches it first.
+     */
+    @Bean
+    @Order(Ordered.HIGHEST_PRECEDENCE)
+    WebExceptionHandler gpupoolManagementClientGone(ObjectProvider<WebEndpointProperties> endpoints) {
+        String basePath = endpoints.getIfAvailable(WebEndpointProperties::new).getBasePath();
+        return (exchange, failure) -> clientWentAway(failure) && underActuator(exchange, basePath)
+                ? clientClosed(exchange.getResponse())
+                : Mono.error(failure);
+    }
+
+    private static Mono<Void> clientClosed(ServerHttpResponse response) {
+        response.setStatusCode(HttpStatusCode.valueOf(499));
+        return Mono.empty();
+    }
+
+    private static boolean clientWentAway(Throwable failure) {
+        for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
+            if (cause instanceof AbortedException || AbortedException.isConnectionReset(cause)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** What the body got wrong, in the operator's terms; the decoder's own text names Java types. */

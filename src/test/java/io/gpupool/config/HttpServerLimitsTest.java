@@ -531,6 +531,28 @@ class HttpServerLimitsTest {
         assertThat(output).doesNotContain("500 Server Error").doesNotContain("Inference request failed with an unexpected error");
     }
 
+    /** An operator's client that drops the connection in the middle of a tuning body is no server error either. */
+    @Test
+    void aTuningBodyAbandonedMidwayCountsNoServerError(CapturedOutput output) throws Exception {
+        try (Socket socket = connect(managementPort)) {
+            send(socket, "POST /actuator/gpupool/host:0 HTTP/1.1\r\nHost: x\r\nAuthorization: Basic "
+                    + java.util.Base64.getEncoder().encodeToString("operator:s3cret".getBytes(StandardCharsets.UTF_8))
+                    + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"coal");
+            Thread.sleep(300);
+        }
+        java.util.regex.Pattern gone = java.util.regex.Pattern.compile(
+                "http_server_requests_seconds_count\\{[^}]*(outcome=\"UNKNOWN\"|status=\"499\")[^}]*uri=\"/actuator/gpupool/\\{device}\"[^}]*} [1-9]");
+        String metrics = prometheus();
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (!gone.matcher(metrics).find() && System.nanoTime() < deadline) {
+            Thread.sleep(100);
+            metrics = prometheus();
+        }
+        assertThat(metrics).as("counted as the client's leaving").containsPattern(gone);
+        assertThat(metrics).doesNotContainPattern("http_server_requests_seconds_count\\{[^}]*status=\"500\"[^}]*}");
+        assertThat(output).doesNotContain("500 Server Error");
+    }
+
     private String prometheus() throws IOException {
         try (Socket socket = connect(managementPort)) {
             send(socket, "GET /actuator/prometheus HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
