@@ -7,15 +7,19 @@ import java.util.Locale;
 import java.util.regex.Pattern;
 
 import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelPromise;
 import io.netty.handler.codec.http.ContentLengthNotAllowedException;
 import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpStatusClass;
 import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.handler.codec.http.TooLongHttpHeaderException;
 import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.netty.handler.codec.http.TransferEncodingNotAllowedException;
@@ -44,11 +48,20 @@ import io.netty.util.ReferenceCountUtil;
  * rule, before reactor-netty would (with an empty 400 and a warning that echoes the client's headers).
  * A chunked body the decoder cannot frame is refused here too ({@link #refuseBody}), with the decoder's reason, and
  * so are headers or a request line beyond the decoder's limits (431, 414), which reactor-netty answers without a body.
- * After a refusal the rest of that request is dropped until the connection closes.
+ * After a refusal the rest of that request is dropped until the connection closes. A refused request pipelined
+ * behind others still being answered (HTTP/1.1 pipelining) is answered after the last of them, so that each
+ * answer reaches the request it belongs to; written at once, it would arrive where the client expects the
+ * earlier answer, and the connection would close before that answer.
  */
-final class RequestFraming extends ChannelInboundHandlerAdapter {
+final class RequestFraming extends ChannelDuplexHandler {
 
     private boolean refused;
+    /** Requests passed on, and final answers written to their last part: a refusal waits for those before it. */
+    private long passedOn;
+    private long answered;
+    private long answering;
+    /** A refusal of a request pipelined behind others still being answered; sent after the last of them. */
+    private Refusal deferred;
 
     /** Netty's switch for its decoder's RFC 9112 framing rules (read once, when the decoder class loads). */
     static final String NETTY_RFC9112_PROPERTY = "io.netty.handler.codec.http.rfc9112TransferEncoding";
@@ -82,15 +95,42 @@ final class RequestFraming extends ChannelInboundHandlerAdapter {
                 refused = true;
                 ReferenceCountUtil.release(msg);
                 ctx.channel().config().setAutoRead(false);
-                ctx.writeAndFlush(ConnectionLimit.closingResponse(refusal.status(), refusal.error()))
-                        .addListener(ChannelFutureListener.CLOSE);
+                if (answered < passedOn) {
+                    deferred = refusal;                            // pipelined: the earlier answers go first
+                } else {
+                    answer(ctx, refusal);
+                }
                 return;
             }
+            passedOn++;
         } else if (msg instanceof HttpContent content && content.decoderResult().isFailure()) {
             refuseBody(ctx, content);
             return;
         }
         ctx.fireChannelRead(msg);
+    }
+
+    private static void answer(ChannelHandlerContext ctx, Refusal refusal) {
+        ctx.writeAndFlush(ConnectionLimit.closingResponse(refusal.status(), refusal.error()))
+                .addListener(ChannelFutureListener.CLOSE);
+    }
+
+    /** Counts the answers of the requests passed on, and sends a deferred refusal after the last of them. */
+    @Override
+    public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
+        if (msg instanceof HttpResponse response && response.status().codeClass() != HttpStatusClass.INFORMATIONAL) {
+            answering++;
+        }
+        boolean last = msg instanceof LastHttpContent && answering > answered;   // an informational answer's end never is
+        ctx.write(msg, promise);
+        if (last) {
+            answered = answering;
+            if (deferred != null && answered == passedOn) {
+                Refusal refusal = deferred;
+                deferred = null;
+                answer(ctx, refusal);
+            }
+        }
     }
 
     /**

@@ -410,6 +410,23 @@ class HttpServerLimitsTest {
                 .hasMessageContaining("RFC 9112 section 6.3");
     }
 
+    /** A refused request pipelined behind a served one is answered after it, not in its place. */
+    @Test
+    void aRefusedRequestPipelinedBehindAServedOneIsAnsweredAfterIt() throws IOException {
+        String[] refused = {"GET /v2 HTTP/1.1\r\n\r\n", "GET /v2 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+                "GET /v2 HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n"};
+        for (String second : refused) {
+            try (Socket socket = connect(port)) {
+                send(socket, infer("Host: x\r\n", IRIS) + second);
+                String all = readUntilClosed(socket);
+                String[] answers = all.split("(?=HTTP/1\\.1 [0-9]{3} )");
+                assertThat(answers).as("answers to %s in %s", second, all).hasSize(2);
+                assertThat(answers[0]).startsWith("HTTP/1.1 200").contains("outputs");
+                assertThat(answers[1]).startsWith("HTTP/1.1 400");
+            }
+        }
+    }
+
     @Test
     void plainChunkedAndPlainContentLengthAreServedAndKeepTheConnection() throws IOException {
         try (Socket socket = connect(port)) {
