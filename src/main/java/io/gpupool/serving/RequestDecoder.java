@@ -117,7 +117,9 @@ public final class RequestDecoder {
                 throw ServingException.badRequest("the request declares binary_data_size but has no header "
                         + InferenceHandler.HEADER_LENGTH + " saying where its JSON ends and the binary data begins");
             }
-            throw ServingException.badRequest("malformed inference request JSON: " + jsonProblem(e));
+            String within = headerLength == null ? "" : " (its first " + jsonLength + " bytes, as header "
+                    + InferenceHandler.HEADER_LENGTH + " says; check that it counts the JSON exactly)";
+            throw ServingException.badRequest("malformed inference request JSON" + within + ": " + jsonProblem(e));
         }
         if (request == null) {
             throw ServingException.badRequest("empty inference request body");

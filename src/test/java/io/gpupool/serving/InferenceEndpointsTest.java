@@ -450,6 +450,11 @@ class InferenceEndpointsTest {
                 .header(InferenceHandler.HEADER_LENGTH, "99999")
                 .contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(body).exchange(),
                 400, "Inference-Header-Content-Length is 99999");
+        expectError(client().post().uri("/v2/models/doubler/infer")
+                .header(InferenceHandler.HEADER_LENGTH, Integer.toString(json.length - 5))
+                .contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(body).exchange(),
+                400, "malformed inference request JSON (its first " + (json.length - 5) + " bytes, as header "
+                        + "Inference-Header-Content-Length says; check that it counts the JSON exactly): ");
     }
 
     @Test
