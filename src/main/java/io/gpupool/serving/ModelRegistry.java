@@ -56,6 +56,19 @@ public final class ModelRegistry implements AutoCloseable {
         failures.add(new ModelFailure(model.name(), model.version(), reason, true));
     }
 
+    /**
+     * Notes that a model which is not served failed to load (on request, after start-up), in place of what was noted
+     * for it before, so that the index and a request for it say why; a served model of that name keeps serving and
+     * nothing is noted.
+     */
+    public void failedToLoad(ModelFailure failure) {
+        if (models.containsKey(failure.name())) {
+            return;
+        }
+        failures.removeIf(earlier -> earlier.name().equals(failure.name()));
+        failures.add(failure);
+    }
+
     /** The served model called {@code name}, or null (no validation; for lookups by known names). */
     public ServedModel served(String name) {
         return name == null ? null : models.get(name);

@@ -67,13 +67,23 @@ public final class RepositoryHandler {
     /** POST /v2/repository/models/{m}/load. */
     public Mono<ServerResponse> load(ServerRequest request) {
         return change(request, name -> {
-            ServedModel fresh = loader.load(name);
+            ServedModel fresh;
+            try {
+                fresh = loader.load(name);
+            } catch (ServingException e) {
+                if (e.status() == 400) {                           // a folder that does not load; 404: no folder
+                    registry.failedToLoad(new ModelFailure(name, "", e.getMessage()));
+                }
+                throw e;
+            }
             try {
                 dryRun.accept(fresh);
             } catch (RuntimeException e) {
                 close(fresh);
-                throw ServingException.badRequest("model '" + name + "' failed its warm-up and is not served: "
-                        + e.getMessage());
+                ServingException refused = ServingException.badRequest("model '" + name
+                        + "' failed its warm-up and is not served: " + e.getMessage());
+                registry.failedToLoad(new ModelFailure(name, fresh.version(), refused.getMessage()));
+                throw refused;
             }
             fresh.markReady();
             ServedModel previous = registry.serve(fresh);

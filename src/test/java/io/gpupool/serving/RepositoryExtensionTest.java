@@ -11,6 +11,7 @@ import reactor.core.publisher.Sinks;
 import org.springframework.test.web.reactive.server.WebTestClient;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -258,7 +259,15 @@ class RepositoryExtensionTest {
         fixture = ServingFixture.builder().modelControl().build();
         expectError(post("/v2/repository/models/unfit/load"), 400, "failed its warm-up and is not served: kernel missing");
         assertThat(fixture.model("unfit").closed).isTrue();
-        expectError(infer("unfit"), 404, "unknown model 'unfit'");
+        expectError(infer("unfit"), 404, "unknown model 'unfit' (it failed to load: model 'unfit' failed its warm-up");
+        fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
+                .jsonPath("$[?(@.name=='unfit')].state").isEqualTo("UNAVAILABLE")
+                .jsonPath("$[?(@.name=='unfit')].reason").value(reason -> assertThat(reason.toString())
+                        .contains("kernel missing"));
+        post("/v2/repository/models/unfit/load").expectStatus().isBadRequest();
+        fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
+                .jsonPath("$[?(@.name=='unfit')].name").value(names -> assertThat((List<?>) names)
+                        .as("listed once after a second failed load").hasSize(1));
         expectError(post("/v2/repository/models/nowhere/load"), 404, "no model folder 'nowhere'");
         expectError(fixture.client.post().uri("/v2/repository/models/{m}/load", "..").exchange(), 400,
                 "invalid model name");
