@@ -302,7 +302,7 @@ public class GpuPoolConfiguration {
                 new ModelConfigHandler(registry, settings.serving().maxBatchSize(),
                         settings.serving().streamsPerDevice(), gpu ? "KIND_GPU" : "KIND_CPU",
                         model -> batching == null ? null : batching.tritonSection(model)),
-                new SharedMemoryHandler(), control);
+                new SharedMemoryHandler(settings.serving().maxBodyBytes()), control);
     }
 
     /** Told the name of each model that starts serving after start-up (the meters add it). */

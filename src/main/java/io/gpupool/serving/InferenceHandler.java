@@ -5,10 +5,8 @@ import io.gpupool.serving.protocol.Health;
 import io.gpupool.serving.protocol.ModelMetadata;
 import io.gpupool.serving.protocol.RepositoryIndexEntry;
 import io.gpupool.serving.protocol.ServerMetadata;
-import org.springframework.core.io.buffer.DataBufferUtils;
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.MediaType;
-import org.springframework.web.reactive.function.BodyExtractors;
 import org.springframework.web.reactive.function.server.ServerRequest;
 import org.springframework.web.reactive.function.server.ServerResponse;
 import reactor.core.publisher.Mono;
@@ -290,17 +288,7 @@ public final class InferenceHandler {
      * cannot make the server read an unbounded body either.
      */
     private Mono<Void> discard(ServerRequest request) {
-        if (request.headers().contentLength().orElse(-1) > maxBodyBytes) {
-            return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
-        }
-        long[] seen = {0};
-        return request.body(BodyExtractors.toDataBuffers()).doOnNext(buffer -> {
-            seen[0] += buffer.readableByteCount();
-            DataBufferUtils.release(buffer);
-            if (seen[0] > maxBodyBytes) {
-                throw ServingException.payloadTooLarge(maxBodyBytes);
-            }
-        }).then();
+        return RequestBodies.discard(request, maxBodyBytes);
     }
 
     /** The whole body, decoded (see {@link RequestBodies}). */

@@ -43,6 +43,21 @@ final class RequestBodies {
         this.maxBodyBytes = maxBodyBytes;
     }
 
+    /** Reads a body nobody needs and drops it, within {@code maxBodyBytes} (413 beyond, as every body). */
+    static Mono<Void> discard(ServerRequest request, int maxBodyBytes) {
+        if (request.headers().contentLength().orElse(-1) > maxBodyBytes) {
+            return Mono.error(ServingException.payloadTooLarge(maxBodyBytes));
+        }
+        long[] seen = {0};
+        return request.body(BodyExtractors.toDataBuffers()).doOnNext(buffer -> {
+            seen[0] += buffer.readableByteCount();
+            DataBufferUtils.release(buffer);
+            if (seen[0] > maxBodyBytes) {
+                throw ServingException.payloadTooLarge(maxBodyBytes);
+            }
+        }).then();
+    }
+
     /**
      * Whether the client waits for 100 Continue before sending its body (RFC 9110 section 10.1.1): then a declared
      * length over the limit is answered 413 before the body is asked for, and the client need not send it.

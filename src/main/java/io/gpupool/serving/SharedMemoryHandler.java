@@ -1,8 +1,6 @@
 package io.gpupool.serving;
 
-import org.springframework.core.io.buffer.DataBufferUtils;
 import org.springframework.http.MediaType;
-import org.springframework.web.reactive.function.BodyExtractors;
 import org.springframework.web.reactive.function.server.ServerRequest;
 import org.springframework.web.reactive.function.server.ServerResponse;
 import reactor.core.publisher.Mono;
@@ -16,6 +14,13 @@ import java.util.List;
  * {@link RequestDecoder} with the same message.
  */
 public final class SharedMemoryHandler {
+
+    private final int maxBodyBytes;
+
+    /** @param maxBodyBytes {@code gpupool.serving.max-body-size}: bodies these endpoints drop are bounded too */
+    public SharedMemoryHandler(int maxBodyBytes) {
+        this.maxBodyBytes = maxBodyBytes;
+    }
 
     /** GET /v2/{kind}sharedmemory/status: no region. */
     public Mono<ServerResponse> status(ServerRequest request) {
@@ -31,12 +36,15 @@ public final class SharedMemoryHandler {
 
     /** POST /v2/{kind}sharedmemory/region/{r}/register. */
     public Mono<ServerResponse> register(ServerRequest request) {
-        return discard(request).then(ErrorResponses.of(ServingException.badRequest(unsupported(kind(request)))));
+        return RequestBodies.discard(request, maxBodyBytes)
+                .then(Mono.<ServerResponse>error(ServingException.badRequest(unsupported(kind(request)))))
+                .onErrorResume(ErrorResponses::of);
     }
 
     /** POST /v2/{kind}sharedmemory[/region/{r}]/unregister. */
     public Mono<ServerResponse> unregister(ServerRequest request) {
-        return discard(request).then(ServerResponse.ok().build());
+        return RequestBodies.discard(request, maxBodyBytes).then(ServerResponse.ok().build())
+                .onErrorResume(ErrorResponses::of);
     }
 
     /** The refusal for {@code kind} ("system" or "CUDA"). */
@@ -47,9 +55,5 @@ public final class SharedMemoryHandler {
 
     private static String kind(ServerRequest request) {
         return request.path().startsWith("/v2/cuda") ? "CUDA" : "system";
-    }
-
-    private static Mono<Void> discard(ServerRequest request) {
-        return request.body(BodyExtractors.toDataBuffers()).doOnNext(DataBufferUtils::release).then();
     }
 }

@@ -89,7 +89,7 @@ class DynamicBatchingTest {
         InferenceService unbatched = new InferenceService(runtimes, ServingFixture.JSON);
         RequestDecoder decoder = new RequestDecoder(ServingFixture.JSON, 64, 512, Duration.ofSeconds(20));
         ProtocolExtensions extensions = new ProtocolExtensions(new StatisticsHandler(registry, "CPU"),
-                new ModelConfigHandler(registry, 64, 1, "KIND_CPU", model -> null), new SharedMemoryHandler(),
+                new ModelConfigHandler(registry, 64, 1, "KIND_CPU", model -> null), new SharedMemoryHandler(1024),
                 new RepositoryHandler(registry, name -> {
                     throw ServingException.notFound("no model folder '" + name + "'");
                 }, model -> { }, name -> { }, false, ServingFixture.JSON, 1 << 20));

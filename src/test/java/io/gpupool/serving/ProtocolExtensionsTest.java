@@ -229,6 +229,11 @@ class ProtocolExtensionsTest {
         expectError(client().post().uri("/v2/cudasharedmemory/region/r0/register").contentType(MediaType.APPLICATION_JSON)
                 .bodyValue("{\"raw_handle\": {\"b64\": \"AA==\"}, \"device_id\": 0, \"byte_size\": 64}").exchange(), 400,
                 "CUDA shared memory is not supported");
+        byte[] huge = new byte[(1 << 20) + 1];                     // one byte above the fixture's max-body-size
+        for (String path : new String[] {"/v2/systemsharedmemory/unregister", "/v2/cudasharedmemory/region/r0/register"}) {
+            expectError(client().post().uri(path).contentType(MediaType.APPLICATION_OCTET_STREAM).bodyValue(huge)
+                    .exchange(), 413, "exceeds the limit of 1048576 bytes");
+        }
     }
 
     @Test

@@ -174,7 +174,7 @@ final class ServingFixture implements AutoCloseable {
         RepositoryHandler repository = new RepositoryHandler(registry, this::loadFolder, warmUp::dryRun,
                 loadedModels::add, b.modelControl, JSON, b.maxBody);
         ProtocolExtensions extensions = new ProtocolExtensions(new StatisticsHandler(registry, "CPU"),
-                new ModelConfigHandler(registry, 64, b.streams, "KIND_CPU", model -> null), new SharedMemoryHandler(),
+                new ModelConfigHandler(registry, 64, b.streams, "KIND_CPU", model -> null), new SharedMemoryHandler(b.maxBody),
                 repository);
         routes = ServingRoutes.routes(handler, extensions);
         client = WebTestClient.bindToRouterFunction(routes).build();
