@@ -20,7 +20,8 @@ import tools.jackson.databind.json.JsonMapper;
  * reads bodies as they arrive and ignores {@code Content-Encoding}: a gzip body would be refused as "not valid JSON"
  * (naming a control character), and a body labelled with a coding it was not actually compressed with would be
  * applied as plain JSON, so a tuning a proxy or client meant differently could take effect. Operators' bodies are a
- * few fields; they gain nothing from compression. {@code identity} is plain and passes.
+ * few fields; they gain nothing from compression. {@code identity} is plain and passes, and so does a request
+ * without a body (a stray header on a read changes nothing).
  *
  * <p>Listed in {@code META-INF/spring/...ManagementContextConfiguration.imports}, as {@link ManagementBodyErrors}:
  * on its own management port the filter lives in the actuator's child context; on a shared port it leaves every path
@@ -38,7 +39,9 @@ public class ManagementContentEncoding {
             String path = exchange.getRequest().getPath().pathWithinApplication().value();
             boolean underActuator = basePath.isEmpty() || path.equals(basePath) || path.startsWith(basePath + "/");
             String coding = String.join(", ", codings).trim();
-            if (!underActuator || coding.isEmpty() || coding.toLowerCase(Locale.ROOT).equals("identity")) {
+            HttpHeaders headers = exchange.getRequest().getHeaders();
+            boolean body = headers.getContentLength() > 0 || headers.containsHeader(HttpHeaders.TRANSFER_ENCODING);
+            if (!underActuator || !body || coding.isEmpty() || coding.toLowerCase(Locale.ROOT).equals("identity")) {
                 return chain.filter(exchange);
             }
             return refuse(exchange.getResponse(), coding);

@@ -71,6 +71,8 @@ final class RequestBodyDeadline extends ChannelDuplexHandler {
         }
         if (msg instanceof HttpRequest request) {
             responseStarted = false;
+            // a request the decoder failed on has no body to wait for (RequestFraming answers it or reactor-netty
+            // does), and its length header may be what failed
             if (!(msg instanceof LastHttpContent) && request.decoderResult().isSuccess() && hasBody(request)) {
                 arm(ctx);
             }

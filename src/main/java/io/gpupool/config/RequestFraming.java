@@ -60,8 +60,9 @@ final class RequestFraming extends ChannelDuplexHandler {
     private long passedOn;
     private long answered;
     private long answering;
-    /** A refusal of a request pipelined behind others still being answered; sent after the last of them. */
+    /** A refusal of a request pipelined behind others still being answered; sent once {@code deferredAfter} are. */
     private Refusal deferred;
+    private long deferredAfter;
 
     /** Netty's switch for its decoder's RFC 9112 framing rules (read once, when the decoder class loads). */
     static final String NETTY_RFC9112_PROPERTY = "io.netty.handler.codec.http.rfc9112TransferEncoding";
@@ -86,20 +87,20 @@ final class RequestFraming extends ChannelDuplexHandler {
             return;
         }
         if (msg instanceof HttpRequest request) {
-            Refusal refusal = request.decoderResult().isFailure() ? decoderProblem(request.decoderResult().cause())
-                    : null;
-            if (refusal == null) {
-                refusal = badRequest(problem(request));           // also where the decoder failed on a header we name
+            Refusal refusal;
+            if (request.decoderResult().isFailure()) {
+                // the decoder stopped at the failing header: only a length it failed on is ours to name, as the
+                // headers after it (a Host among them) were never read
+                refusal = decoderProblem(request.decoderResult().cause());
+                if (refusal == null) {
+                    refusal = badRequest(lengthProblem(request));
+                }
+            } else {
+                refusal = badRequest(problem(request));
             }
             if (refusal != null) {
-                refused = true;
                 ReferenceCountUtil.release(msg);
-                ctx.channel().config().setAutoRead(false);
-                if (answered < passedOn) {
-                    deferred = refusal;                            // pipelined: the earlier answers go first
-                } else {
-                    answer(ctx, refusal);
-                }
+                refuse(ctx, refusal, passedOn);
                 return;
             }
             passedOn++;
@@ -108,6 +109,21 @@ final class RequestFraming extends ChannelDuplexHandler {
             return;
         }
         ctx.fireChannelRead(msg);
+    }
+
+    /**
+     * Stops reading and answers {@code refusal}, closing, once {@code after} requests have their answers written
+     * (the requests passed on before the refused one): at once when they have.
+     */
+    private void refuse(ChannelHandlerContext ctx, Refusal refusal, long after) {
+        refused = true;
+        ctx.channel().config().setAutoRead(false);
+        if (answered < after) {
+            deferred = refusal;                                    // pipelined: the earlier answers go first
+            deferredAfter = after;
+        } else {
+            answer(ctx, refusal);
+        }
     }
 
     private static void answer(ChannelHandlerContext ctx, Refusal refusal) {
@@ -125,7 +141,7 @@ final class RequestFraming extends ChannelDuplexHandler {
         ctx.write(msg, promise);
         if (last) {
             answered = answering;
-            if (deferred != null && answered == passedOn) {
+            if (deferred != null && answered >= deferredAfter) {
                 Refusal refusal = deferred;
                 deferred = null;
                 answer(ctx, refusal);
@@ -142,14 +158,12 @@ final class RequestFraming extends ChannelDuplexHandler {
      */
     private void refuseBody(ChannelHandlerContext ctx, HttpContent content) {
         Throwable cause = content.decoderResult().cause();
-        refused = true;
         ReferenceCountUtil.release(content);
-        ctx.channel().config().setAutoRead(false);
         String reason = cause == null || cause.getMessage() == null ? cause == null ? "unknown" : cause.getClass().getSimpleName()
                 : cause.getMessage();
-        ctx.writeAndFlush(ConnectionLimit.closingResponse(HttpResponseStatus.BAD_REQUEST,
-                "the request body's chunked framing is malformed (RFC 9112 section 7.1): "
-                + ConnectionLimit.jsonSafe(reason))).addListener(ChannelFutureListener.CLOSE);
+        // this request was passed on: its answer follows those of the requests before it
+        refuse(ctx, new Refusal(HttpResponseStatus.BAD_REQUEST, "the request body's chunked framing is malformed "
+                + "(RFC 9112 section 7.1): " + ConnectionLimit.jsonSafe(reason)), passedOn - 1);
     }
 
     /** The status and message a refused request gets. */
@@ -197,6 +211,15 @@ final class RequestFraming extends ChannelDuplexHandler {
         return "'" + ConnectionLimit.jsonSafe(clipped) + "'";
     }
 
+    private static String lengthProblem(HttpRequest request) {
+        List<String> lengths = request.headers().getAll(HttpHeaderNames.CONTENT_LENGTH);
+        if (lengths.size() > 1 || lengths.size() == 1 && !DECIMAL_LENGTH.matcher(lengths.getFirst().trim()).matches()) {
+            return "Content-Length must be one decimal number of at most 18 digits (RFC 9110 section 8.6), was "
+                    + shown(String.join(", ", lengths));
+        }
+        return null;
+    }
+
     static String problem(HttpRequest request) {
         String target = request.uri();
         try {
@@ -212,10 +235,9 @@ final class RequestFraming extends ChannelDuplexHandler {
                     + shown(String.join(", ", codings)) + "; this server decodes no other transfer coding "
                     + "(use Content-Encoding for a compressed body)";
         }
-        List<String> lengths = request.headers().getAll(HttpHeaderNames.CONTENT_LENGTH);
-        if (lengths.size() > 1 || lengths.size() == 1 && !DECIMAL_LENGTH.matcher(lengths.getFirst().trim()).matches()) {
-            return "Content-Length must be one decimal number of at most 18 digits (RFC 9110 section 8.6), was "
-                    + shown(String.join(", ", lengths));
+        String length = lengthProblem(request);
+        if (length != null) {
+            return length;
         }
         if (request.protocolVersion().equals(HttpVersion.HTTP_1_1)) {
             int hosts = request.headers().getAll(HttpHeaderNames.HOST).size();

@@ -251,7 +251,7 @@ public final class InferenceHandler {
      * that replaced it (a reload: POST .../load of a served model), when that one takes the same requests; nothing
      * else is retried. The first attempt stays counted as refused in the metrics: it was. The second gets what is left
      * of the request's timeout since it was first submitted ({@code submittedNanos}), so that a client's deadline holds
-     * across the two; its 504 names the timeout the client gave.
+     * across the two; its 504 names the request's whole timeout, not what was left.
      */
     private Mono<EncodedResponse> onReplacement(ValidatedRequest request, Throwable failure, long submittedNanos) {
         ServedModel was = request.model();

@@ -57,9 +57,9 @@ public final class ModelRegistry implements AutoCloseable {
     }
 
     /**
-     * Notes that a model which is not served failed to load (on request, after start-up), in place of what was noted
-     * for it before, so that the index and a request for it say why; a served model of that name keeps serving and
-     * nothing is noted.
+     * Notes that a model failed to load on request, in place of what was noted for it before, so that the index and a
+     * request for it say why; when the registry holds a model of that name (served, or one whose warm-up at start-up
+     * failed, which the index lists with its own reason), that one stays and nothing is noted.
      */
     public void failedToLoad(ModelFailure failure) {
         if (models.containsKey(failure.name())) {

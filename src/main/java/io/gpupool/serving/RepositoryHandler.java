@@ -22,7 +22,8 @@ import java.util.function.Consumer;
  *
  * <pre>
  *   load m:    read folder m on every device ──► dry run at the largest size ──► serve m
- *                 │ fails: 400 with the reason, nothing stays allocated, the index keeps its old entry
+ *                 │ fails: 400 with the reason, nothing stays allocated; a served m keeps serving, else the
+ *                 │        index lists m UNAVAILABLE with the reason
  *              a model m already served is then unloaded as below (Triton's reload)
  *   unload m:  new requests for m get 503 ──► wait until no request uses a replica ──► stop serving m
  *              ──► close the replicas (weights back to the devices) ──► index: m UNAVAILABLE, "unloaded"
@@ -72,7 +73,10 @@ public final class RepositoryHandler {
                 fresh = loader.load(name);
             } catch (ServingException e) {
                 if (e.status() == 400) {                           // a folder that does not load; 404: no folder
-                    registry.failedToLoad(new ModelFailure(name, "", e.getMessage()));
+                    String prefix = "model '" + name + "' failed to load: ";
+                    String message = e.getMessage();
+                    registry.failedToLoad(new ModelFailure(name, "",
+                            message.startsWith(prefix) ? message.substring(prefix.length()) : message));
                 }
                 throw e;
             }
@@ -82,7 +86,7 @@ public final class RepositoryHandler {
                 close(fresh);
                 ServingException refused = ServingException.badRequest("model '" + name
                         + "' failed its warm-up and is not served: " + e.getMessage());
-                registry.failedToLoad(new ModelFailure(name, fresh.version(), refused.getMessage()));
+                registry.failedToLoad(new ModelFailure(name, fresh.version(), "its warm-up failed: " + e.getMessage()));
                 throw refused;
             }
             fresh.markReady();

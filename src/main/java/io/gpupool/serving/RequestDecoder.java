@@ -117,7 +117,7 @@ public final class RequestDecoder {
                 throw ServingException.badRequest("the request declares binary_data_size but has no header "
                         + InferenceHandler.HEADER_LENGTH + " saying where its JSON ends and the binary data begins");
             }
-            String within = headerLength == null ? "" : " (its first " + jsonLength + " bytes, as header "
+            String within = headerLength == null || !looksCut(e) ? "" : " (its first " + jsonLength + " bytes, as header "
                     + InferenceHandler.HEADER_LENGTH + " says; check that it counts the JSON exactly)";
             throw ServingException.badRequest("malformed inference request JSON" + within + ": " + jsonProblem(e));
         }
@@ -125,6 +125,12 @@ public final class RequestDecoder {
             throw ServingException.badRequest("empty inference request body");
         }
         return validate(model, request, body, jsonLength);
+    }
+
+    /** Whether the JSON ended early or ran into bytes no JSON holds: what a wrong header length does. */
+    private static boolean looksCut(JacksonException e) {
+        String reason = String.valueOf(e.getOriginalMessage());
+        return reason.contains("end-of-input") || reason.contains("Illegal character") || reason.contains("Unexpected character");
     }
 
     /**

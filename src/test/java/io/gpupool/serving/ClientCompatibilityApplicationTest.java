@@ -140,7 +140,9 @@ class ClientCompatibilityApplicationTest {
             InputStream in = socket.getInputStream();
             StringBuilder head = new StringBuilder();
             while (!head.toString().endsWith("\r\n\r\n")) {
-                head.append((char) in.read());                 // the answer's head, then its body by its length
+                int next = in.read();                          // the answer's head, then its body by its length
+                assertThat(next).as("the connection closed after %s", head).isNotNegative();
+                head.append((char) next);
             }
             assertThat(head.toString()).as("no 100 Continue first").startsWith("HTTP/1.1 413");
             int length = Integer.parseInt(head.toString().replaceAll("(?is).*content-length: *([0-9]+).*", "$1"));

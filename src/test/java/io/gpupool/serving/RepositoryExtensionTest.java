@@ -259,11 +259,17 @@ class RepositoryExtensionTest {
         fixture = ServingFixture.builder().modelControl().build();
         expectError(post("/v2/repository/models/unfit/load"), 400, "failed its warm-up and is not served: kernel missing");
         assertThat(fixture.model("unfit").closed).isTrue();
-        expectError(infer("unfit"), 404, "unknown model 'unfit' (it failed to load: model 'unfit' failed its warm-up");
+        expectError(infer("unfit"), 404, "unknown model 'unfit' (it failed to load: its warm-up failed: kernel missing)");
         fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
                 .jsonPath("$[?(@.name=='unfit')].state").isEqualTo("UNAVAILABLE")
                 .jsonPath("$[?(@.name=='unfit')].reason").value(reason -> assertThat(reason.toString())
                         .contains("kernel missing"));
+        expectError(post("/v2/repository/models/broken/load"), 400, "model 'broken' failed to load: config.json");
+        fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
+                .jsonPath("$[?(@.name=='broken')].reason").isEqualTo(List.of("config.json: not valid JSON"));
+        expectError(post("/v2/repository/models/nowhere/load"), 404, "no model folder 'nowhere'");
+        fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
+                .jsonPath("$[?(@.name=='nowhere')]").isEmpty();
         post("/v2/repository/models/unfit/load").expectStatus().isBadRequest();
         fixture.client.post().uri("/v2/repository/index").exchange().expectBody()
                 .jsonPath("$[?(@.name=='unfit')].name").value(names -> assertThat((List<?>) names)

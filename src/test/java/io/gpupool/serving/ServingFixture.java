@@ -195,6 +195,7 @@ final class ServingFixture implements AutoCloseable {
                     List.of(new TensorSpec("x", DataType.FP32, new long[]{-1, 4})),
                     List.of(new TensorSpec("y", DataType.FP32, new long[]{-1, 4})),
                     in -> { throw new IllegalStateException("kernel missing"); }));
+            case "broken" -> throw ServingException.badRequest("model 'broken' failed to load: config.json: not valid JSON");
             default -> throw ServingException.notFound("no model folder '" + name + "' in the model repository");
         };
     }

@@ -4,7 +4,6 @@ import ai.djl.huggingface.tokenizers.Encoding;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import io.gpupool.model.ModelFormatException;
 
-import tools.jackson.core.StreamReadFeature;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
@@ -86,14 +85,15 @@ public final class TextTokenizer implements AutoCloseable {
         }
         NativeLibrary.prepare();
         try {
-            HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerJson, Map.of(
-                    "addSpecialTokens", "true", "truncation", "true", "padding", "false",
-                    "maxLength", Integer.toString(maxLength)));
-            JsonNode file = JsonMapper.shared().reader().with(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
-                    .readTree(Files.readString(tokenizerJson));
+            // read before the native tokenizer exists, so that a failure here leaves nothing to close; the file is
+            // the tokenizer library's to judge (as HuggingFace reads it), this reads only how it splits words
+            JsonNode file = JsonMapper.shared().readTree(tokenizerJson.toFile());
             JsonNode normalizer = file.path("normalizer");
             boolean bertWords = normalizer.path("type").asString("").equals("BertNormalizer")
                     && file.path("pre_tokenizer").path("type").asString("").equals("BertPreTokenizer");
+            HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerJson, Map.of(
+                    "addSpecialTokens", "true", "truncation", "true", "padding", "false",
+                    "maxLength", Integer.toString(maxLength)));
             return new TextTokenizer(tokenizer, maxLength, tokenizerJson, bertWords,
                     bertWords && normalizer.path("handle_chinese_chars").asBoolean(true));
         } catch (IOException | RuntimeException e) {
