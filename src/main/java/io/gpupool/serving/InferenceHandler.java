@@ -234,11 +234,13 @@ public final class InferenceHandler {
                 allowed)));
     }
 
-    /** Any other path under /v2. */
+    /** Any other path: 404 naming it, and where the API is when the path lies outside it (a client's wrong root). */
     public Mono<ServerResponse> noSuchEndpoint(ServerRequest request) {
+        String hint = request.path().startsWith("/v2/") || request.path().equals("/v2") ? ""
+                : " (the inference API is under /v2, as KServe v2 and Triton serve it)";
         // read the body first, as for a refused model, so a kept-alive connection is left clean
         return discard(request).then(error(ServingException.notFound("no endpoint " + request.method() + " "
-                + Shown.clip(request.path())))).onErrorResume(this::error);
+                + Shown.clip(request.path()) + hint))).onErrorResume(this::error);
     }
 
     /** The model named in the path, at the version in the path when there is one. */

@@ -97,7 +97,7 @@ public final class ServingRoutes {
                         request -> ServerResponse.noContent().header(HttpHeaders.ALLOW, allow).build()));
                 routes.add(new Route(path(pattern), request -> handler.wrongMethod(request, allow)));
             });
-            routes.add(new Route(path("/v2/**"), handler::noSuchEndpoint));
+            routes.add(new Route(path("/**"), handler::noSuchEndpoint));   // any other path, outside /v2 too: JSON 404
             return new InOrder(List.copyOf(routes));
         }
 

@@ -90,7 +90,7 @@ class InferenceEndpointsTest {
         assertThat(shown).doesNotContain("unknown").hasSizeGreaterThan(40);
         assertThat(shown.getFirst()).contains("GET").contains("/v2/health/live");
         assertThat(shown).anySatisfy(p -> assertThat(p).contains("POST").contains("/v2/models/{model}/infer"));
-        assertThat(shown.getLast()).contains("/v2/**");
+        assertThat(shown.getLast()).as("the catch-all comes last").contains("/**");
     }
 
     @Test
@@ -183,6 +183,10 @@ class InferenceEndpointsTest {
     @Test
     void unknownEndpointUnderV2Is404Json() {
         expectError(client().get().uri("/v2/nothing/here").exchange(), 404, "no endpoint GET /v2/nothing/here");
+        for (String outside : new String[] {"/", "/V2/models", "/index.html"}) {
+            expectError(client().get().uri(outside).exchange(), 404,
+                    "no endpoint GET " + outside + " (the inference API is under /v2");
+        }
     }
 
     @Test
