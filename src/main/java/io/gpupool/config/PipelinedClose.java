@@ -6,7 +6,6 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelPromise;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponse;
-import io.netty.handler.codec.http.HttpStatusClass;
 import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.util.ReferenceCountUtil;
@@ -40,13 +39,11 @@ import io.netty.util.ReferenceCountUtil;
 final class PipelinedClose extends ChannelDuplexHandler {
 
     private long received;
-    private long answered;
+    private final AnswerCount answers = new AnswerCount();
     /** The number of the pipelined request that asked to close; 0 while none did. */
     private long closingRequest;
     /** Whether the closing request has been read whole: what follows is not served. */
     private boolean closingRequestRead;
-    /** The number of the answer being written, counted when its head passes. */
-    private long answering;
 
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
@@ -56,7 +53,7 @@ final class PipelinedClose extends ChannelDuplexHandler {
         }
         if (msg instanceof HttpRequest request) {
             received++;
-            if (closingRequest == 0 && answered < received - 1 && !HttpUtil.isKeepAlive(request)) {
+            if (closingRequest == 0 && answers.ended() < received - 1 && !HttpUtil.isKeepAlive(request)) {
                 closingRequest = received;
                 HttpUtil.setKeepAlive(request, true);
             }
@@ -69,18 +66,12 @@ final class PipelinedClose extends ChannelDuplexHandler {
 
     @Override
     public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
-        if (msg instanceof HttpResponse response && response.status().codeClass() != HttpStatusClass.INFORMATIONAL) {
-            answering++;
-            if (answering == closingRequest) {
-                HttpUtil.setKeepAlive(response, false);
-            }
+        if (answers.begins(msg) && answers.begun() == closingRequest) {
+            HttpUtil.setKeepAlive((HttpResponse) msg, false);
         }
-        if (msg instanceof LastHttpContent && answering > answered) { // an informational answer's end never is
-            answered = answering;
-            if (answered == closingRequest) {
-                ctx.write(msg, promise.unvoid()).addListener(ChannelFutureListener.CLOSE);
-                return;
-            }
+        if (answers.ends(msg) && answers.ended() == closingRequest) {
+            ctx.write(msg, promise.unvoid()).addListener(ChannelFutureListener.CLOSE);
+            return;
         }
         ctx.write(msg, promise);
     }

@@ -15,11 +15,8 @@ import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpRequest;
-import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
-import io.netty.handler.codec.http.HttpStatusClass;
 import io.netty.handler.codec.http.HttpVersion;
-import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.handler.codec.http.TooLongHttpHeaderException;
 import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.netty.handler.codec.http.TransferEncodingNotAllowedException;
@@ -56,10 +53,9 @@ import io.netty.util.ReferenceCountUtil;
 final class RequestFraming extends ChannelDuplexHandler {
 
     private boolean refused;
-    /** Requests passed on, and final answers written to their last part: a refusal waits for those before it. */
+    /** Requests passed on, and their answers: a refusal waits for the answers of those before it. */
     private long passedOn;
-    private long answered;
-    private long answering;
+    private final AnswerCount answers = new AnswerCount();
     /** A refusal of a request pipelined behind others still being answered; sent once {@code deferredAfter} are. */
     private Refusal deferred;
     private long deferredAfter;
@@ -118,7 +114,7 @@ final class RequestFraming extends ChannelDuplexHandler {
     private void refuse(ChannelHandlerContext ctx, Refusal refusal, long after) {
         refused = true;
         ctx.channel().config().setAutoRead(false);
-        if (answered < after) {
+        if (answers.ended() < after) {
             deferred = refusal;                                    // pipelined: the earlier answers go first
             deferredAfter = after;
         } else {
@@ -134,18 +130,13 @@ final class RequestFraming extends ChannelDuplexHandler {
     /** Counts the answers of the requests passed on, and sends a deferred refusal after the last of them. */
     @Override
     public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
-        if (msg instanceof HttpResponse response && response.status().codeClass() != HttpStatusClass.INFORMATIONAL) {
-            answering++;
-        }
-        boolean last = msg instanceof LastHttpContent && answering > answered;   // an informational answer's end never is
+        answers.begins(msg);
+        boolean last = answers.ends(msg);
         ctx.write(msg, promise);
-        if (last) {
-            answered = answering;
-            if (deferred != null && answered >= deferredAfter) {
-                Refusal refusal = deferred;
-                deferred = null;
-                answer(ctx, refusal);
-            }
+        if (last && deferred != null && answers.ended() >= deferredAfter) {
+            Refusal refusal = deferred;
+            deferred = null;
+            answer(ctx, refusal);
         }
     }
 
