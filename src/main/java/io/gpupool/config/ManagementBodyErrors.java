@@ -44,11 +44,12 @@ public class ManagementBodyErrors {
         return (exchange, failure) -> failure instanceof ServerWebInputException input
                 && input.getStatusCode().value() == HttpStatus.BAD_REQUEST.value()
                 && underActuator(exchange, basePath) && !exchange.getResponse().isCommitted()
-                ? answer(exchange.getResponse(), describe(input))
+                ? answer(exchange.getResponse(), HttpStatus.BAD_REQUEST, describe(input))
                 : Mono.error(failure);
     }
 
-    private static boolean underActuator(ServerWebExchange exchange, String basePath) {
+    /** Whether the exchange is the actuator's (on a shared port the other paths are the inference API's). */
+    static boolean underActuator(ServerWebExchange exchange, String basePath) {
         String path = exchange.getRequest().getPath().pathWithinApplication().value();
         return basePath.isEmpty() || path.equals(basePath) || path.startsWith(basePath + "/");
     }
@@ -124,8 +125,9 @@ public class ManagementBodyErrors {
         return line.length() > 200 ? line.substring(0, 200) + "..." : line;
     }
 
-    private static Mono<Void> answer(ServerHttpResponse response, String error) {
-        response.setStatusCode(HttpStatus.BAD_REQUEST);
+    /** Answers {@code status} with the JSON error every refusal of this server has. */
+    static Mono<Void> answer(ServerHttpResponse response, HttpStatus status, String error) {
+        response.setStatusCode(status);
         response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
         byte[] body = JSON.writeValueAsBytes(Map.of("error", error));
         return response.writeWith(Mono.just(response.bufferFactory().wrap(body)));

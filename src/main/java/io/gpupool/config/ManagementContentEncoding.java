@@ -1,19 +1,14 @@
 package io.gpupool.config;
 
-import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 
+import io.gpupool.serving.Shown;
 import org.springframework.boot.actuate.autoconfigure.endpoint.web.WebEndpointProperties;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.context.annotation.Bean;
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpStatus;
-import org.springframework.http.MediaType;
-import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.web.server.WebFilter;
-import reactor.core.publisher.Mono;
-import tools.jackson.databind.json.JsonMapper;
 
 /**
  * Refuses an actuator request whose body is content-encoded (gzip, br, ...) with 415 naming the coding. The actuator
@@ -29,32 +24,21 @@ import tools.jackson.databind.json.JsonMapper;
  */
 public class ManagementContentEncoding {
 
-    private static final JsonMapper JSON = JsonMapper.shared();
-
     @Bean
     WebFilter gpupoolManagementContentEncoding(ObjectProvider<WebEndpointProperties> endpoints) {
         String basePath = endpoints.getIfAvailable(WebEndpointProperties::new).getBasePath();
         return (exchange, chain) -> {
-            List<String> codings = exchange.getRequest().getHeaders().getOrEmpty(HttpHeaders.CONTENT_ENCODING);
-            String path = exchange.getRequest().getPath().pathWithinApplication().value();
-            boolean underActuator = basePath.isEmpty() || path.equals(basePath) || path.startsWith(basePath + "/");
-            String coding = String.join(", ", codings).trim();
             HttpHeaders headers = exchange.getRequest().getHeaders();
+            String coding = String.join(", ", headers.getOrEmpty(HttpHeaders.CONTENT_ENCODING)).trim();
             boolean body = headers.getContentLength() > 0 || headers.containsHeader(HttpHeaders.TRANSFER_ENCODING);
-            if (!underActuator || !body || coding.isEmpty() || coding.toLowerCase(Locale.ROOT).equals("identity")) {
+            if (!body || coding.isEmpty() || coding.toLowerCase(Locale.ROOT).equals("identity")
+                    || !ManagementBodyErrors.underActuator(exchange, basePath)) {
                 return chain.filter(exchange);
             }
-            return refuse(exchange.getResponse(), coding);
+            exchange.getResponse().getHeaders().set(HttpHeaders.ACCEPT_ENCODING, "identity");
+            return ManagementBodyErrors.answer(exchange.getResponse(), HttpStatus.UNSUPPORTED_MEDIA_TYPE,
+                    "the management endpoints read no Content-Encoding (the request has '" + Shown.clip(coding)
+                            + "'); send the body uncompressed");
         };
-    }
-
-    private static Mono<Void> refuse(ServerHttpResponse response, String coding) {
-        String shown = coding.length() > 64 ? coding.substring(0, 64) + "..." : coding;
-        response.setStatusCode(HttpStatus.UNSUPPORTED_MEDIA_TYPE);
-        response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
-        response.getHeaders().set("Accept-Encoding", "identity");
-        byte[] body = JSON.writeValueAsBytes(Map.of("error", "the management endpoints read no Content-Encoding "
-                + "(the request has '" + shown + "'); send the body uncompressed"));
-        return response.writeWith(Mono.just(response.bufferFactory().wrap(body)));
     }
 }

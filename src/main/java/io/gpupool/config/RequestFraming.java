@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.regex.Pattern;
 
+import io.gpupool.serving.Shown;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelHandlerContext;
@@ -196,10 +197,9 @@ final class RequestFraming extends ChannelDuplexHandler {
      */
     private static final Pattern DECIMAL_LENGTH = Pattern.compile("[0-9]{1,18}");
 
-    /** A client's header value in a message: quoted, clipped, JSON-safe. */
+    /** A client's header value in a message: quoted, clipped as every value a client sent, JSON-safe. */
     private static String shown(String value) {
-        String clipped = value.length() > 64 ? value.substring(0, 64) + "..." : value;
-        return "'" + ConnectionLimit.jsonSafe(clipped) + "'";
+        return "'" + ConnectionLimit.jsonSafe(Shown.clip(value)) + "'";
     }
 
     private static String lengthProblem(HttpRequest request) {
