@@ -11,8 +11,6 @@ import org.springframework.web.reactive.function.server.ServerRequest;
 import org.springframework.web.reactive.function.server.ServerResponse;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
-import tools.jackson.core.JacksonException;
-import tools.jackson.core.StreamReadFeature;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.ObjectMapper;
 
@@ -193,16 +191,7 @@ public final class InferenceHandler {
         return body(request).map(body -> {
             boolean readyOnly = false;
             if (body.length > 0) {
-                JsonNode node;
-                try {
-                    node = json.reader().with(StreamReadFeature.STRICT_DUPLICATE_DETECTION).readTree(body);
-                } catch (JacksonException e) {
-                    throw ServingException.badRequest("malformed repository index request JSON: " + e.getOriginalMessage());
-                }
-                if (node == null || !node.isObject()) {
-                    throw ServingException.badRequest("a repository index request body must be one JSON object (for "
-                            + "example {\"ready\": true}), not " + (node == null ? "empty" : RepositoryHandler.kindOf(node)));
-                }
+                JsonNode node = RepositoryHandler.jsonObject(json, body, "repository index request", "{\"ready\": true}");
                 JsonNode ready = node.get("ready");
                 if (ready != null && !ready.isNull()) {
                     if (!ready.isBoolean()) {

@@ -134,16 +134,7 @@ public final class RepositoryHandler {
         if (body.length == 0) {
             return;
         }
-        JsonNode node;
-        try {
-            node = json.reader().with(StreamReadFeature.STRICT_DUPLICATE_DETECTION).readTree(body);
-        } catch (JacksonException e) {
-            throw ServingException.badRequest("malformed repository request JSON: " + e.getOriginalMessage());
-        }
-        if (node == null || !node.isObject()) {
-            throw ServingException.badRequest("a repository request body must be one JSON object (for example "
-                    + "{\"parameters\": {}}), not " + (node == null ? "empty" : kindOf(node)));
-        }
+        JsonNode node = jsonObject(json, body, "repository request", "{\"parameters\": {}}");
         JsonNode parameters = node.get("parameters");
         if (parameters != null && !parameters.isObject()) {
             throw ServingException.badRequest("'parameters' of a repository request must be a JSON object, not "
@@ -159,8 +150,26 @@ public final class RepositoryHandler {
         }
     }
 
+    /**
+     * A repository body read strictly (a key given twice refused) as the one JSON object it must be; {@code what}
+     * and {@code example} name it in the 400 otherwise.
+     */
+    static JsonNode jsonObject(ObjectMapper json, byte[] body, String what, String example) {
+        JsonNode node;
+        try {
+            node = json.reader().with(StreamReadFeature.STRICT_DUPLICATE_DETECTION).readTree(body);
+        } catch (JacksonException e) {
+            throw ServingException.badRequest("malformed " + what + " JSON: " + e.getOriginalMessage());
+        }
+        if (node == null || !node.isObject()) {
+            throw ServingException.badRequest("a " + what + " body must be one JSON object (for example " + example
+                    + "), not " + (node == null ? "empty" : kindOf(node)));
+        }
+        return node;
+    }
+
     /** What a JSON value is, as a message names it ("array", "string", "number"). */
-    static String kindOf(JsonNode node) {
+    private static String kindOf(JsonNode node) {
         return node.getNodeType().name().toLowerCase(Locale.ROOT);
     }
 
